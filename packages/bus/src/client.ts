@@ -1,0 +1,82 @@
+import { errors, headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { AppError, ErrorBody, Headers, type RequestOf, type ResponseOf, type Subject } from '@vab/contracts';
+import { decodeText, encodeJson } from './codec.js';
+
+export interface RequestOptions {
+  timeoutMs: number;
+  requestId: string;
+}
+
+export interface RawReply {
+  /** The service's JSON reply, untouched, so the gateway can pass it on without re-serializing. */
+  data: Uint8Array;
+  headers: MsgHdrs | undefined;
+}
+
+/** Sends contract-typed requests; every failure becomes an AppError with a code the gateway can map. */
+export class BusClient {
+  constructor(private readonly nc: NatsConnection) {}
+
+  async requestRaw<S extends Subject>(
+    subject: S,
+    payload: RequestOf<S>,
+    opts: RequestOptions,
+  ): Promise<RawReply> {
+    const data = encodeJson(payload);
+    const max = this.nc.info?.max_payload;
+    if (max !== undefined && data.byteLength > max - 4096) {
+      throw new AppError('PAYLOAD_TOO_LARGE', `request is larger than the bus payload limit (${max} bytes)`);
+    }
+    const h = natsHeaders();
+    h.set(Headers.requestId, opts.requestId);
+    let msg;
+    try {
+      msg = await this.nc.request(subject, data, { timeout: opts.timeoutMs, headers: h });
+    } catch (err) {
+      throw translateNatsError(err, subject);
+    }
+    if (msg.headers?.has(Headers.serviceErrorCode)) {
+      throw errorFromReply(msg.data);
+    }
+    return { data: msg.data, headers: msg.headers };
+  }
+
+  async request<S extends Subject>(
+    subject: S,
+    payload: RequestOf<S>,
+    opts: RequestOptions,
+  ): Promise<ResponseOf<S>> {
+    const reply = await this.requestRaw(subject, payload, opts);
+    return JSON.parse(decodeText(reply.data)) as ResponseOf<S>;
+  }
+}
+
+function errorFromReply(data: Uint8Array): AppError {
+  try {
+    const body = ErrorBody.parse(JSON.parse(decodeText(data)));
+    return new AppError(body.code, body.message, { issues: body.issues, details: body.details });
+  } catch {
+    return new AppError('INTERNAL', 'malformed error reply from service');
+  }
+}
+
+function translateNatsError(err: unknown, subject: string): AppError {
+  const service = subject.split('.')[0];
+  if (err instanceof errors.RequestError && err.isNoResponders()) {
+    return new AppError('SERVICE_UNAVAILABLE', `the ${service} service is not available`);
+  }
+  if (err instanceof errors.NoRespondersError) {
+    return new AppError('SERVICE_UNAVAILABLE', `the ${service} service is not available`);
+  }
+  if (err instanceof errors.TimeoutError) {
+    return new AppError('TIMEOUT', `the ${service} service did not answer in time`);
+  }
+  if (
+    err instanceof errors.ClosedConnectionError ||
+    err instanceof errors.DrainingConnectionError ||
+    err instanceof errors.ConnectionError
+  ) {
+    return new AppError('SERVICE_UNAVAILABLE', 'the message bus is not connected');
+  }
+  return new AppError('INTERNAL', 'bus request failed');
+}

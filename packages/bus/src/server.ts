@@ -1,0 +1,157 @@
+import {
+  headers as natsHeaders,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
+import {
+  AppError,
+  contract,
+  Headers,
+  httpStatusOf,
+  toFieldIssues,
+  type ErrorBody,
+  type ParsedRequestOf,
+  type ResponseOf,
+  type ServiceName,
+  type SubjectsOf,
+} from '@vab/contracts';
+import type { Logger } from 'pino';
+import { decodeText, encodeJson, encodeReply, type RawJson } from './codec.js';
+import { randomUUID } from 'node:crypto';
+
+export interface HandlerContext {
+  requestId: string;
+  log: Logger;
+  /** Reply header for the gateway to copy (e.g. ETag). */
+  setHeader(name: string, value: string): void;
+}
+
+export type Handler<S extends SubjectsOf<ServiceName>> = (
+  request: ParsedRequestOf<S>,
+  ctx: HandlerContext,
+) => Promise<ResponseOf<S> | RawJson<ResponseOf<S>>>;
+
+/** A service's handler table: exactly one handler per subject it owns, checked by the compiler. */
+export type HandlerTable<Svc extends ServiceName> = { [S in SubjectsOf<Svc>]: Handler<S> };
+
+export interface ServeOptions<Svc extends ServiceName> {
+  service: Svc;
+  handlers: HandlerTable<Svc>;
+  log: Logger;
+}
+
+export interface Served {
+  /** Stops taking new requests, waits for in-flight ones (bounded), leaves the connection open. */
+  stop(timeoutMs: number): Promise<void>;
+  inFlight(): number;
+}
+
+/**
+ * What of an unexpected error may be logged: its type, message and stack. Library errors carry more (an
+ * ioredis ReplyError carries the command's arguments, i.e. stored flows that may hold MCP credentials).
+ */
+export function safeError(err: unknown): { type: string; message: string; stack?: string | undefined } {
+  if (err instanceof Error) return { type: err.name, message: err.message, stack: err.stack };
+  return { type: typeof err, message: 'non-error thrown' };
+}
+
+function errorReply(body: ErrorBody) {
+  const h = natsHeaders();
+  h.set(Headers.serviceError, body.message.slice(0, 200));
+  h.set(Headers.serviceErrorCode, String(httpStatusOf[body.code]));
+  return { data: encodeJson(body), headers: h };
+}
+
+/**
+ * Serves every subject of one service in a queue group named after it. Each request is re-validated with
+ * the contract's schema, the handler is awaited, and a reply is always sent: nats.js only catches
+ * synchronous throws in callbacks, so a lost reply would leave the caller waiting for its timeout.
+ */
+export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOptions<Svc>): Served {
+  const { service, handlers, log } = opts;
+  const inflight = new Set<Promise<void>>();
+  const subs: Subscription[] = [];
+
+  const handle = async (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> => {
+    const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
+    const reqLog = log.child({ requestId, subject });
+    const replyHeaders = natsHeaders();
+    let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
+    try {
+      let raw: unknown;
+      try {
+        raw = JSON.parse(decodeText(msg.data));
+      } catch {
+        throw new AppError('INVALID_JSON', 'request payload is not valid JSON');
+      }
+      const parsed = contract[subject].request.safeParse(raw);
+      if (!parsed.success) {
+        throw new AppError('VALIDATION_FAILED', 'request failed validation', {
+          issues: toFieldIssues(parsed.error),
+        });
+      }
+      const handler = handlers[subject] as Handler<SubjectsOf<Svc>>;
+      const result = await handler(parsed.data as ParsedRequestOf<SubjectsOf<Svc>>, {
+        requestId,
+        log: reqLog,
+        setHeader: (name, value) => replyHeaders.set(name, value),
+      });
+      reply = { data: encodeReply(result), headers: replyHeaders };
+      const max = nc.info?.max_payload;
+      if (max !== undefined && reply.data.byteLength > max - 4096) {
+        reqLog.error({ bytes: reply.data.byteLength, maxPayload: max }, 'reply exceeds bus payload limit');
+        reply = errorReply({
+          code: 'PAYLOAD_TOO_LARGE',
+          message: 'the response is larger than the bus payload limit',
+        });
+      }
+    } catch (err) {
+      if (err instanceof AppError) {
+        reqLog.debug({ code: err.code }, 'request failed');
+        reply = errorReply(err.toBody());
+      } else {
+        reqLog.error({ err: safeError(err) }, 'unhandled error');
+        reply = errorReply({ code: 'INTERNAL', message: 'internal error' });
+      }
+    }
+    if (!msg.reply) return;
+    try {
+      msg.respond(reply.data, { headers: reply.headers });
+    } catch (err) {
+      reqLog.error({ err }, 'reply failed');
+    }
+  };
+
+  for (const subject of Object.keys(handlers) as SubjectsOf<Svc>[]) {
+    subs.push(
+      nc.subscribe(subject, {
+        queue: service,
+        callback: (err, msg) => {
+          if (err) {
+            log.error({ err, subject }, 'subscription error');
+            return;
+          }
+          const p = handle(subject, msg).finally(() => inflight.delete(p));
+          inflight.add(p);
+        },
+      }),
+    );
+  }
+  log.info({ subjects: subs.length, queue: service }, 'serving');
+
+  return {
+    inFlight: () => inflight.size,
+    async stop(timeoutMs) {
+      // Unsubscribing first stops new work reaching this instance; queue peers take it instead.
+      for (const s of subs) s.unsubscribe();
+      let timer: NodeJS.Timeout | undefined;
+      const bounded = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      });
+      await Promise.race([Promise.allSettled([...inflight]), bounded]);
+      clearTimeout(timer);
+      if (inflight.size > 0) log.warn({ inFlight: inflight.size }, 'stopped with requests in flight');
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import { z } from 'zod';
+import { EpochMs, Id } from './common.js';
+import { Flow } from './flow.js';
+
+export const AgentName = z
+  .string()
+  .trim()
+  .min(1, 'must not be empty')
+  .max(200, 'must be at most 200 characters');
+
+export const AgentSummary = z.object({
+  id: Id,
+  name: z.string(),
+  createdAt: EpochMs,
+  updatedAt: EpochMs,
+});
+export type AgentSummary = z.infer<typeof AgentSummary>;
+
+export const Agent = AgentSummary.extend({
+  /** Number of the latest version snapshot; 1 on creation, +1 per PATCH carrying a flow or a restore. */
+  version: z.number().int().positive(),
+  flow: Flow,
+});
+export type Agent = z.infer<typeof Agent>;
+
+export const AgentList = z.array(AgentSummary);
+export type AgentList = z.infer<typeof AgentList>;
+
+export const CreateAgentBody = z.object({
+  name: AgentName,
+  flow: Flow.optional(),
+});
+export type CreateAgentBody = z.infer<typeof CreateAgentBody>;
+
+export const PatchAgentBody = z
+  .object({
+    name: AgentName.optional(),
+    flow: Flow.optional(),
+  })
+  .refine((b) => b.name !== undefined || b.flow !== undefined, {
+    message: 'provide name and/or flow',
+  });
+export type PatchAgentBody = z.infer<typeof PatchAgentBody>;
+
+/** The If-Match header as the client sent it: `*` or a list of entity tags (compared strongly). */
+export const IfMatch = z.string().max(1000);
+export type IfMatch = z.infer<typeof IfMatch>;
+
+export const VersionSummary = z.object({
+  version: z.number().int().positive(),
+  createdAt: EpochMs,
+  /** sha256 of the stored flow JSON; equal hashes mean identical content, stored once. */
+  contentHash: z.string(),
+  sizeBytes: z.number().int().nonnegative(),
+});
+export type VersionSummary = z.infer<typeof VersionSummary>;
+
+export const VersionList = z.array(VersionSummary);
+export type VersionList = z.infer<typeof VersionList>;
+
+export const AgentVersion = VersionSummary.extend({ agentId: Id, flow: Flow });
+export type AgentVersion = z.infer<typeof AgentVersion>;
+
+export const VersionParams = z.object({ id: Id, version: z.coerce.number().int().positive() });
+export type VersionParams = z.infer<typeof VersionParams>;
+
+export const ArchivedAgent = z.object({ id: Id, archived: z.literal(true), archivedAt: EpochMs });
+export type ArchivedAgent = z.infer<typeof ArchivedAgent>;
+
+/** Internal: the cheap existence check other services make before touching an agent's history. */
+export const AgentLookup = z.object({
+  id: Id,
+  exists: z.boolean(),
+  archived: z.boolean(),
+  name: z.string().optional(),
+  version: z.number().int().positive().optional(),
+});
+export type AgentLookup = z.infer<typeof AgentLookup>;

@@ -1,0 +1,19 @@
+import { z } from 'zod';
+
+/** Timestamps are integers in milliseconds since the Unix epoch (spec). */
+export const EpochMs = z.number().int().nonnegative().max(8.64e15);
+export type EpochMs = z.infer<typeof EpochMs>;
+
+/** Ids we generate are UUIDs; anything else cannot exist, so it is rejected before storage is asked. */
+export const Id = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9_-]+$/, 'must be letters, digits, _ or -');
+export type Id = z.infer<typeof Id>;
+
+export const AgentIdParams = z.object({ id: Id });
+export type AgentIdParams = z.infer<typeof AgentIdParams>;
+
+export const Ok = z.object({ ok: z.literal(true) });
+export type Ok = z.infer<typeof Ok>;

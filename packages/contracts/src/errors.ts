@@ -1,0 +1,102 @@
+import { z } from 'zod';
+
+/** Every error that crosses the bus or reaches a client carries one of these codes. */
+export const ErrorCode = z.enum([
+  'VALIDATION_FAILED',
+  'INVALID_JSON',
+  'NOT_FOUND',
+  'ROUTE_NOT_FOUND',
+  'AGENT_ARCHIVED',
+  'CONFLICT',
+  'ILLEGAL_TRANSITION',
+  'PRECONDITION_FAILED',
+  'PAYLOAD_TOO_LARGE',
+  'LIMIT_EXCEEDED',
+  'UNSUPPORTED_MEDIA_TYPE',
+  'FLOW_INVALID',
+  'MISSING_CREDENTIALS',
+  'UNAUTHORIZED',
+  'RATE_LIMITED',
+  'SERVICE_UNAVAILABLE',
+  'CAPACITY_EXHAUSTED',
+  'UPSTREAM_FAILED',
+  'TIMEOUT',
+  'INTERNAL',
+]);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+/**
+ * The one code→HTTP status table. `satisfies Record<ErrorCode, …>` makes it exhaustive: adding a code
+ * without a status fails the build. The bus also uses it for the NATS micro `Nats-Service-Error-Code` header.
+ */
+export const httpStatusOf = {
+  VALIDATION_FAILED: 400,
+  INVALID_JSON: 400,
+  NOT_FOUND: 404,
+  ROUTE_NOT_FOUND: 404,
+  AGENT_ARCHIVED: 409,
+  CONFLICT: 409,
+  ILLEGAL_TRANSITION: 409,
+  PRECONDITION_FAILED: 412,
+  PAYLOAD_TOO_LARGE: 413,
+  LIMIT_EXCEEDED: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  FLOW_INVALID: 422,
+  MISSING_CREDENTIALS: 400,
+  UNAUTHORIZED: 401,
+  RATE_LIMITED: 429,
+  SERVICE_UNAVAILABLE: 503,
+  CAPACITY_EXHAUSTED: 503,
+  UPSTREAM_FAILED: 502,
+  TIMEOUT: 504,
+  INTERNAL: 500,
+} as const satisfies Record<ErrorCode, number>;
+
+export const FieldIssue = z.object({
+  path: z.string().describe('Dotted path of the offending field, e.g. `body.flow.nodes.0.id`'),
+  message: z.string(),
+});
+export type FieldIssue = z.infer<typeof FieldIssue>;
+
+/** What a failed bus request carries, and (plus `requestId`) what a client receives. */
+export const ErrorBody = z.object({
+  code: ErrorCode,
+  message: z.string(),
+  issues: z.array(FieldIssue).optional(),
+  /** Flow compiler findings, on FLOW_INVALID. */
+  details: z.unknown().optional(),
+});
+export type ErrorBody = z.infer<typeof ErrorBody>;
+
+export const HttpErrorBody = ErrorBody.extend({ requestId: z.string() });
+export type HttpErrorBody = z.infer<typeof HttpErrorBody>;
+
+/** Thrown by handlers for expected failures; crosses the bus as `{code, message}`. */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly issues: FieldIssue[] | undefined;
+  readonly details: unknown;
+
+  constructor(code: ErrorCode, message: string, extra: { issues?: FieldIssue[]; details?: unknown } = {}) {
+    super(message);
+    this.name = 'AppError';
+    this.code = code;
+    this.issues = extra.issues;
+    this.details = extra.details;
+  }
+
+  toBody(): ErrorBody {
+    const body: ErrorBody = { code: this.code, message: this.message };
+    if (this.issues) body.issues = this.issues;
+    if (this.details !== undefined) body.details = this.details;
+    return body;
+  }
+}
+
+/** Turns zod issues into the field-level list a client gets, prefixed with where the value came from. */
+export function toFieldIssues(error: z.ZodError, prefix = ''): FieldIssue[] {
+  return error.issues.map((issue) => ({
+    path: [prefix, ...issue.path.map(String)].filter((p) => p !== '').join('.'),
+    message: issue.message,
+  }));
+}

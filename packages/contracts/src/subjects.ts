@@ -1,0 +1,142 @@
+import { z } from 'zod';
+import {
+  Agent,
+  AgentList,
+  AgentLookup,
+  AgentVersion,
+  ArchivedAgent,
+  CreateAgentBody,
+  IfMatch,
+  PatchAgentBody,
+  VersionList,
+} from './agents.js';
+import { Id } from './common.js';
+import {
+  AppendedMessage,
+  AppendMessageBody,
+  CloseTestSessionBody,
+  ConversationEntry,
+  ConversationList,
+  CreateConversationEntryBody,
+  CreateTestSessionBody,
+  DeployList,
+  DeployRecord,
+  SessionMessageList,
+  TestSession,
+  TestSessionList,
+  UpdateDeployBody,
+} from './sessions.js';
+
+/** Every subject is declared here once. The first token names the service that serves it. */
+export const Subjects = {
+  agentsCreate: 'agents.create',
+  agentsList: 'agents.list',
+  agentsGet: 'agents.get',
+  agentsUpdate: 'agents.update',
+  agentsArchive: 'agents.archive',
+  agentsLookup: 'agents.lookup',
+  agentsVersionsList: 'agents.versions.list',
+  agentsVersionsGet: 'agents.versions.get',
+  agentsVersionsRestore: 'agents.versions.restore',
+  agentsHealth: 'agents.health',
+
+  conversationsList: 'sessions.conversations.list',
+  conversationsAppend: 'sessions.conversations.append',
+  testSessionsCreate: 'sessions.test.create',
+  testSessionsList: 'sessions.test.list',
+  testSessionsGet: 'sessions.test.get',
+  testSessionsClose: 'sessions.test.close',
+  messagesList: 'sessions.messages.list',
+  messagesAppend: 'sessions.messages.append',
+  deploysCreate: 'sessions.deploys.create',
+  deploysList: 'sessions.deploys.list',
+  deploysUpdate: 'sessions.deploys.update',
+  sessionsHealth: 'sessions.health',
+} as const;
+export type Subject = (typeof Subjects)[keyof typeof Subjects];
+
+export const ServiceNames = ['agents', 'sessions'] as const;
+export type ServiceName = (typeof ServiceNames)[number];
+
+const AgentRef = z.object({ id: Id });
+const SessionRef = z.object({ agentId: Id, sessionId: Id });
+const Health = z.object({ service: z.string(), ok: z.literal(true) });
+export const HealthRequest = z.object({});
+
+/** One map ties each subject to the schema of what it receives and what it answers. */
+export const contract = {
+  [Subjects.agentsCreate]: { request: CreateAgentBody, response: Agent },
+  [Subjects.agentsList]: { request: z.object({}), response: AgentList },
+  [Subjects.agentsGet]: { request: AgentRef, response: Agent },
+  [Subjects.agentsUpdate]: {
+    request: z.object({ id: Id, ifMatch: IfMatch.optional(), patch: PatchAgentBody }),
+    response: Agent,
+  },
+  [Subjects.agentsArchive]: { request: AgentRef, response: ArchivedAgent },
+  [Subjects.agentsLookup]: { request: AgentRef, response: AgentLookup },
+  [Subjects.agentsVersionsList]: { request: AgentRef, response: VersionList },
+  [Subjects.agentsVersionsGet]: {
+    request: z.object({ id: Id, version: z.number().int().positive() }),
+    response: AgentVersion,
+  },
+  [Subjects.agentsVersionsRestore]: {
+    request: z.object({ id: Id, version: z.number().int().positive(), ifMatch: IfMatch.optional() }),
+    response: Agent,
+  },
+  [Subjects.agentsHealth]: { request: HealthRequest, response: Health },
+
+  [Subjects.conversationsList]: { request: z.object({ agentId: Id }), response: ConversationList },
+  [Subjects.conversationsAppend]: {
+    request: z.object({ agentId: Id, entry: CreateConversationEntryBody }),
+    response: ConversationEntry,
+  },
+  [Subjects.testSessionsCreate]: {
+    request: z.object({ agentId: Id, session: CreateTestSessionBody }),
+    response: TestSession,
+  },
+  [Subjects.testSessionsList]: { request: z.object({ agentId: Id }), response: TestSessionList },
+  [Subjects.testSessionsGet]: { request: SessionRef, response: TestSession },
+  [Subjects.testSessionsClose]: {
+    request: SessionRef.extend({ close: CloseTestSessionBody }),
+    response: TestSession,
+  },
+  [Subjects.messagesList]: { request: SessionRef, response: SessionMessageList },
+  [Subjects.messagesAppend]: {
+    request: SessionRef.extend({ message: AppendMessageBody }),
+    response: AppendedMessage,
+  },
+  [Subjects.deploysCreate]: { request: z.object({ agentId: Id }), response: DeployRecord },
+  [Subjects.deploysList]: { request: z.object({ agentId: Id }), response: DeployList },
+  [Subjects.deploysUpdate]: {
+    request: z.object({ agentId: Id, deployId: Id, update: UpdateDeployBody }),
+    response: DeployRecord,
+  },
+  [Subjects.sessionsHealth]: { request: HealthRequest, response: Health },
+} as const satisfies Record<Subject, { request: z.ZodType; response: z.ZodType }>;
+
+export type Contract = typeof contract;
+export type RequestOf<S extends Subject> = z.input<Contract[S]['request']>;
+export type ParsedRequestOf<S extends Subject> = z.output<Contract[S]['request']>;
+export type ResponseOf<S extends Subject> = z.output<Contract[S]['response']>;
+
+/** Subjects served by one service: its handler table must cover exactly these. */
+export type SubjectsOf<Svc extends ServiceName> = Extract<Subject, `${Svc}.${string}`>;
+
+export function subjectsOf<Svc extends ServiceName>(service: Svc): SubjectsOf<Svc>[] {
+  return (Object.values(Subjects) as Subject[]).filter((s): s is SubjectsOf<Svc> =>
+    s.startsWith(`${service}.`),
+  );
+}
+
+export const healthSubjectOf: Record<ServiceName, Subject> = {
+  agents: Subjects.agentsHealth,
+  sessions: Subjects.sessionsHealth,
+};
+
+/** NATS headers we set ourselves. */
+export const Headers = {
+  requestId: 'X-Request-Id',
+  etag: 'ETag',
+  serviceError: 'Nats-Service-Error',
+  serviceErrorCode: 'Nats-Service-Error-Code',
+} as const;

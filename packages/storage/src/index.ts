@@ -1,0 +1,74 @@
+import { AppError } from '@vab/contracts';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+
+export { Redis } from 'ioredis';
+
+/**
+ * A Redis connection that reconnects forever (a restarted Redis must not need a restart of ours) but
+ * fails a command after one retry, so a request during an outage answers 503 quickly instead of hanging
+ * until the gateway's timeout.
+ */
+export function createRedis(url: string, log: Logger, opts: { name: string }): Redis {
+  const redis = new Redis(url, {
+    connectionName: opts.name,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: true,
+    connectTimeout: 2000,
+    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+    lazyConnect: false,
+  });
+  let down = false;
+  redis.on('error', (err: Error) => {
+    if (!down) log.warn({ err: err.message }, 'redis error');
+    down = true;
+  });
+  redis.on('ready', () => {
+    if (down) log.info('redis reconnected');
+    down = false;
+  });
+  return redis;
+}
+
+/** Redis failures of connectivity become SERVICE_UNAVAILABLE; anything else is left to the bus (INTERNAL). */
+export function translateRedisError(err: unknown): unknown {
+  if (err instanceof AppError) return err;
+  if (err instanceof Error) {
+    const name = err.name;
+    const msg = err.message;
+    if (
+      name === 'MaxRetriesPerRequestError' ||
+      msg.includes('Connection is closed') ||
+      msg.includes('ECONNREFUSED') ||
+      msg.includes('ECONNRESET') ||
+      msg.includes('LOADING') ||
+      msg.includes("Stream isn't writeable")
+    ) {
+      return new AppError('SERVICE_UNAVAILABLE', 'storage is unavailable, retry shortly');
+    }
+  }
+  return err;
+}
+
+/** Runs a storage operation and rethrows connectivity failures as SERVICE_UNAVAILABLE. */
+export async function storage<T>(op: () => Promise<T>): Promise<T> {
+  try {
+    return await op();
+  } catch (err) {
+    throw translateRedisError(err);
+  }
+}
+
+/**
+ * Lua scripts that signal an expected failure do `return redis.error_reply('CODE detail')`; this maps the
+ * first word to an AppError, so a script's business refusals cross the bus with their own code.
+ */
+export function scriptError(err: unknown, messages: Record<string, (detail: string) => AppError>): unknown {
+  if (err instanceof Error) {
+    // Redis prefixes `ERR ` to an error_reply whose text has no space of its own.
+    const [word, ...rest] = err.message.replace(/^ERR /, '').split(' ');
+    const make = word ? messages[word] : undefined;
+    if (make) return make(rest.join(' '));
+  }
+  return translateRedisError(err);
+}

@@ -1,0 +1,3 @@
+export * from './ports.js';
+export * from './servers.js';
+export * from './containers.js';

@@ -1,0 +1,113 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, tcpProbe, waitFor } from './ports.js';
+
+/** 8 MiB: flows and transcripts above NATS' 1 MB default must cross the bus (see docs/api.md, Limits). */
+export const TEST_NATS_MAX_PAYLOAD = 8 * 1024 * 1024;
+
+export interface TestServer {
+  url: string;
+  port: number;
+  /** Stops the server (SIGKILL when `crash`). */
+  stop(opts?: { crash?: boolean }): Promise<void>;
+  /** Starts it again on the same port, with the same data directory. */
+  start(): Promise<void>;
+}
+
+function hasBinary(name: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${name}`]).status === 0;
+}
+
+export function requireBinary(name: string, debianPackage: string): void {
+  if (!hasBinary(name)) {
+    throw new Error(
+      `${name} is not installed: install the Debian package with \`apt-get install -y ${debianPackage}\``,
+    );
+  }
+}
+
+class LocalProcessServer implements TestServer {
+  private child: ChildProcess | undefined;
+  constructor(
+    readonly port: number,
+    readonly url: string,
+    private readonly command: string,
+    private readonly args: string[],
+    private readonly probe: () => Promise<boolean>,
+    private readonly cleanup: () => void,
+  ) {}
+
+  async start(): Promise<void> {
+    const child = spawn(this.command, this.args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-2000);
+    });
+    this.child = child;
+    const exited = new Promise<never>((_, reject) =>
+      child.once('exit', (code) => reject(new Error(`${this.command} exited (${code}): ${stderr}`))),
+    );
+    exited.catch(() => undefined);
+    await Promise.race([waitFor(`${this.command} on ${this.port}`, this.probe), exited]);
+  }
+
+  async stop(opts: { crash?: boolean } = {}): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
+    if (!child || child.exitCode !== null) return;
+    const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill(opts.crash ? 'SIGKILL' : 'SIGTERM');
+    await gone;
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    this.cleanup();
+  }
+}
+
+export async function startLocalNats(
+  opts: { maxPayload?: number } = {},
+): Promise<TestServer & { dispose(): Promise<void> }> {
+  requireBinary('nats-server', 'nats-server');
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'vab-nats-'));
+  const conf = join(dir, 'nats.conf');
+  writeFileSync(
+    conf,
+    `host: 127.0.0.1\nport: ${port}\nmax_payload: ${opts.maxPayload ?? TEST_NATS_MAX_PAYLOAD}\n`,
+  );
+  const server = new LocalProcessServer(
+    port,
+    `nats://127.0.0.1:${port}`,
+    'nats-server',
+    ['-c', conf],
+    () => tcpProbe(port, undefined, 'INFO'),
+    () => rmSync(dir, { recursive: true, force: true }),
+  );
+  await server.start();
+  return server;
+}
+
+export async function startLocalRedis(
+  opts: { appendOnly?: boolean } = {},
+): Promise<TestServer & { dispose(): Promise<void> }> {
+  requireBinary('redis-server', 'redis-server');
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'vab-redis-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', ''];
+  args.push('--appendonly', opts.appendOnly ? 'yes' : 'no');
+  if (opts.appendOnly) args.push('--appendfsync', 'always');
+  const server = new LocalProcessServer(
+    port,
+    `redis://127.0.0.1:${port}`,
+    'redis-server',
+    args,
+    () => tcpProbe(port, 'PING\r\n', '+PONG'),
+    () => rmSync(dir, { recursive: true, force: true }),
+  );
+  await server.start();
+  return server;
+}

@@ -1,0 +1,160 @@
+#!/usr/bin/env node
+// Starts the whole local stack: NATS and Redis (the configured ones when they answer, else local servers
+// started here), then every service as its own process. Prints the gateway URL once it is ready.
+// Ctrl-C stops everything it started.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
+import { connect } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const stateDir = join(root, '.stack');
+const env = process.env;
+const NATS_URL = env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const REDIS_URL = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PORT = env.PORT ?? '3000';
+const HOST = env.HOST ?? '127.0.0.1';
+const children = [];
+let stopping = false;
+
+const log = (msg) => console.log(`[stack] ${msg}`);
+
+function hostPort(url, defPort) {
+  const u = new URL(url);
+  return { host: u.hostname || '127.0.0.1', port: Number(u.port || defPort) };
+}
+
+function answers({ host, port }, send, expect) {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    let buf = '';
+    const done = (ok) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(500, () => done(false));
+    sock.on('error', () => done(false));
+    sock.on('connect', () => send && sock.write(send));
+    sock.on('data', (d) => {
+      buf += d;
+      if (buf.includes(expect)) done(true);
+    });
+  });
+}
+
+async function waitUntil(what, probe, timeoutMs = 15000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`${what} did not become ready in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function requireBinary(bin, pkg) {
+  if (spawnSync('sh', ['-c', `command -v ${bin}`]).status !== 0) {
+    console.error(`[stack] ${bin} is not installed and nothing answers at its URL.`);
+    console.error(`[stack] Install it with: sudo apt-get install -y ${pkg}   (or set the URL of a running server)`);
+    process.exit(1);
+  }
+}
+
+function run(name, cmd, args, extraEnv = {}) {
+  const child = spawn(cmd, args, { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const prefix = `[${name}] `;
+  const pipe = (stream, out) =>
+    stream.on('data', (d) =>
+      String(d)
+        .split('\n')
+        .filter(Boolean)
+        .forEach((l) => out.write(prefix + l + '\n')),
+    );
+  pipe(child.stdout, process.stdout);
+  pipe(child.stderr, process.stderr);
+  child.on('exit', (code, signal) => {
+    if (!stopping) {
+      log(`${name} exited (${code ?? signal}); stopping the stack`);
+      void shutdown(1);
+    }
+  });
+  children.push({ name, child });
+  return child;
+}
+
+async function ensureNats() {
+  const target = hostPort(NATS_URL, 4222);
+  if (await answers(target, undefined, 'INFO')) {
+    log(`using NATS at ${NATS_URL}`);
+    return;
+  }
+  requireBinary('nats-server', 'nats-server');
+  mkdirSync(stateDir, { recursive: true });
+  const conf = join(stateDir, 'nats.conf');
+  // 8 MiB: flows and transcripts above NATS' 1 MB default cross the bus (docs/api.md, Limits).
+  writeFileSync(conf, `host: ${target.host}\nport: ${target.port}\nmax_payload: 8388608\n`);
+  run('nats-server', 'nats-server', ['-c', conf]);
+  await waitUntil('nats-server', () => answers(target, undefined, 'INFO'));
+  log(`started nats-server on ${target.host}:${target.port}`);
+}
+
+async function ensureRedis() {
+  const target = hostPort(REDIS_URL, 6379);
+  if (await answers(target, 'PING\r\n', 'PONG')) {
+    log(`using Redis at ${REDIS_URL}`);
+    return;
+  }
+  requireBinary('redis-server', 'redis-server');
+  const dir = join(stateDir, 'redis');
+  mkdirSync(dir, { recursive: true });
+  run('redis-server', 'redis-server', [
+    '--port', String(target.port), '--bind', target.host, '--dir', dir, '--appendonly', 'yes', '--save', '',
+  ]);
+  await waitUntil('redis-server', () => answers(target, 'PING\r\n', 'PONG'));
+  log(`started redis-server on ${target.host}:${target.port} (append-only file in .stack/redis)`);
+}
+
+async function shutdown(code) {
+  if (stopping) return;
+  stopping = true;
+  // Services first (they drain their work), then the servers they use.
+  const services = children.filter((c) => !c.name.endsWith('-server'));
+  const servers = children.filter((c) => c.name.endsWith('-server'));
+  for (const group of [services, servers]) {
+    await Promise.all(
+      group.map(
+        ({ child }) =>
+          new Promise((resolve) => {
+            if (child.exitCode !== null) return resolve();
+            child.once('exit', resolve);
+            child.kill('SIGTERM');
+          }),
+      ),
+    );
+  }
+  process.exit(code);
+}
+
+process.on('SIGINT', () => void shutdown(0));
+process.on('SIGTERM', () => void shutdown(0));
+
+for (const svc of ['agents', 'sessions', 'gateway']) {
+  if (!existsSync(join(root, 'services', svc, 'dist', 'main.js'))) {
+    console.error(`[stack] services/${svc} is not built: run \`npm start\` (it builds first)`);
+    process.exit(1);
+  }
+}
+await ensureNats();
+await ensureRedis();
+const common = { NATS_URL, REDIS_URL };
+run('agents', 'node', [join(root, 'services/agents/dist/main.js')], common);
+run('sessions', 'node', [join(root, 'services/sessions/dist/main.js')], common);
+run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], { ...common, PORT, HOST });
+const base = `http://${HOST === '0.0.0.0' ? '127.0.0.1' : HOST}:${PORT}`;
+await waitUntil('gateway', async () => {
+  try {
+    return (await fetch(`${base}/readyz`)).ok;
+  } catch {
+    return false;
+  }
+}, 30000);
+log(`ready: gateway at ${base}  (API docs: ${base}/docs)  — Ctrl-C stops everything`);

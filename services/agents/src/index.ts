@@ -1,0 +1,3 @@
+export { startAgentsService, agentsHandlers } from './service.js';
+export { AgentStore } from './store.js';
+export { loadConfig } from './config.js';

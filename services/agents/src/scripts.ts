@@ -1,0 +1,84 @@
+/*
+ * Lua scripts: each runs atomically, so an agent never exists without its first snapshot, a snapshot never
+ * exists without its agent, and concurrent saves get distinct, gapless version numbers.
+ *
+ * Version entries are ZSET members `<version>:<createdAt>:<contentHash>:<sizeBytes>` scored by version:
+ * an unchanged autosave costs one such member (~100 bytes) and no second copy of the flow.
+ */
+
+/** KEYS: agent, versions, content, index. ARGV: id, name, now, hash, flowJson, size. */
+export const CREATE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('CONFLICT') end
+redis.call('SET', KEYS[3], ARGV[5], 'NX')
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'name', ARGV[2], 'createdAt', ARGV[3], 'updatedAt', ARGV[3],
+  'version', 1, 'rev', 1, 'head', ARGV[4], 'archived', '0')
+redis.call('ZADD', KEYS[2], 1, '1:' .. ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[6])
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
+return 1
+`;
+
+/*
+ * Shared head of the mutating scripts: loads the agent, refuses archived/unknown ones and a stale If-Match
+ * (ARGV[3]: '' = none, '*' = any, else a comma-separated list of entity tags).
+ */
+const GUARD = `
+local a = redis.call('HMGET', KEYS[1], 'archived', 'version', 'rev', 'head', 'updatedAt', 'name', 'createdAt')
+if (not a[1]) or a[1] == '1' then return redis.error_reply('NOT_FOUND') end
+local version = tonumber(a[2])
+local rev = tonumber(a[3])
+local etag = '"' .. version .. '.' .. rev .. '"'
+local ifMatch = ARGV[3]
+if ifMatch ~= '' and ifMatch ~= '*' then
+  local matched = false
+  for tag in string.gmatch(ifMatch, '[^,]+') do
+    if string.match(tag, '^%s*(.-)%s*$') == etag then matched = true end
+  end
+  if not matched then return redis.error_reply('PRECONDITION_FAILED ' .. etag) end
+end
+-- updatedAt never moves backwards, even if clocks of service instances disagree
+local now = math.max(tonumber(ARGV[2]), tonumber(a[5]))
+`;
+
+/**
+ * KEYS: agent, versions, content (of the new flow, or any key of the agent when no flow), index.
+ * ARGV: id, now, ifMatch, name ('' = keep), hash ('' = no new snapshot), flowJson, size.
+ * Returns { name, createdAt, updatedAt, version, rev, head }.
+ */
+export const UPDATE = `${GUARD}
+local head = a[4]
+local name = a[6]
+if ARGV[5] ~= '' then
+  version = version + 1
+  redis.call('SET', KEYS[3], ARGV[6], 'NX')
+  redis.call('ZADD', KEYS[2], version, version .. ':' .. now .. ':' .. ARGV[5] .. ':' .. ARGV[7])
+  head = ARGV[5]
+end
+if ARGV[4] ~= '' then name = ARGV[4] end
+rev = rev + 1
+redis.call('HSET', KEYS[1], 'name', name, 'updatedAt', now, 'version', version, 'rev', rev, 'head', head)
+redis.call('ZADD', KEYS[4], now, ARGV[1])
+return { name, a[7], tostring(now), tostring(version), tostring(rev), head }
+`;
+
+/**
+ * KEYS: agent, versions, index. ARGV: id, now, ifMatch, versionToRestore.
+ * Saves the old snapshot's content as a new latest version (the content is already stored).
+ */
+export const RESTORE = `${GUARD}
+local found = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[4], ARGV[4])
+if #found == 0 then return redis.error_reply('VERSION_NOT_FOUND') end
+local _, _, hash, size = string.match(found[1], '^(%d+):(%d+):([^:]+):(%d+)$')
+version = version + 1
+rev = rev + 1
+redis.call('ZADD', KEYS[2], version, version .. ':' .. now .. ':' .. hash .. ':' .. size)
+redis.call('HSET', KEYS[1], 'updatedAt', now, 'version', version, 'rev', rev, 'head', hash)
+redis.call('ZADD', KEYS[3], now, ARGV[1])
+return { a[6], a[7], tostring(now), tostring(version), tostring(rev), hash }
+`;
+
+/** KEYS: agent, index. ARGV: id, now, ifMatch. Archives: hidden from the list, kept in storage. */
+export const ARCHIVE = `${GUARD}
+redis.call('HSET', KEYS[1], 'archived', '1', 'archivedAt', ARGV[2], 'rev', rev + 1)
+redis.call('ZREM', KEYS[2], ARGV[1])
+return ARGV[2]
+`;

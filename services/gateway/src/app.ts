@@ -1,0 +1,162 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { BusClient, type Logger } from '@vab/bus';
+import { AppError, Headers, healthSubjectOf, ServiceNames, toFieldIssues } from '@vab/contracts';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyRequest,
+} from 'fastify';
+import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import type { GatewayConfig } from './config.js';
+import { errorHandler } from './errors.js';
+import { buildOpenApi } from './openapi.js';
+import { routes, type AnyRoute } from './route-table.js';
+
+export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'>;
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function parseInput<T>(schema: z.ZodType<T>, value: unknown, where: 'params' | 'body'): T {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    throw new AppError('VALIDATION_FAILED', `invalid ${where}`, {
+      issues: toFieldIssues(result.error, where),
+    });
+  }
+  return result.data;
+}
+
+/**
+ * The gateway: HTTP in, one NATS request per route, the service's reply bytes out untouched. It holds no
+ * business logic and touches no storage.
+ */
+export async function buildGateway(deps: {
+  nc: NatsConnection;
+  log: Logger;
+  config: AppConfig;
+}): Promise<FastifyInstance> {
+  const { nc, log, config } = deps;
+  const bus = new BusClient(nc);
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    // One line per request from our onResponse hook instead of Fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+    requestIdHeader: 'x-request-id',
+    genReqId: (req) => {
+      const incoming = req.headers['x-request-id'];
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    },
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    return503OnClosing: true,
+  });
+
+  const maxPayload = nc.info?.max_payload;
+  if (maxPayload !== undefined && config.BODY_LIMIT_BYTES > maxPayload - 64 * 1024) {
+    log.warn(
+      { bodyLimit: config.BODY_LIMIT_BYTES, maxPayload },
+      'BODY_LIMIT_BYTES exceeds the NATS max_payload: larger bodies will answer 413 from the bus check',
+    );
+  }
+
+  // Bodies are JSON only (spec): without this Fastify would accept text/plain as a string.
+  app.removeContentTypeParser('text/plain');
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler((req, reply) =>
+    errorHandler(
+      new AppError('ROUTE_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`),
+      req,
+      reply,
+    ),
+  );
+  app.addHook('onSend', async (req, reply) => {
+    reply.header('x-request-id', String(req.id));
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.info(
+      {
+        method: req.method,
+        url: req.routeOptions.url ?? req.url,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request completed',
+    );
+  });
+
+  const document = buildOpenApi(routes);
+  await app.register(swagger, { mode: 'static', specification: { document: document as never } });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => document);
+
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
+    const connected = !nc.isClosed() && !nc.isDraining();
+    const checks = await Promise.all(
+      ServiceNames.map(async (service) => {
+        if (!connected) return [service, 'bus disconnected'] as const;
+        try {
+          await bus.request(
+            healthSubjectOf[service],
+            {},
+            { timeoutMs: config.READY_TIMEOUT_MS, requestId: String(req.id) },
+          );
+          return [service, 'up'] as const;
+        } catch (err) {
+          return [service, err instanceof AppError ? err.code : 'error'] as const;
+        }
+      }),
+    );
+    const ready = connected && checks.every(([, s]) => s === 'up');
+    return reply
+      .code(ready ? 200 : 503)
+      .send({
+        status: ready ? 'ready' : 'not ready',
+        bus: connected ? 'connected' : 'disconnected',
+        services: Object.fromEntries(checks),
+      });
+  });
+
+  for (const r of routes) registerRoute(app, bus, r, config);
+  return app;
+}
+
+function registerRoute(app: FastifyInstance, bus: BusClient, r: AnyRoute, config: AppConfig): void {
+  app.route({
+    method: r.method,
+    url: r.url,
+    schema: { hide: true },
+    handler: async (req: FastifyRequest, reply) => {
+      const params = r.params ? parseInput(r.params, req.params, 'params') : {};
+      let body: unknown = undefined;
+      if (r.body) {
+        const raw = req.body === undefined && r.bodyOptional ? {} : req.body;
+        body = parseInput(r.body, raw, 'body');
+      }
+      const ifMatch = r.etag ? req.headers['if-match'] : undefined;
+      const payload = r.toRequest({
+        params,
+        body,
+        ifMatch: typeof ifMatch === 'string' ? ifMatch : undefined,
+      });
+      const result = await bus.requestRaw(r.subject, payload, {
+        timeoutMs: r.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
+        requestId: String(req.id),
+      });
+      if (r.etag) {
+        const etag = result.headers?.get(Headers.etag);
+        if (etag) reply.header('etag', etag);
+      }
+      // The service's reply is already contract-shaped JSON: pass its bytes on without re-serializing.
+      return reply
+        .code(r.status ?? 200)
+        .type('application/json; charset=utf-8')
+        .send(Buffer.from(result.data.buffer, result.data.byteOffset, result.data.byteLength));
+    },
+  });
+}

@@ -1,0 +1,50 @@
+import { safeError } from '@vab/bus';
+import { AppError, httpStatusOf, type HttpErrorBody } from '@vab/contracts';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+
+/** Fastify's own request errors, by code, as the one error vocabulary of this API. */
+const fastifyCodes: Record<string, () => AppError> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: () => new AppError('PAYLOAD_TOO_LARGE', 'request body is too large'),
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: () =>
+    new AppError('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json'),
+  FST_ERR_CTP_EMPTY_JSON_BODY: () => new AppError('INVALID_JSON', 'the request body is empty'),
+  FST_ERR_CTP_INVALID_JSON_BODY: () => new AppError('INVALID_JSON', 'the request body is not valid JSON'),
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: () =>
+    new AppError('VALIDATION_FAILED', 'content-length does not match the body'),
+};
+
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const fe = err as Partial<FastifyError> | undefined;
+  const byCode = fe?.code ? fastifyCodes[fe.code] : undefined;
+  if (byCode) return byCode();
+  if (
+    err instanceof SyntaxError ||
+    (fe?.statusCode === 400 && /JSON|prototype|constructor/i.test(fe.message ?? ''))
+  ) {
+    return new AppError('INVALID_JSON', 'the request body is not valid JSON');
+  }
+  if (fe?.statusCode === 413) return new AppError('PAYLOAD_TOO_LARGE', 'request body is too large');
+  if (fe?.statusCode === 415)
+    return new AppError('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json');
+  if (fe?.statusCode !== undefined && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return new AppError('VALIDATION_FAILED', 'the request is malformed');
+  }
+  return new AppError('INTERNAL', 'internal error');
+}
+
+/** The one error handler: every error a client sees has this shape, and a status from `httpStatusOf`. */
+export function errorHandler(err: unknown, req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const appErr = toAppError(err);
+  const status = httpStatusOf[appErr.code];
+  if (status >= 500) {
+    // Unknown errors are logged with their stack here and never described to the client.
+    req.log.error({ err: safeError(err), code: appErr.code }, 'request failed');
+  } else {
+    req.log.info({ code: appErr.code }, 'request rejected');
+  }
+  const body: HttpErrorBody = { ...appErr.toBody(), requestId: String(req.id) };
+  if (appErr.code === 'SERVICE_UNAVAILABLE' || appErr.code === 'CAPACITY_EXHAUSTED')
+    reply.header('retry-after', '1');
+  return reply.code(status).type('application/json; charset=utf-8').send(body);
+}

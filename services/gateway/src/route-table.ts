@@ -1,0 +1,251 @@
+import {
+  AgentIdParams,
+  AppendMessageBody,
+  CloseTestSessionBody,
+  contract,
+  CreateAgentBody,
+  CreateConversationEntryBody,
+  CreateTestSessionBody,
+  DeployParams,
+  EmptyBody,
+  PatchAgentBody,
+  Subjects,
+  TestSessionParams,
+  UpdateDeployBody,
+  VersionParams,
+  type RequestOf,
+  type Subject,
+} from '@vab/contracts';
+import type { z } from 'zod';
+
+export interface RouteInput<P, B> {
+  params: P;
+  body: B;
+  ifMatch: string | undefined;
+}
+
+export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown> {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  url: string;
+  subject: S;
+  summary: string;
+  tag: string;
+  params?: z.ZodType<P>;
+  /** Absent: the route takes no body (one sent anyway is ignored). */
+  body?: z.ZodType<B>;
+  /** Body may be omitted entirely (treated as `{}`). */
+  bodyOptional?: boolean;
+  toRequest: (input: RouteInput<P, B>) => RequestOf<S>;
+  status?: number;
+  /** The reply carries an ETag header from the service; the request may carry If-Match. */
+  etag?: boolean;
+  timeoutMs?: number;
+}
+
+function route<S extends Subject, P = Record<string, never>, B = undefined>(
+  def: RouteDef<S, P, B>,
+): RouteDef<S, P, B> {
+  return def;
+}
+
+/**
+ * Each REST route of the spec, mapped explicitly to the subject that serves it. No generic pass-through:
+ * a route exists only when it is listed here, and its input is validated before it reaches the bus.
+ */
+export const routeTable = [
+  route({
+    method: 'GET',
+    url: '/api/agents',
+    subject: Subjects.agentsList,
+    tag: 'agents',
+    summary: 'List active agents, newest update first',
+    toRequest: () => ({}),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agents',
+    subject: Subjects.agentsCreate,
+    tag: 'agents',
+    summary: 'Create an agent and its first version snapshot',
+    body: CreateAgentBody,
+    status: 201,
+    etag: true,
+    toRequest: ({ body }) => body,
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id',
+    subject: Subjects.agentsGet,
+    tag: 'agents',
+    summary: 'Read an agent with its latest snapshot',
+    params: AgentIdParams,
+    etag: true,
+    toRequest: ({ params }) => ({ id: params.id }),
+  }),
+  route({
+    method: 'PATCH',
+    url: '/api/agents/:id',
+    subject: Subjects.agentsUpdate,
+    tag: 'agents',
+    summary: 'Rename and/or save a new snapshot (If-Match for optimistic concurrency)',
+    params: AgentIdParams,
+    body: PatchAgentBody,
+    etag: true,
+    toRequest: ({ params, body, ifMatch }) => ({ id: params.id, patch: body, ifMatch }),
+  }),
+  route({
+    method: 'DELETE',
+    url: '/api/agents/:id',
+    subject: Subjects.agentsArchive,
+    tag: 'agents',
+    summary: 'Archive an agent (soft delete)',
+    params: AgentIdParams,
+    toRequest: ({ params }) => ({ id: params.id }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/versions',
+    subject: Subjects.agentsVersionsList,
+    tag: 'agents',
+    summary: 'List version snapshots (metadata only)',
+    params: AgentIdParams,
+    toRequest: ({ params }) => ({ id: params.id }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/versions/:version',
+    subject: Subjects.agentsVersionsGet,
+    tag: 'agents',
+    summary: 'Read one version snapshot with its flow',
+    params: VersionParams,
+    toRequest: ({ params }) => ({ id: params.id, version: params.version }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agents/:id/versions/:version/restore',
+    subject: Subjects.agentsVersionsRestore,
+    tag: 'agents',
+    summary: 'Save an old snapshot as the new latest version',
+    params: VersionParams,
+    body: EmptyBody,
+    bodyOptional: true,
+    etag: true,
+    toRequest: ({ params, ifMatch }) => ({ id: params.id, version: params.version, ifMatch }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/conversations',
+    subject: Subjects.conversationsList,
+    tag: 'conversations',
+    summary: "The agent's builder chat history, oldest first",
+    params: AgentIdParams,
+    toRequest: ({ params }) => ({ agentId: params.id }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agents/:id/conversations',
+    subject: Subjects.conversationsAppend,
+    tag: 'conversations',
+    summary: 'Append a builder chat entry',
+    params: AgentIdParams,
+    body: CreateConversationEntryBody,
+    status: 201,
+    toRequest: ({ params, body }) => ({ agentId: params.id, entry: body }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/test-sessions',
+    subject: Subjects.testSessionsList,
+    tag: 'test-sessions',
+    summary: 'Test sessions, newest start first',
+    params: AgentIdParams,
+    toRequest: ({ params }) => ({ agentId: params.id }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agents/:id/test-sessions',
+    subject: Subjects.testSessionsCreate,
+    tag: 'test-sessions',
+    summary: 'Open a test session',
+    params: AgentIdParams,
+    body: CreateTestSessionBody,
+    status: 201,
+    toRequest: ({ params, body }) => ({ agentId: params.id, session: body }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/test-sessions/:sessionId',
+    subject: Subjects.testSessionsGet,
+    tag: 'test-sessions',
+    summary: 'One test session',
+    params: TestSessionParams,
+    toRequest: ({ params }) => ({ agentId: params.id, sessionId: params.sessionId }),
+  }),
+  route({
+    method: 'PATCH',
+    url: '/api/agents/:id/test-sessions/:sessionId',
+    subject: Subjects.testSessionsClose,
+    tag: 'test-sessions',
+    summary: 'Close a test session (idempotent with the same values)',
+    params: TestSessionParams,
+    body: CloseTestSessionBody,
+    toRequest: ({ params, body }) => ({ agentId: params.id, sessionId: params.sessionId, close: body }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/test-sessions/:sessionId/messages',
+    subject: Subjects.messagesList,
+    tag: 'test-sessions',
+    summary: 'Messages of a session in timestamp order (ties in arrival order)',
+    params: TestSessionParams,
+    toRequest: ({ params }) => ({ agentId: params.id, sessionId: params.sessionId }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agents/:id/test-sessions/:sessionId/messages',
+    subject: Subjects.messagesAppend,
+    tag: 'test-sessions',
+    summary: 'Append a transcript message',
+    params: TestSessionParams,
+    body: AppendMessageBody,
+    status: 201,
+    toRequest: ({ params, body }) => ({ agentId: params.id, sessionId: params.sessionId, message: body }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/deploys',
+    subject: Subjects.deploysList,
+    tag: 'deploys',
+    summary: 'Deploy records, newest first',
+    params: AgentIdParams,
+    toRequest: ({ params }) => ({ agentId: params.id }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agents/:id/deploys',
+    subject: Subjects.deploysCreate,
+    tag: 'deploys',
+    summary: "Create a deploy record pinning the agent's current version",
+    params: AgentIdParams,
+    body: EmptyBody,
+    bodyOptional: true,
+    status: 201,
+    toRequest: ({ params }) => ({ agentId: params.id }),
+  }),
+  route({
+    method: 'PATCH',
+    url: '/api/agents/:id/deploys/:deployId',
+    subject: Subjects.deploysUpdate,
+    tag: 'deploys',
+    summary: 'Move a deploy to its next status (pending → building → live | failed)',
+    params: DeployParams,
+    body: UpdateDeployBody,
+    toRequest: ({ params, body }) => ({ agentId: params.id, deployId: params.deployId, update: body }),
+  }),
+] as const;
+
+export type AnyRoute = RouteDef<Subject, unknown, unknown>;
+
+export const routes: readonly AnyRoute[] = routeTable as unknown as readonly AnyRoute[];
+
+export const responseSchemaOf = (r: AnyRoute): z.ZodType => contract[r.subject].response;

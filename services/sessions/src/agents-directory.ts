@@ -1,0 +1,32 @@
+import { BusClient } from '@vab/bus';
+import { AppError, Subjects, type AgentLookup } from '@vab/contracts';
+import type { NatsConnection } from '@nats-io/transport-node';
+
+/** What this service knows of agents: only what the agents service answers over the bus. */
+export class AgentsDirectory {
+  private readonly bus: BusClient;
+  constructor(
+    nc: NatsConnection,
+    private readonly timeoutMs: number,
+  ) {
+    this.bus = new BusClient(nc);
+  }
+
+  async lookup(id: string, requestId: string): Promise<AgentLookup> {
+    return this.bus.request(Subjects.agentsLookup, { id }, { timeoutMs: this.timeoutMs, requestId });
+  }
+
+  /** 404 for an unknown agent; archived agents pass (their history stays readable). */
+  async requireExisting(id: string, requestId: string): Promise<AgentLookup> {
+    const found = await this.lookup(id, requestId);
+    if (!found.exists) throw new AppError('NOT_FOUND', `agent ${id} not found`);
+    return found;
+  }
+
+  /** For writes that start something new: the agent must exist and be active. */
+  async requireActive(id: string, requestId: string): Promise<AgentLookup> {
+    const found = await this.requireExisting(id, requestId);
+    if (found.archived) throw new AppError('AGENT_ARCHIVED', `agent ${id} is archived`);
+    return found;
+  }
+}

@@ -1,0 +1,46 @@
+import { envInt, LogLevel, parseEnv } from '@vab/bus';
+import { z } from 'zod';
+
+const Env = z.object({
+  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  NATS_USER: z.string().optional(),
+  NATS_PASS: z.string().optional(),
+  REDIS_URL: z.string().min(1).default('redis://127.0.0.1:6379'),
+  LOG_LEVEL: LogLevel,
+  SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
+  /** How long to wait for the agents service when checking that an agent exists. */
+  AGENT_LOOKUP_TIMEOUT_MS: envInt(2000, 50),
+  MAX_MESSAGE_CHARS: envInt(16_000, 1),
+  MAX_MESSAGES_PER_SESSION: envInt(20_000, 1),
+  MAX_CONVERSATION_CONTENT_CHARS: envInt(32_000, 1),
+  MAX_OPERATIONS_PER_ENTRY: envInt(200, 0),
+  MAX_CONVERSATION_ENTRIES: envInt(5_000, 1),
+});
+
+export type SessionsConfig = z.output<typeof Env>;
+
+export interface SessionsLimits {
+  maxMessageChars: number;
+  maxMessagesPerSession: number;
+  maxConversationContentChars: number;
+  maxOperationsPerEntry: number;
+  maxConversationEntries: number;
+  agentLookupTimeoutMs: number;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv): SessionsConfig {
+  return parseEnv(Env, env);
+}
+
+export function limitsFrom(config: SessionsConfig): SessionsLimits {
+  return {
+    maxMessageChars: config.MAX_MESSAGE_CHARS,
+    maxMessagesPerSession: config.MAX_MESSAGES_PER_SESSION,
+    maxConversationContentChars: config.MAX_CONVERSATION_CONTENT_CHARS,
+    maxOperationsPerEntry: config.MAX_OPERATIONS_PER_ENTRY,
+    maxConversationEntries: config.MAX_CONVERSATION_ENTRIES,
+    agentLookupTimeoutMs: config.AGENT_LOOKUP_TIMEOUT_MS,
+  };
+}
+
+export const DEFAULT_LIMITS: SessionsLimits = limitsFrom(loadConfig({}));

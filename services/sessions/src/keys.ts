@@ -1,0 +1,19 @@
+/**
+ * Redis key layout of the sessions service (documented in ../README.md). All keys of one agent share the
+ * hash tag `{<agentId>}` so a script can update them atomically on a Redis Cluster too.
+ */
+export const keys = {
+  conversation: (agentId: string) => `ss:{${agentId}}:conv`,
+  sessions: (agentId: string) => `ss:{${agentId}}:ts`,
+  session: (agentId: string, sessionId: string) => `ss:{${agentId}}:ts:${sessionId}`,
+  messages: (agentId: string, sessionId: string) => `ss:{${agentId}}:ts:${sessionId}:msg`,
+  deploys: (agentId: string) => `ss:{${agentId}}:dep`,
+  deployPrefix: (agentId: string) => `ss:{${agentId}}:dep:`,
+  deploy: (agentId: string, deployId: string) => `ss:{${agentId}}:dep:${deployId}`,
+  deployMeta: (agentId: string) => `ss:{${agentId}}:depmeta`,
+  /** subdomain → agentId, global so a subdomain is unique across agents (own slot on a cluster). */
+  subdomains: 'ss:subdomains',
+};
+
+/** Message members are `<seq, 10 digits>|<json>`: equal timestamps then sort in arrival order. */
+export const SEQ_WIDTH = 10;

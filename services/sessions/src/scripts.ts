@@ -1,0 +1,82 @@
+/** KEYS: conversation list. ARGV: entryJson, maxEntries. */
+export const APPEND_ENTRY = `
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return redis.error_reply('LIMIT_EXCEEDED') end
+return redis.call('RPUSH', KEYS[1], ARGV[1])
+`;
+
+/** KEYS: session hash, messages zset. ARGV: timestamp, messageJson, maxMessages. Returns the arrival seq. */
+export const APPEND_MESSAGE = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOT_FOUND') end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return redis.error_reply('LIMIT_EXCEEDED') end
+local seq = redis.call('HINCRBY', KEYS[1], 'msgSeq', 1)
+redis.call('ZADD', KEYS[2], ARGV[1], string.format('%010d', seq) .. '|' .. ARGV[2])
+return seq
+`;
+
+/**
+ * KEYS: session hash. ARGV: endedAt, durationMs.
+ * open → closed; closing again with the same values is a no-op, with other values a conflict.
+ */
+export const CLOSE_SESSION = `
+local s = redis.call('HMGET', KEYS[1], 'startedAt', 'status', 'endedAt', 'durationMs')
+if not s[1] then return redis.error_reply('NOT_FOUND') end
+if tonumber(ARGV[1]) < tonumber(s[1]) then return redis.error_reply('ENDED_BEFORE_START ' .. s[1]) end
+if s[2] == 'closed' then
+  if s[3] == ARGV[1] and s[4] == ARGV[2] then return redis.call('HGETALL', KEYS[1]) end
+  return redis.error_reply('CONFLICT')
+end
+redis.call('HSET', KEYS[1], 'status', 'closed', 'endedAt', ARGV[1], 'durationMs', ARGV[2])
+return redis.call('HGETALL', KEYS[1])
+`;
+
+/**
+ * KEYS: deploy meta hash, deploys zset, new deploy hash, global subdomain hash.
+ * ARGV: agentId, deployId, now, version, subdomainBase.
+ * The deploy number and, on first deploy, the subdomain claim happen in one atomic step: numbers have no
+ * gaps under concurrent creates, and two agents can never claim one subdomain.
+ */
+export const CREATE_DEPLOY = `
+local sub = redis.call('HGET', KEYS[1], 'subdomain')
+if not sub then
+  local base = ARGV[5]
+  local candidate = base
+  local n = 1
+  while redis.call('HSETNX', KEYS[4], candidate, ARGV[1]) == 0 do
+    if redis.call('HGET', KEYS[4], candidate) == ARGV[1] then break end
+    n = n + 1
+    candidate = base .. '-' .. n
+  end
+  sub = candidate
+  redis.call('HSET', KEYS[1], 'subdomain', sub)
+end
+local num = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+redis.call('HSET', KEYS[3], 'id', ARGV[2], 'agentId', ARGV[1], 'deployNumber', num, 'version', ARGV[4],
+  'status', 'pending', 'subdomain', sub, 'createdAt', ARGV[3], 'updatedAt', ARGV[3])
+redis.call('ZADD', KEYS[2], num, ARGV[2])
+return redis.call('HGETALL', KEYS[3])
+`;
+
+/**
+ * KEYS: deploy meta hash, deploy hash. ARGV: target status, now, deployId, deploy key prefix.
+ * pending → building | failed; building → live | failed; a new live supersedes the previous live one.
+ * Asking for the status a deploy already has is a no-op (safe to retry).
+ */
+export const UPDATE_DEPLOY = `
+local from = redis.call('HGET', KEYS[2], 'status')
+if not from then return redis.error_reply('NOT_FOUND') end
+local to = ARGV[1]
+if from == to then return redis.call('HGETALL', KEYS[2]) end
+local allowed = { pending = { building = true, failed = true }, building = { live = true, failed = true } }
+if not (allowed[from] and allowed[from][to]) then
+  return redis.error_reply('ILLEGAL_TRANSITION ' .. from .. ' ' .. to)
+end
+redis.call('HSET', KEYS[2], 'status', to, 'updatedAt', ARGV[2])
+if to == 'live' then
+  local prev = redis.call('HGET', KEYS[1], 'live')
+  if prev and prev ~= ARGV[3] then
+    redis.call('HSET', ARGV[4] .. prev, 'status', 'superseded', 'updatedAt', ARGV[2])
+  end
+  redis.call('HSET', KEYS[1], 'live', ARGV[3])
+end
+return redis.call('HGETALL', KEYS[2])
+`;

@@ -1,0 +1,292 @@
+import { RawJson } from '@vab/bus';
+import {
+  AppError,
+  type ConversationEntry,
+  type CreateConversationEntryBody,
+  type DeployRecord,
+  type SessionMessage,
+  type SessionType,
+  type TestSession,
+} from '@vab/contracts';
+import { scriptError, storage, type Redis } from '@vab/storage';
+import { randomUUID } from 'node:crypto';
+import type { SessionsLimits } from './config.js';
+import { keys, SEQ_WIDTH } from './keys.js';
+import { APPEND_ENTRY, APPEND_MESSAGE, CLOSE_SESSION, CREATE_DEPLOY, UPDATE_DEPLOY } from './scripts.js';
+
+interface Scripts {
+  ssAppendEntry(k1: string, ...argv: string[]): Promise<number>;
+  ssAppendMessage(k1: string, k2: string, ...argv: string[]): Promise<number>;
+  ssCloseSession(k1: string, ...argv: string[]): Promise<string[]>;
+  ssCreateDeploy(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
+  ssUpdateDeploy(k1: string, k2: string, ...argv: string[]): Promise<string[]>;
+}
+
+function pairs(flat: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]!] = flat[i + 1]!;
+  return out;
+}
+
+function toSession(h: Record<string, string>): TestSession {
+  return {
+    id: h.id ?? '',
+    agentId: h.agentId ?? '',
+    startedAt: Number(h.startedAt),
+    endedAt: h.endedAt ? Number(h.endedAt) : null,
+    durationMs: h.durationMs ? Number(h.durationMs) : null,
+    roomName: h.roomName ? h.roomName : null,
+    sessionType: h.sessionType as SessionType,
+    status: h.status === 'closed' ? 'closed' : 'open',
+  };
+}
+
+function toDeploy(h: Record<string, string>): DeployRecord {
+  return {
+    id: h.id ?? '',
+    agentId: h.agentId ?? '',
+    deployNumber: Number(h.deployNumber),
+    version: Number(h.version),
+    status: h.status as DeployRecord['status'],
+    subdomain: h.subdomain ?? '',
+    createdAt: Number(h.createdAt),
+    updatedAt: Number(h.updatedAt),
+  };
+}
+
+const sessionNotFound = (sessionId: string) =>
+  new AppError('NOT_FOUND', `test session ${sessionId} not found`);
+const tooLarge = (what: string, limit: number) =>
+  new AppError('LIMIT_EXCEEDED', `${what} exceeds the limit of ${limit}`);
+
+export class SessionsStore {
+  private readonly redis: Redis & Scripts;
+
+  constructor(
+    redis: Redis,
+    private readonly limits: SessionsLimits,
+    private readonly now: () => number = Date.now,
+  ) {
+    redis.defineCommand('ssAppendEntry', { numberOfKeys: 1, lua: APPEND_ENTRY });
+    redis.defineCommand('ssAppendMessage', { numberOfKeys: 2, lua: APPEND_MESSAGE });
+    redis.defineCommand('ssCloseSession', { numberOfKeys: 1, lua: CLOSE_SESSION });
+    redis.defineCommand('ssCreateDeploy', { numberOfKeys: 4, lua: CREATE_DEPLOY });
+    redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 2, lua: UPDATE_DEPLOY });
+    this.redis = redis as Redis & Scripts;
+  }
+
+  // ---- builder conversation ----
+
+  async appendEntry(agentId: string, body: CreateConversationEntryBody): Promise<ConversationEntry> {
+    if (body.content.length > this.limits.maxConversationContentChars) {
+      throw tooLarge('content length', this.limits.maxConversationContentChars);
+    }
+    if (body.operations.length > this.limits.maxOperationsPerEntry) {
+      throw tooLarge('number of operations', this.limits.maxOperationsPerEntry);
+    }
+    const entry: ConversationEntry = { id: randomUUID(), timestamp: this.now(), ...body };
+    try {
+      await this.redis.ssAppendEntry(
+        keys.conversation(agentId),
+        JSON.stringify(entry),
+        String(this.limits.maxConversationEntries),
+      );
+    } catch (err) {
+      throw scriptError(err, {
+        LIMIT_EXCEEDED: () => tooLarge('number of conversation entries', this.limits.maxConversationEntries),
+      });
+    }
+    return entry;
+  }
+
+  /** Stored entries are already contract JSON: joined, not parsed. `undefined` when there are none. */
+  async listEntries(agentId: string): Promise<RawJson<ConversationEntry[]> | undefined> {
+    const items = await storage(() => this.redis.lrange(keys.conversation(agentId), 0, -1));
+    return items.length === 0 ? undefined : new RawJson(`[${items.join(',')}]`);
+  }
+
+  // ---- test sessions ----
+
+  async createSession(
+    agentId: string,
+    sessionType: SessionType,
+    roomName: string | undefined,
+  ): Promise<TestSession> {
+    const session: TestSession = {
+      id: randomUUID(),
+      agentId,
+      startedAt: this.now(),
+      endedAt: null,
+      durationMs: null,
+      roomName: roomName ?? null,
+      sessionType,
+      status: 'open',
+    };
+    await storage(() =>
+      this.redis
+        .multi()
+        .hset(keys.session(agentId, session.id), {
+          id: session.id,
+          agentId,
+          startedAt: session.startedAt,
+          roomName: roomName ?? '',
+          sessionType,
+          status: 'open',
+          msgSeq: 0,
+        })
+        .zadd(keys.sessions(agentId), session.startedAt, session.id)
+        .exec(),
+    );
+    return session;
+  }
+
+  /** `undefined` when the agent has no sessions at all (the caller then checks the agent exists). */
+  async listSessions(agentId: string): Promise<TestSession[] | undefined> {
+    return storage(async () => {
+      const ids = await this.redis.zrevrange(keys.sessions(agentId), 0, -1);
+      if (ids.length === 0) return undefined;
+      const pipe = this.redis.pipeline();
+      for (const id of ids) pipe.hgetall(keys.session(agentId, id));
+      const rows = (await pipe.exec()) ?? [];
+      return rows.map(([err, h]) => {
+        if (err) throw err;
+        return toSession(h as Record<string, string>);
+      });
+    });
+  }
+
+  async getSession(agentId: string, sessionId: string): Promise<TestSession> {
+    const h = await storage(() => this.redis.hgetall(keys.session(agentId, sessionId)));
+    if (!h.id) throw sessionNotFound(sessionId);
+    return toSession(h);
+  }
+
+  async closeSession(
+    agentId: string,
+    sessionId: string,
+    endedAt: number,
+    durationMs: number,
+  ): Promise<TestSession> {
+    try {
+      const flat = await this.redis.ssCloseSession(
+        keys.session(agentId, sessionId),
+        String(endedAt),
+        String(durationMs),
+      );
+      return toSession(pairs(flat));
+    } catch (err) {
+      throw scriptError(err, {
+        NOT_FOUND: () => sessionNotFound(sessionId),
+        ENDED_BEFORE_START: (startedAt) =>
+          new AppError('VALIDATION_FAILED', `endedAt is before the session started (${startedAt})`, {
+            issues: [{ path: 'body.endedAt', message: `must be at or after startedAt ${startedAt}` }],
+          }),
+        CONFLICT: () =>
+          new AppError('CONFLICT', 'the session is already closed with a different endedAt/durationMs'),
+      });
+    }
+  }
+
+  async appendMessage(agentId: string, sessionId: string, message: SessionMessage): Promise<number> {
+    if (message.content.length > this.limits.maxMessageChars) {
+      throw tooLarge('content length', this.limits.maxMessageChars);
+    }
+    const json = JSON.stringify({
+      role: message.role,
+      content: message.content,
+      stepId: message.stepId,
+      timestamp: message.timestamp,
+    });
+    try {
+      return await this.redis.ssAppendMessage(
+        keys.session(agentId, sessionId),
+        keys.messages(agentId, sessionId),
+        String(message.timestamp),
+        json,
+        String(this.limits.maxMessagesPerSession),
+      );
+    } catch (err) {
+      throw scriptError(err, {
+        NOT_FOUND: () => sessionNotFound(sessionId),
+        LIMIT_EXCEEDED: () =>
+          tooLarge('number of messages in the session', this.limits.maxMessagesPerSession),
+      });
+    }
+  }
+
+  /** Timestamp order, ties in arrival order; one round trip, the stored JSON joined without parsing. */
+  async listMessages(agentId: string, sessionId: string): Promise<RawJson<SessionMessage[]>> {
+    const res = await storage(() =>
+      this.redis
+        .multi()
+        .exists(keys.session(agentId, sessionId))
+        .zrange(keys.messages(agentId, sessionId), 0, -1)
+        .exec(),
+    );
+    if (res?.[0]?.[1] !== 1) throw sessionNotFound(sessionId);
+    const members = (res[1]?.[1] as string[] | undefined) ?? [];
+    return new RawJson(`[${members.map((m) => m.slice(SEQ_WIDTH + 1)).join(',')}]`);
+  }
+
+  // ---- deploys ----
+
+  async createDeploy(agentId: string, version: number, subdomainBase: string): Promise<DeployRecord> {
+    const deployId = randomUUID();
+    try {
+      const flat = await this.redis.ssCreateDeploy(
+        keys.deployMeta(agentId),
+        keys.deploys(agentId),
+        keys.deploy(agentId, deployId),
+        keys.subdomains,
+        agentId,
+        deployId,
+        String(this.now()),
+        String(version),
+        subdomainBase,
+      );
+      return toDeploy(pairs(flat));
+    } catch (err) {
+      throw scriptError(err, {});
+    }
+  }
+
+  async listDeploys(agentId: string): Promise<DeployRecord[] | undefined> {
+    return storage(async () => {
+      const ids = await this.redis.zrevrange(keys.deploys(agentId), 0, -1);
+      if (ids.length === 0) return undefined;
+      const pipe = this.redis.pipeline();
+      for (const id of ids) pipe.hgetall(keys.deploy(agentId, id));
+      const rows = (await pipe.exec()) ?? [];
+      return rows.map(([err, h]) => {
+        if (err) throw err;
+        return toDeploy(h as Record<string, string>);
+      });
+    });
+  }
+
+  async updateDeploy(
+    agentId: string,
+    deployId: string,
+    status: 'building' | 'live' | 'failed',
+  ): Promise<DeployRecord> {
+    try {
+      const flat = await this.redis.ssUpdateDeploy(
+        keys.deployMeta(agentId),
+        keys.deploy(agentId, deployId),
+        status,
+        String(this.now()),
+        deployId,
+        keys.deployPrefix(agentId),
+      );
+      return toDeploy(pairs(flat));
+    } catch (err) {
+      throw scriptError(err, {
+        NOT_FOUND: () => new AppError('NOT_FOUND', `deploy ${deployId} not found`),
+        ILLEGAL_TRANSITION: (detail) => {
+          const [from, to] = detail.split(' ');
+          return new AppError('ILLEGAL_TRANSITION', `a ${from} deploy cannot move to ${to}`);
+        },
+      });
+    }
+  }
+}

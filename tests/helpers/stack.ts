@@ -1,0 +1,180 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { createLogger, type Logger, type Served } from '@vab/bus';
+import { startAgentsService } from '@vab/agents';
+import { buildGateway } from '@vab/gateway';
+import { startSessionsService, type SessionsLimits } from '@vab/sessions';
+import { createRedis, type Redis } from '@vab/storage';
+import type { FastifyInstance } from 'fastify';
+import { Writable } from 'node:stream';
+import { inject } from 'vitest';
+
+export interface Stack {
+  baseUrl: string;
+  logs: string[];
+  gateway: FastifyInstance;
+  redis: Redis;
+  services: Record<'agents' | 'sessions', RunningService>;
+  close(): Promise<void>;
+}
+
+export interface RunningService {
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+/** Captures every log line of the stack, so tests can assert what an operator would read. */
+function captureLogger(name: string, sink: string[]): Logger {
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      sink.push(...chunk.toString().split('\n').filter(Boolean));
+      cb();
+    },
+  });
+  return createLogger(name, process.env.TEST_LOG_LEVEL ?? 'debug', stream);
+}
+
+export interface StackOptions {
+  natsUrl?: string;
+  redisUrl?: string;
+  bodyLimitBytes?: number;
+  requestTimeoutMs?: number;
+  sessionsLimits?: Partial<SessionsLimits>;
+}
+
+/**
+ * The real request path, in this process: gateway (HTTP on a free port) → NATS → agents/sessions services
+ * → Redis, each with its own connections, as separate processes would have.
+ */
+export async function startStack(opts: StackOptions = {}): Promise<Stack> {
+  const natsUrl = opts.natsUrl ?? inject('natsUrl');
+  const redisUrl = opts.redisUrl ?? inject('redisUrl');
+  const logs: string[] = [];
+  const toClose: (() => Promise<void>)[] = [];
+
+  const serviceRunner = (name: 'agents' | 'sessions'): RunningService => {
+    let nc: NatsConnection | undefined;
+    let redis: Redis | undefined;
+    let served: Served | undefined;
+    return {
+      async start() {
+        const log = captureLogger(name, logs);
+        nc = await connect({ servers: natsUrl, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+        redis = createRedis(redisUrl, log, { name });
+        served =
+          name === 'agents'
+            ? startAgentsService({ nc, redis, log })
+            : startSessionsService({ nc, redis, log, limits: opts.sessionsLimits });
+      },
+      async stop() {
+        await served?.stop(2000);
+        await nc?.drain();
+        await redis?.quit().catch(() => undefined);
+        served = undefined;
+        nc = undefined;
+      },
+    };
+  };
+
+  const services = { agents: serviceRunner('agents'), sessions: serviceRunner('sessions') };
+  await services.agents.start();
+  await services.sessions.start();
+  toClose.push(
+    () => services.agents.stop(),
+    () => services.sessions.stop(),
+  );
+
+  const gwNc = await connect({
+    servers: natsUrl,
+    name: 'gateway',
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 100,
+  });
+  const gateway = await buildGateway({
+    nc: gwNc,
+    log: captureLogger('gateway', logs),
+    config: {
+      BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 2 * 1024 * 1024,
+      REQUEST_TIMEOUT_MS: opts.requestTimeoutMs ?? 5000,
+      READY_TIMEOUT_MS: 500,
+    },
+  });
+  await gateway.listen({ host: '127.0.0.1', port: 0 });
+  const addr = gateway.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  toClose.push(async () => {
+    await gateway.close();
+    await gwNc.drain();
+  });
+
+  const redis = createRedis(redisUrl, captureLogger('test', logs), { name: 'test' });
+  toClose.push(async () => void (await redis.quit().catch(() => undefined)));
+
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    logs,
+    gateway,
+    redis,
+    services,
+    async close() {
+      for (const c of toClose.reverse()) await c();
+    },
+  };
+}
+
+export interface ApiResponse<T = unknown> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+/** A tiny client for what a builder front end would send. */
+export function api(baseUrl: string) {
+  const call = async <T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<ApiResponse<T>> => {
+    const init: RequestInit = { method, headers: { ...headers } };
+    if (body !== undefined) {
+      init.body = typeof body === 'string' ? body : JSON.stringify(body);
+      (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(baseUrl + path, init);
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // keep the text: the assertion will show it
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers };
+  };
+  return {
+    get: <T = any>(p: string, h?: Record<string, string>) => call<T>('GET', p, undefined, h),
+    post: <T = any>(p: string, b?: unknown, h?: Record<string, string>) => call<T>('POST', p, b, h),
+    patch: <T = any>(p: string, b?: unknown, h?: Record<string, string>) => call<T>('PATCH', p, b, h),
+    delete: <T = any>(p: string, b?: unknown, h?: Record<string, string>) => call<T>('DELETE', p, b, h),
+    raw: call,
+  };
+}
+
+export const sampleFlow = () => ({
+  nodes: [
+    { id: 'agent-1', nodeType: 'agent', name: 'Receptionist', instructions: 'Be kind.', language: 'en' },
+    { id: 'llm-1', nodeType: 'llm', provider: 'openai', model: 'gpt-4o-mini', temperature: 0.3 },
+    {
+      id: 'start-1',
+      nodeType: 'start',
+      command: 'Hello! How can I help?',
+      isLiteral: true,
+      customUiThing: { x: 1 },
+    },
+    { id: 'end-1', nodeType: 'end', command: 'Bye', isLiteral: true },
+  ],
+  edges: [
+    { source: 'llm-1', sourceHandle: 'output', target: 'agent-1', targetHandle: 'llm_in' },
+    { source: 'agent-1', sourceHandle: 'output', target: 'start-1', targetHandle: 'in' },
+    { source: 'start-1', sourceHandle: 'output', target: 'end-1', targetHandle: 'in' },
+  ],
+});
