@@ -21,8 +21,9 @@ export default defineConfig({
     globalSetup: ['./tests/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    // Integration files share one NATS and one Redis; each uses its own key prefix-free data (fresh ids),
-    // so files may run in parallel, but 2 vCPUs are better spent on fewer workers.
     maxWorkers: 2,
+    // Each stack normally starts its own NATS and Redis. With NATS_URL/REDIS_URL naming existing servers the
+    // stacks share them, and their services would answer each other's requests: files then run one at a time.
+    fileParallelism: !(process.env.NATS_URL || process.env.REDIS_URL),
   },
 });

@@ -54,7 +54,9 @@ async function waitUntil(what, probe, timeoutMs = 15000) {
 function requireBinary(bin, pkg) {
   if (spawnSync('sh', ['-c', `command -v ${bin}`]).status !== 0) {
     console.error(`[stack] ${bin} is not installed and nothing answers at its URL.`);
-    console.error(`[stack] Install it with: sudo apt-get install -y ${pkg}   (or set the URL of a running server)`);
+    console.error(
+      `[stack] Install it with: sudo apt-get install -y ${pkg}   (or set the URL of a running server)`,
+    );
     process.exit(1);
   }
 }
@@ -107,7 +109,16 @@ async function ensureRedis() {
   const dir = join(stateDir, 'redis');
   mkdirSync(dir, { recursive: true });
   run('redis-server', 'redis-server', [
-    '--port', String(target.port), '--bind', target.host, '--dir', dir, '--appendonly', 'yes', '--save', '',
+    '--port',
+    String(target.port),
+    '--bind',
+    target.host,
+    '--dir',
+    dir,
+    '--appendonly',
+    'yes',
+    '--save',
+    '',
   ]);
   await waitUntil('redis-server', () => answers(target, 'PING\r\n', 'PONG'));
   log(`started redis-server on ${target.host}:${target.port} (append-only file in .stack/redis)`);
@@ -150,11 +161,15 @@ run('agents', 'node', [join(root, 'services/agents/dist/main.js')], common);
 run('sessions', 'node', [join(root, 'services/sessions/dist/main.js')], common);
 run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], { ...common, PORT, HOST });
 const base = `http://${HOST === '0.0.0.0' ? '127.0.0.1' : HOST}:${PORT}`;
-await waitUntil('gateway', async () => {
-  try {
-    return (await fetch(`${base}/readyz`)).ok;
-  } catch {
-    return false;
-  }
-}, 30000);
+await waitUntil(
+  'gateway',
+  async () => {
+    try {
+      return (await fetch(`${base}/readyz`)).ok;
+    } catch {
+      return false;
+    }
+  },
+  30000,
+);
 log(`ready: gateway at ${base}  (API docs: ${base}/docs)  — Ctrl-C stops everything`);

@@ -6,10 +6,11 @@ import { startSessionsService, type SessionsLimits } from '@vab/sessions';
 import { createRedis, type Redis } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
 import { Writable } from 'node:stream';
-import { inject } from 'vitest';
+import { startNats, startRedis } from '@vab/testkit';
 
 export interface Stack {
   baseUrl: string;
+  natsUrl: string;
   logs: string[];
   gateway: FastifyInstance;
   redis: Redis;
@@ -46,10 +47,15 @@ export interface StackOptions {
  * → Redis, each with its own connections, as separate processes would have.
  */
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
-  const natsUrl = opts.natsUrl ?? inject('natsUrl');
-  const redisUrl = opts.redisUrl ?? inject('redisUrl');
   const logs: string[] = [];
   const toClose: (() => Promise<void>)[] = [];
+  const own = async (start: () => Promise<{ url: string; dispose(): Promise<void> }>) => {
+    const server = await start();
+    toClose.push(() => server.dispose());
+    return server.url;
+  };
+  const natsUrl = opts.natsUrl ?? process.env.NATS_URL ?? (await own(() => startNats()));
+  const redisUrl = opts.redisUrl ?? process.env.REDIS_URL ?? (await own(() => startRedis()));
 
   const serviceRunner = (name: 'agents' | 'sessions'): RunningService => {
     let nc: NatsConnection | undefined;
@@ -111,6 +117,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
 
   return {
     baseUrl: `http://127.0.0.1:${port}`,
+    natsUrl,
     logs,
     gateway,
     redis,

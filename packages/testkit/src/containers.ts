@@ -1,50 +1,52 @@
 import type { StartedTestContainer } from 'testcontainers';
 
-export interface ContainerServers {
-  natsUrl: string;
-  redisUrl: string;
-  stop(): Promise<void>;
+export interface ContainerServer {
+  url: string;
+  dispose(): Promise<void>;
 }
 
-/**
- * Where a Docker engine answers, the shared test servers run in containers. The check is cheap: without an
- * engine testcontainers rejects in a few milliseconds, and we fall back to local binaries.
- */
-export async function tryStartContainers(maxPayload: number): Promise<ContainerServers | undefined> {
-  let tc: typeof import('testcontainers');
-  try {
-    tc = await import('testcontainers');
-    await tc.getContainerRuntimeClient();
-  } catch {
-    return undefined;
-  }
-  const started: StartedTestContainer[] = [];
-  try {
-    const nats = await new tc.GenericContainer('nats:2.10-alpine')
-      // nats-server has no command-line flag for max_payload; it takes it from a config file.
-      .withCopyContentToContainer([
-        { content: `port: 4222\nmax_payload: ${maxPayload}\n`, target: '/etc/nats/test.conf' },
-      ])
-      .withCommand(['-c', '/etc/nats/test.conf'])
-      .withExposedPorts(4222)
-      .withWaitStrategy(tc.Wait.forLogMessage(/Server is ready/))
-      .start();
-    started.push(nats);
-    const redis = await new tc.GenericContainer('redis:7-alpine')
-      .withCommand(['redis-server', '--save', '', '--appendonly', 'no'])
-      .withExposedPorts(6379)
-      .withWaitStrategy(tc.Wait.forLogMessage(/Ready to accept connections/))
-      .start();
-    started.push(redis);
-    return {
-      natsUrl: `nats://${nats.getHost()}:${nats.getMappedPort(4222)}`,
-      redisUrl: `redis://${redis.getHost()}:${redis.getMappedPort(6379)}`,
-      stop: async () => {
-        await Promise.all(started.map((c) => c.stop()));
-      },
-    };
-  } catch (err) {
-    await Promise.all(started.map((c) => c.stop().catch(() => undefined)));
-    throw err;
-  }
+let runtimeAnswers: Promise<boolean> | undefined;
+
+/** Whether a Docker engine answers; without one testcontainers rejects in a few milliseconds. */
+export function dockerAnswers(): Promise<boolean> {
+  runtimeAnswers ??= import('testcontainers')
+    .then((tc) => tc.getContainerRuntimeClient())
+    .then(
+      () => true,
+      () => false,
+    );
+  return runtimeAnswers;
+}
+
+async function started(c: StartedTestContainer, port: number, scheme: string): Promise<ContainerServer> {
+  return {
+    url: `${scheme}://${c.getHost()}:${c.getMappedPort(port)}`,
+    dispose: async () => {
+      await c.stop();
+    },
+  };
+}
+
+export async function startNatsContainer(maxPayload: number): Promise<ContainerServer> {
+  const tc = await import('testcontainers');
+  const c = await new tc.GenericContainer('nats:2.10-alpine')
+    // nats-server has no command-line flag for max_payload; it takes it from a config file.
+    .withCopyContentToContainer([
+      { content: `port: 4222\nmax_payload: ${maxPayload}\n`, target: '/etc/nats/test.conf' },
+    ])
+    .withCommand(['-c', '/etc/nats/test.conf'])
+    .withExposedPorts(4222)
+    .withWaitStrategy(tc.Wait.forLogMessage(/Server is ready/))
+    .start();
+  return started(c, 4222, 'nats');
+}
+
+export async function startRedisContainer(): Promise<ContainerServer> {
+  const tc = await import('testcontainers');
+  const c = await new tc.GenericContainer('redis:7-alpine')
+    .withCommand(['redis-server', '--save', '', '--appendonly', 'no'])
+    .withExposedPorts(6379)
+    .withWaitStrategy(tc.Wait.forLogMessage(/Ready to accept connections/))
+    .start();
+  return started(c, 6379, 'redis');
 }

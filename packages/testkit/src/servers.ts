@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { dockerAnswers, startNatsContainer, startRedisContainer } from './containers.js';
 import { freePort, tcpProbe, waitFor } from './ports.js';
 
 /** 8 MiB: flows and transcripts above NATS' 1 MB default must cross the bus (see docs/api.md, Limits). */
@@ -16,7 +17,7 @@ export interface TestServer {
   start(): Promise<void>;
 }
 
-function hasBinary(name: string): boolean {
+export function hasBinary(name: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${name}`]).status === 0;
 }
 
@@ -110,4 +111,24 @@ export async function startLocalRedis(
   );
   await server.start();
   return server;
+}
+
+export interface DisposableServer {
+  url: string;
+  dispose(): Promise<void>;
+}
+
+/**
+ * A NATS server of the caller's own: containers where a Docker engine answers, else the local binary on a
+ * free port. Test stacks each get one, because every instance of a service joins the same queue group and
+ * two stacks on one server would answer each other's requests.
+ */
+export async function startNats(opts: { maxPayload?: number } = {}): Promise<DisposableServer> {
+  if (await dockerAnswers()) return startNatsContainer(opts.maxPayload ?? TEST_NATS_MAX_PAYLOAD);
+  return startLocalNats(opts);
+}
+
+export async function startRedis(): Promise<DisposableServer> {
+  if (await dockerAnswers()) return startRedisContainer();
+  return startLocalRedis();
 }

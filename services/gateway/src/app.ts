@@ -113,13 +113,11 @@ export async function buildGateway(deps: {
       }),
     );
     const ready = connected && checks.every(([, s]) => s === 'up');
-    return reply
-      .code(ready ? 200 : 503)
-      .send({
-        status: ready ? 'ready' : 'not ready',
-        bus: connected ? 'connected' : 'disconnected',
-        services: Object.fromEntries(checks),
-      });
+    return reply.code(ready ? 200 : 503).send({
+      status: ready ? 'ready' : 'not ready',
+      bus: connected ? 'connected' : 'disconnected',
+      services: Object.fromEntries(checks),
+    });
   });
 
   for (const r of routes) registerRoute(app, bus, r, config);

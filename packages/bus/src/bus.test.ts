@@ -1,0 +1,122 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { AppError, Headers } from '@vab/contracts';
+import { Writable } from 'node:stream';
+import { startNats, type DisposableServer } from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from './client.js';
+import { createLogger } from './logger.js';
+import { serve, type HandlerTable } from './server.js';
+
+let nc: NatsConnection;
+let nats: DisposableServer;
+const lines: string[] = [];
+const log = createLogger(
+  'bus-test',
+  'debug',
+  new Writable({
+    write(chunk: Buffer, _e, cb) {
+      lines.push(chunk.toString());
+      cb();
+    },
+  }),
+);
+
+beforeAll(async () => {
+  nats = await startNats();
+  nc = await connect({ servers: nats.url });
+});
+afterAll(async () => {
+  await nc.close();
+  await nats.dispose();
+});
+
+/** A service with just the subjects a test needs; the rest answer INTERNAL if ever called. */
+function partialTable(handlers: Partial<HandlerTable<'agents'>>): HandlerTable<'agents'> {
+  return handlers as HandlerTable<'agents'>;
+}
+
+describe('serve + BusClient', () => {
+  it('answers an unexpected error as INTERNAL without detail, with the micro error headers, and logs it', async () => {
+    const served = serve(nc, {
+      service: 'agents',
+      log,
+      handlers: partialTable({
+        'agents.lookup': async () => {
+          throw new Error('secret database detail');
+        },
+      }),
+    });
+    try {
+      const raw = await nc.request('agents.lookup', JSON.stringify({ id: 'abc' }), { timeout: 2000 });
+      expect(raw.headers?.get(Headers.serviceErrorCode)).toBe('500');
+      expect(raw.headers?.get(Headers.serviceError)).toBe('internal error');
+      expect(raw.json()).toEqual({ code: 'INTERNAL', message: 'internal error' });
+      expect(lines.some((l) => l.includes('secret database detail') && l.includes('unhandled error'))).toBe(
+        true,
+      );
+    } finally {
+      await served.stop(1000);
+    }
+  });
+
+  it('re-validates what arrives on the bus and passes AppErrors through with their code', async () => {
+    const served = serve(nc, {
+      service: 'agents',
+      log,
+      handlers: partialTable({
+        'agents.lookup': async (req) => {
+          if (req.id === 'gone') throw new AppError('NOT_FOUND', 'agent gone not found');
+          return { id: req.id, exists: true, archived: false };
+        },
+      }),
+    });
+    const bus = new BusClient(nc);
+    const opts = { timeoutMs: 2000, requestId: 'r1' };
+    try {
+      await expect(bus.request('agents.lookup', { id: 'ok' }, opts)).resolves.toMatchObject({ exists: true });
+      await expect(bus.request('agents.lookup', { id: 'gone' }, opts)).rejects.toMatchObject({
+        code: 'NOT_FOUND',
+      });
+      await expect(bus.request('agents.lookup', { id: 'bad id!' }, opts)).rejects.toMatchObject({
+        code: 'VALIDATION_FAILED',
+        issues: [{ path: 'id', message: expect.any(String) }],
+      });
+      const notJson = await nc.request('agents.lookup', '{nope', { timeout: 2000 });
+      expect(notJson.json()).toMatchObject({ code: 'INVALID_JSON' });
+    } finally {
+      await served.stop(1000);
+    }
+  });
+
+  it('maps no responders to SERVICE_UNAVAILABLE', async () => {
+    const bus = new BusClient(nc);
+    await expect(
+      bus.request('sessions.test.list', { agentId: 'x' }, { timeoutMs: 1000, requestId: 'r' }),
+    ).rejects.toMatchObject({
+      code: 'SERVICE_UNAVAILABLE',
+    });
+  });
+
+  it('stop() lets in-flight requests finish before returning', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const served = serve(nc, {
+      service: 'agents',
+      log,
+      handlers: partialTable({
+        'agents.lookup': async (req) => {
+          await gate;
+          return { id: req.id, exists: false, archived: false };
+        },
+      }),
+    });
+    const bus = new BusClient(nc);
+    const pending = bus.request('agents.lookup', { id: 'slow' }, { timeoutMs: 3000, requestId: 'r' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(served.inFlight()).toBe(1);
+    const stopped = served.stop(2000);
+    release();
+    await stopped;
+    await expect(pending).resolves.toMatchObject({ id: 'slow', exists: false });
+  });
+});

@@ -1,0 +1,115 @@
+import { connect } from '@nats-io/transport-node';
+import { startLocalNats, startLocalRedis } from '@vab/testkit';
+import { describe, expect, it } from 'vitest';
+import { api, sampleFlow, startStack } from '../helpers/stack.js';
+
+describe('when a service is down', () => {
+  it('answers 503 quickly while no instance serves the subject, and recovers when one returns', async () => {
+    const stack = await startStack();
+    const http = api(stack.baseUrl);
+    try {
+      const created = await http.post('/api/agents', { name: 'Survivor' });
+      await stack.services.agents.stop();
+      const t0 = Date.now();
+      const res = await http.get(`/api/agents/${created.body.id}`);
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({
+        code: 'SERVICE_UNAVAILABLE',
+        message: 'the agents service is not available',
+      });
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(Date.now() - t0).toBeLessThan(1000);
+      const ready = await http.get('/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.body.services).toMatchObject({ agents: 'SERVICE_UNAVAILABLE', sessions: 'up' });
+      // the sessions service depends on agents for existence checks: it reports 503 too, not 500
+      expect(
+        (await http.post(`/api/agents/${created.body.id}/test-sessions`, { sessionType: 'text' })).status,
+      ).toBe(503);
+
+      await stack.services.agents.start();
+      expect((await http.get(`/api/agents/${created.body.id}`)).status).toBe(200);
+      expect((await http.get('/readyz')).status).toBe(200);
+    } finally {
+      await stack.close();
+    }
+  });
+
+  it('answers 504 when a service takes longer than the route timeout', async () => {
+    const stack = await startStack({ requestTimeoutMs: 300 });
+    const http = api(stack.baseUrl);
+    const nc = await connect({ servers: stack.natsUrl });
+    try {
+      await stack.services.agents.stop();
+      // a wedged instance: takes the request and never answers
+      nc.subscribe('agents.list', { queue: 'agents', callback: () => undefined });
+      await nc.flush();
+      const t0 = Date.now();
+      const res = await http.get('/api/agents');
+      const elapsed = Date.now() - t0;
+      expect(res.status).toBe(504);
+      expect(res.body.code).toBe('TIMEOUT');
+      expect(elapsed).toBeGreaterThanOrEqual(280);
+      expect(elapsed).toBeLessThan(2000);
+    } finally {
+      await nc.close();
+      await stack.close();
+    }
+  });
+});
+
+describe('when Redis restarts', () => {
+  it('the services recover without a restart of their own and nothing acknowledged is lost', async () => {
+    const redis = await startLocalRedis({ appendOnly: true });
+    const stack = await startStack({ redisUrl: redis.url });
+    const http = api(stack.baseUrl);
+    try {
+      const created = await http.post('/api/agents', { name: 'Durable', flow: sampleFlow() });
+      expect(created.status).toBe(201);
+      await redis.stop();
+      const during = await http.get(`/api/agents/${created.body.id}`);
+      expect(during.status).toBe(503);
+      expect(during.body.code).toBe('SERVICE_UNAVAILABLE');
+      await redis.start();
+      let after = await http.get(`/api/agents/${created.body.id}`);
+      for (let i = 0; i < 50 && after.status !== 200; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        after = await http.get(`/api/agents/${created.body.id}`);
+      }
+      expect(after.status).toBe(200);
+      expect(after.body).toEqual(created.body);
+      expect((await http.patch(`/api/agents/${created.body.id}`, { name: 'Still here' })).status).toBe(200);
+    } finally {
+      await stack.close();
+      await redis.dispose();
+    }
+  });
+});
+
+describe('payloads above the bus limit', () => {
+  it('answers 413 before sending a body the bus cannot carry, storing nothing', async () => {
+    const nats = await startLocalNats({ maxPayload: 256 * 1024 });
+    const stack = await startStack({ natsUrl: nats.url, bodyLimitBytes: 4 * 1024 * 1024 });
+    const http = api(stack.baseUrl);
+    try {
+      const before = (await http.get('/api/agents')).body.length;
+      const flow = {
+        nodes: [{ id: 'a', nodeType: 'agent', instructions: 'x'.repeat(300 * 1024) }],
+        edges: [],
+      };
+      const res = await http.post('/api/agents', { name: 'Too big for the bus', flow });
+      expect(res.status).toBe(413);
+      expect(res.body.code).toBe('PAYLOAD_TOO_LARGE');
+      expect((await http.get('/api/agents')).body.length).toBe(before);
+      // under the limit still works
+      const ok = await http.post('/api/agents', {
+        name: 'fits',
+        flow: { nodes: [{ id: 'a', nodeType: 'agent', instructions: 'x'.repeat(100 * 1024) }], edges: [] },
+      });
+      expect(ok.status).toBe(201);
+    } finally {
+      await stack.close();
+      await nats.dispose();
+    }
+  });
+});
