@@ -1,0 +1,17 @@
+# One image for every service; SERVICE picks which one runs (agents, sessions, gateway).
+FROM node:22-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json turbo.json tsconfig.base.json ./
+COPY packages ./packages
+COPY services ./services
+RUN npm ci --no-audit --no-fund && npx turbo run build && npm prune --omit=dev
+
+FROM node:22-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=build --chown=node:node /app /app
+USER node
+ARG SERVICE
+ENV SERVICE=${SERVICE}
+# exec: the service itself receives SIGTERM and drains (main.ts owns the lifecycle).
+CMD ["sh", "-c", "exec node services/${SERVICE}/dist/main.js"]

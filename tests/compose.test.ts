@@ -1,0 +1,48 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+// No Docker engine runs on these machines: this checks that docker-compose.yml and the Dockerfile agree
+// with the code, so the compose stack is not left to rot.
+const root = join(import.meta.dirname, '..');
+const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
+  services: Record<string, { build?: { args?: { SERVICE?: string } }; environment?: Record<string, string>; ports?: string[]; volumes?: string[]; healthcheck?: unknown }>;
+  volumes?: Record<string, unknown>;
+};
+
+describe('docker-compose.yml', () => {
+  const built = Object.entries(compose.services).filter(([, s]) => s.build);
+
+  it('has NATS, Redis with append-only persistence on a volume, LiveKit, and every service', () => {
+    expect(Object.keys(compose.services)).toEqual(expect.arrayContaining(['nats', 'redis', 'livekit', 'agents', 'sessions', 'gateway']));
+    expect(JSON.stringify(compose.services.redis)).toContain('--appendonly');
+    expect(compose.services.redis!.volumes?.[0]).toMatch(/^redis-data:/);
+    expect(compose.volumes).toHaveProperty('redis-data');
+    const services = readdirServices();
+    expect(built.map(([, s]) => s.build?.args?.SERVICE).sort()).toEqual(services.sort());
+  });
+
+  it('names only env vars each service reads in its config.ts, and publishes only the gateway', () => {
+    for (const [name, svc] of built) {
+      const service = svc.build?.args?.SERVICE ?? name;
+      const config = readFileSync(join(root, 'services', service, 'src', 'config.ts'), 'utf8');
+      for (const key of Object.keys(svc.environment ?? {})) expect(config, `${service} reads ${key}`).toMatch(new RegExp(`\\b${key}\\b`));
+      expect(existsSync(join(root, 'services', service, 'src', 'main.ts'))).toBe(true);
+      if (name !== 'gateway') expect(svc.ports).toBeUndefined();
+    }
+    const gw = compose.services.gateway!;
+    expect(gw.ports).toEqual([`${gw.environment?.PORT}:${gw.environment?.PORT}`]);
+    expect(gw.healthcheck).toBeDefined();
+  });
+
+  it('points at files that exist', () => {
+    expect(existsSync(join(root, 'Dockerfile'))).toBe(true);
+    expect(existsSync(join(root, 'deploy', 'nats.conf'))).toBe(true);
+    expect(readFileSync(join(root, 'Dockerfile'), 'utf8')).toContain('services/${SERVICE}/dist/main.js');
+  });
+});
+
+function readdirServices(): string[] {
+  return readdirSync(join(root, 'services')).filter((s) => existsSync(join(root, 'services', s, 'package.json')));
+}
