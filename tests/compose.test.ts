@@ -7,7 +7,16 @@ import { parse } from 'yaml';
 // with the code, so the compose stack is not left to rot.
 const root = join(import.meta.dirname, '..');
 const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
-  services: Record<string, { build?: { args?: { SERVICE?: string } }; environment?: Record<string, string>; ports?: string[]; volumes?: string[]; healthcheck?: unknown }>;
+  services: Record<
+    string,
+    {
+      build?: { args?: { SERVICE?: string } };
+      environment?: Record<string, string>;
+      ports?: string[];
+      volumes?: string[];
+      healthcheck?: unknown;
+    }
+  >;
   volumes?: Record<string, unknown>;
 };
 
@@ -15,7 +24,9 @@ describe('docker-compose.yml', () => {
   const built = Object.entries(compose.services).filter(([, s]) => s.build);
 
   it('has NATS, Redis with append-only persistence on a volume, LiveKit, and every service', () => {
-    expect(Object.keys(compose.services)).toEqual(expect.arrayContaining(['nats', 'redis', 'livekit', 'agents', 'sessions', 'gateway']));
+    expect(Object.keys(compose.services)).toEqual(
+      expect.arrayContaining(['nats', 'redis', 'livekit', 'agents', 'sessions', 'gateway']),
+    );
     expect(JSON.stringify(compose.services.redis)).toContain('--appendonly');
     expect(compose.services.redis!.volumes?.[0]).toMatch(/^redis-data:/);
     expect(compose.volumes).toHaveProperty('redis-data');
@@ -27,7 +38,8 @@ describe('docker-compose.yml', () => {
     for (const [name, svc] of built) {
       const service = svc.build?.args?.SERVICE ?? name;
       const config = readFileSync(join(root, 'services', service, 'src', 'config.ts'), 'utf8');
-      for (const key of Object.keys(svc.environment ?? {})) expect(config, `${service} reads ${key}`).toMatch(new RegExp(`\\b${key}\\b`));
+      for (const key of Object.keys(svc.environment ?? {}))
+        expect(config, `${service} reads ${key}`).toMatch(new RegExp(`\\b${key}\\b`));
       expect(existsSync(join(root, 'services', service, 'src', 'main.ts'))).toBe(true);
       if (name !== 'gateway') expect(svc.ports).toBeUndefined();
     }
@@ -44,5 +56,7 @@ describe('docker-compose.yml', () => {
 });
 
 function readdirServices(): string[] {
-  return readdirSync(join(root, 'services')).filter((s) => existsSync(join(root, 'services', s, 'package.json')));
+  return readdirSync(join(root, 'services')).filter((s) =>
+    existsSync(join(root, 'services', s, 'package.json')),
+  );
 }

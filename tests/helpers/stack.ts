@@ -70,6 +70,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
           name === 'agents'
             ? startAgentsService({ nc, redis, log })
             : startSessionsService({ nc, redis, log, limits: opts.sessionsLimits });
+        await served.ready;
       },
       async stop() {
         await served?.stop(2000);

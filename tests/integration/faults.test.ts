@@ -113,3 +113,31 @@ describe('payloads above the bus limit', () => {
     }
   });
 });
+
+describe('when NATS restarts', () => {
+  it('every process reconnects by itself and requests succeed again', async () => {
+    const nats = await startLocalNats();
+    const stack = await startStack({ natsUrl: nats.url });
+    const http = api(stack.baseUrl);
+    try {
+      const created = await http.post('/api/agents', { name: 'Across a NATS restart' });
+      expect(created.status).toBe(201);
+      await nats.stop();
+      const during = await http.get(`/api/agents/${created.body.id}`);
+      expect(during.status).toBe(503);
+      await nats.start();
+      let after = during;
+      for (let i = 0; i < 100 && after.status !== 200; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        after = await http.get(`/api/agents/${created.body.id}`);
+      }
+      expect(after.status).toBe(200);
+      expect(
+        (await http.post(`/api/agents/${created.body.id}/test-sessions`, { sessionType: 'text' })).status,
+      ).toBe(201);
+    } finally {
+      await stack.close();
+      await nats.dispose();
+    }
+  });
+});

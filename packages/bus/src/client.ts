@@ -15,13 +15,33 @@ export interface RawReply {
 
 /** Sends contract-typed requests; every failure becomes an AppError with a code the gateway can map. */
 export class BusClient {
-  constructor(private readonly nc: NatsConnection) {}
+  private connected = true;
+
+  constructor(private readonly nc: NatsConnection) {
+    void this.watchConnection();
+  }
+
+  /**
+   * While disconnected, nats.js buffers requests until their timeout; a client is better served by an
+   * immediate 503 it can retry, so requests fail fast until the connection is back.
+   */
+  private async watchConnection(): Promise<void> {
+    for await (const s of this.nc.status()) {
+      if (s.type === 'disconnect') this.connected = false;
+      else if (s.type === 'reconnect') this.connected = true;
+    }
+  }
+
+  isConnected(): boolean {
+    return this.connected && !this.nc.isClosed() && !this.nc.isDraining();
+  }
 
   async requestRaw<S extends Subject>(
     subject: S,
     payload: RequestOf<S>,
     opts: RequestOptions,
   ): Promise<RawReply> {
+    if (!this.isConnected()) throw new AppError('SERVICE_UNAVAILABLE', 'the message bus is not connected');
     const data = encodeJson(payload);
     const max = this.nc.info?.max_payload;
     if (max !== undefined && data.byteLength > max - 4096) {
@@ -74,7 +94,8 @@ function translateNatsError(err: unknown, subject: string): AppError {
   if (
     err instanceof errors.ClosedConnectionError ||
     err instanceof errors.DrainingConnectionError ||
-    err instanceof errors.ConnectionError
+    err instanceof errors.ConnectionError ||
+    err instanceof errors.RequestError
   ) {
     return new AppError('SERVICE_UNAVAILABLE', 'the message bus is not connected');
   }

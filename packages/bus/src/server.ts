@@ -42,6 +42,8 @@ export interface ServeOptions<Svc extends ServiceName> {
 }
 
 export interface Served {
+  /** Resolves once the server has registered every subscription (a flush round trip). */
+  ready: Promise<void>;
   /** Stops taking new requests, waits for in-flight ones (bounded), leaves the connection open. */
   stop(timeoutMs: number): Promise<void>;
   inFlight(): number;
@@ -138,9 +140,10 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
       }),
     );
   }
-  log.info({ subjects: subs.length, queue: service }, 'serving');
+  const ready = nc.flush().then(() => log.info({ subjects: subs.length, queue: service }, 'serving'));
 
   return {
+    ready,
     inFlight: () => inflight.size,
     async stop(timeoutMs) {
       // Unsubscribing first stops new work reaching this instance; queue peers take it instead.

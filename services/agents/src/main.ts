@@ -11,6 +11,7 @@ const nc = await connectNats(
   log,
 );
 const served = startAgentsService({ nc, redis, log });
+await served.ready;
 
 onShutdownSignal(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   await served.stop(config.SHUTDOWN_TIMEOUT_MS - 1000);

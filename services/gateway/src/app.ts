@@ -96,7 +96,7 @@ export async function buildGateway(deps: {
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
-    const connected = !nc.isClosed() && !nc.isDraining();
+    const connected = bus.isConnected();
     const checks = await Promise.all(
       ServiceNames.map(async (service) => {
         if (!connected) return [service, 'bus disconnected'] as const;
