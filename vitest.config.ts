@@ -10,6 +10,7 @@ export default defineConfig({
       '@vab/contracts': src('./packages/contracts/src/index.ts'),
       '@vab/bus': src('./packages/bus/src/index.ts'),
       '@vab/storage': src('./packages/storage/src/index.ts'),
+      '@vab/flow': src('./packages/flow/src/index.ts'),
       '@vab/testkit': src('./packages/testkit/src/index.ts'),
       '@vab/agents': src('./services/agents/src/index.ts'),
       '@vab/sessions': src('./services/sessions/src/index.ts'),

@@ -66,11 +66,12 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         const log = captureLogger(name, logs);
         nc = await connect({ servers: natsUrl, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
         redis = createRedis(redisUrl, log, { name });
-        served =
+        const started =
           name === 'agents'
             ? startAgentsService({ nc, redis, log })
             : startSessionsService({ nc, redis, log, limits: opts.sessionsLimits });
-        await served.ready;
+        await started.ready;
+        served = started;
       },
       async stop() {
         await served?.stop(2000);

@@ -1,0 +1,96 @@
+import type { Flow, SimpleEdge, SimpleNode } from '@vab/contracts';
+
+const e = (source: string, sourceHandle: string, target: string, targetHandle = 'in'): SimpleEdge => ({
+  source,
+  sourceHandle,
+  target,
+  targetHandle,
+});
+
+/**
+ * A flow that uses every step kind: greeting → 2-round burst → opentalk → 3-way categorize →
+ * (if/else → end | timer → end | transfer), with structured output and a webhook after the end.
+ */
+export function fullFlow(): Flow {
+  const nodes: SimpleNode[] = [
+    {
+      id: 'agent',
+      nodeType: 'agent',
+      name: 'Clinic',
+      instructions: 'You book appointments.',
+      language: 'en',
+    },
+    { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'gpt-4o-mini', temperature: 0.4 },
+    { id: 'tts', nodeType: 'tts', provider: 'elevenlabs', voiceId: 'v1', stability: 0.5 },
+    { id: 'stt', nodeType: 'stt', provider: 'deepgram', model: 'nova-3' },
+    { id: 'start', nodeType: 'start', command: 'Hello, this is the clinic.', isLiteral: true },
+    { id: 'burst', nodeType: 'burst', command: 'Ask for their name and date of birth.', rounds: 2 },
+    { id: 'talk', nodeType: 'opentalk', command: 'Find out why they call.' },
+    {
+      id: 'cat',
+      nodeType: 'categorize',
+      command: 'Why do they call?',
+      categories: ['booking', 'question', 'other'],
+    },
+    { id: 'ifelse', nodeType: 'ifelse', conditionText: 'The user confirmed the booking.' },
+    { id: 'timer', nodeType: 'timer', command: 'Answer their question.', duration: 60 },
+    { id: 'transfer', nodeType: 'transfer', targetAgentId: 'front-desk' },
+    { id: 'end', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
+    {
+      id: 'so',
+      nodeType: 'structured_output',
+      command: 'Extract the booking.',
+      schemaFields: [
+        { name: 'name', type: 'string' },
+        { name: 'urgent', type: 'boolean' },
+      ],
+    },
+    { id: 'hook', nodeType: 'webhook', url: 'http://127.0.0.1:9/hook' },
+  ];
+  const edges: SimpleEdge[] = [
+    e('llm', 'output', 'agent', 'llm_in'),
+    e('tts', 'output', 'agent', 'tts_in'),
+    e('stt', 'output', 'agent', 'stt_in'),
+    e('agent', 'output', 'start'),
+    e('start', 'output', 'burst'),
+    e('burst', 'output', 'talk'),
+    e('talk', 'output', 'cat'),
+    e('cat', 'cat_0', 'ifelse'),
+    e('cat', 'cat_1', 'timer'),
+    e('cat', 'cat_2', 'transfer'),
+    e('ifelse', 'true', 'end'),
+    e('ifelse', 'false', 'talk'),
+    e('timer', 'output', 'end'),
+    e('end', 'output', 'so'),
+    e('so', 'output', 'hook'),
+  ];
+  return { nodes, edges };
+}
+
+export function withNode(flow: Flow, id: string, patch: Record<string, unknown>): Flow {
+  return { ...flow, nodes: flow.nodes.map((n) => (n.id === id ? { ...n, ...patch } : n)) };
+}
+
+export function withoutNode(flow: Flow, id: string): Flow {
+  return {
+    nodes: flow.nodes.filter((n) => n.id !== id),
+    edges: flow.edges.filter((x) => x.source !== id && x.target !== id),
+  };
+}
+
+export function withoutEdge(flow: Flow, source: string, sourceHandle: string): Flow {
+  return {
+    ...flow,
+    edges: flow.edges.filter((x) => !(x.source === source && x.sourceHandle === sourceHandle)),
+  };
+}
+
+export function withEdge(
+  flow: Flow,
+  source: string,
+  sourceHandle: string,
+  target: string,
+  targetHandle = 'in',
+): Flow {
+  return { ...flow, edges: [...flow.edges, e(source, sourceHandle, target, targetHandle)] };
+}

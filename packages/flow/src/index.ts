@@ -1,0 +1,3 @@
+export * from './types.js';
+export { compile } from './compiler.js';
+export * from './engine.js';
