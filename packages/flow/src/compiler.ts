@@ -240,7 +240,6 @@ export function compile(flow: Flow): CompileResult {
     if (!NODE_TYPES[n.nodeType])
       out.add('UNKNOWN_NODE_TYPE', `unknown node type "${n.nodeType}"`, { nodeId: n.id });
   }
-  const typeOf = (id: string) => NODE_TYPES[nodes.get(id)?.nodeType ?? ''];
 
   // ---- edges: endpoints, handles, and which kinds may connect ----
   const valid: (SimpleEdge & { index: number })[] = [];
