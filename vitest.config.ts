@@ -14,6 +14,7 @@ export default defineConfig({
       '@vab/testkit': src('./packages/testkit/src/index.ts'),
       '@vab/agents': src('./services/agents/src/index.ts'),
       '@vab/sessions': src('./services/sessions/src/index.ts'),
+      '@vab/playground': src('./services/playground/src/index.ts'),
       '@vab/gateway': src('./services/gateway/src/index.ts'),
     },
   },

@@ -148,7 +148,7 @@ async function shutdown(code) {
 process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
 
-for (const svc of ['agents', 'sessions', 'gateway']) {
+for (const svc of ['agents', 'sessions', 'playground', 'gateway']) {
   if (!existsSync(join(root, 'services', svc, 'dist', 'main.js'))) {
     console.error(`[stack] services/${svc} is not built: run \`npm start\` (it builds first)`);
     process.exit(1);
@@ -159,6 +159,7 @@ await ensureRedis();
 const common = { NATS_URL, REDIS_URL };
 run('agents', 'node', [join(root, 'services/agents/dist/main.js')], common);
 run('sessions', 'node', [join(root, 'services/sessions/dist/main.js')], common);
+run('playground', 'node', [join(root, 'services/playground/dist/main.js')], { NATS_URL });
 run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], { ...common, PORT, HOST });
 const base = `http://${HOST === '0.0.0.0' ? '127.0.0.1' : HOST}:${PORT}`;
 await waitUntil(

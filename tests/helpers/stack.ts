@@ -2,6 +2,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createLogger, type Logger, type Served } from '@vab/bus';
 import { startAgentsService } from '@vab/agents';
 import { buildGateway } from '@vab/gateway';
+import { startPlaygroundService } from '@vab/playground';
 import { startSessionsService, type SessionsLimits } from '@vab/sessions';
 import { createRedis, type Redis } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
@@ -14,9 +15,11 @@ export interface Stack {
   logs: string[];
   gateway: FastifyInstance;
   redis: Redis;
-  services: Record<'agents' | 'sessions', RunningService>;
+  services: Record<ServiceName, RunningService>;
   close(): Promise<void>;
 }
+
+type ServiceName = 'agents' | 'sessions' | 'playground';
 
 export interface RunningService {
   stop(): Promise<void>;
@@ -40,6 +43,9 @@ export interface StackOptions {
   bodyLimitBytes?: number;
   requestTimeoutMs?: number;
   sessionsLimits?: Partial<SessionsLimits>;
+  /** The playground's env file and process provider keys (GET /api/env-keys). */
+  envFile?: string;
+  providerEnv?: Record<string, string>;
 }
 
 /**
@@ -57,7 +63,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const natsUrl = opts.natsUrl ?? process.env.NATS_URL ?? (await own(() => startNats()));
   const redisUrl = opts.redisUrl ?? process.env.REDIS_URL ?? (await own(() => startRedis()));
 
-  const serviceRunner = (name: 'agents' | 'sessions'): RunningService => {
+  const serviceRunner = (name: ServiceName): RunningService => {
     let nc: NatsConnection | undefined;
     let redis: Redis | undefined;
     let served: Served | undefined;
@@ -69,7 +75,16 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         const started =
           name === 'agents'
             ? startAgentsService({ nc, redis, log })
-            : startSessionsService({ nc, redis, log, limits: opts.sessionsLimits });
+            : name === 'sessions'
+              ? startSessionsService({ nc, redis, log, limits: opts.sessionsLimits })
+              : startPlaygroundService({
+                  nc,
+                  log,
+                  config: {
+                    ENV_FILE: opts.envFile ?? '/nonexistent/.env',
+                    providerEnv: opts.providerEnv ?? {},
+                  },
+                });
         await started.ready;
         served = started;
       },
@@ -83,13 +98,15 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     };
   };
 
-  const services = { agents: serviceRunner('agents'), sessions: serviceRunner('sessions') };
-  await services.agents.start();
-  await services.sessions.start();
-  toClose.push(
-    () => services.agents.stop(),
-    () => services.sessions.stop(),
-  );
+  const services: Record<ServiceName, RunningService> = {
+    agents: serviceRunner('agents'),
+    sessions: serviceRunner('sessions'),
+    playground: serviceRunner('playground'),
+  };
+  for (const svc of Object.values(services)) {
+    await svc.start();
+    toClose.push(() => svc.stop());
+  }
 
   const gwNc = await connect({
     servers: natsUrl,

@@ -38,3 +38,15 @@ export const ProviderKeyStatus = z.object({
   setupRequired: z.boolean(),
 });
 export type ProviderKeyStatus = z.infer<typeof ProviderKeyStatus>;
+
+/** One finding of the flow compiler (packages/flow): a stable code, a message, and where. */
+export const FlowIssue = z.object({
+  code: z.string(),
+  message: z.string(),
+  nodeId: z.string().optional(),
+  edgeIndex: z.number().int().nonnegative().optional(),
+});
+export type FlowIssue = z.infer<typeof FlowIssue>;
+
+export const FlowValidation = z.object({ valid: z.boolean(), issues: z.array(FlowIssue) });
+export type FlowValidation = z.infer<typeof FlowValidation>;

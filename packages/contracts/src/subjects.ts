@@ -11,6 +11,8 @@ import {
   VersionList,
 } from './agents.js';
 import { Id } from './common.js';
+import { Flow } from './flow.js';
+import { FlowValidation, ProviderKeyStatus } from './playground.js';
 import {
   AppendedMessage,
   AppendMessageBody,
@@ -52,10 +54,14 @@ export const Subjects = {
   deploysList: 'sessions.deploys.list',
   deploysUpdate: 'sessions.deploys.update',
   sessionsHealth: 'sessions.health',
+
+  flowsValidate: 'playground.flows.validate',
+  envKeys: 'playground.env-keys',
+  playgroundHealth: 'playground.health',
 } as const;
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
-export const ServiceNames = ['agents', 'sessions'] as const;
+export const ServiceNames = ['agents', 'sessions', 'playground'] as const;
 export type ServiceName = (typeof ServiceNames)[number];
 
 const AgentRef = z.object({ id: Id });
@@ -112,6 +118,10 @@ export const contract = {
     response: DeployRecord,
   },
   [Subjects.sessionsHealth]: { request: HealthRequest, response: Health },
+
+  [Subjects.flowsValidate]: { request: Flow, response: FlowValidation },
+  [Subjects.envKeys]: { request: z.object({}), response: ProviderKeyStatus },
+  [Subjects.playgroundHealth]: { request: HealthRequest, response: Health },
 } as const satisfies Record<Subject, { request: z.ZodType; response: z.ZodType }>;
 
 export type Contract = typeof contract;
@@ -131,6 +141,7 @@ export function subjectsOf<Svc extends ServiceName>(service: Svc): SubjectsOf<Sv
 export const healthSubjectOf: Record<ServiceName, Subject> = {
   agents: Subjects.agentsHealth,
   sessions: Subjects.sessionsHealth,
+  playground: Subjects.playgroundHealth,
 };
 
 /** NATS headers we set ourselves. */

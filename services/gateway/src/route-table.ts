@@ -8,6 +8,7 @@ import {
   CreateTestSessionBody,
   DeployParams,
   EmptyBody,
+  Flow,
   PatchAgentBody,
   Subjects,
   TestSessionParams,
@@ -241,6 +242,23 @@ export const routeTable = [
     params: DeployParams,
     body: UpdateDeployBody,
     toRequest: ({ params, body }) => ({ agentId: params.id, deployId: params.deployId, update: body }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/flows/validate',
+    subject: Subjects.flowsValidate,
+    tag: 'playground',
+    summary: 'Lint a flow: every problem that would stop it from running, with codes and node/edge ids',
+    body: Flow,
+    toRequest: ({ body }) => body,
+  }),
+  route({
+    method: 'GET',
+    url: '/api/env-keys',
+    subject: Subjects.envKeys,
+    tag: 'playground',
+    summary: 'Which provider keys the server environment has (booleans only)',
+    toRequest: () => ({}),
   }),
 ] as const;
 

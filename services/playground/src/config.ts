@@ -1,0 +1,43 @@
+import { envInt, LogLevel, parseEnv } from '@vab/bus';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+
+/** services/playground/{src,dist}/config.* → the repository root. */
+const REPO_ROOT_ENV_FILE = fileURLToPath(new URL('../../../.env', import.meta.url));
+
+/** Provider key variables whose presence GET /api/env-keys reports (never their values). */
+export const PROVIDER_KEY_VARS = [
+  'OPENAI_API_KEY',
+  'ANTHROPIC_API_KEY',
+  'ELEVEN_API_KEY',
+  'ELEVENLABS_API_KEY',
+  'DEEPGRAM_API_KEY',
+  'LIVEKIT_URL',
+  'LIVEKIT_API_KEY',
+  'LIVEKIT_API_SECRET',
+] as const;
+export type ProviderKeyVar = (typeof PROVIDER_KEY_VARS)[number];
+
+const Env = z.object({
+  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  NATS_USER: z.string().optional(),
+  NATS_PASS: z.string().optional(),
+  LOG_LEVEL: LogLevel,
+  SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
+  /** The server's local environment file, read afresh on each GET /api/env-keys (merged over the process env). */
+  ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),
+});
+
+export type PlaygroundConfig = z.output<typeof Env> & {
+  /** The provider key variables as the process environment had them at start. */
+  providerEnv: Partial<Record<ProviderKeyVar, string>>;
+};
+
+export function loadConfig(env: NodeJS.ProcessEnv): PlaygroundConfig {
+  const providerEnv: Partial<Record<ProviderKeyVar, string>> = {};
+  for (const name of PROVIDER_KEY_VARS) {
+    const v = env[name];
+    if (v !== undefined) providerEnv[name] = v;
+  }
+  return { ...parseEnv(Env, env), providerEnv };
+}

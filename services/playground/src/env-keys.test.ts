@@ -1,0 +1,62 @@
+import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PROVIDER_KEY_VARS } from './config.js';
+import { currentKeyEnv, keyStatus } from './env-keys.js';
+
+const log = pino({ level: 'silent' });
+
+describe('keyStatus over every combination of set and unset variables', () => {
+  // 2^8 = 256 combinations of the eight variables
+  const combos = Array.from({ length: 1 << PROVIDER_KEY_VARS.length }, (_, mask) =>
+    Object.fromEntries(PROVIDER_KEY_VARS.filter((_, i) => mask & (1 << i)).map((name) => [name, 'value'])),
+  );
+
+  it.each(combos.map((env) => [Object.keys(env).join(',') || '(none)', env]))('%s', (_label, env) => {
+    const has = (k: string) => k in env;
+    const { envKeys, setupRequired } = keyStatus(env);
+    expect(Object.keys(envKeys).sort()).toEqual(['anthropic', 'deepgram', 'elevenlabs', 'livekit', 'openai']);
+    expect(envKeys.openai).toBe(has('OPENAI_API_KEY'));
+    expect(envKeys.anthropic).toBe(has('ANTHROPIC_API_KEY'));
+    expect(envKeys.elevenlabs).toBe(has('ELEVEN_API_KEY') || has('ELEVENLABS_API_KEY'));
+    expect(envKeys.deepgram).toBe(has('DEEPGRAM_API_KEY'));
+    expect(envKeys.livekit).toBe(has('LIVEKIT_URL') && has('LIVEKIT_API_KEY') && has('LIVEKIT_API_SECRET'));
+    expect(setupRequired).toBe(!has('ANTHROPIC_API_KEY') || !has('DEEPGRAM_API_KEY'));
+  });
+
+  it('counts empty and blank values as unset', () => {
+    expect(keyStatus({ ANTHROPIC_API_KEY: '', DEEPGRAM_API_KEY: '  ' })).toEqual({
+      envKeys: { openai: false, anthropic: false, elevenlabs: false, deepgram: false, livekit: false },
+      setupRequired: true,
+    });
+  });
+});
+
+describe('currentKeyEnv', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vab-envkeys-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('merges the file over the process environment, read afresh each time', async () => {
+    const file = join(dir, '.env');
+    const proc = { OPENAI_API_KEY: 'from-process', DEEPGRAM_API_KEY: 'from-process' };
+    expect(await currentKeyEnv(file, proc, log)).toEqual(proc); // no file yet
+    writeFileSync(file, '# keys\nexport ANTHROPIC_API_KEY="sk-ant"\nDEEPGRAM_API_KEY=\nUNRELATED=1\n');
+    expect(await currentKeyEnv(file, proc, log)).toEqual({
+      OPENAI_API_KEY: 'from-process',
+      ANTHROPIC_API_KEY: 'sk-ant',
+      DEEPGRAM_API_KEY: '',
+    });
+    writeFileSync(file, 'DEEPGRAM_API_KEY=dg\n');
+    expect(keyStatus(await currentKeyEnv(file, proc, log)).envKeys.deepgram).toBe(true);
+  });
+
+  it('treats an unreadable file as absent', async () => {
+    const file = join(dir, 'locked.env');
+    writeFileSync(file, 'ANTHROPIC_API_KEY=x\n');
+    chmodSync(file, 0o000);
+    const env = await currentKeyEnv(join(dir, 'locked-dir-missing', '.env'), {}, log);
+    expect(env).toEqual({});
+  });
+});
