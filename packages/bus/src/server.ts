@@ -19,6 +19,7 @@ import {
 import type { Logger } from 'pino';
 import { decodeText, encodeJson, encodeReply, type RawJson } from './codec.js';
 import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
 
 export interface HandlerContext {
   requestId: string;
@@ -66,6 +67,67 @@ function errorReply(body: ErrorBody) {
 }
 
 /**
+ * Answers one request: parses and re-validates it with `schema`, awaits `handler`, and always replies —
+ * with the result, or `{code, message}` plus the micro error headers. Used by `serve` and by services that
+ * subscribe to subjects of their own making (e.g. a per-session subject only its owning instance holds).
+ */
+export async function answer<Req, Res>(
+  nc: NatsConnection,
+  msg: Msg,
+  log: Logger,
+  subject: string,
+  schema: z.ZodType<Req>,
+  handler: (request: Req, ctx: HandlerContext) => Promise<Res | RawJson<Res>>,
+): Promise<void> {
+  const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
+  const reqLog = log.child({ requestId, subject });
+  const replyHeaders = natsHeaders();
+  let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
+  try {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(decodeText(msg.data));
+    } catch {
+      throw new AppError('INVALID_JSON', 'request payload is not valid JSON');
+    }
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) {
+      throw new AppError('VALIDATION_FAILED', 'request failed validation', {
+        issues: toFieldIssues(parsed.error),
+      });
+    }
+    const result = await handler(parsed.data, {
+      requestId,
+      log: reqLog,
+      setHeader: (name, value) => replyHeaders.set(name, value),
+    });
+    reply = { data: encodeReply(result), headers: replyHeaders };
+    const max = nc.info?.max_payload;
+    if (max !== undefined && reply.data.byteLength > max - 4096) {
+      reqLog.error({ bytes: reply.data.byteLength, maxPayload: max }, 'reply exceeds bus payload limit');
+      reply = errorReply({
+        code: 'PAYLOAD_TOO_LARGE',
+        message: 'the response is larger than the bus payload limit',
+      });
+    }
+  } catch (err) {
+    if (err instanceof AppError) {
+      reqLog.debug({ code: err.code }, 'request failed');
+      reply = errorReply(err.toBody());
+    } else {
+      reqLog.error({ err: safeError(err) }, 'unhandled error');
+      reply = errorReply({ code: 'INTERNAL', message: 'internal error' });
+    }
+  }
+  if (!msg.reply) return;
+  try {
+    msg.respond(reply.data, { headers: reply.headers });
+  } catch (err) {
+    reqLog.error({ err: safeError(err) }, 'reply failed');
+  }
+}
+
+/**
  * Serves every subject of one service in a queue group named after it. Each request is re-validated with
  * the contract's schema, the handler is awaited, and a reply is always sent: nats.js only catches
  * synchronous throws in callbacks, so a lost reply would leave the caller waiting for its timeout.
@@ -75,55 +137,19 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
   const inflight = new Set<Promise<void>>();
   const subs: Subscription[] = [];
 
-  const handle = async (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> => {
-    const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
-    const reqLog = log.child({ requestId, subject });
-    const replyHeaders = natsHeaders();
-    let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
-    try {
-      let raw: unknown;
-      try {
-        raw = JSON.parse(decodeText(msg.data));
-      } catch {
-        throw new AppError('INVALID_JSON', 'request payload is not valid JSON');
-      }
-      const parsed = contract[subject].request.safeParse(raw);
-      if (!parsed.success) {
-        throw new AppError('VALIDATION_FAILED', 'request failed validation', {
-          issues: toFieldIssues(parsed.error),
-        });
-      }
-      const handler = handlers[subject] as Handler<SubjectsOf<Svc>>;
-      const result = await handler(parsed.data as ParsedRequestOf<SubjectsOf<Svc>>, {
-        requestId,
-        log: reqLog,
-        setHeader: (name, value) => replyHeaders.set(name, value),
-      });
-      reply = { data: encodeReply(result), headers: replyHeaders };
-      const max = nc.info?.max_payload;
-      if (max !== undefined && reply.data.byteLength > max - 4096) {
-        reqLog.error({ bytes: reply.data.byteLength, maxPayload: max }, 'reply exceeds bus payload limit');
-        reply = errorReply({
-          code: 'PAYLOAD_TOO_LARGE',
-          message: 'the response is larger than the bus payload limit',
-        });
-      }
-    } catch (err) {
-      if (err instanceof AppError) {
-        reqLog.debug({ code: err.code }, 'request failed');
-        reply = errorReply(err.toBody());
-      } else {
-        reqLog.error({ err: safeError(err) }, 'unhandled error');
-        reply = errorReply({ code: 'INTERNAL', message: 'internal error' });
-      }
-    }
-    if (!msg.reply) return;
-    try {
-      msg.respond(reply.data, { headers: reply.headers });
-    } catch (err) {
-      reqLog.error({ err }, 'reply failed');
-    }
-  };
+  const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> =>
+    // The table's type ties each handler to its subject's schema; the union is widened here on purpose.
+    answer(
+      nc,
+      msg,
+      log,
+      subject,
+      contract[subject].request as z.ZodType<unknown>,
+      handlers[subject] as Handler<SubjectsOf<Svc>> as (
+        req: unknown,
+        ctx: HandlerContext,
+      ) => Promise<unknown>,
+    );
 
   for (const subject of Object.keys(handlers) as SubjectsOf<Svc>[]) {
     subs.push(

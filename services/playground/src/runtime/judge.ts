@@ -1,0 +1,119 @@
+import { llm } from '@livekit/agents';
+import type { EngineAction, SchemaField } from '@vab/flow';
+import { z } from 'zod';
+
+export interface Turn {
+  role: 'user' | 'assistant';
+  content: string;
+}
+
+export const STAY = 'none yet';
+
+function render(transcript: Turn[]): string {
+  return transcript.map((t) => `${t.role === 'user' ? 'User' : 'Agent'}: ${t.content}`).join('\n');
+}
+
+/** Runs one forced tool call and returns its parsed arguments, or throws. */
+async function forcedToolCall(
+  model: llm.LLM,
+  system: string,
+  user: string,
+  name: string,
+  parameters: z.ZodObject,
+  timeoutMs: number,
+): Promise<unknown> {
+  const chatCtx = llm.ChatContext.empty();
+  chatCtx.addMessage({ role: 'system', content: system });
+  chatCtx.addMessage({ role: 'user', content: user });
+  const toolCtx = {
+    [name]: llm.tool({
+      description: `Record your ${name === 'decide' ? 'decision' : 'answer'}.`,
+      parameters,
+      execute: async () => 'ok',
+    }),
+  };
+  const stream = model.chat({ chatCtx, toolCtx, toolChoice: 'required' });
+  const deadline = setTimeout(() => stream.close(), timeoutMs);
+  try {
+    for await (const chunk of stream) {
+      const call = chunk.delta?.toolCalls?.find((c) => c.name === name);
+      if (call) return parameters.parse(JSON.parse(call.args || '{}'));
+    }
+  } finally {
+    clearTimeout(deadline);
+    stream.close();
+  }
+  throw new Error('the model answered without the decision tool');
+}
+
+/**
+ * Evaluates a branch with an LLM and a structured answer. Returns the exit index, `stay`, -1 for an answer
+ * that names no exit, or `error` when the call failed: the engine decides what each means.
+ */
+export async function evaluateBranch(
+  model: llm.LLM,
+  transcript: Turn[],
+  action: Extract<EngineAction, { type: 'evaluate_branch' }>,
+  timeoutMs: number,
+): Promise<number | 'stay' | 'error'> {
+  const options = action.allowStay ? [...action.exits, STAY] : action.exits;
+  const question =
+    action.kind === 'ifelse'
+      ? `Does this condition hold for the conversation so far? Condition: ${action.question}`
+      : `Classify the conversation so far. ${action.question}`;
+  const system =
+    'You judge a conversation between a voice agent and a user, and answer only by calling the tool. ' +
+    (action.allowStay
+      ? `Choose "${STAY}" when the conversation does not show the answer yet.`
+      : 'Always choose one option.');
+  try {
+    const args = (await forcedToolCall(
+      model,
+      system,
+      `${render(transcript)}\n\n${question}\nOptions: ${options.map((o) => JSON.stringify(o)).join(', ')}`,
+      'decide',
+      z.object({ choice: z.string() }),
+      timeoutMs,
+    )) as { choice: string };
+    if (action.allowStay && args.choice === STAY) return 'stay';
+    return action.exits.indexOf(args.choice);
+  } catch {
+    return 'error';
+  }
+}
+
+function fieldSchema(f: SchemaField): z.ZodType {
+  const base =
+    f.type === 'string'
+      ? z.string()
+      : f.type === 'int'
+        ? z.number().int()
+        : f.type === 'float'
+          ? z.number()
+          : f.type === 'boolean'
+            ? z.boolean()
+            : f.type === 'list'
+              ? z.array(z.string())
+              : z.enum((f.options ?? ['']) as [string, ...string[]]);
+  // null: the conversation did not say
+  return (f.description ? base.describe(f.description) : base).nullable();
+}
+
+/** Extracts the schema's fields from the transcript; `undefined` when the model fails (logged by the caller). */
+export async function extractStructuredOutput(
+  model: llm.LLM,
+  transcript: Turn[],
+  command: string,
+  fields: SchemaField[],
+  timeoutMs: number,
+): Promise<Record<string, unknown>> {
+  const parameters = z.object(Object.fromEntries(fields.map((f) => [f.name, fieldSchema(f)])));
+  return (await forcedToolCall(
+    model,
+    'You extract data from a finished conversation between a voice agent and a user, and answer only by calling the tool. Use null for what the conversation does not say.',
+    `${render(transcript)}\n\n${command || 'Extract the fields.'}`,
+    'extract',
+    parameters,
+    timeoutMs,
+  )) as Record<string, unknown>;
+}

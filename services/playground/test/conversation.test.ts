@@ -1,0 +1,204 @@
+import { initializeLogger } from '@livekit/agents';
+import * as openai from '@livekit/agents-plugin-openai';
+import { compile, type CompiledFlow } from '@vab/flow';
+import { createServer } from 'node:http';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fullFlow, withNode } from '../../../packages/flow/src/fixtures.js';
+import { FlowConversation, type RecordedMessage, type TransferTarget } from '../src/runtime/conversation.js';
+import { lastUserText, startOpenAiStub, systemText, textOf, type ChatRequest } from './openai-stub.js';
+
+initializeLogger({ pretty: false, level: 'error' });
+const log = pino({ level: 'silent' });
+
+/** The model, scripted: classifies and decides from what the user said, extracts fixed data, echoes otherwise. */
+function script(req: ChatRequest) {
+  const tools = (req.tools ?? []).map((t) => t.function.name);
+  const prompt = textOf(req.messages.at(-1)?.content);
+  if (tools.includes('decide')) {
+    const userLines = prompt
+      .toLowerCase()
+      .split('\n')
+      .filter((l) => l.startsWith('user:'));
+    const said = userLines.join('\n');
+    if (prompt.toLowerCase().includes('why do they call')) {
+      if (said.includes('book')) return { toolCalls: [{ name: 'decide', args: { choice: 'booking' } }] };
+      if (said.includes('question')) return { toolCalls: [{ name: 'decide', args: { choice: 'question' } }] };
+      if (said.includes('colleague')) return { toolCalls: [{ name: 'decide', args: { choice: 'other' } }] };
+      return { toolCalls: [{ name: 'decide', args: { choice: 'none yet' } }] };
+    }
+    const last = userLines.at(-1) ?? '';
+    return { toolCalls: [{ name: 'decide', args: { choice: last.includes('yes') ? 'true' : 'false' } }] };
+  }
+  if (tools.includes('extract'))
+    return { toolCalls: [{ name: 'extract', args: { name: 'Ada', urgent: false } }] };
+  const instructions = systemText(req).split('\n').filter(Boolean).at(-1) ?? '';
+  return { content: `(${instructions}) ${lastUserText(req)}`.trim() };
+}
+
+let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
+let hookUrl: string;
+const hookBodies: unknown[] = [];
+let hookServer: ReturnType<typeof createServer>;
+
+beforeAll(async () => {
+  stub = await startOpenAiStub(script);
+  hookServer = createServer((req, res) => {
+    let b = '';
+    req.on('data', (c) => (b += c));
+    req.on('end', () => {
+      hookBodies.push(JSON.parse(b));
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((r) => hookServer.listen(0, '127.0.0.1', () => r()));
+  const addr = hookServer.address();
+  hookUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/hook`;
+});
+afterAll(async () => {
+  await stub.close();
+  await new Promise<void>((r) => hookServer.close(() => r()));
+});
+
+function compiled(): CompiledFlow {
+  const r = compile(withNode(fullFlow(), 'hook', { url: hookUrl, headers: { 'x-flow': 'clinic' } }));
+  if (!r.ok) throw new Error(JSON.stringify(r.issues));
+  return r.config;
+}
+
+function conversation(flow: CompiledFlow, opts: { clock?: { t: number }; transfer?: TransferTarget } = {}) {
+  const recorded: RecordedMessage[] = [];
+  let ended = 0;
+  const conv = new FlowConversation({
+    flow,
+    makeLlm: (cfg) => new openai.LLM({ apiKey: 'test', baseURL: stub.baseURL, model: cfg.model ?? 'stub' }),
+    loadTransferTarget: async () => opts.transfer ?? { ok: false, reason: 'missing' },
+    record: (m) => recorded.push(m),
+    onEnded: () => ended++,
+    log,
+    now: opts.clock ? () => opts.clock!.t : undefined,
+  });
+  return { conv, recorded, endedCount: () => ended };
+}
+
+describe('a whole flow, in text, against a scripted model over HTTP', () => {
+  it('greets, runs a 2-round burst, classifies, goes through if/else, ends, extracts and posts the webhook', async () => {
+    const { conv, recorded, endedCount } = conversation(compiled());
+    const hello = await conv.start();
+    expect(hello).toMatchObject({
+      replies: ['Hello, this is the clinic.'],
+      stepId: 'start',
+      stepChanges: [{ stepId: 'start', stepType: 'start' }],
+    });
+
+    const t1 = await conv.userTurn('Hi there');
+    expect(t1.stepChanges).toEqual([{ stepId: 'burst', stepType: 'burst' }]);
+    expect(t1.replies[0]).toContain('Ask for their name and date of birth.');
+    expect((await conv.userTurn('I am Ada')).stepId).toBe('burst');
+    const t3 = await conv.userTurn('Born in 1815');
+    expect(t3.stepChanges).toEqual([{ stepId: 'talk', stepType: 'opentalk' }]);
+
+    const stay = await conv.userTurn('Well, hmm');
+    expect(stay).toMatchObject({ stepId: 'talk', stepChanges: [] });
+    expect(stay.replies).toHaveLength(1);
+
+    const booking = await conv.userTurn('I would like to book an appointment');
+    expect(booking.stepChanges.map((c) => c.stepId)).toEqual(['cat', 'ifelse', 'talk']); // "false": not confirmed yet
+    const confirmed = await conv.userTurn('yes, Tuesday works');
+    // the categorize asks again from opentalk → booking → ifelse → true → end
+    expect(confirmed.stepChanges.map((c) => c.stepId)).toEqual(['cat', 'ifelse', 'end']);
+    expect(confirmed.replies.at(-1)).toBe('Goodbye!');
+    expect(confirmed.ended).toBe(true);
+    expect(endedCount()).toBe(1);
+
+    await conv.close();
+    expect(hookBodies).toHaveLength(1);
+    const hook = hookBodies[0] as {
+      conversation: { role: string; content: string }[];
+      structuredOutput: unknown;
+    };
+    expect(hook.structuredOutput).toEqual({ name: 'Ada', urgent: false });
+    expect(hook.conversation[0]).toEqual({ role: 'assistant', content: 'Hello, this is the clinic.' });
+    expect(hook.conversation.at(-1)).toEqual({ role: 'assistant', content: 'Goodbye!' });
+
+    // every message recorded with the step that was current
+    expect(recorded.map((m) => [m.role, m.stepId])).toEqual([
+      ['assistant', 'start'],
+      ['user', 'start'],
+      ['assistant', 'burst'],
+      ['user', 'burst'],
+      ['assistant', 'burst'],
+      ['user', 'burst'],
+      ['assistant', 'talk'],
+      ['user', 'talk'],
+      ['assistant', 'talk'],
+      ['user', 'talk'],
+      ['assistant', 'talk'],
+      ['user', 'talk'],
+      ['assistant', 'end'],
+    ]);
+    // a turn after the end changes nothing
+    expect(await conv.userTurn('hello?')).toMatchObject({ ended: true, replies: [], stepChanges: [] });
+  });
+
+  it('takes the question branch into a timer that moves on only after its duration', async () => {
+    const clock = { t: 1_000_000 };
+    const { conv } = conversation(compiled(), { clock });
+    await conv.start();
+    for (const text of ['Hi', 'Ada', '1815']) await conv.userTurn(text);
+    const q = await conv.userTurn('I have a question about parking');
+    expect(q.stepChanges.map((c) => c.stepId)).toEqual(['cat', 'timer']);
+    clock.t += 30_000;
+    expect((await conv.userTurn('Where do I park?')).stepId).toBe('timer');
+    clock.t += 31_000;
+    const after = await conv.userTurn('Thanks');
+    expect(after.stepChanges.map((c) => c.stepId)).toEqual(['end']);
+    expect(after.ended).toBe(true);
+    await conv.close();
+  });
+
+  it('a transfer to a missing agent apologizes and ends; to a stored agent it continues with its flow', async () => {
+    const failed = conversation(compiled());
+    await failed.conv.start();
+    for (const text of ['Hi', 'Ada', '1815']) await failed.conv.userTurn(text);
+    const t = await failed.conv.userTurn('Please put me through to a colleague');
+    expect(t.stepChanges.map((c) => c.stepId)).toEqual(['cat', 'transfer']);
+    expect(t.ended).toBe(true);
+    expect(t.replies).toHaveLength(1);
+    await failed.conv.close();
+
+    const target = compile(withNode(fullFlow(), 'start', { command: 'Front desk here.' }));
+    if (!target.ok) throw new Error('fixture');
+    const moved = conversation(compiled(), { transfer: { ok: true, flow: target.config } });
+    await moved.conv.start();
+    for (const text of ['Hi', 'Ada', '1815']) await moved.conv.userTurn(text);
+    const handed = await moved.conv.userTurn('Please put me through to a colleague');
+    expect(handed.stepChanges.map((c) => c.stepId)).toEqual(['cat', 'transfer', 'start']);
+    expect(handed.replies.at(-1)).toBe('Front desk here.');
+    expect(handed.ended).toBe(false);
+    await moved.conv.close();
+  });
+
+  it('a failing model during a branch keeps the conversation alive', async () => {
+    const broken = await startOpenAiStub((req) =>
+      (req.tools ?? []).length > 0 ? { status: 500 } : script(req),
+    );
+    const conv = new FlowConversation({
+      flow: compiled(),
+      makeLlm: () => new openai.LLM({ apiKey: 'test', baseURL: broken.baseURL, model: 'stub' }),
+      loadTransferTarget: async () => ({ ok: false, reason: 'missing' }),
+      record: () => undefined,
+      log,
+    });
+    try {
+      await conv.start();
+      for (const text of ['Hi', 'Ada', '1815']) await conv.userTurn(text);
+      const t = await conv.userTurn('I would like to book');
+      expect(t).toMatchObject({ stepId: 'talk', ended: false, stepChanges: [] });
+      expect(t.replies).toHaveLength(1);
+    } finally {
+      await conv.close();
+      await broken.close();
+    }
+  }, 60_000);
+});

@@ -1,0 +1,115 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+
+/** What the stub was asked: the messages, the tools offered, and whether a tool call was forced. */
+export interface ChatRequest {
+  model: string;
+  messages: { role: string; content?: unknown; tool_calls?: unknown[]; tool_call_id?: string }[];
+  tools?: { type: 'function'; function: { name: string; description?: string; parameters?: unknown } }[];
+  tool_choice?: unknown;
+  stream?: boolean;
+}
+
+export interface ChatReply {
+  content?: string;
+  toolCalls?: { name: string; args: Record<string, unknown> }[];
+  /** Answer with this HTTP status instead (e.g. 500 to simulate a failing model). */
+  status?: number;
+}
+
+export type Script = (req: ChatRequest) => ChatReply;
+
+/** Text of a message whatever its content shape (string or content parts). */
+export function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) return content.map((p: { text?: string }) => p.text ?? '').join('');
+  return '';
+}
+
+export function lastUserText(req: ChatRequest): string {
+  const users = req.messages.filter((m) => m.role === 'user');
+  return textOf(users.at(-1)?.content);
+}
+
+export function systemText(req: ChatRequest): string {
+  return req.messages
+    .filter((m) => m.role === 'system' || m.role === 'developer')
+    .map((m) => textOf(m.content))
+    .join('\n');
+}
+
+async function body(req: IncomingMessage): Promise<string> {
+  let data = '';
+  for await (const chunk of req) data += chunk;
+  return data;
+}
+
+/**
+ * An OpenAI-compatible chat-completions server on loopback, scripted per request, so the real OpenAI plugin
+ * talks real HTTP (streamed SSE with content and tool calls) and no test reaches the internet.
+ */
+export async function startOpenAiStub(
+  script: Script,
+): Promise<{ baseURL: string; requests: ChatRequest[]; close(): Promise<void> }> {
+  const requests: ChatRequest[] = [];
+  const server: Server = createServer((req, res) => {
+    void (async () => {
+      if (req.method === 'GET' && req.url?.endsWith('/models')) {
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ object: 'list', data: [{ id: 'stub', object: 'model' }] }));
+        return;
+      }
+      if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+        res.writeHead(404).end();
+        return;
+      }
+      const chat = JSON.parse(await body(req)) as ChatRequest;
+      requests.push(chat);
+      const reply = script(chat);
+      if (reply.status) {
+        res
+          .writeHead(reply.status, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { message: 'stub failure', type: 'server_error' } }));
+        return;
+      }
+      const base = {
+        id: `chatcmpl-${requests.length}`,
+        object: 'chat.completion.chunk',
+        created: 0,
+        model: chat.model,
+      };
+      const chunk = (delta: object, finish: string | null = null) =>
+        `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.write(chunk({ role: 'assistant', content: '' }));
+      if (reply.content) res.write(chunk({ content: reply.content }));
+      (reply.toolCalls ?? []).forEach((tc, index) =>
+        res.write(
+          chunk({
+            tool_calls: [
+              {
+                index,
+                id: `call_${requests.length}_${index}`,
+                type: 'function',
+                function: { name: tc.name, arguments: JSON.stringify(tc.args) },
+              },
+            ],
+          }),
+        ),
+      );
+      res.write(chunk({}, reply.toolCalls?.length ? 'tool_calls' : 'stop'));
+      res.write(
+        `data: ${JSON.stringify({ ...base, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })}\n\n`,
+      );
+      res.end('data: [DONE]\n\n');
+    })();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return {
+    baseURL: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
