@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fullFlow, withoutNode } from '../../packages/flow/src/fixtures.js';
+import { fullFlow, withoutNode } from '@vab/testkit';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 let stack: Stack;

@@ -1,7 +1,7 @@
 import type { Flow } from '@vab/contracts';
 import { describe, expect, it } from 'vitest';
 import { compile } from './compiler.js';
-import { fullFlow, withEdge, withNode, withoutEdge, withoutNode } from './fixtures.js';
+import { fullFlow, withEdge, withNode, withoutEdge, withoutNode } from '@vab/testkit';
 import type { FlowIssueCode } from './types.js';
 
 /** start → b1 → b2 → b1 …: talk forever; the end exists but nothing leads to it. */

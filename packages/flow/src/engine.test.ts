@@ -10,7 +10,7 @@ import {
   type EngineEvent,
   type EngineState,
 } from './engine.js';
-import { fullFlow, withEdge, withNode, withoutNode } from './fixtures.js';
+import { fullFlow, withEdge, withNode, withoutNode } from '@vab/testkit';
 import type { CompiledFlow } from './types.js';
 import type { Flow } from '@vab/contracts';
 

@@ -1,3 +1,4 @@
 export * from './ports.js';
 export * from './servers.js';
 export * from './containers.js';
+export * from './flows.js';

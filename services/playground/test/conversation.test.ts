@@ -4,7 +4,7 @@ import { compile, type CompiledFlow } from '@vab/flow';
 import { createServer } from 'node:http';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fullFlow, withNode } from '../../../packages/flow/src/fixtures.js';
+import { fullFlow, withNode } from '@vab/testkit';
 import { FlowConversation, type RecordedMessage, type TransferTarget } from '../src/runtime/conversation.js';
 import { lastUserText, startOpenAiStub, systemText, textOf, type ChatRequest } from './openai-stub.js';
 
