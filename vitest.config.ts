@@ -19,7 +19,12 @@ export default defineConfig({
     },
   },
   test: {
-    include: ['packages/*/src/**/*.test.ts', 'services/*/src/**/*.test.ts', 'services/*/test/**/*.test.ts', 'tests/**/*.test.ts'],
+    include: [
+      'packages/*/src/**/*.test.ts',
+      'services/*/src/**/*.test.ts',
+      'services/*/test/**/*.test.ts',
+      'tests/**/*.test.ts',
+    ],
     globalSetup: ['./tests/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,

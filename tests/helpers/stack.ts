@@ -2,7 +2,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createLogger, type Logger, type Served } from '@vab/bus';
 import { startAgentsService } from '@vab/agents';
 import { buildGateway } from '@vab/gateway';
-import { startPlaygroundService } from '@vab/playground';
+import { startPlaygroundService, type PlaygroundServiceConfig } from '@vab/playground';
 import { startSessionsService, type SessionsLimits } from '@vab/sessions';
 import { createRedis, type Redis } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
@@ -16,6 +16,7 @@ export interface Stack {
   gateway: FastifyInstance;
   redis: Redis;
   services: Record<ServiceName, RunningService>;
+  addPlayground(): Promise<RunningService>;
   close(): Promise<void>;
 }
 
@@ -43,6 +44,8 @@ export interface StackOptions {
   bodyLimitBytes?: number;
   requestTimeoutMs?: number;
   sessionsLimits?: Partial<SessionsLimits>;
+  /** Overrides of the playground's configuration. */
+  playground?: Partial<PlaygroundServiceConfig>;
   /** The playground's env file and process provider keys (GET /api/env-keys). */
   envFile?: string;
   providerEnv?: Record<string, string>;
@@ -63,6 +66,16 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const natsUrl = opts.natsUrl ?? process.env.NATS_URL ?? (await own(() => startNats()));
   const redisUrl = opts.redisUrl ?? process.env.REDIS_URL ?? (await own(() => startRedis()));
 
+  const playgroundConfig: PlaygroundServiceConfig = {
+    ENV_FILE: opts.envFile ?? '/nonexistent/.env',
+    providerEnv: opts.providerEnv ?? {},
+    MAX_SESSIONS: 50,
+    TEXT_SESSION_IDLE_MS: 60_000,
+    LLM_DECISION_TIMEOUT_MS: 10_000,
+    WEBHOOK_TIMEOUT_MS: 2000,
+    BUS_TIMEOUT_MS: 5000,
+    ...opts.playground,
+  };
   const serviceRunner = (name: ServiceName): RunningService => {
     let nc: NatsConnection | undefined;
     let redis: Redis | undefined;
@@ -77,14 +90,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
             ? startAgentsService({ nc, redis, log })
             : name === 'sessions'
               ? startSessionsService({ nc, redis, log, limits: opts.sessionsLimits })
-              : startPlaygroundService({
-                  nc,
-                  log,
-                  config: {
-                    ENV_FILE: opts.envFile ?? '/nonexistent/.env',
-                    providerEnv: opts.providerEnv ?? {},
-                  },
-                });
+              : startPlaygroundService({ nc, log, config: playgroundConfig });
         await started.ready;
         served = started;
       },
@@ -107,6 +113,13 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     await svc.start();
     toClose.push(() => svc.stop());
   }
+  /** Another playground instance with its own connection, as a separate process would have. */
+  const addPlayground = async () => {
+    const svc = serviceRunner('playground');
+    await svc.start();
+    toClose.push(() => svc.stop());
+    return svc;
+  };
 
   const gwNc = await connect({
     servers: natsUrl,
@@ -141,6 +154,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     gateway,
     redis,
     services,
+    addPlayground,
     async close() {
       for (const c of toClose.reverse()) await c();
     },

@@ -41,6 +41,29 @@ export class BusClient {
     payload: RequestOf<S>,
     opts: RequestOptions,
   ): Promise<RawReply> {
+    return this.send(subject, payload, opts);
+  }
+
+  /**
+   * A request to a subject made at run time (e.g. the one only a session's owning instance subscribes to).
+   * `onNoResponders` is the error to raise when nobody holds it.
+   */
+  async requestTo<T>(
+    subject: string,
+    payload: unknown,
+    opts: RequestOptions & { onNoResponders: AppError },
+  ): Promise<T> {
+    try {
+      return JSON.parse(decodeText((await this.send(subject, payload, opts)).data)) as T;
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE' && this.isConnected()) {
+        throw opts.onNoResponders;
+      }
+      throw err;
+    }
+  }
+
+  private async send(subject: string, payload: unknown, opts: RequestOptions): Promise<RawReply> {
     if (!this.isConnected()) throw new AppError('SERVICE_UNAVAILABLE', 'the message bus is not connected');
     const data = encodeJson(payload);
     const max = this.nc.info?.max_payload;

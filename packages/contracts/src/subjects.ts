@@ -10,9 +10,15 @@ import {
   PatchAgentBody,
   VersionList,
 } from './agents.js';
-import { Id } from './common.js';
+import { Id, Ok } from './common.js';
 import { Flow } from './flow.js';
-import { FlowValidation, ProviderKeyStatus } from './playground.js';
+import {
+  FlowValidation,
+  ProviderKeyStatus,
+  StartTextSessionBody,
+  TextTurnBody,
+  TextTurnResult,
+} from './playground.js';
 import {
   AppendedMessage,
   AppendMessageBody,
@@ -58,7 +64,17 @@ export const Subjects = {
   flowsValidate: 'playground.flows.validate',
   envKeys: 'playground.env-keys',
   playgroundHealth: 'playground.health',
+  textSessionStart: 'playground.text.start',
+  textSessionTurn: 'playground.text.turn',
+  textSessionEnd: 'playground.text.end',
 } as const;
+
+/**
+ * Subjects only the instance that owns a text session subscribes to: a request that reached another
+ * instance of the queue group is forwarded here, and "no responders" means the session is gone.
+ */
+export const textSessionOwnerSubject = (sessionId: string, verb: 'turn' | 'end') =>
+  `playground.text-owner.${sessionId}.${verb}`;
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
 export const ServiceNames = ['agents', 'sessions', 'playground'] as const;
@@ -68,6 +84,11 @@ const AgentRef = z.object({ id: Id });
 const SessionRef = z.object({ agentId: Id, sessionId: Id });
 const Health = z.object({ service: z.string(), ok: z.literal(true) });
 export const HealthRequest = z.object({});
+
+export const TextTurnRequest = z.object({ agentId: Id, sessionId: Id, text: TextTurnBody.shape.text });
+export type TextTurnRequest = z.infer<typeof TextTurnRequest>;
+export const TextEndRequest = z.object({ agentId: Id, sessionId: Id });
+export type TextEndRequest = z.infer<typeof TextEndRequest>;
 
 /** One map ties each subject to the schema of what it receives and what it answers. */
 export const contract = {
@@ -122,6 +143,12 @@ export const contract = {
   [Subjects.flowsValidate]: { request: Flow, response: FlowValidation },
   [Subjects.envKeys]: { request: z.object({}), response: ProviderKeyStatus },
   [Subjects.playgroundHealth]: { request: HealthRequest, response: Health },
+  [Subjects.textSessionStart]: {
+    request: z.object({ agentId: Id, body: StartTextSessionBody }),
+    response: TextTurnResult,
+  },
+  [Subjects.textSessionTurn]: { request: TextTurnRequest, response: TextTurnResult },
+  [Subjects.textSessionEnd]: { request: TextEndRequest, response: Ok },
 } as const satisfies Record<Subject, { request: z.ZodType; response: z.ZodType }>;
 
 export type Contract = typeof contract;

@@ -12,6 +12,7 @@ export const PROVIDER_KEY_VARS = [
   'ELEVEN_API_KEY',
   'ELEVENLABS_API_KEY',
   'DEEPGRAM_API_KEY',
+  'GROQ_API_KEY',
   'LIVEKIT_URL',
   'LIVEKIT_API_KEY',
   'LIVEKIT_API_SECRET',
@@ -26,6 +27,15 @@ const Env = z.object({
   SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
   /** The server's local environment file, read afresh on each GET /api/env-keys (merged over the process env). */
   ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),
+  /** Sessions this instance runs at once; past it, new ones answer 503. */
+  MAX_SESSIONS: envInt(50, 1),
+  /** A text session with no turn for this long is ended. */
+  TEXT_SESSION_IDLE_MS: envInt(10 * 60_000, 1000),
+  /** Bound on one branch evaluation or structured-output call to the model. */
+  LLM_DECISION_TIMEOUT_MS: envInt(15_000, 100),
+  WEBHOOK_TIMEOUT_MS: envInt(5000, 100),
+  /** Bound on requests to the agents and sessions services. */
+  BUS_TIMEOUT_MS: envInt(5000, 50),
 });
 
 export type PlaygroundConfig = z.output<typeof Env> & {

@@ -1,3 +1,3 @@
-export { startPlaygroundService, playgroundHandlers } from './service.js';
+export { startPlaygroundService, playgroundHandlers, type PlaygroundServiceConfig } from './service.js';
 export { loadConfig, PROVIDER_KEY_VARS } from './config.js';
 export { keyStatus, currentKeyEnv } from './env-keys.js';
