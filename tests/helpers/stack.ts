@@ -2,7 +2,12 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createLogger, type Logger, type Served } from '@vab/bus';
 import { startAgentsService } from '@vab/agents';
 import { buildGateway } from '@vab/gateway';
-import { startPlaygroundService, type PlaygroundServiceConfig } from '@vab/playground';
+import {
+  startPlaygroundService,
+  type AgentRunner,
+  type PlaygroundService,
+  type PlaygroundServiceConfig,
+} from '@vab/playground';
 import { startSessionsService, type SessionsLimits } from '@vab/sessions';
 import { createRedis, type Redis } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
@@ -25,6 +30,10 @@ type ServiceName = 'agents' | 'sessions' | 'playground';
 export interface RunningService {
   stop(): Promise<void>;
   start(): Promise<void>;
+  /** Drops the instance without any cleanup, as a killed process would. */
+  crash(): Promise<void>;
+  /** The playground instance's handle (sessions, reaper), when this is one. */
+  playground?: PlaygroundService;
 }
 
 /** Captures every log line of the stack, so tests can assert what an operator would read. */
@@ -46,6 +55,8 @@ export interface StackOptions {
   sessionsLimits?: Partial<SessionsLimits>;
   /** Overrides of the playground's configuration. */
   playground?: Partial<PlaygroundServiceConfig>;
+  /** The playground's agent runner (tests stub it: no media server can run here). */
+  runner?: AgentRunner;
   /** The playground's env file and process provider keys (GET /api/env-keys). */
   envFile?: string;
   providerEnv?: Record<string, string>;
@@ -74,13 +85,24 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     LLM_DECISION_TIMEOUT_MS: 10_000,
     WEBHOOK_TIMEOUT_MS: 2000,
     BUS_TIMEOUT_MS: 5000,
+    INSTANCE_ID: 'pg-test',
+    AGENT_JOIN_TIMEOUT_MS: 2000,
+    MEDIA_SERVER_TIMEOUT_MS: 2000,
+    USER_TOKEN_TTL_S: 600,
+    ROOM_EMPTY_TIMEOUT_S: 60,
+    ROOM_DEPARTURE_TIMEOUT_S: 20,
+    USER_LEFT_GRACE_MS: 15_000,
+    MAX_SESSION_MS: 30 * 60_000,
+    REAPER_INTERVAL_MS: 3_600_000,
+    REAPER_MIN_AGE_MS: 0,
     ...opts.playground,
   };
+  let playgroundCount = 0;
   const serviceRunner = (name: ServiceName): RunningService => {
     let nc: NatsConnection | undefined;
     let redis: Redis | undefined;
     let served: Served | undefined;
-    return {
+    const this_: RunningService = {
       async start() {
         const log = captureLogger(name, logs);
         nc = await connect({ servers: natsUrl, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
@@ -90,7 +112,15 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
             ? startAgentsService({ nc, redis, log })
             : name === 'sessions'
               ? startSessionsService({ nc, redis, log, limits: opts.sessionsLimits })
-              : startPlaygroundService({ nc, log, config: playgroundConfig });
+              : (this_.playground = startPlaygroundService({
+                  nc,
+                  log,
+                  config: {
+                    ...playgroundConfig,
+                    INSTANCE_ID: `${playgroundConfig.INSTANCE_ID}-${++playgroundCount}`,
+                  },
+                  ...(opts.runner ? { runner: opts.runner } : {}),
+                }));
         await started.ready;
         served = started;
       },
@@ -101,7 +131,15 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         served = undefined;
         nc = undefined;
       },
+      async crash() {
+        // as a killed process: no stop, no cleanup; its connections just go away
+        await nc?.close();
+        await redis?.quit().catch(() => undefined);
+        served = undefined;
+        nc = undefined;
+      },
     };
+    return this_;
   };
 
   const services: Record<ServiceName, RunningService> = {

@@ -45,6 +45,12 @@ export interface ServeOptions<Svc extends ServiceName> {
 export interface Served {
   /** Resolves once the server has registered every subscription (a flush round trip). */
   ready: Promise<void>;
+  /**
+   * Leaves / rejoins the queue group of one subject: an instance at capacity stops being offered work,
+   * so load spreads over the others without a scheduler.
+   */
+  pause(subject: string): void;
+  resume(subject: string): void;
   /** Stops taking new requests, waits for in-flight ones (bounded), leaves the connection open. */
   stop(timeoutMs: number): Promise<void>;
   inFlight(): number;
@@ -135,7 +141,7 @@ export async function answer<Req, Res>(
 export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOptions<Svc>): Served {
   const { service, handlers, log } = opts;
   const inflight = new Set<Promise<void>>();
-  const subs: Subscription[] = [];
+  const subs = new Map<string, Subscription>();
 
   const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> =>
     // The table's type ties each handler to its subject's schema; the union is widened here on purpose.
@@ -151,29 +157,38 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
       ) => Promise<unknown>,
     );
 
-  for (const subject of Object.keys(handlers) as SubjectsOf<Svc>[]) {
-    subs.push(
-      nc.subscribe(subject, {
-        queue: service,
-        callback: (err, msg) => {
-          if (err) {
-            log.error({ err, subject }, 'subscription error');
-            return;
-          }
-          const p = handle(subject, msg).finally(() => inflight.delete(p));
-          inflight.add(p);
-        },
-      }),
-    );
-  }
-  const ready = nc.flush().then(() => log.info({ subjects: subs.length, queue: service }, 'serving'));
+  const subscribe = (subject: SubjectsOf<Svc>) =>
+    nc.subscribe(subject, {
+      queue: service,
+      callback: (err, msg) => {
+        if (err) {
+          log.error({ err: safeError(err), subject }, 'subscription error');
+          return;
+        }
+        const p = handle(subject, msg).finally(() => inflight.delete(p));
+        inflight.add(p);
+      },
+    });
+  for (const subject of Object.keys(handlers) as SubjectsOf<Svc>[]) subs.set(subject, subscribe(subject));
+  const ready = nc.flush().then(() => log.info({ subjects: subs.size, queue: service }, 'serving'));
+  let stopped = false;
 
   return {
     ready,
     inFlight: () => inflight.size,
+    pause(subject) {
+      subs.get(subject)?.unsubscribe();
+      subs.delete(subject);
+    },
+    resume(subject) {
+      if (stopped || subs.has(subject) || !(subject in handlers)) return;
+      subs.set(subject, subscribe(subject as SubjectsOf<Svc>));
+    },
     async stop(timeoutMs) {
       // Unsubscribing first stops new work reaching this instance; queue peers take it instead.
-      for (const s of subs) s.unsubscribe();
+      stopped = true;
+      for (const s of subs.values()) s.unsubscribe();
+      subs.clear();
       let timer: NodeJS.Timeout | undefined;
       const bounded = new Promise<void>((resolve) => {
         timer = setTimeout(resolve, timeoutMs);

@@ -14,7 +14,8 @@ export const AgentSessionRequest = z.object({
   edges: z.array(SimpleEdge),
   livekit: LivekitCredentials.optional(),
   apiKeys: z.record(z.string().max(100), z.string().max(2000)).optional(),
-  agentId: z.string().optional(),
+  /** Record the run as a voice test session of this stored agent. */
+  agentId: Id.optional(),
 });
 export type AgentSessionRequest = z.infer<typeof AgentSessionRequest>;
 

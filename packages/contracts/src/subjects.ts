@@ -13,7 +13,10 @@ import {
 import { Id, Ok } from './common.js';
 import { Flow } from './flow.js';
 import {
+  AgentSessionRequest,
+  EndAgentSessionBody,
   FlowValidation,
+  PlaygroundSession,
   ProviderKeyStatus,
   StartTextSessionBody,
   TextTurnBody,
@@ -67,7 +70,15 @@ export const Subjects = {
   textSessionStart: 'playground.text.start',
   textSessionTurn: 'playground.text.turn',
   textSessionEnd: 'playground.text.end',
+  agentSessionCreate: 'playground.session.create',
+  agentSessionEnd: 'playground.session.end',
 } as const;
+
+/** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
+export const PLAYGROUND_INSTANCES_SUBJECT = 'playground.instances';
+
+/** Only the instance running a room's agent subscribes here; DELETE /api/agent-session reaches it this way. */
+export const roomOwnerSubject = (roomName: string) => `playground.room-owner.${roomName}.stop`;
 
 /**
  * Subjects only the instance that owns a text session subscribes to: a request that reached another
@@ -149,6 +160,8 @@ export const contract = {
   },
   [Subjects.textSessionTurn]: { request: TextTurnRequest, response: TextTurnResult },
   [Subjects.textSessionEnd]: { request: TextEndRequest, response: Ok },
+  [Subjects.agentSessionCreate]: { request: AgentSessionRequest, response: PlaygroundSession },
+  [Subjects.agentSessionEnd]: { request: EndAgentSessionBody, response: Ok },
 } as const satisfies Record<Subject, { request: z.ZodType; response: z.ZodType }>;
 
 export type Contract = typeof contract;

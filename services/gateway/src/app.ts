@@ -142,10 +142,23 @@ function registerRoute(app: FastifyInstance, bus: BusClient, r: AnyRoute, config
         body,
         ifMatch: typeof ifMatch === 'string' ? ifMatch : undefined,
       });
-      const result = await bus.requestRaw(r.subject, payload, {
-        timeoutMs: r.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
-        requestId: String(req.id),
-      });
+      let result;
+      try {
+        result = await bus.requestRaw(r.subject, payload, {
+          timeoutMs: r.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
+          requestId: String(req.id),
+        });
+      } catch (err) {
+        if (
+          r.noResponders &&
+          err instanceof AppError &&
+          err.code === 'SERVICE_UNAVAILABLE' &&
+          bus.isConnected()
+        ) {
+          throw new AppError(r.noResponders.code, r.noResponders.message);
+        }
+        throw err;
+      }
       if (r.etag) {
         const etag = result.headers?.get(Headers.etag);
         if (etag) reply.header('etag', etag);

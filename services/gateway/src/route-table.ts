@@ -8,6 +8,8 @@ import {
   CreateTestSessionBody,
   DeployParams,
   EmptyBody,
+  AgentSessionRequest,
+  EndAgentSessionBody,
   Flow,
   StartTextSessionBody,
   TextTurnBody,
@@ -16,6 +18,7 @@ import {
   TestSessionParams,
   UpdateDeployBody,
   VersionParams,
+  type ErrorCode,
   type RequestOf,
   type Subject,
 } from '@vab/contracts';
@@ -40,10 +43,20 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
   bodyOptional?: boolean;
   toRequest: (input: RouteInput<P, B>) => RequestOf<S>;
   status?: number;
+  /**
+   * What "no responders" means on this route, when not "service down": e.g. every playground instance left
+   * the create subject's queue group because it is full.
+   */
+  noResponders?: { code: ErrorCode; message: string };
   /** The reply carries an ETag header from the service; the request may carry If-Match. */
   etag?: boolean;
   timeoutMs?: number;
 }
+
+const AT_CAPACITY = {
+  code: 'CAPACITY_EXHAUSTED',
+  message: 'playground at capacity: no instance can take a new session now, retry shortly',
+} as const;
 
 function route<S extends Subject, P = Record<string, never>, B = undefined>(
   def: RouteDef<S, P, B>,
@@ -265,7 +278,29 @@ export const routeTable = [
     bodyOptional: true,
     status: 201,
     timeoutMs: 30_000,
+    noResponders: AT_CAPACITY,
     toRequest: ({ params, body }) => ({ agentId: params.id, body }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agent-session',
+    subject: Subjects.agentSessionCreate,
+    tag: 'playground',
+    summary: "Create a media room, start the flow's agent in it, and return the browser's credentials",
+    body: AgentSessionRequest,
+    timeoutMs: 30_000,
+    noResponders: AT_CAPACITY,
+    toRequest: ({ body }) => body,
+  }),
+  route({
+    method: 'DELETE',
+    url: '/api/agent-session',
+    subject: Subjects.agentSessionEnd,
+    tag: 'playground',
+    summary: 'Stop the agent and delete the room (idempotent)',
+    body: EndAgentSessionBody,
+    timeoutMs: 15_000,
+    toRequest: ({ body }) => body,
   }),
   route({
     method: 'POST',

@@ -1,4 +1,5 @@
 import { envInt, LogLevel, parseEnv } from '@vab/bus';
+import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 
@@ -36,6 +37,23 @@ const Env = z.object({
   WEBHOOK_TIMEOUT_MS: envInt(5000, 100),
   /** Bound on requests to the agents and sessions services. */
   BUS_TIMEOUT_MS: envInt(5000, 50),
+  /** Names this instance in room metadata and to the reaper; unique per process by default. */
+  INSTANCE_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/)
+    .default(() => `pg-${process.pid}-${randomBytes(4).toString('hex')}`),
+  /** The agent must have joined the room within this, or the room is deleted and the create answers 502. */
+  AGENT_JOIN_TIMEOUT_MS: envInt(10_000, 100),
+  MEDIA_SERVER_TIMEOUT_MS: envInt(5000, 100),
+  USER_TOKEN_TTL_S: envInt(600, 30),
+  ROOM_EMPTY_TIMEOUT_S: envInt(60, 1),
+  ROOM_DEPARTURE_TIMEOUT_S: envInt(20, 1),
+  /** After the last user leaves, the session stops unless someone rejoins within this. */
+  USER_LEFT_GRACE_MS: envInt(15_000, 0),
+  MAX_SESSION_MS: envInt(30 * 60_000, 1000),
+  REAPER_INTERVAL_MS: envInt(60_000, 1000),
+  /** A room whose owner is not alive is reaped once it is at least this old (spares rooms being created). */
+  REAPER_MIN_AGE_MS: envInt(30_000, 0),
 });
 
 export type PlaygroundConfig = z.output<typeof Env> & {

@@ -14,7 +14,8 @@ import {
 import { compile } from '@vab/flow';
 import type { PlaygroundConfig } from './config.js';
 import { currentKeyEnv } from './env-keys.js';
-import { FlowConversation, type RecordedMessage, type TransferTarget } from './runtime/conversation.js';
+import { Recorder } from './recorder.js';
+import { FlowConversation, type TransferTarget } from './runtime/conversation.js';
 import { checkTextRuntime, createLlm, keyResolver } from './runtime/providers.js';
 
 export type TextSessionsConfig = Pick<
@@ -32,11 +33,8 @@ interface Entry {
   agentId: string;
   conv: FlowConversation;
   subs: Subscription[];
-  startedAt: number;
   idle: NodeJS.Timeout | undefined;
-  /** Appends to the transcript in order, one at a time. */
-  recording: Promise<void>;
-  closedRecord: boolean;
+  recorder: Recorder;
 }
 
 let agentsLoggerReady = false;
@@ -54,6 +52,8 @@ export class TextSessions {
     private readonly nc: NatsConnection,
     private readonly log: Logger,
     private readonly config: TextSessionsConfig,
+    /** Told whenever the number of sessions changes (capacity). */
+    private readonly onCountChange: () => void = () => undefined,
   ) {
     this.bus = new BusClient(nc);
     if (!agentsLoggerReady) {
@@ -88,26 +88,34 @@ export class TextSessions {
     );
     const sessionId = record.id;
     const log = this.log.child({ agentId, sessionId });
+    const recorder = new Recorder(
+      this.bus,
+      agentId,
+      sessionId,
+      record.startedAt,
+      log,
+      this.config.BUS_TIMEOUT_MS,
+    );
     const entry: Entry = {
       agentId,
       conv: undefined as unknown as FlowConversation,
       subs: [],
-      startedAt: record.startedAt,
       idle: undefined,
-      recording: Promise.resolve(),
-      closedRecord: false,
+      recorder,
     };
     entry.conv = new FlowConversation({
       flow: compiled.config,
       makeLlm: (cfg) => createLlm(cfg, keys),
-      loadTransferTarget: (target) => this.loadTransferTarget(target, requestId),
-      record: (m) => this.record(entry, sessionId, m, log),
-      onEnded: () => void this.closeRecord(entry, sessionId, log),
+      loadTransferTarget: (target) =>
+        loadTransferTarget(this.bus, this.config.BUS_TIMEOUT_MS, target, requestId, this.log),
+      record: (m) => recorder.record(m),
+      onEnded: () => void recorder.close(),
       log,
       branchTimeoutMs: this.config.LLM_DECISION_TIMEOUT_MS,
       webhookTimeoutMs: this.config.WEBHOOK_TIMEOUT_MS,
     });
     this.sessions.set(sessionId, entry);
+    this.onCountChange();
     entry.subs.push(
       this.nc.subscribe(textSessionOwnerSubject(sessionId, 'turn'), {
         callback: (_e, msg) =>
@@ -169,11 +177,12 @@ export class TextSessions {
     }
     if (entry.agentId !== agentId) return { ok: true };
     this.sessions.delete(sessionId);
+    this.onCountChange();
     clearTimeout(entry.idle);
     for (const s of entry.subs) s.unsubscribe();
     const log = this.log.child({ agentId, sessionId });
     await entry.conv.close();
-    await this.closeRecord(entry, sessionId, log);
+    await entry.recorder.close();
     log.info('text session ended');
     return { ok: true };
   }
@@ -190,51 +199,26 @@ export class TextSessions {
     }, this.config.TEXT_SESSION_IDLE_MS);
     entry.idle.unref();
   }
+}
 
-  private record(entry: Entry, sessionId: string, message: RecordedMessage, log: Logger): void {
-    entry.recording = entry.recording.then(async () => {
-      try {
-        await this.bus.request(
-          Subjects.messagesAppend,
-          { agentId: entry.agentId, sessionId, message },
-          { timeoutMs: this.config.BUS_TIMEOUT_MS, requestId: sessionId },
-        );
-      } catch (err) {
-        // the conversation goes on; the gap is logged
-        log.warn({ err: safeError(err), role: message.role, stepId: message.stepId }, 'message not recorded');
-      }
-    });
-  }
-
-  /** Closes the test session record once, after every message has been written. */
-  private async closeRecord(entry: Entry, sessionId: string, log: Logger): Promise<void> {
-    if (entry.closedRecord) return;
-    entry.closedRecord = true;
-    await entry.recording;
-    const endedAt = Math.max(Date.now(), entry.startedAt);
-    try {
-      await this.bus.request(
-        Subjects.testSessionsClose,
-        { agentId: entry.agentId, sessionId, close: { endedAt, durationMs: endedAt - entry.startedAt } },
-        { timeoutMs: this.config.BUS_TIMEOUT_MS, requestId: sessionId },
-      );
-    } catch (err) {
-      log.warn({ err: safeError(err) }, 'test session not closed');
-    }
-  }
-
-  private async loadTransferTarget(agentId: string, requestId: string): Promise<TransferTarget> {
-    const opts = { timeoutMs: this.config.BUS_TIMEOUT_MS, requestId };
-    try {
-      const found = await this.bus.request(Subjects.agentsLookup, { id: agentId }, opts);
-      if (!found.exists) return { ok: false, reason: 'missing' };
-      if (found.archived) return { ok: false, reason: 'archived' };
-      const compiled = compile((await this.bus.request(Subjects.agentsGet, { id: agentId }, opts)).flow);
-      return compiled.ok ? { ok: true, flow: compiled.config } : { ok: false, reason: 'invalid' };
-    } catch (err) {
-      this.log.warn({ err: safeError(err), targetAgentId: agentId }, 'transfer target not loaded');
-      return { ok: false, reason: 'error' };
-    }
+/** Loads and compiles the target of a transfer step; the reason when it cannot run. */
+export async function loadTransferTarget(
+  bus: BusClient,
+  timeoutMs: number,
+  agentId: string,
+  requestId: string,
+  log: Logger,
+): Promise<TransferTarget> {
+  const opts = { timeoutMs, requestId };
+  try {
+    const found = await bus.request(Subjects.agentsLookup, { id: agentId }, opts);
+    if (!found.exists) return { ok: false, reason: 'missing' };
+    if (found.archived) return { ok: false, reason: 'archived' };
+    const compiled = compile((await bus.request(Subjects.agentsGet, { id: agentId }, opts)).flow);
+    return compiled.ok ? { ok: true, flow: compiled.config } : { ok: false, reason: 'invalid' };
+  } catch (err) {
+    log.warn({ err: safeError(err), targetAgentId: agentId }, 'transfer target not loaded');
+    return { ok: false, reason: 'error' };
   }
 }
 

@@ -52,6 +52,11 @@ export interface ConversationDeps {
   now?: () => number;
   branchTimeoutMs?: number;
   webhookTimeoutMs?: number;
+  /**
+   * Voice: the caller's session (with STT, TTS and a room) and agent. Without it the conversation runs text
+   * only, with a session of its own and manual turns.
+   */
+  voice?: { session: voice.AgentSession; agent: voice.Agent; start(): Promise<void> } | undefined;
 }
 
 /**
@@ -79,8 +84,10 @@ export class FlowConversation {
     this.state = initialState(deps.flow);
     this.now = deps.now ?? Date.now;
     this.agentLlm = deps.makeLlm(deps.flow.providers.llm);
-    this.agent = new voice.Agent({ instructions: deps.flow.agent.instructions || ' ' });
-    this.session = new voice.AgentSession({ llm: this.agentLlm, turnHandling: { turnDetection: 'manual' } });
+    this.agent = deps.voice?.agent ?? new voice.Agent({ instructions: deps.flow.agent.instructions || ' ' });
+    this.session =
+      deps.voice?.session ??
+      new voice.AgentSession({ llm: this.agentLlm, turnHandling: { turnDetection: 'manual' } });
     this.session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
       const item = ev.item;
       if (item.type !== 'message' || item.role !== 'assistant') return;
@@ -103,16 +110,28 @@ export class FlowConversation {
 
   /** Starts the session: the start step speaks first. */
   async start(): Promise<TurnResult> {
+    if (this.deps.voice) {
+      await this.deps.voice.start();
+      // in a room the greeting plays out while the user joins: returning now lets the token be handed over
+      void this.serialized(() => this.handle({ type: 'session_started', at: this.now() })).catch(
+        (err: unknown) => this.deps.log.error({ err: String(err) }, 'greeting failed'),
+      );
+      return this.result();
+    }
     await this.session.start({ agent: this.agent });
     return this.serialized(() => this.handle({ type: 'session_started', at: this.now() }));
   }
 
-  async userTurn(text: string): Promise<TurnResult> {
+  /**
+   * A user turn. `inContext`: the session already added the message to the model's context (a voice turn
+   * committed by the framework); a text turn is added here, with the reply that answers it.
+   */
+  async userTurn(text: string, opts: { inContext?: boolean } = {}): Promise<TurnResult> {
     return this.serialized(async () => {
       if (this.ended) return this.result();
       this.transcript.push({ role: 'user', content: text });
       this.deps.record({ role: 'user', content: text, stepId: this.state.stepId, timestamp: this.now() });
-      return this.handle({ type: 'user_turn', at: this.now(), text }, text);
+      return this.handle({ type: 'user_turn', at: this.now(), text }, opts.inContext ? undefined : text);
     });
   }
 
