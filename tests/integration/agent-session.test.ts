@@ -4,10 +4,10 @@ import {
   type RunnerStartOptions,
   type RunningAgent,
 } from '@vab/playground';
-import { fullFlow, withNode } from '@vab/testkit';
+
 import { TokenVerifier } from 'livekit-server-sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startLivekitFake } from '../helpers/livekit-fake.js';
+import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 /** Joins no room (no media server runs here); records what it was asked and lets a test end the agent. */

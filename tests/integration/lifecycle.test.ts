@@ -32,7 +32,7 @@ describe.skipIf(!existsSync(mainOf('agents')))('service processes', () => {
     const nats = await startLocalNats();
     const redis = await startLocalRedis();
     try {
-      for (const svc of ['agents', 'sessions']) {
+      for (const svc of ['agents', 'sessions', 'playground']) {
         const p = runService(svc, { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '3000' });
         await p.waitFor('"msg":"serving"');
         const t0 = Date.now();
@@ -41,6 +41,21 @@ describe.skipIf(!existsSync(mainOf('agents')))('service processes', () => {
         expect(Date.now() - t0).toBeLessThan(3000);
         expect(p.output()).toContain('"msg":"shutdown complete"');
       }
+    } finally {
+      await nats.dispose();
+      await redis.dispose();
+    }
+  });
+
+  it('a SIGTERM during startup waits for it, then shuts down cleanly', async () => {
+    const nats = await startLocalNats();
+    const redis = await startLocalRedis();
+    try {
+      const p = runService('agents', { NATS_URL: nats.url, REDIS_URL: redis.url });
+      await p.waitFor('"msg":"nats connected"');
+      p.child.kill('SIGTERM');
+      expect(await p.exited).toBe(0);
+      expect(p.output()).toContain('"msg":"shutdown complete"');
     } finally {
       await nats.dispose();
       await redis.dispose();

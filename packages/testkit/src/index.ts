@@ -2,3 +2,4 @@ export * from './ports.js';
 export * from './servers.js';
 export * from './containers.js';
 export * from './flows.js';
+export * from './livekit-fake.js';

@@ -1,17 +1,28 @@
-import { connectNats, createLogger, onShutdownSignal } from '@vab/bus';
+import { dispose } from '@livekit/rtc-node';
+import { connectNats, createLogger, runService } from '@vab/bus';
 import { loadConfig } from './config.js';
 import { startPlaygroundService } from './service.js';
 
 const config = loadConfig(process.env);
 const log = createLogger('playground', config.LOG_LEVEL);
-const nc = await connectNats(
-  { url: config.NATS_URL, name: 'playground', user: config.NATS_USER, pass: config.NATS_PASS },
-  log,
-);
-const served = startPlaygroundService({ nc, log, config });
-await served.ready;
 
-onShutdownSignal(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
-  await served.stop(config.SHUTDOWN_TIMEOUT_MS - 1000);
-  await nc.drain();
+runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
+  const nc = await connectNats(
+    {
+      url: config.NATS_URL,
+      name: `playground-${config.INSTANCE_ID}`,
+      user: config.NATS_USER,
+      pass: config.NATS_PASS,
+    },
+    log,
+  );
+  const service = startPlaygroundService({ nc, log, config });
+  await service.ready;
+  log.info({ instanceId: config.INSTANCE_ID, maxSessions: config.MAX_SESSIONS }, 'playground instance up');
+  return async () => {
+    // every session stops (agent, room, test session) before the connection that reaches them goes
+    await service.stop(config.SHUTDOWN_TIMEOUT_MS - 1000);
+    await nc.drain();
+    await dispose();
+  };
 });

@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+// Starts and stops N voice playground sessions (default 200) through the real gateway → NATS → playground
+// path against the in-test LiveKit RoomService fake, with the agent runner stubbed (no media server can run
+// here), and reports the heap before and after. A leak of a session's state, timers or subscriptions shows
+// as a heap that does not return to its baseline.
+// Usage: npm run build && node --expose-gc bench/playground-memory.mjs [N]
+import { connect } from '@nats-io/transport-node';
+import { createLogger } from '@vab/bus';
+import { buildGateway } from '@vab/gateway';
+import { startPlaygroundService } from '@vab/playground';
+import { fullFlow, startLivekitFake, startLocalNats } from '@vab/testkit';
+
+if (typeof global.gc !== 'function') {
+  console.error('run with: node --expose-gc bench/playground-memory.mjs');
+  process.exit(2);
+}
+const N = Number(process.argv[2] ?? 200);
+const log = createLogger('bench', 'silent');
+const nats = await startLocalNats();
+const fake = await startLivekitFake();
+const runner = {
+  stopped: 0,
+  async start() {
+    return { stop: async () => void this.stopped++ };
+  },
+};
+const pgNc = await connect({ servers: nats.url });
+const playground = startPlaygroundService({
+  nc: pgNc,
+  log,
+  runner,
+  config: {
+    ENV_FILE: '/nonexistent', providerEnv: {}, MAX_SESSIONS: 1000, TEXT_SESSION_IDLE_MS: 60000,
+    LLM_DECISION_TIMEOUT_MS: 5000, WEBHOOK_TIMEOUT_MS: 2000, BUS_TIMEOUT_MS: 5000, INSTANCE_ID: 'bench',
+    AGENT_JOIN_TIMEOUT_MS: 5000, MEDIA_SERVER_TIMEOUT_MS: 5000, USER_TOKEN_TTL_S: 600, ROOM_EMPTY_TIMEOUT_S: 60,
+    ROOM_DEPARTURE_TIMEOUT_S: 20, USER_LEFT_GRACE_MS: 15000, MAX_SESSION_MS: 1800000, REAPER_INTERVAL_MS: 3600000,
+    REAPER_MIN_AGE_MS: 0,
+  },
+});
+await playground.ready;
+const gwNc = await connect({ servers: nats.url });
+const app = await buildGateway({ nc: gwNc, log, config: { BODY_LIMIT_BYTES: 1 << 20, REQUEST_TIMEOUT_MS: 10000, READY_TIMEOUT_MS: 1000 } });
+await app.listen({ host: '127.0.0.1', port: 0 });
+const base = `http://127.0.0.1:${app.server.address().port}`;
+const body = JSON.stringify({
+  ...fullFlow(),
+  livekit: { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
+  apiKeys: { openai: 'k', elevenlabs: 'k', deepgram: 'k' },
+});
+
+async function cycle(count) {
+  const t0 = performance.now();
+  for (let i = 0; i < count; i++) {
+    const res = await fetch(`${base}/api/agent-session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    if (res.status !== 200) throw new Error(`create answered ${res.status}: ${await res.text()}`);
+    const { roomName } = await res.json();
+    const del = await fetch(`${base}/api/agent-session`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ roomName }) });
+    if (del.status !== 200) throw new Error(`delete answered ${del.status}`);
+  }
+  return performance.now() - t0;
+}
+const heap = async () => {
+  fake.calls.length = 0; // the fake records every call it served: not ours to count
+  for (let i = 0; i < 3; i++) {
+    global.gc();
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return process.memoryUsage().heapUsed;
+};
+const MB = (b) => (b / 1024 / 1024).toFixed(2);
+
+await cycle(20); // warm-up: JIT, connection pools, lazily loaded modules
+const before = await heap();
+const ms = await cycle(N);
+const after = await heap();
+console.log(`sessions started and stopped: ${N} (+20 warm-up), in ${(ms / 1000).toFixed(1)} s (${(ms / N).toFixed(1)} ms per create+delete)`);
+console.log(`heap used: baseline ${MB(before)} MB, after ${MB(after)} MB, delta ${MB(after - before)} MB`);
+console.log(`left behind: rooms ${fake.rooms.size}, sessions ${playground.voice.size}, agents not stopped ${N + 20 - runner.stopped}`);
+
+await app.close();
+await gwNc.close();
+await playground.stop(1000);
+await pgNc.close();
+await fake.close();
+await nats.dispose();
+process.exit(0);
