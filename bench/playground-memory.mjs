@@ -30,16 +30,32 @@ const playground = startPlaygroundService({
   log,
   runner,
   config: {
-    ENV_FILE: '/nonexistent', providerEnv: {}, MAX_SESSIONS: 1000, TEXT_SESSION_IDLE_MS: 60000,
-    LLM_DECISION_TIMEOUT_MS: 5000, WEBHOOK_TIMEOUT_MS: 2000, BUS_TIMEOUT_MS: 5000, INSTANCE_ID: 'bench',
-    AGENT_JOIN_TIMEOUT_MS: 5000, MEDIA_SERVER_TIMEOUT_MS: 5000, USER_TOKEN_TTL_S: 600, ROOM_EMPTY_TIMEOUT_S: 60,
-    ROOM_DEPARTURE_TIMEOUT_S: 20, USER_LEFT_GRACE_MS: 15000, MAX_SESSION_MS: 1800000, REAPER_INTERVAL_MS: 3600000,
+    ENV_FILE: '/nonexistent',
+    providerEnv: {},
+    MAX_SESSIONS: 1000,
+    TEXT_SESSION_IDLE_MS: 60000,
+    LLM_DECISION_TIMEOUT_MS: 5000,
+    WEBHOOK_TIMEOUT_MS: 2000,
+    BUS_TIMEOUT_MS: 5000,
+    INSTANCE_ID: 'bench',
+    AGENT_JOIN_TIMEOUT_MS: 5000,
+    MEDIA_SERVER_TIMEOUT_MS: 5000,
+    USER_TOKEN_TTL_S: 600,
+    ROOM_EMPTY_TIMEOUT_S: 60,
+    ROOM_DEPARTURE_TIMEOUT_S: 20,
+    USER_LEFT_GRACE_MS: 15000,
+    MAX_SESSION_MS: 1800000,
+    REAPER_INTERVAL_MS: 3600000,
     REAPER_MIN_AGE_MS: 0,
   },
 });
 await playground.ready;
 const gwNc = await connect({ servers: nats.url });
-const app = await buildGateway({ nc: gwNc, log, config: { BODY_LIMIT_BYTES: 1 << 20, REQUEST_TIMEOUT_MS: 10000, READY_TIMEOUT_MS: 1000 } });
+const app = await buildGateway({
+  nc: gwNc,
+  log,
+  config: { BODY_LIMIT_BYTES: 1 << 20, REQUEST_TIMEOUT_MS: 10000, READY_TIMEOUT_MS: 1000 },
+});
 await app.listen({ host: '127.0.0.1', port: 0 });
 const base = `http://127.0.0.1:${app.server.address().port}`;
 const body = JSON.stringify({
@@ -51,10 +67,18 @@ const body = JSON.stringify({
 async function cycle(count) {
   const t0 = performance.now();
   for (let i = 0; i < count; i++) {
-    const res = await fetch(`${base}/api/agent-session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const res = await fetch(`${base}/api/agent-session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
     if (res.status !== 200) throw new Error(`create answered ${res.status}: ${await res.text()}`);
     const { roomName } = await res.json();
-    const del = await fetch(`${base}/api/agent-session`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ roomName }) });
+    const del = await fetch(`${base}/api/agent-session`, {
+      method: 'DELETE',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ roomName }),
+    });
     if (del.status !== 200) throw new Error(`delete answered ${del.status}`);
   }
   return performance.now() - t0;
@@ -73,9 +97,13 @@ await cycle(20); // warm-up: JIT, connection pools, lazily loaded modules
 const before = await heap();
 const ms = await cycle(N);
 const after = await heap();
-console.log(`sessions started and stopped: ${N} (+20 warm-up), in ${(ms / 1000).toFixed(1)} s (${(ms / N).toFixed(1)} ms per create+delete)`);
+console.log(
+  `sessions started and stopped: ${N} (+20 warm-up), in ${(ms / 1000).toFixed(1)} s (${(ms / N).toFixed(1)} ms per create+delete)`,
+);
 console.log(`heap used: baseline ${MB(before)} MB, after ${MB(after)} MB, delta ${MB(after - before)} MB`);
-console.log(`left behind: rooms ${fake.rooms.size}, sessions ${playground.voice.size}, agents not stopped ${N + 20 - runner.stopped}`);
+console.log(
+  `left behind: rooms ${fake.rooms.size}, sessions ${playground.voice.size}, agents not stopped ${N + 20 - runner.stopped}`,
+);
 
 await app.close();
 await gwNc.close();
