@@ -9,8 +9,9 @@ import { createLogger } from '@vab/bus';
 import { buildGateway } from '@vab/gateway';
 import { startPlaygroundService } from '@vab/playground';
 import { fullFlow, startLivekitFake, startLocalNats } from '@vab/testkit';
+import { performance } from 'node:perf_hooks';
 
-if (typeof global.gc !== 'function') {
+if (typeof globalThis.gc !== 'function') {
   console.error('run with: node --expose-gc bench/playground-memory.mjs');
   process.exit(2);
 }
@@ -86,7 +87,7 @@ async function cycle(count) {
 const heap = async () => {
   fake.calls.length = 0; // the fake records every call it served: not ours to count
   for (let i = 0; i < 3; i++) {
-    global.gc();
+    globalThis.gc();
     await new Promise((r) => setTimeout(r, 50));
   }
   return process.memoryUsage().heapUsed;
