@@ -1,7 +1,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createLogger, type Logger, type Served } from '@vab/bus';
 import { startAgentsService } from '@vab/agents';
-import { buildGateway } from '@vab/gateway';
+import { buildGateway, type SecurityConfig } from '@vab/gateway';
 import {
   startPlaygroundService,
   type AgentRunner,
@@ -53,6 +53,8 @@ export interface StackOptions {
   bodyLimitBytes?: number;
   requestTimeoutMs?: number;
   sessionsLimits?: Partial<SessionsLimits>;
+  /** The gateway's security settings (API tokens, CORS, rate limits). */
+  security?: Partial<SecurityConfig>;
   /** Overrides of the playground's configuration. */
   playground?: Partial<PlaygroundServiceConfig>;
   /** The playground's agent runner (tests stub it: no media server can run here). */
@@ -172,6 +174,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 2 * 1024 * 1024,
       REQUEST_TIMEOUT_MS: opts.requestTimeoutMs ?? 5000,
       READY_TIMEOUT_MS: 500,
+      // load tests send thousands of requests from one address: unlimited unless a test sets limits
+      security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9, ...opts.security },
     },
   });
   await gateway.listen({ host: '127.0.0.1', port: 0 });

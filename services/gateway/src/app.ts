@@ -15,8 +15,22 @@ import type { GatewayConfig } from './config.js';
 import { errorHandler } from './errors.js';
 import { buildOpenApi } from './openapi.js';
 import { routes, type AnyRoute } from './route-table.js';
+import { registerSecurity, sessionRateLimit, type SecurityConfig } from './security.js';
 
-export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'>;
+export type AppConfig = Pick<
+  GatewayConfig,
+  'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'
+> & {
+  security?: Partial<SecurityConfig>;
+};
+
+const OPEN: SecurityConfig = {
+  apiTokens: [],
+  corsOrigins: [],
+  rateLimitMax: 600,
+  rateLimitWindowMs: 60_000,
+  sessionRateLimitMax: 20,
+};
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -91,7 +105,7 @@ export async function buildGateway(deps: {
 
   const document = buildOpenApi(routes);
   await app.register(swagger, { mode: 'static', specification: { document: document as never } });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
@@ -120,15 +134,24 @@ export async function buildGateway(deps: {
     });
   });
 
-  for (const r of routes) registerRoute(app, bus, r, config);
+  const security = { ...OPEN, ...config.security };
+  await registerSecurity(app, security);
+  for (const r of routes) registerRoute(app, bus, r, config, security);
   return app;
 }
 
-function registerRoute(app: FastifyInstance, bus: BusClient, r: AnyRoute, config: AppConfig): void {
+function registerRoute(
+  app: FastifyInstance,
+  bus: BusClient,
+  r: AnyRoute,
+  config: AppConfig,
+  security: SecurityConfig,
+): void {
   app.route({
     method: r.method,
     url: r.url,
     schema: { hide: true },
+    ...(r.expensive ? { config: { rateLimit: sessionRateLimit(security) } } : {}),
     handler: async (req: FastifyRequest, reply) => {
       const params = r.params ? parseInput(r.params, req.params, 'params') : {};
       let body: unknown = undefined;

@@ -14,7 +14,23 @@ const Env = z.object({
   REQUEST_TIMEOUT_MS: envInt(5000, 50),
   READY_TIMEOUT_MS: envInt(1000, 50),
   SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
+  /** Comma-separated bearer tokens required on /api/*; unset: the API is open. */
+  API_TOKENS: z.string().optional(),
+  /** Comma-separated origins allowed by CORS; unset: no cross-origin access. */
+  CORS_ORIGINS: z.string().optional(),
+  RATE_LIMIT_MAX: envInt(600, 1),
+  RATE_LIMIT_WINDOW_MS: envInt(60_000, 1000),
+  /** Per caller and window, for POST /api/agent-session and text-session starts. */
+  SESSION_RATE_LIMIT_MAX: envInt(20, 1),
+  /** Redis for rate-limit counters shared by every gateway instance (only counters, never API data). */
+  RATE_LIMIT_REDIS_URL: z.string().optional(),
 });
+
+export const list = (v: string | undefined): string[] =>
+  (v ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 export type GatewayConfig = z.output<typeof Env>;
 

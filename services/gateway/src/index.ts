@@ -2,3 +2,4 @@ export { buildGateway } from './app.js';
 export { loadConfig } from './config.js';
 export { routes } from './route-table.js';
 export { buildOpenApi } from './openapi.js';
+export { registerSecurity, tokenMatcher, type SecurityConfig } from './security.js';

@@ -1,6 +1,7 @@
 import { connectNats, createLogger, runService } from '@vab/bus';
 import { buildGateway } from './app.js';
-import { loadConfig } from './config.js';
+import { Redis } from 'ioredis';
+import { list, loadConfig } from './config.js';
 
 const config = loadConfig(process.env);
 const log = createLogger('gateway', config.LOG_LEVEL);
@@ -10,12 +11,35 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     { url: config.NATS_URL, name: 'gateway', user: config.NATS_USER, pass: config.NATS_PASS },
     log,
   );
-  const app = await buildGateway({ nc, log, config });
+  const rateLimitRedis = config.RATE_LIMIT_REDIS_URL
+    ? new Redis(config.RATE_LIMIT_REDIS_URL, {
+        maxRetriesPerRequest: 1,
+        connectTimeout: 2000,
+        enableOfflineQueue: false,
+      })
+    : undefined;
+  rateLimitRedis?.on('error', (err: Error) => log.warn({ err: err.message }, 'rate-limit redis error'));
+  const app = await buildGateway({
+    nc,
+    log,
+    config: {
+      ...config,
+      security: {
+        apiTokens: list(config.API_TOKENS),
+        corsOrigins: list(config.CORS_ORIGINS),
+        rateLimitMax: config.RATE_LIMIT_MAX,
+        rateLimitWindowMs: config.RATE_LIMIT_WINDOW_MS,
+        sessionRateLimitMax: config.SESSION_RATE_LIMIT_MAX,
+        rateLimitRedis,
+      },
+    },
+  });
   const address = await app.listen({ host: config.HOST, port: config.PORT });
   log.info({ address }, 'gateway listening');
   return async () => {
     // close() stops accepting connections and waits for in-flight requests; then the bus is drained.
     await app.close();
     await nc.drain();
+    await rateLimitRedis?.quit().catch(() => undefined);
   };
 });

@@ -48,6 +48,8 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
    * the create subject's queue group because it is full.
    */
   noResponders?: { code: ErrorCode; message: string };
+  /** Starts something that spends money (a session): the stricter rate limit applies. */
+  expensive?: boolean;
   /** The reply carries an ETag header from the service; the request may carry If-Match. */
   etag?: boolean;
   timeoutMs?: number;
@@ -279,6 +281,7 @@ export const routeTable = [
     status: 201,
     timeoutMs: 30_000,
     noResponders: AT_CAPACITY,
+    expensive: true,
     toRequest: ({ params, body }) => ({ agentId: params.id, body }),
   }),
   route({
@@ -290,6 +293,7 @@ export const routeTable = [
     body: AgentSessionRequest,
     timeoutMs: 30_000,
     noResponders: AT_CAPACITY,
+    expensive: true,
     toRequest: ({ body }) => body,
   }),
   route({
