@@ -159,7 +159,7 @@ await ensureRedis();
 const common = { NATS_URL, REDIS_URL };
 run('agents', 'node', [join(root, 'services/agents/dist/main.js')], common);
 run('sessions', 'node', [join(root, 'services/sessions/dist/main.js')], common);
-run('playground', 'node', [join(root, 'services/playground/dist/main.js')], { NATS_URL });
+run('playground', 'node', [join(root, 'services/playground/dist/main.js')], common);
 run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], { ...common, PORT, HOST });
 const base = `http://${HOST === '0.0.0.0' ? '127.0.0.1' : HOST}:${PORT}`;
 await waitUntil(

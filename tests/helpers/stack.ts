@@ -9,7 +9,7 @@ import {
   type PlaygroundServiceConfig,
 } from '@vab/playground';
 import { startSessionsService, type SessionsLimits } from '@vab/sessions';
-import { createRedis, type Redis } from '@vab/storage';
+import { createRedis, RedisIdempotencyStore, type Redis } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
 import { Writable } from 'node:stream';
 import { startNats, startRedis } from '@vab/testkit';
@@ -122,6 +122,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
                     INSTANCE_ID: `${playgroundConfig.INSTANCE_ID}-${++playgroundCount}`,
                   },
                   ...(opts.runner ? { runner: opts.runner } : {}),
+                  idempotency: new RedisIdempotencyStore(redis, 'pg:'),
                 }));
         await started.ready;
         served = started;

@@ -5,6 +5,8 @@ import { decodeText, encodeJson } from './codec.js';
 export interface RequestOptions {
   timeoutMs: number;
   requestId: string;
+  /** The client's Idempotency-Key, for subjects that honour one. */
+  idempotencyKey?: string | undefined;
 }
 
 export interface RawReply {
@@ -72,6 +74,7 @@ export class BusClient {
     }
     const h = natsHeaders();
     h.set(Headers.requestId, opts.requestId);
+    if (opts.idempotencyKey) h.set(Headers.idempotencyKey, opts.idempotencyKey);
     let msg;
     try {
       msg = await this.nc.request(subject, data, { timeout: opts.timeoutMs, headers: h });

@@ -5,3 +5,4 @@ export * from './codec.js';
 export * from './server.js';
 export * from './client.js';
 export * from './lifecycle.js';
+export * from './idempotency.js';

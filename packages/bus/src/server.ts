@@ -18,7 +18,8 @@ import {
 } from '@vab/contracts';
 import type { Logger } from 'pino';
 import { decodeText, encodeJson, encodeReply, type RawJson } from './codec.js';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import type { IdempotencyStore } from './idempotency.js';
 import type { z } from 'zod';
 
 export interface HandlerContext {
@@ -40,6 +41,8 @@ export interface ServeOptions<Svc extends ServiceName> {
   service: Svc;
   handlers: HandlerTable<Svc>;
   log: Logger;
+  /** Subjects that honour an Idempotency-Key, and where the keys are kept. */
+  idempotent?: { store: IdempotencyStore; subjects: SubjectsOf<Svc>[] } | undefined;
 }
 
 export interface Served {
@@ -84,6 +87,7 @@ export async function answer<Req, Res>(
   subject: string,
   schema: z.ZodType<Req>,
   handler: (request: Req, ctx: HandlerContext) => Promise<Res | RawJson<Res>>,
+  idempotency?: IdempotencyStore,
 ): Promise<void> {
   const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
   const reqLog = log.child({ requestId, subject });
@@ -102,12 +106,29 @@ export async function answer<Req, Res>(
         issues: toFieldIssues(parsed.error),
       });
     }
-    const result = await handler(parsed.data, {
+    const setHeaders: Record<string, string> = {};
+    const ctx: HandlerContext = {
       requestId,
       log: reqLog,
-      setHeader: (name, value) => replyHeaders.set(name, value),
-    });
-    reply = { data: encodeReply(result), headers: replyHeaders };
+      setHeader: (name, value) => {
+        replyHeaders.set(name, value);
+        setHeaders[name] = value;
+      },
+    };
+    const key = idempotency ? msg.headers?.get(Headers.idempotencyKey) : undefined;
+    if (idempotency && key) {
+      reply = await runIdempotent(
+        idempotency,
+        `${subject}:${key}`,
+        parsed.data,
+        ctx,
+        replyHeaders,
+        setHeaders,
+        () => handler(parsed.data, ctx),
+      );
+    } else {
+      reply = { data: encodeReply(await handler(parsed.data, ctx)), headers: replyHeaders };
+    }
     const max = nc.info?.max_payload;
     if (max !== undefined && reply.data.byteLength > max - 4096) {
       reqLog.error({ bytes: reply.data.byteLength, maxPayload: max }, 'reply exceeds bus payload limit');
@@ -134,6 +155,45 @@ export async function answer<Req, Res>(
 }
 
 /**
+ * Runs a request that carries an Idempotency-Key: the first one runs and its reply is kept; a retry with
+ * the same key and the same request gets that reply again (and creates nothing); the same key with another
+ * request, or while the first is still running, answers 409.
+ */
+async function runIdempotent(
+  store: IdempotencyStore,
+  key: string,
+  request: unknown,
+  ctx: HandlerContext,
+  replyHeaders: ReturnType<typeof natsHeaders>,
+  setHeaders: Record<string, string>,
+  run: () => Promise<unknown>,
+): Promise<{ data: Uint8Array; headers: ReturnType<typeof natsHeaders> }> {
+  const fingerprint = createHash('sha256').update(JSON.stringify(request)).digest('base64url');
+  const begun = await store.begin(key, fingerprint);
+  if (begun.state === 'mismatch') {
+    throw new AppError('CONFLICT', 'this Idempotency-Key was already used with a different request');
+  }
+  if (begun.state === 'pending') {
+    throw new AppError('CONFLICT', 'a request with this Idempotency-Key is still in progress; retry shortly');
+  }
+  if (begun.state === 'done') {
+    for (const [name, value] of Object.entries(begun.headers)) replyHeaders.set(name, value);
+    replyHeaders.set(Headers.idempotentReplayed, 'true');
+    ctx.log.info('idempotent replay');
+    return { data: new TextEncoder().encode(begun.json), headers: replyHeaders };
+  }
+  let data: Uint8Array;
+  try {
+    data = encodeReply(await run());
+  } catch (err) {
+    await store.abort(key).catch(() => undefined);
+    throw err;
+  }
+  await store.complete(key, fingerprint, decodeText(data), setHeaders);
+  return { data, headers: replyHeaders };
+}
+
+/**
  * Serves every subject of one service in a queue group named after it. Each request is re-validated with
  * the contract's schema, the handler is awaited, and a reply is always sent: nats.js only catches
  * synchronous throws in callbacks, so a lost reply would leave the caller waiting for its timeout.
@@ -143,6 +203,7 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
   const inflight = new Set<Promise<void>>();
   const subs = new Map<string, Subscription>();
 
+  const idempotentSubjects = new Set<string>(opts.idempotent?.subjects ?? []);
   const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> =>
     // The table's type ties each handler to its subject's schema; the union is widened here on purpose.
     answer(
@@ -155,6 +216,7 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
         req: unknown,
         ctx: HandlerContext,
       ) => Promise<unknown>,
+      idempotentSubjects.has(subject) ? opts.idempotent?.store : undefined,
     );
 
   const subscribe = (subject: SubjectsOf<Svc>) =>

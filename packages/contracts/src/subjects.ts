@@ -187,6 +187,8 @@ export const healthSubjectOf: Record<ServiceName, Subject> = {
 /** NATS headers we set ourselves. */
 export const Headers = {
   requestId: 'X-Request-Id',
+  idempotencyKey: 'Idempotency-Key',
+  idempotentReplayed: 'Idempotent-Replayed',
   etag: 'ETag',
   serviceError: 'Nats-Service-Error',
   serviceErrorCode: 'Nats-Service-Error-Code',

@@ -72,3 +72,57 @@ export function scriptError(err: unknown, messages: Record<string, (detail: stri
   }
   return translateRedisError(err);
 }
+
+/**
+ * Idempotency keys in the owning service's own Redis keyspace (`<prefix>idem:<subject>:<key>`): a hash
+ * with the request's fingerprint and, once done, the reply, kept for `ttlS`.
+ */
+export class RedisIdempotencyStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    private readonly ttlS = 24 * 3600,
+  ) {}
+
+  private k(key: string) {
+    return `${this.prefix}idem:${key}`;
+  }
+
+  async begin(
+    key: string,
+    fingerprint: string,
+  ): Promise<
+    | { state: 'new' }
+    | { state: 'pending' }
+    | { state: 'mismatch' }
+    | { state: 'done'; json: string; headers: Record<string, string> }
+  > {
+    return storage(async () => {
+      const claimed = await this.redis.set(
+        this.k(key),
+        JSON.stringify({ f: fingerprint }),
+        'EX',
+        this.ttlS,
+        'NX',
+      );
+      if (claimed === 'OK') return { state: 'new' as const };
+      const raw = await this.redis.get(this.k(key));
+      if (raw === null) return this.begin(key, fingerprint); // expired in between
+      const v = JSON.parse(raw) as { f: string; j?: string; h?: Record<string, string> };
+      if (v.f !== fingerprint) return { state: 'mismatch' as const };
+      return v.j === undefined
+        ? { state: 'pending' as const }
+        : { state: 'done' as const, json: v.j, headers: v.h ?? {} };
+    });
+  }
+
+  async complete(key: string, fingerprint: string, json: string, headers: Record<string, string>) {
+    await storage(() =>
+      this.redis.set(this.k(key), JSON.stringify({ f: fingerprint, j: json, h: headers }), 'EX', this.ttlS),
+    );
+  }
+
+  async abort(key: string) {
+    await storage(() => this.redis.del(this.k(key)));
+  }
+}

@@ -1,6 +1,6 @@
 import { serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Redis } from '@vab/storage';
+import { RedisIdempotencyStore, type Redis } from '@vab/storage';
 import { agentsArchive } from './handlers/agents-archive.js';
 import { agentsCreate } from './handlers/agents-create.js';
 import { agentsGet } from './handlers/agents-get.js';
@@ -31,5 +31,10 @@ export function agentsHandlers(store: AgentStore, redis: Redis): HandlerTable<'a
 /** Serves the agents subjects on an open NATS connection; `main.ts` owns the connections' lifecycle. */
 export function startAgentsService(deps: { nc: NatsConnection; redis: Redis; log: Logger }): Served {
   const store = new AgentStore(deps.redis);
-  return serve(deps.nc, { service: 'agents', handlers: agentsHandlers(store, deps.redis), log: deps.log });
+  return serve(deps.nc, {
+    service: 'agents',
+    handlers: agentsHandlers(store, deps.redis),
+    log: deps.log,
+    idempotent: { store: new RedisIdempotencyStore(deps.redis, 'ag:'), subjects: ['agents.create'] },
+  });
 }

@@ -33,6 +33,7 @@ const OPEN: SecurityConfig = {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
 
 function parseInput<T>(schema: z.ZodType<T>, value: unknown, where: 'params' | 'body'): T {
   const result = schema.safeParse(value);
@@ -160,6 +161,20 @@ function registerRoute(
         body = parseInput(r.body, raw, 'body');
       }
       const ifMatch = r.etag ? req.headers['if-match'] : undefined;
+      const idempotencyKey = r.idempotent ? req.headers['idempotency-key'] : undefined;
+      if (
+        idempotencyKey !== undefined &&
+        (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))
+      ) {
+        throw new AppError('VALIDATION_FAILED', 'invalid Idempotency-Key', {
+          issues: [
+            {
+              path: 'headers.idempotency-key',
+              message: 'must be 1–200 characters of letters, digits and -_.:',
+            },
+          ],
+        });
+      }
       const payload = r.toRequest({
         params,
         body,
@@ -170,6 +185,7 @@ function registerRoute(
         result = await bus.requestRaw(r.subject, payload, {
           timeoutMs: r.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
           requestId: String(req.id),
+          idempotencyKey,
         });
       } catch (err) {
         if (
@@ -182,6 +198,7 @@ function registerRoute(
         }
         throw err;
       }
+      if (result.headers?.get(Headers.idempotentReplayed)) reply.header('idempotent-replayed', 'true');
       if (r.etag) {
         const etag = result.headers?.get(Headers.etag);
         if (etag) reply.header('etag', etag);

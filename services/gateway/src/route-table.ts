@@ -48,6 +48,8 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
    * the create subject's queue group because it is full.
    */
   noResponders?: { code: ErrorCode; message: string };
+  /** Honours an Idempotency-Key header: a retry with the same key gets the first result. */
+  idempotent?: boolean;
   /** Starts something that spends money (a session): the stricter rate limit applies. */
   expensive?: boolean;
   /** The reply carries an ETag header from the service; the request may carry If-Match. */
@@ -83,6 +85,7 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agents',
     subject: Subjects.agentsCreate,
+    idempotent: true,
     tag: 'agents',
     summary: 'Create an agent and its first version snapshot',
     body: CreateAgentBody,
@@ -183,6 +186,7 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agents/:id/test-sessions',
     subject: Subjects.testSessionsCreate,
+    idempotent: true,
     tag: 'test-sessions',
     summary: 'Open a test session',
     params: AgentIdParams,
@@ -242,6 +246,7 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agents/:id/deploys',
     subject: Subjects.deploysCreate,
+    idempotent: true,
     tag: 'deploys',
     summary: "Create a deploy record pinning the agent's current version",
     params: AgentIdParams,
@@ -273,6 +278,7 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agents/:id/text-sessions',
     subject: Subjects.textSessionStart,
+    idempotent: true,
     tag: 'text-sessions',
     summary: 'Start a text test session with the agent (its stored flow, or `flow` to try unsaved edits)',
     params: AgentIdParams,
@@ -288,6 +294,7 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agent-session',
     subject: Subjects.agentSessionCreate,
+    idempotent: true,
     tag: 'playground',
     summary: "Create a media room, start the flow's agent in it, and return the browser's credentials",
     body: AgentSessionRequest,

@@ -25,6 +25,8 @@ const Env = z.object({
   NATS_USER: z.string().optional(),
   NATS_PASS: z.string().optional(),
   LOG_LEVEL: LogLevel,
+  /** Optional: Idempotency-Keys of session starts are kept here (shared by instances) instead of in memory. */
+  REDIS_URL: z.string().optional(),
   SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
   /** The server's local environment file, read afresh on each GET /api/env-keys (merged over the process env). */
   ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),

@@ -1,5 +1,6 @@
 import { dispose } from '@livekit/rtc-node';
 import { connectNats, createLogger, runService } from '@vab/bus';
+import { createRedis, RedisIdempotencyStore } from '@vab/storage';
 import { loadConfig } from './config.js';
 import { startPlaygroundService } from './service.js';
 
@@ -16,13 +17,20 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     },
     log,
   );
-  const service = startPlaygroundService({ nc, log, config });
+  const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log, { name: 'playground' }) : undefined;
+  const service = startPlaygroundService({
+    nc,
+    log,
+    config,
+    ...(redis ? { idempotency: new RedisIdempotencyStore(redis, 'pg:') } : {}),
+  });
   await service.ready;
   log.info({ instanceId: config.INSTANCE_ID, maxSessions: config.MAX_SESSIONS }, 'playground instance up');
   return async () => {
     // every session stops (agent, room, test session) before the connection that reaches them goes
     await service.stop(config.SHUTDOWN_TIMEOUT_MS - 1000);
     await nc.drain();
+    await redis?.quit().catch(() => undefined);
     await dispose();
   };
 });

@@ -1,5 +1,13 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { safeError, serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
+import {
+  MemoryIdempotencyStore,
+  safeError,
+  serve,
+  type HandlerTable,
+  type IdempotencyStore,
+  type Logger,
+  type Served,
+} from '@vab/bus';
 import { PLAYGROUND_INSTANCES_SUBJECT, Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { agentSessionCreate } from './handlers/agent-session-create.js';
@@ -39,6 +47,8 @@ export function startPlaygroundService(deps: {
   log: Logger;
   config: PlaygroundServiceConfig;
   runner?: AgentRunner;
+  /** Where Idempotency-Keys are kept; default: this instance's memory (a retry must reach the same instance). */
+  idempotency?: IdempotencyStore;
 }): PlaygroundService {
   const { nc, log, config } = deps;
   // set once serve() has subscribed; session counts only change after that
@@ -70,7 +80,15 @@ export function startPlaygroundService(deps: {
     'playground.session.create': agentSessionCreate(voice),
     'playground.session.end': agentSessionEnd(voice),
   };
-  const s = serve(nc, { service: 'playground', handlers, log });
+  const s = serve(nc, {
+    service: 'playground',
+    handlers,
+    log,
+    idempotent: {
+      store: deps.idempotency ?? new MemoryIdempotencyStore(24 * 3600_000),
+      subjects: ['playground.session.create', 'playground.text.start'],
+    },
+  });
   ctl.served = s;
   // who is alive, for every instance's reaper
   const alive = nc.subscribe(PLAYGROUND_INSTANCES_SUBJECT, {

@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
-import type { Redis } from '@vab/storage';
+import { RedisIdempotencyStore, type Redis } from '@vab/storage';
 import { AgentsDirectory } from './agents-directory.js';
 import { DEFAULT_LIMITS, type SessionsLimits } from './config.js';
 import type { Deps } from './deps.js';
@@ -47,5 +47,13 @@ export function startSessionsService(deps: {
     agents: new AgentsDirectory(deps.nc, limits.agentLookupTimeoutMs),
     redis: deps.redis,
   };
-  return serve(deps.nc, { service: 'sessions', handlers: sessionsHandlers(handlerDeps), log: deps.log });
+  return serve(deps.nc, {
+    service: 'sessions',
+    handlers: sessionsHandlers(handlerDeps),
+    log: deps.log,
+    idempotent: {
+      store: new RedisIdempotencyStore(deps.redis, 'ss:'),
+      subjects: ['sessions.test.create', 'sessions.deploys.create'],
+    },
+  });
 }
