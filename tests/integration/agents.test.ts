@@ -243,6 +243,16 @@ describe('DELETE /api/agents/:id', () => {
     expect(unknown.status).toBe(404);
     expect(unknown.body).toMatchObject({ code: 'NOT_FOUND' });
     expect((await http.get('/api/agents/bad%20id')).status).toBe(400);
+    // found by the fuzz test: the router's own errors answer in the API's shape, with the request id
+    const long = await http.get(`/api/agents/${'a'.repeat(500)}`);
+    expect(long.status).toBe(400);
+    expect(long.body).toMatchObject({
+      code: 'VALIDATION_FAILED',
+      requestId: long.headers.get('x-request-id'),
+    });
+    const badUrl = await http.get('/api/agents/%E0%A4%A');
+    expect(badUrl.status).toBe(400);
+    expect(badUrl.body.code).toBe('VALIDATION_FAILED');
     expect((await http.get('/api/nothing-here')).status).toBe(404);
   });
 });

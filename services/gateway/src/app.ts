@@ -66,6 +66,10 @@ export async function buildGateway(deps: {
       const incoming = req.headers['x-request-id'];
       return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     },
+    // router-level failures (an over-long or malformed path) answer in the same error shape as the rest
+    frameworkErrors: (err, req, reply) => {
+      void errorHandler(err, req, reply);
+    },
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     return503OnClosing: true,

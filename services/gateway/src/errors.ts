@@ -11,6 +11,8 @@ const fastifyCodes: Record<string, () => AppError> = {
   FST_ERR_CTP_INVALID_JSON_BODY: () => new AppError('INVALID_JSON', 'the request body is not valid JSON'),
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: () =>
     new AppError('VALIDATION_FAILED', 'content-length does not match the body'),
+  FST_ERR_MAX_PARAM_LENGTH: () => new AppError('VALIDATION_FAILED', 'a path parameter is too long'),
+  FST_ERR_BAD_URL: () => new AppError('VALIDATION_FAILED', 'the path is not a valid URL'),
 };
 
 export function toAppError(err: unknown): AppError {
@@ -44,6 +46,8 @@ export function errorHandler(err: unknown, req: FastifyRequest, reply: FastifyRe
     req.log.info({ code: appErr.code }, 'request rejected');
   }
   const body: HttpErrorBody = { ...appErr.toBody(), requestId: String(req.id) };
+  // also here: router-level failures never reach the onSend hook that sets it
+  reply.header('x-request-id', String(req.id));
   if (appErr.code === 'SERVICE_UNAVAILABLE' || appErr.code === 'CAPACITY_EXHAUSTED')
     reply.header('retry-after', '1');
   return reply.code(status).type('application/json; charset=utf-8').send(body);
