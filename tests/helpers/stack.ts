@@ -1,5 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { createLogger, type Logger, type Served } from '@vab/bus';
+import { createLogger, inboxPrefixOf, type Logger, type Served } from '@vab/bus';
 import { startAgentsService } from '@vab/agents';
 import { buildGateway, type SecurityConfig } from '@vab/gateway';
 import {
@@ -53,6 +53,8 @@ export interface StackOptions {
   bodyLimitBytes?: number;
   requestTimeoutMs?: number;
   sessionsLimits?: Partial<SessionsLimits>;
+  /** NATS user and password per service, for a server that requires them (deploy/nats.conf). */
+  natsCredentials?: Record<'gateway' | ServiceName, { user: string; pass: string }>;
   /** The gateway's security settings (API tokens, CORS, rate limits). */
   security?: Partial<SecurityConfig>;
   /** Overrides of the playground's configuration. */
@@ -107,7 +109,14 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     const this_: RunningService = {
       async start() {
         const log = captureLogger(name, logs);
-        nc = await connect({ servers: natsUrl, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+        nc = await connect({
+          servers: natsUrl,
+          name,
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 100,
+          inboxPrefix: inboxPrefixOf(name),
+          ...opts.natsCredentials?.[name],
+        });
         redis = createRedis(redisUrl, log, { name });
         const started =
           name === 'agents'
@@ -167,6 +176,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     name: 'gateway',
     maxReconnectAttempts: -1,
     reconnectTimeWait: 100,
+    inboxPrefix: inboxPrefixOf('gateway'),
+    ...opts.natsCredentials?.gateway,
   });
   const gateway = await buildGateway({
     nc: gwNc,

@@ -4,9 +4,17 @@ import type { Logger } from 'pino';
 export interface NatsOptions {
   url: string;
   name: string;
+  /** The service this process is: its replies come to `_INBOX_<service>.>`, which only it may read. */
+  service: string;
   user?: string | undefined;
   pass?: string | undefined;
 }
+
+/**
+ * Per-service reply inboxes: with NATS permissions (deploy/nats.conf), a service may subscribe only to its
+ * own inbox, so a compromised service cannot read the replies meant for another.
+ */
+export const inboxPrefixOf = (service: string) => `_INBOX_${service}`;
 
 /**
  * Connects with unlimited reconnects: a restarted nats-server must never need a restart of ours.
@@ -18,6 +26,7 @@ export async function connectNats(opts: NatsOptions, log: Logger): Promise<NatsC
     name: opts.name,
     user: opts.user,
     pass: opts.pass,
+    inboxPrefix: inboxPrefixOf(opts.service),
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     waitOnFirstConnect: true,

@@ -38,10 +38,14 @@ class LocalProcessServer implements TestServer {
     private readonly args: string[],
     private readonly probe: () => Promise<boolean>,
     private readonly cleanup: () => void,
+    private readonly env: Record<string, string> = {},
   ) {}
 
   async start(): Promise<void> {
-    const child = spawn(this.command, this.args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(this.command, this.args, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, ...this.env },
+    });
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-2000);
@@ -69,8 +73,12 @@ class LocalProcessServer implements TestServer {
   }
 }
 
+/**
+ * `configFile`: run the server with that file (e.g. the deployment's, with its users and permissions), its
+ * `$VARIABLES` taken from `env`; host and ports are still this test's own (command-line flags win).
+ */
 export async function startLocalNats(
-  opts: { maxPayload?: number } = {},
+  opts: { maxPayload?: number; configFile?: string; env?: Record<string, string> } = {},
 ): Promise<TestServer & { dispose(): Promise<void> }> {
   requireBinary('nats-server', 'nats-server');
   const port = await freePort();
@@ -80,13 +88,17 @@ export async function startLocalNats(
     conf,
     `host: 127.0.0.1\nport: ${port}\nmax_payload: ${opts.maxPayload ?? TEST_NATS_MAX_PAYLOAD}\n`,
   );
+  const args = opts.configFile
+    ? ['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(port), '-m', String(await freePort())]
+    : ['-c', conf];
   const server = new LocalProcessServer(
     port,
     `nats://127.0.0.1:${port}`,
     'nats-server',
-    ['-c', conf],
+    args,
     () => tcpProbe(port, undefined, 'INFO'),
     () => rmSync(dir, { recursive: true, force: true }),
+    opts.env,
   );
   await server.start();
   return server;

@@ -9,7 +9,13 @@ const log = createLogger('agents', config.LOG_LEVEL);
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const redis = createRedis(config.REDIS_URL, log, { name: 'agents' });
   const nc = await connectNats(
-    { url: config.NATS_URL, name: 'agents', user: config.NATS_USER, pass: config.NATS_PASS },
+    {
+      url: config.NATS_URL,
+      name: 'agents',
+      service: 'agents',
+      user: config.NATS_USER,
+      pass: config.NATS_PASS,
+    },
     log,
   );
   const served = startAgentsService({ nc, redis, log });

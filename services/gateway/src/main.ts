@@ -8,7 +8,13 @@ const log = createLogger('gateway', config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const nc = await connectNats(
-    { url: config.NATS_URL, name: 'gateway', user: config.NATS_USER, pass: config.NATS_PASS },
+    {
+      url: config.NATS_URL,
+      name: 'gateway',
+      service: 'gateway',
+      user: config.NATS_USER,
+      pass: config.NATS_PASS,
+    },
     log,
   );
   const rateLimitRedis = config.RATE_LIMIT_REDIS_URL

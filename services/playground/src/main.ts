@@ -12,6 +12,7 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     {
       url: config.NATS_URL,
       name: `playground-${config.INSTANCE_ID}`,
+      service: 'playground',
       user: config.NATS_USER,
       pass: config.NATS_PASS,
     },

@@ -9,7 +9,13 @@ const log = createLogger('sessions', config.LOG_LEVEL);
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const redis = createRedis(config.REDIS_URL, log, { name: 'sessions' });
   const nc = await connectNats(
-    { url: config.NATS_URL, name: 'sessions', user: config.NATS_USER, pass: config.NATS_PASS },
+    {
+      url: config.NATS_URL,
+      name: 'sessions',
+      service: 'sessions',
+      user: config.NATS_USER,
+      pass: config.NATS_PASS,
+    },
     log,
   );
   const served = startSessionsService({ nc, redis, log, limits: limitsFrom(config) });

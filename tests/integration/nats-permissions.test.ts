@@ -1,0 +1,111 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { startLocalNats } from '@vab/testkit';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, startStack, type Stack } from '../helpers/stack.js';
+
+// The deployment's own NATS configuration (docker-compose mounts it): users, passwords, permissions.
+const CONFIG = join(import.meta.dirname, '..', '..', 'deploy', 'nats.conf');
+const passwords = {
+  gateway: 'gw-pass-test',
+  agents: 'ag-pass-test',
+  sessions: 'ss-pass-test',
+  playground: 'pg-pass-test',
+};
+const credentials = Object.fromEntries(
+  Object.entries(passwords).map(([user, pass]) => [user, { user, pass }]),
+) as Record<keyof typeof passwords, { user: string; pass: string }>;
+
+let nats: Awaited<ReturnType<typeof startLocalNats>>;
+let stack: Stack;
+let http: ReturnType<typeof api>;
+const impostors: NatsConnection[] = [];
+
+beforeAll(async () => {
+  nats = await startLocalNats({
+    configFile: CONFIG,
+    env: {
+      NATS_GATEWAY_PASSWORD: passwords.gateway,
+      NATS_AGENTS_PASSWORD: passwords.agents,
+      NATS_SESSIONS_PASSWORD: passwords.sessions,
+      NATS_PLAYGROUND_PASSWORD: passwords.playground,
+    },
+  });
+  stack = await startStack({ natsUrl: nats.url, natsCredentials: credentials });
+  http = api(stack.baseUrl);
+});
+afterAll(async () => {
+  for (const nc of impostors) await nc.close().catch(() => undefined);
+  await stack.close();
+  await nats.dispose();
+});
+
+async function as(user: keyof typeof passwords, inbox = `_INBOX_${user}`) {
+  const nc = await connect({ servers: nats.url, user, pass: passwords[user], inboxPrefix: inbox });
+  impostors.push(nc);
+  return nc;
+}
+
+describe('NATS with per-service users and permissions', () => {
+  it('serves every path the services need: gateway → services, sessions → agents, playground → both', async () => {
+    const agent = await http.post('/api/agents', { name: 'Permitted' });
+    expect(agent.status).toBe(201);
+    const session = await http.post(`/api/agents/${agent.body.id}/test-sessions`, { sessionType: 'text' });
+    expect(session.status).toBe(201); // sessions asked agents.lookup
+    expect((await http.get('/api/env-keys')).status).toBe(200);
+    expect((await http.get('/readyz')).body.services).toEqual({
+      agents: 'up',
+      sessions: 'up',
+      playground: 'up',
+    });
+  });
+
+  it('refuses a wrong password', async () => {
+    await expect(connect({ servers: nats.url, user: 'agents', pass: 'guess' })).rejects.toThrow();
+  });
+
+  it("a compromised service cannot impersonate another, publish requests it does not make, or read others' replies", async () => {
+    const compromised = await as('agents');
+    let stolen = 0;
+    const denied: string[] = [];
+    const count = (err: Error | null): void => {
+      if (err) denied.push(err.message);
+      else stolen++;
+    };
+    // impersonation: join the sessions queue group (denied: the real service keeps answering every request)
+    compromised.subscribe('sessions.test.list', { queue: 'sessions', callback: count });
+    // snooping: read the gateway's replies (denied)
+    compromised.subscribe('_INBOX_gateway.>', { callback: count });
+    await compromised.flush().catch(() => undefined);
+    const agent = (await http.post('/api/agents', { name: 'Target' })).body.id as string;
+    for (let i = 0; i < 20; i++) {
+      const res = await http.get(`/api/agents/${agent}/test-sessions`);
+      expect(res.status).toBe(200);
+    }
+    expect(stolen).toBe(0);
+    expect(denied.join(' ')).toMatch(/permissions violation/i);
+    // publishing a request to another service's subject is denied: nobody ever sees it
+    await expect(
+      compromised.request('sessions.deploys.create', JSON.stringify({ agentId: agent }), { timeout: 500 }),
+    ).rejects.toThrow();
+    expect((await http.get(`/api/agents/${agent}/deploys`)).body).toEqual([]);
+  });
+
+  it('the gateway may only request, never serve', async () => {
+    const gw = await as('gateway');
+    let served = 0;
+    const denied: string[] = [];
+    gw.subscribe('agents.get', {
+      queue: 'agents',
+      callback: (err) => {
+        if (err) denied.push(err.message);
+        else served++;
+      },
+    });
+    await gw.flush().catch(() => undefined);
+    const agent = (await http.post('/api/agents', { name: 'Served by agents' })).body.id as string;
+    for (let i = 0; i < 10; i++) expect((await http.get(`/api/agents/${agent}`)).status).toBe(200);
+    expect(served).toBe(0);
+    expect(denied.join(' ')).toMatch(/permissions violation/i);
+  });
+});
