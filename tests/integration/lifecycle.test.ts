@@ -1,33 +1,8 @@
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
 import { describe, expect, it } from 'vitest';
+import { built, spawnService as runService } from '../helpers/processes.js';
 
-// These run the built entry points (`npm test` builds first), as an operator would.
-const root = join(import.meta.dirname, '..', '..');
-const mainOf = (svc: string) => join(root, 'services', svc, 'dist', 'main.js');
-
-function runService(svc: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, [mainOf(svc)], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const waitFor = async (text: string, timeoutMs = 10_000) => {
-    const deadline = Date.now() + timeoutMs;
-    while (!out.includes(text)) {
-      if (Date.now() > deadline) throw new Error(`no "${text}" in output:\n${out}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
-  return { child, exited, waitFor, output: () => out };
-}
-
-describe.skipIf(!existsSync(mainOf('agents')))('service processes', () => {
+describe.skipIf(!built())('service processes', () => {
   it('serve, then on SIGTERM stop taking work, drain, close Redis and exit 0 within the bound', async () => {
     const nats = await startLocalNats();
     const redis = await startLocalRedis();

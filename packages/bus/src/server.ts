@@ -247,10 +247,12 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
       subs.set(subject, subscribe(subject as SubjectsOf<Svc>));
     },
     async stop(timeoutMs) {
-      // Unsubscribing first stops new work reaching this instance; queue peers take it instead.
+      // Draining (not unsubscribing) stops new work reaching this instance — queue peers take it — and
+      // still handles what the server had already delivered here; unsubscribe would drop that on the floor.
       stopped = true;
-      for (const s of subs.values()) s.unsubscribe();
+      const draining = [...subs.values()].map((s) => s.drain().catch(() => undefined));
       subs.clear();
+      await Promise.race([Promise.all(draining), new Promise((r) => setTimeout(r, timeoutMs))]);
       let timer: NodeJS.Timeout | undefined;
       const bounded = new Promise<void>((resolve) => {
         timer = setTimeout(resolve, timeoutMs);

@@ -1,0 +1,35 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+// The built entry points (`npm test` builds first), run as an operator would.
+const root = join(import.meta.dirname, '..', '..');
+export const mainOf = (svc: string) => join(root, 'services', svc, 'dist', 'main.js');
+export const built = () =>
+  ['agents', 'sessions', 'playground', 'gateway'].every((s) => existsSync(mainOf(s)));
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  exited: Promise<number | null>;
+  waitFor(text: string, timeoutMs?: number): Promise<void>;
+  output(): string;
+}
+
+export function spawnService(svc: string, env: Record<string, string>): ServiceProcess {
+  const child = spawn(process.execPath, [mainOf(svc)], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const waitFor = async (text: string, timeoutMs = 10_000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!out.includes(text)) {
+      if (Date.now() > deadline) throw new Error(`no "${text}" in output of ${svc}:\n${out.slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  return { child, exited, waitFor, output: () => out };
+}
