@@ -236,9 +236,10 @@ describe('several playground instances', () => {
     const h = api(multi.baseUrl);
     try {
       const second = await multi.addPlayground();
+      const agentId = (await h.post('/api/agents', { name: 'Multi', flow: flow() })).body.id as string;
       const created = [];
       for (let i = 0; i < 4; i++) {
-        const res = await h.post('/api/agent-session', body());
+        const res = await h.post('/api/agent-session', body({ agentId }));
         expect(res.status).toBe(200);
         created.push(res.body.roomName as string);
       }
@@ -251,7 +252,7 @@ describe('several playground instances', () => {
       // DELETE reaches the owner whichever instance receives it; a freed slot takes sessions again
       expect((await h.delete('/api/agent-session', { roomName: created[0] })).body).toEqual({ ok: true });
       expect(fake.rooms.has(created[0]!)).toBe(false);
-      const again = await h.post('/api/agent-session', body());
+      const again = await h.post('/api/agent-session', body({ agentId }));
       expect(again.status).toBe(200);
       created[0] = again.body.roomName;
 
@@ -267,6 +268,13 @@ describe('several playground instances', () => {
       const { deleted } = await multi.services.playground.playground!.voice.reap();
       expect(deleted).toEqual([orphaned[1]]);
       expect(fake.rooms.has(orphaned[1]!)).toBe(false);
+      // the reaped room's test session is closed; the live instance's sessions are untouched
+      const sessions = (await h.get(`/api/agents/${agentId}/test-sessions`)).body as {
+        roomName: string;
+        status: string;
+      }[];
+      expect(sessions.find((t) => t.roomName === orphaned[1])?.status).toBe('closed');
+      for (const n of survivors) expect(sessions.find((t) => t.roomName === n)?.status).toBe('open');
       for (const n of survivors) expect(fake.rooms.has(n)).toBe(true);
     } finally {
       await multi.close();
