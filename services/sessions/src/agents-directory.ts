@@ -23,6 +23,16 @@ export class AgentsDirectory {
     return found;
   }
 
+  /**
+   * A list read from this service's storage: found items prove the agent exists; none may mean "no history
+   * yet" (answer `empty`) or "no such agent" (404), which only the agents service can tell.
+   */
+  async listOrNotFound<T>(id: string, requestId: string, found: T | undefined, empty: T): Promise<T> {
+    if (found !== undefined) return found;
+    await this.requireExisting(id, requestId);
+    return empty;
+  }
+
   /** For writes that start something new: the agent must exist and be active. */
   async requireActive(id: string, requestId: string): Promise<AgentLookup> {
     const found = await this.requireExisting(id, requestId);

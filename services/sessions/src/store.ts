@@ -142,17 +142,7 @@ export class SessionsStore {
 
   /** `undefined` when the agent has no sessions at all (the caller then checks the agent exists). */
   async listSessions(agentId: string): Promise<TestSession[] | undefined> {
-    return storage(async () => {
-      const ids = await this.redis.zrevrange(keys.sessions(agentId), 0, -1);
-      if (ids.length === 0) return undefined;
-      const pipe = this.redis.pipeline();
-      for (const id of ids) pipe.hgetall(keys.session(agentId, id));
-      const rows = (await pipe.exec()) ?? [];
-      return rows.map(([err, h]) => {
-        if (err) throw err;
-        return toSession(h as Record<string, string>);
-      });
-    });
+    return this.newestFirst(keys.sessions(agentId), (id) => keys.session(agentId, id), toSession);
   }
 
   async getSession(agentId: string, sessionId: string): Promise<TestSession> {
@@ -251,15 +241,27 @@ export class SessionsStore {
   }
 
   async listDeploys(agentId: string): Promise<DeployRecord[] | undefined> {
+    return this.newestFirst(keys.deploys(agentId), (id) => keys.deploy(agentId, id), toDeploy);
+  }
+
+  /**
+   * The hashes a sorted-set index names, highest score first: one ZREVRANGE plus one pipeline, whatever the
+   * count. `undefined` when the index is empty.
+   */
+  private async newestFirst<T>(
+    index: string,
+    keyOf: (id: string) => string,
+    map: (h: Record<string, string>) => T,
+  ): Promise<T[] | undefined> {
     return storage(async () => {
-      const ids = await this.redis.zrevrange(keys.deploys(agentId), 0, -1);
+      const ids = await this.redis.zrevrange(index, 0, -1);
       if (ids.length === 0) return undefined;
       const pipe = this.redis.pipeline();
-      for (const id of ids) pipe.hgetall(keys.deploy(agentId, id));
+      for (const id of ids) pipe.hgetall(keyOf(id));
       const rows = (await pipe.exec()) ?? [];
       return rows.map(([err, h]) => {
         if (err) throw err;
-        return toDeploy(h as Record<string, string>);
+        return map(h as Record<string, string>);
       });
     });
   }

@@ -3,9 +3,5 @@ import type { Deps } from '../deps.js';
 
 export const deploysList =
   ({ store, agents }: Deps): Handler<'sessions.deploys.list'> =>
-  async (req, ctx) => {
-    const deploys = await store.listDeploys(req.agentId);
-    if (deploys) return deploys;
-    await agents.requireExisting(req.agentId, ctx.requestId);
-    return [];
-  };
+  async (req, ctx) =>
+    agents.listOrNotFound(req.agentId, ctx.requestId, await store.listDeploys(req.agentId), []);
