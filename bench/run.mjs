@@ -1,0 +1,234 @@
+#!/usr/bin/env node
+// The microservice tax, measured: each scenario runs the real path and its baseline alternately (A B A B …)
+// in one run, with autocannon (a separate process) at 50 connections, and prints req/s, p50/p99 and the
+// ratio per pair with the median. Starts its own nats-server, redis-server and service processes.
+// Usage: npm run build && node bench/run.mjs [--seconds 5] [--rounds 3]
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, startLocalNats, startLocalRedis, fullFlow } from '@vab/testkit';
+import { Redis } from 'ioredis';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const arg = (name, def) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : def;
+};
+const SECONDS = arg('seconds', 5);
+const ROUNDS = arg('rounds', 3);
+const CONNECTIONS = 50;
+const children = [];
+
+function start(file, env, ready) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [file], {
+      env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let out = '';
+    const onData = (d) => {
+      out += d;
+      if (out.includes(ready)) resolve(child);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`${file} exited ${code}: ${out.slice(-500)}`)));
+  });
+}
+
+function autocannon(url, opts = {}) {
+  const args = [
+    join(root, 'node_modules/autocannon/autocannon.js'),
+    '-c',
+    String(CONNECTIONS),
+    '-d',
+    String(opts.seconds ?? SECONDS),
+    '-j',
+  ];
+  if (opts.method) args.push('-m', opts.method);
+  if (opts.body) args.push('-H', 'content-type=application/json', '-b', opts.body);
+  args.push(url);
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('exit', () => {
+      try {
+        const r = JSON.parse(out);
+        resolve({
+          rps: r.requests.average,
+          p50: r.latency.p50,
+          p99: r.latency.p99,
+          non2xx: r.non2xx,
+          errors: r.errors,
+        });
+      } catch (err) {
+        reject(err);
+      }
+    });
+  });
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (n, d = 0) => Number(n).toFixed(d);
+
+const nats = await startLocalNats();
+const redisServer = await startLocalRedis();
+const redis = new Redis(redisServer.url);
+const env = { NATS_URL: nats.url, REDIS_URL: redisServer.url };
+const gwPort = await freePort();
+const monoPort = await freePort();
+await start(join(root, 'services/agents/dist/main.js'), env, '"msg":"serving"');
+await start(join(root, 'services/sessions/dist/main.js'), env, '"msg":"serving"');
+await start(
+  join(root, 'services/gateway/dist/main.js'),
+  {
+    ...env,
+    PORT: String(gwPort),
+    LOG_LEVEL: 'info',
+    RATE_LIMIT_MAX: '1000000000',
+    BODY_LIMIT_BYTES: '4194304',
+  },
+  'gateway listening',
+);
+await start(join(root, 'bench/monolith.mjs'), { ...env, PORT: String(monoPort) }, 'monolith listening');
+const gw = `http://127.0.0.1:${gwPort}`;
+const mono = `http://127.0.0.1:${monoPort}`;
+
+// a realistic 20-node flow
+const flow = fullFlow();
+while (flow.nodes.length < 20)
+  flow.nodes.push({
+    id: `extra-${flow.nodes.length}`,
+    nodeType: 'opentalk',
+    command: 'Keep the conversation going and note any preferences the caller mentions.',
+  });
+const agent = await (
+  await fetch(`${gw}/api/agents`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'Bench', flow }),
+  })
+).json();
+
+console.log(
+  `# microservice tax — ${new Date().toISOString().slice(0, 10)}, node ${process.version}, autocannon ${CONNECTIONS} connections, ${SECONDS} s per run, ${ROUNDS} rounds A/B`,
+);
+console.log(
+  '\n## 1. GET /api/agents/:id (20-node flow): gateway → NATS → agents vs the same handler in one Fastify process',
+);
+console.log('| round | gateway req/s | p50 | p99 | monolith req/s | p50 | p99 | ratio |');
+console.log('|---|---|---|---|---|---|---|---|');
+const ratios = [];
+for (let r = 1; r <= ROUNDS; r++) {
+  const a = await autocannon(`${gw}/api/agents/${agent.id}`);
+  const b = await autocannon(`${mono}/api/agents/${agent.id}`);
+  ratios.push(a.rps / b.rps);
+  console.log(
+    `| ${r} | ${fmt(a.rps)} | ${a.p50} | ${a.p99} | ${fmt(b.rps)} | ${b.p50} | ${b.p99} | ${fmt(a.rps / b.rps, 2)} |`,
+  );
+}
+console.log(`median ratio gateway/monolith: **${fmt(median(ratios), 2)}**`);
+
+console.log('\n## 3. PATCH /api/agents/:id with a 100 KB flow');
+const big = {
+  ...flow,
+  nodes: [...flow.nodes, { id: 'blob', nodeType: 'note', text: 'x'.repeat(100 * 1024) }],
+};
+const patchBody = JSON.stringify({ flow: big });
+const p = await autocannon(`${gw}/api/agents/${agent.id}`, { method: 'PATCH', body: patchBody });
+console.log(
+  `unchanged 100 KB saves: ${fmt(p.rps)} saves/s, p50 ${p.p50} ms, p99 ${p.p99} ms, non-2xx ${p.non2xx}`,
+);
+const mem = async () => Number((await redis.info('memory')).match(/used_memory:(\d+)/)[1]);
+const saveMany = async (id, changing) => {
+  const before = await mem();
+  for (let i = 0; i < 1000; i++) {
+    const f = changing ? { ...big, nodes: [...big.nodes, { id: `n${i}`, nodeType: 'note' }] } : big;
+    await fetch(`${gw}/api/agents/${id}`, {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ flow: f }),
+    });
+  }
+  return (await mem()) - before;
+};
+const a1 = await (
+  await fetch(`${gw}/api/agents`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'Same', flow: big }),
+  })
+).json();
+const a2 = await (
+  await fetch(`${gw}/api/agents`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'Changing', flow: big }),
+  })
+).json();
+const same = await saveMany(a1.id, false);
+const changing = await saveMany(a2.id, true);
+console.log(
+  `Redis memory after 1,000 saves: unchanged flow +${fmt(same / 1000)} B per save; changing flow +${fmt(changing / 1000)} B per save`,
+);
+
+console.log('\n## 4. Transcript messages');
+const session = await (
+  await fetch(`${gw}/api/agents/${agent.id}/test-sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ sessionType: 'text' }),
+  })
+).json();
+const msg = JSON.stringify({
+  role: 'user',
+  content: 'I would like to book an appointment for Tuesday morning, please.',
+  stepId: 'talk',
+  timestamp: Date.now(),
+});
+const m = await autocannon(`${gw}/api/agents/${agent.id}/test-sessions/${session.id}/messages`, {
+  method: 'POST',
+  body: msg,
+});
+console.log(`appends: ${fmt(m.rps)} /s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}`);
+const s2 = await (
+  await fetch(`${gw}/api/agents/${agent.id}/test-sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ sessionType: 'text' }),
+  })
+).json();
+for (let i = 0; i < 10_000; i += 500) {
+  await Promise.all(
+    Array.from({ length: 500 }, (_, j) =>
+      fetch(`${gw}/api/agents/${agent.id}/test-sessions/${s2.id}/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          role: 'user',
+          content: `message ${i + j} of the transcript`,
+          stepId: 'talk',
+          timestamp: Date.now(),
+        }),
+      }),
+    ),
+  );
+}
+const reads = [];
+for (let i = 0; i < 10; i++) {
+  const t0 = performance.now();
+  const res = await fetch(`${gw}/api/agents/${agent.id}/test-sessions/${s2.id}/messages`);
+  const n = (await res.json()).length;
+  reads.push(performance.now() - t0);
+  if (n !== 10_000) throw new Error(`read ${n} messages`);
+}
+console.log(`reading a 10,000-message transcript: p50 ${fmt(median(reads), 1)} ms over 10 reads`);
+
+for (const c of children) c.kill('SIGTERM');
+await redis.quit();
+await new Promise((r) => setTimeout(r, 500));
+await nats.dispose();
+await redisServer.dispose();
+process.exit(0);
