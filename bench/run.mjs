@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis, fullFlow } from '@vab/testkit';
 import { Redis } from 'ioredis';
+import { performance } from 'node:perf_hooks';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name, def) => {
