@@ -1,0 +1,140 @@
+#!/usr/bin/env node
+// Scenario 5 of the performance issue: POST /api/agent-session + DELETE through the real gateway → NATS →
+// playground path against the LiveKit RoomService fake, with the agent runner stubbed. Prints
+//  - the service's own overhead per create (sequential creates, a runner that joins at once), and
+//  - sessions/s with 1, 2 and 3 playground instances when the runner is the bottleneck: each instance's
+//    runner joins one room at a time, JOIN_MS each (a stand-in for the real join), so an instance can start at
+//    most 1000/JOIN_MS sessions/s and throughput grows only if the queue group spreads creates.
+// Usage: npm run build && node bench/playground-scale.mjs [--join-ms 50] [--sessions 120]
+import { connect } from '@nats-io/transport-node';
+import { createLogger } from '@vab/bus';
+import { buildGateway } from '@vab/gateway';
+import { startPlaygroundService } from '@vab/playground';
+import { fullFlow, startLivekitFake, startLocalNats } from '@vab/testkit';
+import { performance } from 'node:perf_hooks';
+
+const arg = (name, def) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : def;
+};
+const JOIN_MS = arg('join-ms', 50);
+const SESSIONS = arg('sessions', 120);
+const log = createLogger('bench', 'silent');
+const nats = await startLocalNats();
+const fake = await startLivekitFake();
+const config = (id) => ({
+  ENV_FILE: '/nonexistent',
+  providerEnv: {},
+  MAX_SESSIONS: 1000,
+  TEXT_SESSION_IDLE_MS: 60000,
+  LLM_DECISION_TIMEOUT_MS: 5000,
+  WEBHOOK_TIMEOUT_MS: 2000,
+  BUS_TIMEOUT_MS: 5000,
+  INSTANCE_ID: id,
+  AGENT_JOIN_TIMEOUT_MS: 60000,
+  MEDIA_SERVER_TIMEOUT_MS: 5000,
+  USER_TOKEN_TTL_S: 600,
+  ROOM_EMPTY_TIMEOUT_S: 60,
+  ROOM_DEPARTURE_TIMEOUT_S: 20,
+  USER_LEFT_GRACE_MS: 15000,
+  MAX_SESSION_MS: 1800000,
+  REAPER_INTERVAL_MS: 3600000,
+  REAPER_MIN_AGE_MS: 0,
+});
+/** Joins one room at a time per instance, `joinMs` each. */
+function serialRunner(joinMs) {
+  let chain = Promise.resolve();
+  return {
+    start() {
+      const joined = chain.then(() => new Promise((r) => setTimeout(r, joinMs)));
+      chain = joined;
+      return joined.then(() => ({ stop: async () => undefined }));
+    },
+  };
+}
+const instances = [];
+async function addInstance(joinMs) {
+  const nc = await connect({ servers: nats.url });
+  const svc = startPlaygroundService({
+    nc,
+    log,
+    config: config(`bench-${instances.length + 1}`),
+    runner: serialRunner(joinMs),
+  });
+  await svc.ready;
+  instances.push({ nc, svc });
+}
+const gwNc = await connect({ servers: nats.url });
+const app = await buildGateway({
+  nc: gwNc,
+  log,
+  config: {
+    BODY_LIMIT_BYTES: 1 << 20,
+    REQUEST_TIMEOUT_MS: 60000,
+    READY_TIMEOUT_MS: 1000,
+    security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9 },
+  },
+});
+await app.listen({ host: '127.0.0.1', port: 0 });
+const base = `http://127.0.0.1:${app.server.address().port}`;
+const body = JSON.stringify({
+  ...fullFlow(),
+  livekit: { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
+  apiKeys: { openai: 'k', elevenlabs: 'k', deepgram: 'k' },
+});
+const create = async () => {
+  const res = await fetch(`${base}/api/agent-session`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+  });
+  if (res.status !== 200) throw new Error(`create ${res.status}: ${await res.text()}`);
+  return (await res.json()).roomName;
+};
+const end = (roomName) =>
+  fetch(`${base}/api/agent-session`, {
+    method: 'DELETE',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ roomName }),
+  });
+
+// overhead: sequential creates with a runner that joins at once
+await addInstance(0);
+for (let i = 0; i < 20; i++) await end(await create()); // warm-up
+const times = [];
+for (let i = 0; i < 100; i++) {
+  const t0 = performance.now();
+  const room = await create();
+  times.push(performance.now() - t0);
+  await end(room);
+}
+times.sort((a, b) => a - b);
+console.log(
+  `service overhead per create (runner joins at once, sequential): p50 ${times[50].toFixed(1)} ms, p99 ${times[98].toFixed(1)} ms`,
+);
+await instances.pop().svc.stop(1000);
+
+console.log(
+  `\n| instances | sessions/s (runner ${JOIN_MS} ms per join, one at a time per instance) | creates per instance |`,
+);
+console.log('|---|---|---|');
+let base1;
+for (let n = 1; n <= 3; n++) {
+  while (instances.length < n) await addInstance(JOIN_MS);
+  const t0 = performance.now();
+  const rooms = await Promise.all(Array.from({ length: SESSIONS }, () => create()));
+  const rate = SESSIONS / ((performance.now() - t0) / 1000);
+  base1 ??= rate;
+  const per = instances.map((i) => i.svc.voice.size).join(' / ');
+  console.log(`| ${n} | ${rate.toFixed(1)} (×${(rate / base1).toFixed(2)}) | ${per} |`);
+  await Promise.all(rooms.map(end));
+}
+await app.close();
+await gwNc.close();
+for (const i of instances) {
+  await i.svc.stop(1000);
+  await i.nc.close();
+}
+await fake.close();
+await nats.dispose();
+process.exit(0);
