@@ -3,6 +3,7 @@ import { createLogger, inboxPrefixOf, type Logger, type Served } from '@vab/bus'
 import { startAgentsService } from '@vab/agents';
 import { buildGateway, type SecurityConfig } from '@vab/gateway';
 import {
+  loadConfig as loadPlaygroundConfig,
   startPlaygroundService,
   type AgentRunner,
   type PlaygroundService,
@@ -81,22 +82,17 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const natsUrl = opts.natsUrl ?? process.env.NATS_URL ?? (await own(() => startNats()));
   const redisUrl = opts.redisUrl ?? process.env.REDIS_URL ?? (await own(() => startRedis()));
 
+  // the playground's own defaults, with what a test needs: no .env of the machine, quick failure paths,
+  // no reaper run unless a test asks for one
   const playgroundConfig: PlaygroundServiceConfig = {
+    ...loadPlaygroundConfig({}),
     ENV_FILE: opts.envFile ?? '/nonexistent/.env',
     providerEnv: opts.providerEnv ?? {},
-    MAX_SESSIONS: 50,
-    TEXT_SESSION_IDLE_MS: 60_000,
-    LLM_DECISION_TIMEOUT_MS: 10_000,
-    WEBHOOK_TIMEOUT_MS: 2000,
-    BUS_TIMEOUT_MS: 5000,
     INSTANCE_ID: 'pg-test',
     AGENT_JOIN_TIMEOUT_MS: 2000,
     MEDIA_SERVER_TIMEOUT_MS: 2000,
-    USER_TOKEN_TTL_S: 600,
-    ROOM_EMPTY_TIMEOUT_S: 60,
-    ROOM_DEPARTURE_TIMEOUT_S: 20,
-    USER_LEFT_GRACE_MS: 15_000,
-    MAX_SESSION_MS: 30 * 60_000,
+    LLM_DECISION_TIMEOUT_MS: 10_000,
+    WEBHOOK_TIMEOUT_MS: 2000,
     REAPER_INTERVAL_MS: 3_600_000,
     REAPER_MIN_AGE_MS: 0,
     ...opts.playground,

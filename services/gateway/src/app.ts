@@ -11,7 +11,7 @@ import Fastify, {
 } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
-import type { GatewayConfig } from './config.js';
+import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { errorHandler } from './errors.js';
 import { buildOpenApi } from './openapi.js';
 import { routes, type AnyRoute } from './route-table.js';
@@ -24,13 +24,8 @@ export type AppConfig = Pick<
   security?: Partial<SecurityConfig>;
 };
 
-const OPEN: SecurityConfig = {
-  apiTokens: [],
-  corsOrigins: [],
-  rateLimitMax: 600,
-  rateLimitWindowMs: 60_000,
-  sessionRateLimitMax: 20,
-};
+/** What an app factory caller does not set: the configuration's defaults (no tokens, no CORS). */
+const DEFAULT_SECURITY: SecurityConfig = securityOf(loadConfig({}));
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
@@ -139,7 +134,7 @@ export async function buildGateway(deps: {
     });
   });
 
-  const security = { ...OPEN, ...config.security };
+  const security = { ...DEFAULT_SECURITY, ...config.security };
   await registerSecurity(app, security);
   for (const r of routes) registerRoute(app, bus, r, config, security);
   return app;

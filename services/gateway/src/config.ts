@@ -1,5 +1,6 @@
 import { envInt, LogLevel, parseEnv } from '@vab/bus';
 import { z } from 'zod';
+import type { SecurityConfig } from './security.js';
 
 const Env = z.object({
   HOST: z.string().default('127.0.0.1'),
@@ -25,6 +26,17 @@ const Env = z.object({
   /** Redis for rate-limit counters shared by every gateway instance (only counters, never API data). */
   RATE_LIMIT_REDIS_URL: z.string().optional(),
 });
+
+/** The security settings a configuration asks for (the shared rate-limit store is the caller's to add). */
+export function securityOf(config: GatewayConfig): Omit<SecurityConfig, 'rateLimitRedis'> {
+  return {
+    apiTokens: list(config.API_TOKENS),
+    corsOrigins: list(config.CORS_ORIGINS),
+    rateLimitMax: config.RATE_LIMIT_MAX,
+    rateLimitWindowMs: config.RATE_LIMIT_WINDOW_MS,
+    sessionRateLimitMax: config.SESSION_RATE_LIMIT_MAX,
+  };
+}
 
 export const list = (v: string | undefined): string[] =>
   (v ?? '')

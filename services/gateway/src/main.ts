@@ -1,7 +1,7 @@
 import { connectNats, createLogger, runService } from '@vab/bus';
 import { buildGateway } from './app.js';
 import { Redis } from 'ioredis';
-import { list, loadConfig } from './config.js';
+import { loadConfig, securityOf } from './config.js';
 
 const config = loadConfig(process.env);
 const log = createLogger('gateway', config.LOG_LEVEL);
@@ -30,14 +30,7 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     log,
     config: {
       ...config,
-      security: {
-        apiTokens: list(config.API_TOKENS),
-        corsOrigins: list(config.CORS_ORIGINS),
-        rateLimitMax: config.RATE_LIMIT_MAX,
-        rateLimitWindowMs: config.RATE_LIMIT_WINDOW_MS,
-        sessionRateLimitMax: config.SESSION_RATE_LIMIT_MAX,
-        rateLimitRedis,
-      },
+      security: { ...securityOf(config), rateLimitRedis },
     },
   });
   const address = await app.listen({ host: config.HOST, port: config.PORT });

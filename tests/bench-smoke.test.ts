@@ -1,0 +1,27 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { built } from './helpers/processes.js';
+
+// Benchmarks are scripts, not tests: this only keeps them runnable (at tiny sizes, nothing timed is asserted).
+// One broke unnoticed once, when rate limits arrived.
+const run = promisify(execFile);
+const bench = (file: string) => join(import.meta.dirname, '..', 'bench', file);
+
+describe.skipIf(!built())('benchmarks still run', () => {
+  it.each([
+    ['list-agents.mjs', ['200'], /\| 200 \|/],
+    ['playground-memory.mjs', ['20'], /left behind: rooms 0, sessions 0, agents not stopped 0/],
+    ['playground-scale.mjs', ['--sessions', '6', '--join-ms', '5'], /\| 3 \|/],
+  ])(
+    '%s',
+    async (file, args, expected) => {
+      const { stdout } = await run(process.execPath, ['--expose-gc', bench(file), ...args], {
+        timeout: 60_000,
+      });
+      expect(stdout).toMatch(expected);
+    },
+    90_000,
+  );
+});
