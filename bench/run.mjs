@@ -27,10 +27,17 @@ function start(file, env, ready) {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.push(child);
+    // Only the tail is kept and only until ready: scanning an ever-growing string of every access-log line
+    // would spend this machine's shared CPU on the bench itself, against the process that logs.
     let out = '';
+    let isReady = false;
     const onData = (d) => {
-      out += d;
-      if (out.includes(ready)) resolve(child);
+      const text = out + d;
+      out = text.slice(-4096);
+      if (!isReady && text.includes(ready)) {
+        isReady = true;
+        resolve(child);
+      }
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);

@@ -1,0 +1,140 @@
+#!/usr/bin/env node
+// Where the CPU goes: runs GET /api/agents/:id (20-node flow) under autocannon (50 connections) against the
+// gateway path or the monolith baseline and prints each process's CPU time per request (from /proc), so a
+// change can be traced to the process it helped. With --cpu-prof, the gateway and agents processes also
+// write V8 CPU profiles (open them in Chrome DevTools or speedscope) under the directory printed.
+// Usage: npm run build && node bench/cpu-split.mjs [--target gateway|monolith] [--seconds 6] [--cpu-prof]
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, fullFlow, startLocalNats, startLocalRedis } from '@vab/testkit';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const flag = (name) => process.argv.includes(`--${name}`);
+const arg = (name, def) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : def;
+};
+const TARGET = arg('target', 'gateway');
+const SECONDS = Number(arg('seconds', 6));
+const profileDir = flag('cpu-prof') ? mkdtempSync(join(tmpdir(), 'vab-cpu-prof-')) : undefined;
+if (TARGET !== 'gateway' && TARGET !== 'monolith') throw new Error('--target is gateway or monolith');
+
+const children = {};
+function start(name, file, env, ready) {
+  return new Promise((resolve, reject) => {
+    const prof = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, name)}`] : [];
+    const child = spawn(process.execPath, [...prof, file], {
+      env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children[name] = child;
+    let out = '';
+    let isReady = false;
+    const onData = (d) => {
+      const text = out + d;
+      out = text.slice(-4096);
+      if (!isReady && text.includes(ready)) {
+        isReady = true;
+        resolve(child);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('exit', (code) => {
+      if (!isReady) reject(new Error(`${name} exited ${code}: ${out.slice(-500)}`));
+    });
+  });
+}
+
+/** User + system CPU seconds of a process so far. */
+const cpuSeconds = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+
+function autocannon(url, seconds, json) {
+  const args = [join(root, 'node_modules/autocannon/autocannon.js'), '-c', '50', '-d', String(seconds)];
+  if (json) args.push('-j');
+  const child = spawn(process.execPath, [...args, url], { stdio: ['ignore', 'pipe', 'ignore'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  return new Promise((resolve) => child.on('exit', () => resolve({ pid: child.pid, out })));
+}
+
+const nats = await startLocalNats();
+const redisServer = await startLocalRedis();
+const env = { NATS_URL: nats.url, REDIS_URL: redisServer.url };
+const gwPort = await freePort();
+const monoPort = await freePort();
+await start('agents', join(root, 'services/agents/dist/main.js'), env, '"msg":"serving"');
+await start('sessions', join(root, 'services/sessions/dist/main.js'), env, '"msg":"serving"');
+await start(
+  'gateway',
+  join(root, 'services/gateway/dist/main.js'),
+  { ...env, PORT: String(gwPort), RATE_LIMIT_MAX: '1000000000' },
+  'gateway listening',
+);
+await start(
+  'monolith',
+  join(root, 'bench/monolith.mjs'),
+  { ...env, PORT: String(monoPort) },
+  'monolith listening',
+);
+
+const flow = fullFlow();
+while (flow.nodes.length < 20)
+  flow.nodes.push({
+    id: `extra-${flow.nodes.length}`,
+    nodeType: 'opentalk',
+    command: 'Keep the conversation going and note any preferences the caller mentions.',
+  });
+const agent = await (
+  await fetch(`http://127.0.0.1:${gwPort}/api/agents`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'Bench', flow }),
+  })
+).json();
+const port = TARGET === 'gateway' ? gwPort : monoPort;
+const url = `http://127.0.0.1:${port}/api/agents/${agent.id}`;
+
+const pids = {
+  gateway: children.gateway.pid,
+  agents: children.agents.pid,
+  monolith: children.monolith.pid,
+  'nats-server': nats.child.pid,
+  'redis-server': redisServer.child.pid,
+};
+await autocannon(url, 2, false); // warm-up
+const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+const run = await autocannon(url, SECONDS, true);
+const after = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+const r = JSON.parse(run.out);
+const total = r.requests.total;
+
+console.log(
+  `# CPU per request, GET /api/agents/:id via ${TARGET} — autocannon 50 connections, ${SECONDS} s, node ${process.version}`,
+);
+console.log(
+  `${Math.round(r.requests.average)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}\n`,
+);
+console.log('| process | CPU s | µs per request |');
+console.log('|---|---|---|');
+let sum = 0;
+for (const [name, b] of Object.entries(before)) {
+  const used = after[name] - b;
+  if (used < 0.05) continue;
+  sum += used;
+  console.log(`| ${name} | ${used.toFixed(2)} | ${((used / total) * 1e6).toFixed(1)} |`);
+}
+console.log(`| all but the load generator | ${sum.toFixed(2)} | ${((sum / total) * 1e6).toFixed(1)} |`);
+
+for (const c of Object.values(children)) c.kill('SIGTERM');
+await new Promise((res) => setTimeout(res, 1500)); // let --cpu-prof write its files on exit
+if (profileDir) console.log(`\nCPU profiles: ${profileDir}/{gateway,agents}/*.cpuprofile`);
+await nats.dispose();
+await redisServer.dispose();
+process.exit(0);
