@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import { startNats, type DisposableServer } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from './client.js';
+import { connectNats } from './connect.js';
 import { createLogger } from './logger.js';
 import { serve, type HandlerTable } from './server.js';
 
@@ -118,5 +119,84 @@ describe('serve + BusClient', () => {
     release();
     await stopped;
     await expect(pending).resolves.toMatchObject({ id: 'slow', exists: false });
+  });
+});
+
+describe('BusClient replies', () => {
+  it('times out a slow service as TIMEOUT, ignores its late reply, and keeps serving others', async () => {
+    const slow = nc.subscribe('agents.lookup', {
+      callback: (_err, msg) => {
+        setTimeout(() => msg.respond(JSON.stringify({ id: 'late', exists: true, archived: false })), 300);
+      },
+    });
+    const bus = new BusClient(nc);
+    try {
+      await expect(
+        bus.request('agents.lookup', { id: 'a' }, { timeoutMs: 100, requestId: 'r' }),
+      ).rejects.toMatchObject({ code: 'TIMEOUT' });
+    } finally {
+      slow.unsubscribe();
+    }
+    const fast = nc.subscribe('agents.lookup', {
+      callback: (_err, msg) => {
+        const { id } = msg.json<{ id: string }>();
+        msg.respond(JSON.stringify({ id, exists: true, archived: false }));
+      },
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 350)); // the slow reply arrives in between, for nobody
+      const answers = await Promise.all(
+        ['b', 'c', 'd'].map((id) =>
+          bus.request('agents.lookup', { id }, { timeoutMs: 2000, requestId: 'r' }),
+        ),
+      );
+      expect(answers.map((a) => a.id)).toEqual(['b', 'c', 'd']);
+    } finally {
+      fast.unsubscribe();
+    }
+  });
+
+  it('fails pending requests as unavailable when the connection closes', async () => {
+    const own = await connect({ servers: nats.url });
+    const silent = nc.subscribe('agents.lookup', { callback: () => undefined });
+    await nc.flush();
+    const bus = new BusClient(own);
+    const pending = bus.request('agents.lookup', { id: 'x' }, { timeoutMs: 5000, requestId: 'r' });
+    await new Promise((r) => setTimeout(r, 50));
+    await own.close();
+    await expect(pending).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+    silent.unsubscribe();
+  });
+});
+
+describe('coalesced socket writes', () => {
+  it('sends what one turn of the event loop publishes in one write, and loses nothing on drain', async () => {
+    const received: string[] = [];
+    const sub = nc.subscribe('coalesce.test', { callback: (_e, m) => void received.push(m.string()) });
+    await nc.flush();
+    const pub = await connectNats({ url: nats.url, name: 'pub', service: 'test' }, log);
+    const socket = (pub as unknown as { protocol: { transport: { socket: Record<string, unknown> } } })
+      .protocol.transport.socket;
+    let writes = 0;
+    for (const name of ['_write', '_writev']) {
+      const original = socket[name] as (...a: unknown[]) => unknown;
+      socket[name] = (...a: unknown[]) => {
+        writes++;
+        return original.apply(socket, a);
+      };
+    }
+    // each publish in its own microtask: without coalescing, nats.js flushes (one write) after each
+    for (let i = 0; i < 50; i++) {
+      pub.publish('coalesce.test', String(i));
+      await Promise.resolve();
+    }
+    await new Promise((r) => setImmediate(r));
+    expect(writes).toBe(1);
+    for (let i = 50; i < 100; i++) pub.publish('coalesce.test', String(i));
+    await pub.drain();
+    await nc.flush();
+    await new Promise((r) => setTimeout(r, 50));
+    sub.unsubscribe();
+    expect(received).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));
   });
 });

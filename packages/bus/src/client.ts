@@ -1,4 +1,12 @@
-import { errors, headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import {
+  createInbox,
+  errors,
+  headers as natsHeaders,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
 import { AppError, ErrorBody, Headers, type RequestOf, type ResponseOf, type Subject } from '@vab/contracts';
 import { decodeText, encodeJson } from './codec.js';
 
@@ -18,8 +26,10 @@ export interface RawReply {
 /** Sends contract-typed requests; every failure becomes an AppError with a code the gateway can map. */
 export class BusClient {
   private connected = true;
+  private readonly replies: ReplyMux;
 
   constructor(private readonly nc: NatsConnection) {
+    this.replies = new ReplyMux(nc);
     void this.watchConnection();
   }
 
@@ -77,7 +87,7 @@ export class BusClient {
     if (opts.idempotencyKey) h.set(Headers.idempotencyKey, opts.idempotencyKey);
     let msg;
     try {
-      msg = await this.nc.request(subject, data, { timeout: opts.timeoutMs, headers: h });
+      msg = await this.replies.request(subject, data, h, opts.timeoutMs);
     } catch (err) {
       throw translateNatsError(err, subject);
     }
@@ -94,6 +104,77 @@ export class BusClient {
   ): Promise<ResponseOf<S>> {
     const reply = await this.requestRaw(subject, payload, opts);
     return JSON.parse(decodeText(reply.data)) as ResponseOf<S>;
+  }
+}
+
+interface Pending {
+  resolve(msg: Msg): void;
+  reject(err: unknown): void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Request/reply over one wildcard inbox subscription per connection, as nats.js's own muxed request does,
+ * minus what that costs per request and we don't use: when it retires a request that got its reply it
+ * still builds a RequestError (stack trace included) to reject an already-settled promise, plus a random
+ * token and two deferreds — ~5 % of the gateway's CPU under load (docs/performance.md). Replies come to
+ * `<inboxPrefix>.<nuid>.<n>`, inside the service's own inbox namespace (deploy/nats.conf).
+ */
+class ReplyMux {
+  private readonly prefix: string;
+  private readonly pending = new Map<string, Pending>();
+  private sub: Subscription | undefined;
+  private next = 0;
+
+  constructor(private readonly nc: NatsConnection) {
+    const inboxPrefix = (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
+    this.prefix = `${createInbox(inboxPrefix)}.`;
+    void nc.closed().then(() => this.failAll(new errors.ClosedConnectionError()));
+  }
+
+  request(subject: string, data: Uint8Array, headers: MsgHdrs, timeoutMs: number): Promise<Msg> {
+    this.sub ??= this.nc.subscribe(`${this.prefix}*`, {
+      callback: (err, msg) => this.onReply(err, msg),
+    });
+    const token = (this.next++).toString(36);
+    return new Promise<Msg>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(token);
+        reject(new errors.TimeoutError());
+      }, timeoutMs);
+      this.pending.set(token, { resolve, reject, timer });
+      try {
+        this.nc.publish(subject, data, { reply: this.prefix + token, headers });
+      } catch (err) {
+        clearTimeout(timer);
+        this.pending.delete(token);
+        reject(err);
+      }
+    });
+  }
+
+  private onReply(err: Error | null, msg: Msg): void {
+    if (err) {
+      // the inbox subscription itself failed (e.g. a permissions violation): nothing pending can be answered
+      this.sub = undefined;
+      this.failAll(new errors.RequestError(err.message, { cause: err }));
+      return;
+    }
+    const token = msg.subject.slice(this.prefix.length);
+    const p = this.pending.get(token);
+    if (!p) return; // a reply after its request timed out
+    this.pending.delete(token);
+    clearTimeout(p.timer);
+    if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(new errors.NoRespondersError(''));
+    else p.resolve(msg);
+  }
+
+  private failAll(err: Error): void {
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(err);
+    }
+    this.pending.clear();
   }
 }
 

@@ -1,4 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 
 export interface NatsOptions {
@@ -35,6 +36,7 @@ export async function connectNats(opts: NatsOptions, log: Logger): Promise<NatsC
     waitOnFirstConnect: true,
     timeout: 5000,
   });
+  coalesceWrites(nc, log);
   log.info({ server: nc.getServer(), maxPayload: nc.info?.max_payload }, 'nats connected');
   void (async () => {
     for await (const s of nc.status()) {
@@ -44,4 +46,41 @@ export async function connectNats(opts: NatsOptions, log: Logger): Promise<NatsC
     }
   })();
   return nc;
+}
+
+interface TransportInternals {
+  socket?: Socket;
+  _send(frame: Uint8Array): Promise<void>;
+  [COALESCED]?: true;
+}
+
+const COALESCED = Symbol.for('vab.nats.coalesced-writes');
+
+/**
+ * nats.js flushes its outbound buffer in a microtask, so every request the gateway forwards (each HTTP
+ * request arrives in its own I/O callback) and every reply a service sends costs one socket write: one
+ * syscall, and one read by nats-server, per message. Corking the socket until the end of this turn of the
+ * event loop (setImmediate runs right after the I/O phase) sends everything written in one turn as one
+ * write; under load that is tens of messages per syscall, at idle it adds no measurable delay. Measured in
+ * docs/performance.md. The transport class is patched once (reconnects make new instances of it); nats.js
+ * is pinned, and if its internals ever change shape this is skipped with a warning, not a failure.
+ */
+export function coalesceWrites(nc: NatsConnection, log: Logger): void {
+  const transport = (nc as unknown as { protocol?: { transport?: TransportInternals } }).protocol?.transport;
+  const proto = transport ? (Object.getPrototypeOf(transport) as TransportInternals) : undefined;
+  if (!proto || typeof proto._send !== 'function' || !('socket' in transport!)) {
+    log.warn('nats transport internals not as expected: socket writes are not coalesced');
+    return;
+  }
+  if (proto[COALESCED]) return;
+  const send = proto._send;
+  proto._send = function (this: TransportInternals, frame: Uint8Array) {
+    const socket = this.socket;
+    if (socket && socket.writableCorked === 0 && !socket.destroyed) {
+      socket.cork();
+      setImmediate(() => socket.uncork());
+    }
+    return send.call(this, frame);
+  };
+  proto[COALESCED] = true;
 }
