@@ -1,6 +1,62 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from './logger.js';
+import { createAccessLogger, createLogger, lazyChild } from './logger.js';
+
+function capture(): { out: string[]; stream: Writable } {
+  const out: string[] = [];
+  const stream = new Writable({
+    write(c: Buffer, _e, cb) {
+      out.push(...c.toString().split('\n').filter(Boolean));
+      cb();
+    },
+  });
+  return { out, stream };
+}
+
+describe('lazyChild', () => {
+  it('makes the child only when something is logged, with its bindings and the redaction', () => {
+    const { out, stream } = capture();
+    const log = createLogger('t', 'info', stream);
+    let made = 0;
+    const child = log.child.bind(log);
+    log.child = ((...a: Parameters<typeof child>) => {
+      made++;
+      return child(...a);
+    }) as typeof log.child;
+    const quiet = lazyChild(log, { requestId: 'r1' });
+    expect(typeof quiet.info).toBe('function');
+    expect(quiet.level).toBe('info');
+    expect(made).toBe(0);
+
+    const loud = lazyChild(log, { requestId: 'r2' });
+    loud.info({ apiKeys: { openai: 'sk-live' } }, 'first');
+    loud.warn('second');
+    expect(made).toBe(1);
+    const lines = out.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.map((l) => [l.requestId, l.msg])).toEqual([
+      ['r2', 'first'],
+      ['r2', 'second'],
+    ]);
+    expect(out.join('')).not.toContain('sk-live');
+  });
+});
+
+describe('createAccessLogger', () => {
+  it('writes one JSON line per call with the service and the fields given', () => {
+    const { out, stream } = capture();
+    createAccessLogger('gateway', 'info', stream).info(
+      { reqId: 'r', method: 'GET', url: '/api/agents/:id', status: 200, ms: 3 },
+      'request completed',
+    );
+    expect(JSON.parse(out[0]!)).toMatchObject({
+      service: 'gateway',
+      reqId: 'r',
+      url: '/api/agents/:id',
+      status: 200,
+      msg: 'request completed',
+    });
+  });
+});
 
 describe('createLogger', () => {
   it('redacts credentials wherever a careless call puts them', () => {

@@ -17,6 +17,7 @@ import {
   type SubjectsOf,
 } from '@vab/contracts';
 import type { Logger } from 'pino';
+import { lazyChild } from './logger.js';
 import { decodeText, encodeJson, encodeReply, type RawJson } from './codec.js';
 import { createHash, randomUUID } from 'node:crypto';
 import type { IdempotencyStore } from './idempotency.js';
@@ -90,7 +91,7 @@ export async function answer<Req, Res>(
   idempotency?: IdempotencyStore,
 ): Promise<void> {
   const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
-  const reqLog = log.child({ requestId, subject });
+  const reqLog = lazyChild(log, { requestId, subject });
   const replyHeaders = natsHeaders();
   let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
   try {

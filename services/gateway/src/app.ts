@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, type Logger } from '@vab/bus';
+import { BusClient, lazyChild, type Logger } from '@vab/bus';
 import { AppError, Headers, healthSubjectOf, ServiceNames, toFieldIssues } from '@vab/contracts';
 import Fastify, {
   LogController,
@@ -47,15 +47,19 @@ function parseInput<T>(schema: z.ZodType<T>, value: unknown, where: 'params' | '
 export async function buildGateway(deps: {
   nc: NatsConnection;
   log: Logger;
+  /** Where the line per request goes (`createAccessLogger`); the main logger when not given. */
+  accessLog?: Logger;
   config: AppConfig;
 }): Promise<FastifyInstance> {
   const { nc, log, config } = deps;
+  const accessLog = deps.accessLog ?? log;
   const bus = new BusClient(nc);
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: config.BODY_LIMIT_BYTES,
     // One line per request from our onResponse hook instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: (logger, bindings) => lazyChild(logger as Logger, bindings) as FastifyBaseLogger,
     requestIdHeader: 'x-request-id',
     genReqId: (req) => {
       const incoming = req.headers['x-request-id'];
@@ -88,12 +92,14 @@ export async function buildGateway(deps: {
       reply,
     ),
   );
-  app.addHook('onSend', async (req, reply) => {
+  app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', String(req.id));
+    done();
   });
-  app.addHook('onResponse', async (req, reply) => {
-    req.log.info(
+  app.addHook('onResponse', (req, reply, done) => {
+    accessLog.info(
       {
+        reqId: req.id,
         method: req.method,
         url: req.routeOptions.url ?? req.url,
         status: reply.statusCode,
@@ -101,6 +107,7 @@ export async function buildGateway(deps: {
       },
       'request completed',
     );
+    done();
   });
 
   const document = buildOpenApi(routes);
