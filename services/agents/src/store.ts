@@ -11,7 +11,7 @@ import { RawJson } from '@vab/bus';
 import { scriptError, storage, type Redis } from '@vab/storage';
 import { createHash, randomUUID } from 'node:crypto';
 import { keys } from './keys.js';
-import { ARCHIVE, CREATE, RESTORE, UPDATE } from './scripts.js';
+import { ARCHIVE, CREATE, GET, RESTORE, UPDATE } from './scripts.js';
 
 /** The agent as it is stored, plus the entity tag that identifies this exact state of it. */
 export interface StoredAgent {
@@ -24,6 +24,10 @@ interface Scripts {
   agentUpdate(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
   agentRestore(k1: string, k2: string, k3: string, ...argv: string[]): Promise<string[]>;
   agentArchive(k1: string, k2: string, ...argv: string[]): Promise<string>;
+  agentGet(
+    k1: string,
+    contentPrefix: string,
+  ): Promise<[string, string, string, string, string, string] | null>;
 }
 
 const etagOf = (version: number, rev: number) => `"${version}.${rev}"`;
@@ -56,6 +60,7 @@ export class AgentStore {
     redis.defineCommand('agentUpdate', { numberOfKeys: 4, lua: UPDATE });
     redis.defineCommand('agentRestore', { numberOfKeys: 3, lua: RESTORE });
     redis.defineCommand('agentArchive', { numberOfKeys: 2, lua: ARCHIVE });
+    redis.defineCommand('agentGet', { numberOfKeys: 1, lua: GET });
     this.redis = redis as Redis & Scripts;
   }
 
@@ -119,19 +124,9 @@ export class AgentStore {
    */
   async get(id: string): Promise<{ agent: RawJson<Agent>; etag: string }> {
     return storage(async () => {
-      const [name, createdAt, updatedAt, version, rev, head, archived] = await this.redis.hmget(
-        keys.agent(id),
-        'name',
-        'createdAt',
-        'updatedAt',
-        'version',
-        'rev',
-        'head',
-        'archived',
-      );
-      if (name == null || archived === '1' || !head) throw notFound(id);
-      const flowJson = await this.redis.get(keys.content(id, head));
-      if (flowJson === null) throw new Error(`content ${head} of agent ${id} is missing`);
+      const row = await this.redis.agentGet(keys.agent(id), keys.content(id, ''));
+      if (row === null) throw notFound(id);
+      const [name, createdAt, updatedAt, version, rev, flowJson] = row;
       const json =
         `{"id":${JSON.stringify(id)},"name":${JSON.stringify(name)},"createdAt":${Number(createdAt)},` +
         `"updatedAt":${Number(updatedAt)},"version":${Number(version)},"flow":${flowJson}}`;
