@@ -38,14 +38,21 @@ export function createLogger(service: string, level: string, destination?: pino.
 
 /**
  * The gateway's one line per request. Its fields are fixed (method, route pattern, status, time, request
- * id) and never carry a credential, so it skips the redaction pass; and its writes are asynchronous, so under
- * load lines written while one write is in flight go out together instead of one syscall per request (pino
- * flushes the rest on exit). Measured in docs/performance.md.
+ * id) and never carry a credential, so it skips the redaction pass; and it is written in batches of 4 KB,
+ * or every `ACCESS_LOG_FLUSH_MS` when traffic is light, instead of one write per request (pino writes what
+ * is left on exit). Measured in docs/performance.md: one write per line was ~15 % of the gateway's CPU.
  */
+export const ACCESS_LOG_FLUSH_MS = 200;
+
 export function createAccessLogger(
   service: string,
   level: string,
-  destination: pino.DestinationStream = pino.destination({ dest: 1, sync: false }),
+  destination: pino.DestinationStream = pino.destination({
+    dest: 1,
+    sync: false,
+    minLength: 4096,
+    periodicFlush: ACCESS_LOG_FLUSH_MS,
+  }),
 ): Logger {
   return pino(
     { name: service, level, base: { service }, timestamp: pino.stdTimeFunctions.isoTime },
