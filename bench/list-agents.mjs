@@ -60,7 +60,9 @@ for (const n of SIZES) {
     t = performance.now();
     const list = await store.list();
     svc.push(performance.now() - t);
-    if (list.length !== n) throw new Error(`expected ${n} agents, listed ${list.length}`);
+    const listed = JSON.parse(list.json).length;
+    const served = JSON.parse(body).length;
+    if (listed !== n || served !== n) throw new Error(`expected ${n} agents, listed ${listed}/${served}`);
   }
   console.log(
     `| ${n} | ${pct(http, 50).toFixed(1)} | ${pct(http, 99).toFixed(1)} | ${pct(svc, 50).toFixed(1)} | ${bytes} |`,

@@ -107,6 +107,42 @@ describe('GET /api/agents', () => {
     expect(Object.keys(entry).sort()).toEqual(['createdAt', 'id', 'name', 'updatedAt']);
     expect(entry.name).toBe('A2');
   });
+
+  it('lists names exactly as saved, whatever characters they hold, and follows restores', async () => {
+    const name = 'Quote " back\\slash / tab\t ünï 🎧 </script>';
+    const a = await createAgent(name);
+    const listed = (await http.get('/api/agents')).body.find((x: { id: string }) => x.id === a.body.id);
+    expect(listed).toEqual({
+      id: a.body.id,
+      name,
+      createdAt: a.body.createdAt,
+      updatedAt: a.body.updatedAt,
+    });
+    await new Promise((r) => setTimeout(r, 5));
+    await http.patch(`/api/agents/${a.body.id}`, { flow: { nodes: [], edges: [] } });
+    await new Promise((r) => setTimeout(r, 5));
+    const restored = await http.post(`/api/agents/${a.body.id}/versions/1/restore`, {});
+    expect(restored.status).toBe(200);
+    const after = (await http.get('/api/agents')).body;
+    expect(after[0]).toEqual({
+      id: a.body.id,
+      name,
+      createdAt: a.body.createdAt,
+      updatedAt: restored.body.updatedAt,
+    });
+  });
+
+  it('lists agents stored before list summaries existed, and writes their summaries back', async () => {
+    const a = await createAgent('Old A');
+    const b = await createAgent('Old B');
+    await stack.redis.hdel('ag:summaries', a.body.id, b.body.id);
+    const ids = (await http.get('/api/agents')).body.map((x: { id: string }) => x.id);
+    expect(ids.slice(0, 2)).toEqual([b.body.id, a.body.id]);
+    expect(JSON.parse((await stack.redis.hget('ag:summaries', a.body.id))!)).toMatchObject({
+      id: a.body.id,
+      name: 'Old A',
+    });
+  });
 });
 
 describe('PATCH /api/agents/:id', () => {

@@ -8,4 +8,6 @@ export const keys = {
   content: (id: string, hash: string) => `ag:{${id}}:c:${hash}`,
   /** Active agents by updatedAt. A single global key: on a cluster it lives in its own slot (see README). */
   index: 'ag:index',
+  /** The list's row of each active agent as JSON, by id: a derived view kept next to the index. */
+  summaries: 'ag:summaries',
 };

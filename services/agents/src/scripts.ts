@@ -6,14 +6,27 @@
  * an unchanged autosave costs one such member (~100 bytes) and no second copy of the flow.
  */
 
-/** KEYS: agent, versions, content, index. ARGV: id, name, now, hash, flowJson, size. */
-export const CREATE = `
+/*
+ * The list's row of an agent, as reply JSON, kept in the summaries hash next to the index by every script
+ * that changes what the list shows: listing then reads one pre-built string per agent instead of a hash to
+ * parse and re-serialize. Timestamps are integer milliseconds (13 digits print exactly with Lua's %.14g).
+ */
+const SUMMARY = `
+local function summary(id, name, createdAt, updatedAt)
+  return '{"id":' .. cjson.encode(id) .. ',"name":' .. cjson.encode(name) .. ',"createdAt":' ..
+    createdAt .. ',"updatedAt":' .. updatedAt .. '}'
+end
+`;
+
+/** KEYS: agent, versions, content, index, summaries. ARGV: id, name, now, hash, flowJson, size. */
+export const CREATE = `${SUMMARY}
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('CONFLICT') end
 redis.call('SET', KEYS[3], ARGV[5], 'NX')
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'name', ARGV[2], 'createdAt', ARGV[3], 'updatedAt', ARGV[3],
   'version', 1, 'rev', 1, 'head', ARGV[4], 'archived', '0')
 redis.call('ZADD', KEYS[2], 1, '1:' .. ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[6])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[5], ARGV[1], summary(ARGV[1], ARGV[2], ARGV[3], ARGV[3]))
 return 1
 `;
 
@@ -21,7 +34,7 @@ return 1
  * Shared head of the mutating scripts: loads the agent, refuses archived/unknown ones and a stale If-Match
  * (ARGV[3]: '' = none, '*' = any, else a comma-separated list of entity tags).
  */
-const GUARD = `
+const GUARD = `${SUMMARY}
 local a = redis.call('HMGET', KEYS[1], 'archived', 'version', 'rev', 'head', 'updatedAt', 'name', 'createdAt')
 if (not a[1]) or a[1] == '1' then return redis.error_reply('NOT_FOUND') end
 local version = tonumber(a[2])
@@ -40,7 +53,7 @@ local now = math.max(tonumber(ARGV[2]), tonumber(a[5]))
 `;
 
 /**
- * KEYS: agent, versions, content (of the new flow, or any key of the agent when no flow), index.
+ * KEYS: agent, versions, content (of the new flow, or any key of the agent when no flow), index, summaries.
  * ARGV: id, now, ifMatch, name ('' = keep), hash ('' = no new snapshot), flowJson, size.
  * Returns { name, createdAt, updatedAt, version, rev, head }.
  */
@@ -57,11 +70,12 @@ if ARGV[4] ~= '' then name = ARGV[4] end
 rev = rev + 1
 redis.call('HSET', KEYS[1], 'name', name, 'updatedAt', now, 'version', version, 'rev', rev, 'head', head)
 redis.call('ZADD', KEYS[4], now, ARGV[1])
+redis.call('HSET', KEYS[5], ARGV[1], summary(ARGV[1], name, a[7], tostring(now)))
 return { name, a[7], tostring(now), tostring(version), tostring(rev), head }
 `;
 
 /**
- * KEYS: agent, versions, index. ARGV: id, now, ifMatch, versionToRestore.
+ * KEYS: agent, versions, index, summaries. ARGV: id, now, ifMatch, versionToRestore.
  * Saves the old snapshot's content as a new latest version (the content is already stored).
  */
 export const RESTORE = `${GUARD}
@@ -73,13 +87,15 @@ rev = rev + 1
 redis.call('ZADD', KEYS[2], version, version .. ':' .. now .. ':' .. hash .. ':' .. size)
 redis.call('HSET', KEYS[1], 'updatedAt', now, 'version', version, 'rev', rev, 'head', hash)
 redis.call('ZADD', KEYS[3], now, ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], summary(ARGV[1], a[6], a[7], tostring(now)))
 return { a[6], a[7], tostring(now), tostring(version), tostring(rev), hash }
 `;
 
-/** KEYS: agent, index. ARGV: id, now, ifMatch. Archives: hidden from the list, kept in storage. */
+/** KEYS: agent, index, summaries. ARGV: id, now, ifMatch. Archives: hidden from the list, kept in storage. */
 export const ARCHIVE = `${GUARD}
 redis.call('HSET', KEYS[1], 'archived', '1', 'archivedAt', ARGV[2], 'rev', rev + 1)
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 return ARGV[2]
 `;
 

@@ -20,15 +20,18 @@ export interface StoredAgent {
 }
 
 interface Scripts {
-  agentCreate(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<number>;
-  agentUpdate(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
-  agentRestore(k1: string, k2: string, k3: string, ...argv: string[]): Promise<string[]>;
-  agentArchive(k1: string, k2: string, ...argv: string[]): Promise<string>;
+  agentCreate(...keysThenArgv: string[]): Promise<number>;
+  agentUpdate(...keysThenArgv: string[]): Promise<string[]>;
+  agentRestore(...keysThenArgv: string[]): Promise<string[]>;
+  agentArchive(...keysThenArgv: string[]): Promise<string>;
   agentGet(
     k1: string,
     contentPrefix: string,
   ): Promise<[string, string, string, string, string, string] | null>;
 }
+
+/** Ids per HMGET when listing: bounds one command's size on very large lists. */
+const LIST_CHUNK = 10_000;
 
 const etagOf = (version: number, rev: number) => `"${version}.${rev}"`;
 
@@ -56,10 +59,10 @@ export class AgentStore {
     redis: Redis,
     private readonly now: () => number = Date.now,
   ) {
-    redis.defineCommand('agentCreate', { numberOfKeys: 4, lua: CREATE });
-    redis.defineCommand('agentUpdate', { numberOfKeys: 4, lua: UPDATE });
-    redis.defineCommand('agentRestore', { numberOfKeys: 3, lua: RESTORE });
-    redis.defineCommand('agentArchive', { numberOfKeys: 2, lua: ARCHIVE });
+    redis.defineCommand('agentCreate', { numberOfKeys: 5, lua: CREATE });
+    redis.defineCommand('agentUpdate', { numberOfKeys: 5, lua: UPDATE });
+    redis.defineCommand('agentRestore', { numberOfKeys: 4, lua: RESTORE });
+    redis.defineCommand('agentArchive', { numberOfKeys: 3, lua: ARCHIVE });
     redis.defineCommand('agentGet', { numberOfKeys: 1, lua: GET });
     this.redis = redis as Redis & Scripts;
   }
@@ -85,6 +88,7 @@ export class AgentStore {
         keys.versions(id),
         keys.content(id, hash),
         keys.index,
+        keys.summaries,
         id,
         name,
         String(now),
@@ -98,24 +102,55 @@ export class AgentStore {
     return { agent: { id, name, createdAt: now, updatedAt: now, version: 1, flow }, etag: etagOf(1, 1) };
   }
 
-  /** One sorted-set read plus one pipelined fetch, whatever the number of agents. */
-  async list(): Promise<AgentSummary[]> {
+  /**
+   * Two reads whatever the number of agents: the index, then every listed agent's pre-built summary in one
+   * HMGET, joined into the reply JSON without parsing. An agent whose summary is missing (stored before
+   * summaries existed) is read from its hash once and its summary written back.
+   */
+  async list(): Promise<RawJson<AgentSummary[]>> {
     return storage(async () => {
       const ids = await this.redis.zrevrange(keys.index, 0, -1);
-      if (ids.length === 0) return [];
-      const pipe = this.redis.pipeline();
-      for (const id of ids) pipe.hmget(keys.agent(id), 'name', 'createdAt', 'updatedAt', 'archived');
-      const rows = (await pipe.exec()) ?? [];
-      const out: AgentSummary[] = [];
-      rows.forEach(([err, row], i) => {
-        if (err) throw err;
-        const [name, createdAt, updatedAt, archived] = row as (string | null)[];
-        // An agent archived between the two reads is left out rather than shown half-read.
-        if (name === null || name === undefined || archived === '1') return;
-        out.push({ id: ids[i]!, name, createdAt: Number(createdAt), updatedAt: Number(updatedAt) });
-      });
-      return out;
+      if (ids.length === 0) return new RawJson<AgentSummary[]>('[]');
+      const rows: (string | null)[] = [];
+      for (let i = 0; i < ids.length; i += LIST_CHUNK) {
+        rows.push(...(await this.redis.hmget(keys.summaries, ...ids.slice(i, i + LIST_CHUNK))));
+      }
+      const missing = ids.filter((_, i) => rows[i] === null);
+      if (missing.length > 0) {
+        const rebuilt = await this.rebuildSummaries(missing);
+        ids.forEach((id, i) => {
+          if (rows[i] === null) rows[i] = rebuilt.get(id) ?? null;
+        });
+      }
+      // An agent archived between the two reads has no summary any more: left out, not shown half-read.
+      return new RawJson<AgentSummary[]>(`[${rows.filter((r) => r !== null).join(',')}]`);
     });
+  }
+
+  private async rebuildSummaries(ids: string[]): Promise<Map<string, string>> {
+    const pipe = this.redis.pipeline();
+    for (const id of ids) pipe.hmget(keys.agent(id), 'name', 'createdAt', 'updatedAt', 'archived');
+    const rows = (await pipe.exec()) ?? [];
+    const out = new Map<string, string>();
+    rows.forEach(([err, row], i) => {
+      if (err) throw err;
+      const [name, createdAt, updatedAt, archived] = row as (string | null)[];
+      if (name === null || name === undefined || archived === '1') return;
+      const summary: AgentSummary = {
+        id: ids[i]!,
+        name,
+        createdAt: Number(createdAt),
+        updatedAt: Number(updatedAt),
+      };
+      out.set(summary.id, JSON.stringify(summary));
+    });
+    // HSETNX: a script may have written a newer summary meanwhile, which must win
+    if (out.size > 0) {
+      const write = this.redis.pipeline();
+      for (const [id, json] of out) write.hsetnx(keys.summaries, id, json);
+      await write.exec();
+    }
+    return out;
   }
 
   /**
@@ -148,6 +183,7 @@ export class AgentStore {
         keys.versions(id),
         patch.flow ? keys.content(id, hash) : keys.versions(id),
         keys.index,
+        keys.summaries,
         id,
         String(this.now()),
         ifMatch,
@@ -169,6 +205,7 @@ export class AgentStore {
         keys.agent(id),
         keys.versions(id),
         keys.index,
+        keys.summaries,
         id,
         String(this.now()),
         ifMatch,
@@ -182,7 +219,14 @@ export class AgentStore {
 
   async archive(id: string): Promise<{ id: string; archived: true; archivedAt: number }> {
     try {
-      const at = await this.redis.agentArchive(keys.agent(id), keys.index, id, String(this.now()), '');
+      const at = await this.redis.agentArchive(
+        keys.agent(id),
+        keys.index,
+        keys.summaries,
+        id,
+        String(this.now()),
+        '',
+      );
       return { id, archived: true, archivedAt: Number(at) };
     } catch (err) {
       throw scriptError(err, this.refusals(id));
