@@ -1,31 +1,44 @@
 #!/usr/bin/env node
 // The monolith baseline of bench/run.mjs: the agents service's own handler code, mounted directly in one
 // Fastify process on the same Redis (no gateway, no NATS). Same validation of the request, same store.
+// EDGE=1: behind the gateway's own HTTP edge (request ids, access log, security headers, CORS, rate limit,
+// error shape; `createEdge`), so that it differs from the gateway path by the bus alone.
 import { agentsHandlers, AgentStore } from '@vab/agents';
-import { createLogger } from '@vab/bus';
+import { createAccessLogger, createLogger, RawJson } from '@vab/bus';
 import { AppError, contract, httpStatusOf } from '@vab/contracts';
+import { createEdge, loadConfig, securityOf } from '@vab/gateway';
 import { createRedis } from '@vab/storage';
 import Fastify from 'fastify';
 
 const log = createLogger('monolith', 'info');
 const redis = createRedis(process.env.REDIS_URL, log, { name: 'monolith' });
 const handlers = agentsHandlers(new AgentStore(redis), redis);
-const app = Fastify();
+const edge = process.env.EDGE === '1';
+const app = edge
+  ? await createEdge({
+      log,
+      accessLog: createAccessLogger('monolith', 'info'),
+      bodyLimitBytes: 1 << 20,
+      security: securityOf(loadConfig(process.env)),
+    })
+  : Fastify();
 
 async function call(subject, request, reply) {
   const parsed = contract[subject].request.safeParse(request);
   if (!parsed.success) return reply.code(400).send({ code: 'VALIDATION_FAILED' });
-  const headers = {};
   try {
     const result = await handlers[subject](parsed.data, {
-      requestId: 'm',
+      requestId: String(reply.request.id),
       log,
-      setHeader: (k, v) => (headers[k] = v),
+      setHeader: (k, v) => reply.header(k, v),
     });
-    if (headers.ETag) reply.header('etag', headers.ETag);
-    return result;
+    // as the gateway does: reply JSON the handler built as a string is sent as it is
+    return result instanceof RawJson
+      ? reply.type('application/json; charset=utf-8').send(result.json)
+      : result;
   } catch (err) {
-    if (err instanceof AppError) return reply.code(httpStatusOf[err.code]).send(err.toBody());
+    // the edge's error handler answers AppErrors in the API's shape; bare, this is its short form
+    if (!edge && err instanceof AppError) return reply.code(httpStatusOf[err.code]).send(err.toBody());
     throw err;
   }
 }

@@ -111,6 +111,13 @@ await start(
   'gateway listening',
 );
 await start(join(root, 'bench/monolith.mjs'), { ...env, PORT: String(monoPort) }, 'monolith listening');
+const edgePort = await freePort();
+await start(
+  join(root, 'bench/monolith.mjs'),
+  { ...env, PORT: String(edgePort), EDGE: '1', RATE_LIMIT_MAX: '1000000000' },
+  'monolith listening',
+);
+const monoEdge = `http://127.0.0.1:${edgePort}`;
 const gw = `http://127.0.0.1:${gwPort}`;
 const mono = `http://127.0.0.1:${monoPort}`;
 
@@ -136,18 +143,31 @@ console.log(
 console.log(
   '\n## 1. GET /api/agents/:id (20-node flow): gateway → NATS → agents vs the same handler in one Fastify process',
 );
-console.log('| round | gateway req/s | p50 | p99 | monolith req/s | p50 | p99 | ratio |');
-console.log('|---|---|---|---|---|---|---|---|');
+console.log(
+  'Baselines: the same handler in one Fastify process, bare (as the issue defines it), and behind the gateway’s own HTTP edge (request ids, access log, security headers, CORS, rate limit: `createEdge`), which differs from the gateway path by the bus alone.\n',
+);
+console.log(
+  '| round | gateway req/s | p50 | p99 | monolith req/s | p50 | p99 | ratio | monolith + edge req/s | p50 | p99 | ratio |',
+);
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+const path = `/api/agents/${agent.id}`;
+// JIT warm-up of every process, so round 1 is not a measure of compilation
+for (const base of [gw, mono, monoEdge]) await autocannon(`${base}${path}`, { seconds: 2 });
 const ratios = [];
+const edgeRatios = [];
 for (let r = 1; r <= ROUNDS; r++) {
-  const a = await autocannon(`${gw}/api/agents/${agent.id}`);
-  const b = await autocannon(`${mono}/api/agents/${agent.id}`);
+  const a = await autocannon(`${gw}${path}`);
+  const b = await autocannon(`${mono}${path}`);
+  const c = await autocannon(`${monoEdge}${path}`);
   ratios.push(a.rps / b.rps);
+  edgeRatios.push(a.rps / c.rps);
   console.log(
-    `| ${r} | ${fmt(a.rps)} | ${a.p50} | ${a.p99} | ${fmt(b.rps)} | ${b.p50} | ${b.p99} | ${fmt(a.rps / b.rps, 2)} |`,
+    `| ${r} | ${fmt(a.rps)} | ${a.p50} | ${a.p99} | ${fmt(b.rps)} | ${b.p50} | ${b.p99} | ${fmt(a.rps / b.rps, 2)} | ${fmt(c.rps)} | ${c.p50} | ${c.p99} | ${fmt(a.rps / c.rps, 2)} |`,
   );
 }
-console.log(`median ratio gateway/monolith: **${fmt(median(ratios), 2)}**`);
+console.log(
+  `median ratio gateway/monolith: **${fmt(median(ratios), 2)}**; gateway/(monolith + edge): **${fmt(median(edgeRatios), 2)}**`,
+);
 
 console.log('\n## 3. PATCH /api/agents/:id with a 100 KB flow');
 const big = {

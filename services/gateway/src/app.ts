@@ -1,21 +1,15 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, lazyChild, type Logger } from '@vab/bus';
+import { BusClient, type Logger } from '@vab/bus';
 import { AppError, Headers, healthSubjectOf, ServiceNames, toFieldIssues } from '@vab/contracts';
-import Fastify, {
-  LogController,
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyRequest,
-} from 'fastify';
-import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
-import { errorHandler } from './errors.js';
+import { createEdge } from './edge.js';
 import { buildOpenApi } from './openapi.js';
 import { routes, type AnyRoute } from './route-table.js';
-import { registerSecurity, sessionRateLimit, type SecurityConfig } from './security.js';
+import { sessionRateLimit, type SecurityConfig } from './security.js';
 
 export type AppConfig = Pick<
   GatewayConfig,
@@ -27,7 +21,6 @@ export type AppConfig = Pick<
 /** What an app factory caller does not set: the configuration's defaults (no tokens, no CORS). */
 const DEFAULT_SECURITY: SecurityConfig = securityOf(loadConfig({}));
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
 
 function parseInput<T>(schema: z.ZodType<T>, value: unknown, where: 'params' | 'body'): T {
@@ -54,25 +47,8 @@ export async function buildGateway(deps: {
   const { nc, log, config } = deps;
   const accessLog = deps.accessLog ?? log;
   const bus = new BusClient(nc);
-  const app = Fastify({
-    loggerInstance: log as FastifyBaseLogger,
-    bodyLimit: config.BODY_LIMIT_BYTES,
-    // One line per request from our onResponse hook instead of Fastify's two.
-    logController: new LogController({ disableRequestLogging: true }),
-    childLoggerFactory: (logger, bindings) => lazyChild(logger as Logger, bindings) as FastifyBaseLogger,
-    requestIdHeader: 'x-request-id',
-    genReqId: (req) => {
-      const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    },
-    // router-level failures (an over-long or malformed path) answer in the same error shape as the rest
-    frameworkErrors: (err, req, reply) => {
-      void errorHandler(err, req, reply);
-    },
-    onProtoPoisoning: 'error',
-    onConstructorPoisoning: 'error',
-    return503OnClosing: true,
-  });
+  const security = { ...DEFAULT_SECURITY, ...config.security };
+  const app = await createEdge({ log, accessLog, bodyLimitBytes: config.BODY_LIMIT_BYTES, security });
 
   const maxPayload = nc.info?.max_payload;
   if (maxPayload !== undefined && config.BODY_LIMIT_BYTES > maxPayload - 64 * 1024) {
@@ -81,34 +57,6 @@ export async function buildGateway(deps: {
       'BODY_LIMIT_BYTES exceeds the NATS max_payload: larger bodies will answer 413 from the bus check',
     );
   }
-
-  // Bodies are JSON only (spec): without this Fastify would accept text/plain as a string.
-  app.removeContentTypeParser('text/plain');
-  app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler((req, reply) =>
-    errorHandler(
-      new AppError('ROUTE_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`),
-      req,
-      reply,
-    ),
-  );
-  app.addHook('onRequest', (req, reply, done) => {
-    reply.header('x-request-id', String(req.id));
-    done();
-  });
-  app.addHook('onResponse', (req, reply, done) => {
-    accessLog.info(
-      {
-        reqId: req.id,
-        method: req.method,
-        url: req.routeOptions.url ?? req.url,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime),
-      },
-      'request completed',
-    );
-    done();
-  });
 
   const document = buildOpenApi(routes);
   await app.register(swagger, { mode: 'static', specification: { document: document as never } });
@@ -141,8 +89,6 @@ export async function buildGateway(deps: {
     });
   });
 
-  const security = { ...DEFAULT_SECURITY, ...config.security };
-  await registerSecurity(app, security);
   for (const r of routes) registerRoute(app, bus, r, config, security);
   return app;
 }

@@ -1,0 +1,72 @@
+import { lazyChild, type Logger } from '@vab/bus';
+import { AppError } from '@vab/contracts';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import { errorHandler } from './errors.js';
+import { registerSecurity, type SecurityConfig } from './security.js';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The HTTP edge of this API, whatever sits behind it: request ids, one access line per request, the one
+ * error shape, JSON-only bodies, and security (headers, CORS, tokens, rate limits). The gateway is this edge
+ * plus one NATS request per route; the benchmark's monolith baseline mounts the same edge over the agents
+ * handlers (bench/monolith.mjs), so the two differ only by the bus.
+ */
+export async function createEdge(opts: {
+  log: Logger;
+  accessLog: Logger;
+  bodyLimitBytes: number;
+  security: SecurityConfig;
+}): Promise<FastifyInstance> {
+  const { log, accessLog } = opts;
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    bodyLimit: opts.bodyLimitBytes,
+    // One line per request from our onResponse hook instead of Fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: (logger, bindings) => lazyChild(logger as Logger, bindings) as FastifyBaseLogger,
+    requestIdHeader: 'x-request-id',
+    genReqId: (req) => {
+      const incoming = req.headers['x-request-id'];
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    },
+    // router-level failures (an over-long or malformed path) answer in the same error shape as the rest
+    frameworkErrors: (err, req, reply) => {
+      void errorHandler(err, req, reply);
+    },
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    return503OnClosing: true,
+  });
+
+  // Bodies are JSON only (spec): without this Fastify would accept text/plain as a string.
+  app.removeContentTypeParser('text/plain');
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler((req, reply) =>
+    errorHandler(
+      new AppError('ROUTE_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`),
+      req,
+      reply,
+    ),
+  );
+  app.addHook('onRequest', (req, reply, done) => {
+    reply.header('x-request-id', String(req.id));
+    done();
+  });
+  app.addHook('onResponse', (req, reply, done) => {
+    accessLog.info(
+      {
+        reqId: req.id,
+        method: req.method,
+        url: req.routeOptions.url ?? req.url,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request completed',
+    );
+    done();
+  });
+  await registerSecurity(app, opts.security);
+  return app;
+}
