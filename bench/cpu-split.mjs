@@ -3,7 +3,8 @@
 // gateway path or the monolith baseline and prints each process's CPU time per request (from /proc), so a
 // change can be traced to the process it helped. With --cpu-prof, the gateway and agents processes also
 // write V8 CPU profiles (open them in Chrome DevTools or speedscope) under the directory printed.
-// Usage: npm run build && node bench/cpu-split.mjs [--target gateway|monolith] [--seconds 6] [--cpu-prof]
+// --target monolith-edge: the monolith behind the gateway's HTTP edge (bench/monolith.mjs, EDGE=1).
+// Usage: npm run build && node bench/cpu-split.mjs [--target gateway|monolith|monolith-edge] [--seconds 6] [--cpu-prof]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,7 +21,8 @@ const arg = (name, def) => {
 const TARGET = arg('target', 'gateway');
 const SECONDS = Number(arg('seconds', 6));
 const profileDir = flag('cpu-prof') ? mkdtempSync(join(tmpdir(), 'vab-cpu-prof-')) : undefined;
-if (TARGET !== 'gateway' && TARGET !== 'monolith') throw new Error('--target is gateway or monolith');
+if (!['gateway', 'monolith', 'monolith-edge'].includes(TARGET))
+  throw new Error('--target is gateway, monolith or monolith-edge');
 
 const children = {};
 function start(name, file, env, ready) {
@@ -80,7 +82,11 @@ await start(
 await start(
   'monolith',
   join(root, 'bench/monolith.mjs'),
-  { ...env, PORT: String(monoPort) },
+  {
+    ...env,
+    PORT: String(monoPort),
+    ...(TARGET === 'monolith-edge' ? { EDGE: '1', RATE_LIMIT_MAX: '1000000000' } : {}),
+  },
   'monolith listening',
 );
 
@@ -134,7 +140,7 @@ console.log(`| all but the load generator | ${sum.toFixed(2)} | ${((sum / total)
 
 for (const c of Object.values(children)) c.kill('SIGTERM');
 await new Promise((res) => setTimeout(res, 1500)); // let --cpu-prof write its files on exit
-if (profileDir) console.log(`\nCPU profiles: ${profileDir}/{gateway,agents}/*.cpuprofile`);
+if (profileDir) console.log(`\nCPU profiles: ${profileDir}/{gateway,agents,monolith}/*.cpuprofile`);
 await nats.dispose();
 await redisServer.dispose();
 process.exit(0);

@@ -4,7 +4,7 @@
 // EDGE=1: behind the gateway's own HTTP edge (request ids, access log, security headers, CORS, rate limit,
 // error shape; `createEdge`), so that it differs from the gateway path by the bus alone.
 import { agentsHandlers, AgentStore } from '@vab/agents';
-import { createAccessLogger, createLogger, RawJson } from '@vab/bus';
+import { createAccessLog, createLogger, RawJson } from '@vab/bus';
 import { AppError, contract, httpStatusOf } from '@vab/contracts';
 import { createEdge, loadConfig, securityOf } from '@vab/gateway';
 import { createRedis } from '@vab/storage';
@@ -17,7 +17,7 @@ const edge = process.env.EDGE === '1';
 const app = edge
   ? await createEdge({
       log,
-      accessLog: createAccessLogger('monolith', 'info'),
+      accessLog: createAccessLog('monolith', 'info'),
       bodyLimitBytes: 1 << 20,
       security: securityOf(loadConfig(process.env)),
     })

@@ -1,5 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { createAccessLogger, createLogger, inboxPrefixOf, type Logger, type Served } from '@vab/bus';
+import { createAccessLog, createLogger, inboxPrefixOf, type Logger, type Served } from '@vab/bus';
 import { startAgentsService } from '@vab/agents';
 import { buildGateway, type SecurityConfig } from '@vab/gateway';
 import {
@@ -38,14 +38,19 @@ export interface RunningService {
 }
 
 /** Captures every log line of the stack, so tests can assert what an operator would read. */
-function captureLogger(name: string, sink: string[], create: typeof createLogger = createLogger): Logger {
-  const stream = new Writable({
+function captureStream(sink: string[]): Writable {
+  return new Writable({
     write(chunk: Buffer, _enc, cb) {
       sink.push(...chunk.toString().split('\n').filter(Boolean));
       cb();
     },
   });
-  return create(name, process.env.TEST_LOG_LEVEL ?? 'debug', stream);
+}
+
+const testLogLevel = () => process.env.TEST_LOG_LEVEL ?? 'debug';
+
+function captureLogger(name: string, sink: string[]): Logger {
+  return createLogger(name, testLogLevel(), captureStream(sink));
 }
 
 export interface StackOptions {
@@ -178,7 +183,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const gateway = await buildGateway({
     nc: gwNc,
     log: captureLogger('gateway', logs),
-    accessLog: captureLogger('gateway', logs, createAccessLogger),
+    accessLog: createAccessLog('gateway', testLogLevel(), captureStream(logs)),
     config: {
       BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 2 * 1024 * 1024,
       REQUEST_TIMEOUT_MS: opts.requestTimeoutMs ?? 5000,

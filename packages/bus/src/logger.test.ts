@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createAccessLogger, createLogger, lazyChild } from './logger.js';
+import { createAccessLog, createLogger, lazyChild } from './logger.js';
 
 function capture(): { out: string[]; stream: Writable } {
   const out: string[] = [];
@@ -41,20 +41,44 @@ describe('lazyChild', () => {
   });
 });
 
-describe('createAccessLogger', () => {
-  it('writes one JSON line per call with the service and the fields given', () => {
+describe('createAccessLog', () => {
+  it('writes one JSON line per request, shaped like the pino lines around it', () => {
     const { out, stream } = capture();
-    createAccessLogger('gateway', 'info', stream).info(
-      { reqId: 'r', method: 'GET', url: '/api/agents/:id', status: 200, ms: 3 },
-      'request completed',
-    );
-    expect(JSON.parse(out[0]!)).toMatchObject({
+    createAccessLog('gateway', 'info', stream).request({
+      reqId: 'r-1',
+      method: 'GET',
+      url: '/api/agents/"odd"\\path',
+      status: 404,
+      ms: 3,
+    });
+    const line = JSON.parse(out[0]!) as Record<string, unknown>;
+    expect(line).toEqual({
+      level: 30,
+      time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      name: 'gateway',
       service: 'gateway',
-      reqId: 'r',
-      url: '/api/agents/:id',
-      status: 200,
+      reqId: 'r-1',
+      method: 'GET',
+      url: '/api/agents/"odd"\\path',
+      status: 404,
+      ms: 3,
       msg: 'request completed',
     });
+    const { out: pinoOut, stream: pinoStream } = capture();
+    createLogger('gateway', 'info', pinoStream).info('x');
+    expect(Object.keys(line).slice(0, 4)).toEqual(Object.keys(JSON.parse(pinoOut[0]!)).slice(0, 4));
+  });
+
+  it('writes nothing above the info level', () => {
+    const { out, stream } = capture();
+    createAccessLog('gateway', 'warn', stream).request({
+      reqId: 'r',
+      method: 'GET',
+      url: '/',
+      status: 200,
+      ms: 1,
+    });
+    expect(out).toEqual([]);
   });
 });
 

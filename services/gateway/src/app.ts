@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, type Logger } from '@vab/bus';
+import { BusClient, createAccessLog, type AccessLog, type Logger } from '@vab/bus';
 import { AppError, Headers, healthSubjectOf, ServiceNames, toFieldIssues } from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
@@ -40,12 +40,12 @@ function parseInput<T>(schema: z.ZodType<T>, value: unknown, where: 'params' | '
 export async function buildGateway(deps: {
   nc: NatsConnection;
   log: Logger;
-  /** Where the line per request goes (`createAccessLogger`); the main logger when not given. */
-  accessLog?: Logger;
+  /** Where the line per request goes; by default stdout, at the main logger's level. */
+  accessLog?: AccessLog;
   config: AppConfig;
 }): Promise<FastifyInstance> {
   const { nc, log, config } = deps;
-  const accessLog = deps.accessLog ?? log;
+  const accessLog = deps.accessLog ?? createAccessLog('gateway', log.level);
   const bus = new BusClient(nc);
   const security = { ...DEFAULT_SECURITY, ...config.security };
   const app = await createEdge({ log, accessLog, bodyLimitBytes: config.BODY_LIMIT_BYTES, security });

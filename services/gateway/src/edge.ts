@@ -1,4 +1,4 @@
-import { lazyChild, type Logger } from '@vab/bus';
+import { lazyChild, type AccessLog, type Logger } from '@vab/bus';
 import { AppError } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { randomUUID } from 'node:crypto';
@@ -15,7 +15,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  */
 export async function createEdge(opts: {
   log: Logger;
-  accessLog: Logger;
+  accessLog: AccessLog;
   bodyLimitBytes: number;
   security: SecurityConfig;
 }): Promise<FastifyInstance> {
@@ -55,16 +55,13 @@ export async function createEdge(opts: {
     done();
   });
   app.addHook('onResponse', (req, reply, done) => {
-    accessLog.info(
-      {
-        reqId: req.id,
-        method: req.method,
-        url: req.routeOptions.url ?? req.url,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime),
-      },
-      'request completed',
-    );
+    accessLog.request({
+      reqId: String(req.id),
+      method: req.method,
+      url: req.routeOptions.url ?? req.url.split('?')[0]!,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime),
+    });
     done();
   });
   await registerSecurity(app, opts.security);

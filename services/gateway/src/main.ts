@@ -1,4 +1,4 @@
-import { connectNats, createAccessLogger, createLogger, runService } from '@vab/bus';
+import { connectNats, createAccessLog, createLogger, runService } from '@vab/bus';
 import { buildGateway } from './app.js';
 import { Redis } from 'ioredis';
 import { loadConfig, securityOf } from './config.js';
@@ -28,7 +28,7 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const app = await buildGateway({
     nc,
     log,
-    accessLog: createAccessLogger('gateway', config.LOG_LEVEL),
+    accessLog: createAccessLog('gateway', config.LOG_LEVEL),
     config: {
       ...config,
       security: { ...securityOf(config), rateLimitRedis },
