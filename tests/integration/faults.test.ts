@@ -144,7 +144,12 @@ describe('when NATS restarts', () => {
         (r) => r.status === 201,
       );
       expect(session.body.sessionType).toBe('text');
-      expect((await http.get('/readyz')).status).toBe(200);
+      // the playground reconnects on its own schedule (backoff with jitter), not necessarily before these two
+      const ready = await eventually(
+        () => http.get('/readyz'),
+        (r) => r.status === 200,
+      );
+      expect(ready.body).toMatchObject({ status: 'ready', bus: 'connected' });
     } finally {
       await stack.close();
       await nats.dispose();
