@@ -62,12 +62,7 @@ export const ACCESS_LOG_FLUSH_MS = 200;
 export function createAccessLog(
   service: string,
   level: string,
-  destination: { write(line: string): unknown } = pino.destination({
-    dest: 1,
-    sync: false,
-    minLength: 4096,
-    periodicFlush: ACCESS_LOG_FLUSH_MS,
-  }),
+  to?: { write(line: string): unknown },
 ): AccessLog {
   if (pino.levels.values[level] === undefined && level !== 'silent') {
     throw new Error(`unknown log level ${level}`);
@@ -75,6 +70,9 @@ export function createAccessLog(
   if (level === 'silent' || pino.levels.values[level]! > pino.levels.values.info!) {
     return { request: () => undefined };
   }
+  // made only when lines will be written: it holds a flush timer
+  const destination =
+    to ?? pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: ACCESS_LOG_FLUSH_MS });
   const head = `{"level":30,"time":"`;
   const tail = `","service":${JSON.stringify(service)},"name":${JSON.stringify(service)},"reqId":`;
   let lastMs = 0;
