@@ -10,7 +10,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, fullFlow, startLocalNats, startLocalRedis } from '@vab/testkit';
+import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
+import { benchFlow, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const flag = (name) => process.argv.includes(`--${name}`);
@@ -25,30 +26,9 @@ if (!['gateway', 'monolith', 'monolith-edge'].includes(TARGET))
   throw new Error('--target is gateway, monolith or monolith-edge');
 
 const children = {};
-function start(name, file, env, ready) {
-  return new Promise((resolve, reject) => {
-    const prof = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, name)}`] : [];
-    const child = spawn(process.execPath, [...prof, file], {
-      env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    children[name] = child;
-    let out = '';
-    let isReady = false;
-    const onData = (d) => {
-      const text = out + d;
-      out = text.slice(-4096);
-      if (!isReady && text.includes(ready)) {
-        isReady = true;
-        resolve(child);
-      }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('exit', (code) => {
-      if (!isReady) reject(new Error(`${name} exited ${code}: ${out.slice(-500)}`));
-    });
-  });
+async function start(name, file, env, ready) {
+  const prof = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, name)}`] : [];
+  children[name] = await startProcess(file, env, ready, prof);
 }
 
 /** User + system CPU seconds of a process so far. */
@@ -90,13 +70,7 @@ await start(
   'monolith listening',
 );
 
-const flow = fullFlow();
-while (flow.nodes.length < 20)
-  flow.nodes.push({
-    id: `extra-${flow.nodes.length}`,
-    nodeType: 'opentalk',
-    command: 'Keep the conversation going and note any preferences the caller mentions.',
-  });
+const flow = benchFlow();
 const agent = await (
   await fetch(`http://127.0.0.1:${gwPort}/api/agents`, {
     method: 'POST',

@@ -6,7 +6,8 @@
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, startLocalNats, startLocalRedis, fullFlow } from '@vab/testkit';
+import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
+import { benchFlow, startProcess } from './processes.mjs';
 import { Redis } from 'ioredis';
 import { performance } from 'node:perf_hooks';
 
@@ -20,29 +21,10 @@ const ROUNDS = arg('rounds', 3);
 const CONNECTIONS = 50;
 const children = [];
 
-function start(file, env, ready) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [file], {
-      env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    children.push(child);
-    // Only the tail is kept and only until ready: scanning an ever-growing string of every access-log line
-    // would spend this machine's shared CPU on the bench itself, against the process that logs.
-    let out = '';
-    let isReady = false;
-    const onData = (d) => {
-      const text = out + d;
-      out = text.slice(-4096);
-      if (!isReady && text.includes(ready)) {
-        isReady = true;
-        resolve(child);
-      }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`${file} exited ${code}: ${out.slice(-500)}`)));
-  });
+async function start(file, env, ready) {
+  const child = await startProcess(file, env, ready);
+  children.push(child);
+  return child;
 }
 
 function autocannon(url, opts = {}) {
@@ -121,14 +103,7 @@ const monoEdge = `http://127.0.0.1:${edgePort}`;
 const gw = `http://127.0.0.1:${gwPort}`;
 const mono = `http://127.0.0.1:${monoPort}`;
 
-// a realistic 20-node flow
-const flow = fullFlow();
-while (flow.nodes.length < 20)
-  flow.nodes.push({
-    id: `extra-${flow.nodes.length}`,
-    nodeType: 'opentalk',
-    command: 'Keep the conversation going and note any preferences the caller mentions.',
-  });
+const flow = benchFlow();
 const agent = await (
   await fetch(`${gw}/api/agents`, {
     method: 'POST',

@@ -1,0 +1,45 @@
+// Shared by the multi-process benchmarks (run.mjs, cpu-split.mjs): starting a service process and the
+// realistic flow scenario 1 reads.
+import { spawn } from 'node:child_process';
+import { fullFlow } from '@vab/testkit';
+
+/**
+ * Starts `node [...nodeArgs] file` and resolves once its output contains `ready`. Only the tail of the
+ * output is kept and only until ready: scanning an ever-growing string of every access-log line would spend
+ * this machine's shared CPU on the bench itself, against the process that logs.
+ */
+export function startProcess(file, env, ready, nodeArgs = []) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeArgs, file], {
+      env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let isReady = false;
+    const onData = (d) => {
+      const text = out + d;
+      out = text.slice(-4096);
+      if (!isReady && text.includes(ready)) {
+        isReady = true;
+        resolve(child);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('exit', (code) => {
+      if (!isReady) reject(new Error(`${file} exited ${code}: ${out.slice(-500)}`));
+    });
+  });
+}
+
+/** A realistic 20-node flow. */
+export function benchFlow() {
+  const flow = fullFlow();
+  while (flow.nodes.length < 20)
+    flow.nodes.push({
+      id: `extra-${flow.nodes.length}`,
+      nodeType: 'opentalk',
+      command: 'Keep the conversation going and note any preferences the caller mentions.',
+    });
+  return flow;
+}
