@@ -73,9 +73,23 @@ describe('CORS and security headers', () => {
       expect(preflight.status).toBe(204);
       expect(preflight.headers.get('access-control-allow-methods')).toContain('PATCH');
       expect(preflight.headers.get('access-control-allow-headers')).toContain('if-match');
+      // API answers: OWASP's REST set, not the HTML-document headers
       expect(allowed.headers.get('x-content-type-options')).toBe('nosniff');
-      expect(allowed.headers.get('x-frame-options')).toBe('SAMEORIGIN');
+      expect(allowed.headers.get('x-frame-options')).toBe('DENY');
+      expect(allowed.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
+      expect(allowed.headers.get('cache-control')).toBe('no-store');
       expect(allowed.headers.get('strict-transport-security')).toContain('max-age');
+      expect(allowed.headers.get('x-dns-prefetch-control')).toBeNull();
+      expect(allowed.headers.get('x-ratelimit-remaining')).toBeNull();
+      const missing = await fetch(`${stack.baseUrl}/api/nothing-here`);
+      expect(missing.status).toBe(404);
+      expect(missing.headers.get('x-frame-options')).toBe('DENY');
+      // the docs page (HTML) keeps helmet's document headers
+      const page = await fetch(`${stack.baseUrl}/docs/`);
+      expect(page.status).toBe(200);
+      expect(page.headers.get('content-type')).toContain('text/html');
+      expect(page.headers.get('x-frame-options')).toBe('SAMEORIGIN');
+      expect(page.headers.get('referrer-policy')).toBe('no-referrer');
     } finally {
       await stack.close();
     }
@@ -94,6 +108,8 @@ describe('rate limits', () => {
       expect(limited.status).toBe(429);
       expect(limited.body.code).toBe('RATE_LIMITED');
       expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(limited.headers.get('x-ratelimit-limit')).toBe('5');
+      expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
       for (let i = 0; i < 10; i++) expect((await http.get('/healthz')).status).toBe(200);
       // another caller (a token) has its own budget; session starts have a smaller one
       const auth = { authorization: 'Bearer someone' };

@@ -9,7 +9,7 @@ import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { createEdge } from './edge.js';
 import { buildOpenApi } from './openapi.js';
 import { routes, type AnyRoute } from './route-table.js';
-import { sessionRateLimit, type SecurityConfig } from './security.js';
+import { DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
 
 export type AppConfig = Pick<
   GatewayConfig,
@@ -60,7 +60,7 @@ export async function buildGateway(deps: {
 
   const document = buildOpenApi(routes);
   await app.register(swagger, { mode: 'static', specification: { document: document as never } });
-  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
+  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, staticCSP: true });
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));

@@ -44,9 +44,9 @@ function bearer(req: FastifyRequest): string | undefined {
  * allow-list, security headers, and rate limits (stricter on session starts) with Retry-After.
  */
 export async function registerSecurity(app: FastifyInstance, config: SecurityConfig): Promise<void> {
-  const headers = securityHeaders();
-  app.addHook('onRequest', (_req, reply, done) => {
-    reply.headers(headers);
+  const pageHeaders = securityHeaders();
+  app.addHook('onRequest', (req, reply, done) => {
+    reply.headers(req.url.startsWith(DOCS_PREFIX) ? pageHeaders : apiSecurityHeaders);
     done();
   });
   await app.register(cors, {
@@ -83,6 +83,12 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
     ...(config.rateLimitRedis ? { redis: config.rateLimitRedis, nameSpace: 'gw-rl:' } : {}),
     // a Redis outage must not take the API down with it: requests pass uncounted meanwhile
     skipOnError: true,
+    // the limit headers go out with the 429 (with Retry-After), not on every answer under the limit
+    addHeadersOnExceeding: {
+      'x-ratelimit-limit': false,
+      'x-ratelimit-remaining': false,
+      'x-ratelimit-reset': false,
+    },
     errorResponseBuilder: (_req, ctx) =>
       new AppError(
         'RATE_LIMITED',
@@ -91,10 +97,26 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
   });
 }
 
+/** The HTML pages this gateway serves (the API reference); everything else answers JSON. */
+export const DOCS_PREFIX = '/docs';
+
 /**
- * helmet's headers with its defaults (CSP off: JSON responses need none and the docs page sets its own),
- * computed once. They are the same on every response, and running helmet's dozen middlewares per request
- * cost ~2 % of the gateway's CPU under load (docs/performance.md).
+ * What OWASP's REST Security Cheat Sheet lists for every API response (Content-Type is set per answer).
+ * helmet's other headers (referrer policy, DNS prefetch, COOP, origin-agent-cluster, the legacy IE and
+ * Flash ones) only act on HTML documents: on JSON they are bytes every client parses on every response.
+ */
+export const apiSecurityHeaders: Readonly<Record<string, string>> = {
+  'cache-control': 'no-store',
+  'content-security-policy': "frame-ancestors 'none'",
+  'strict-transport-security': 'max-age=31536000; includeSubDomains',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+};
+
+/**
+ * helmet's headers with its defaults, for the HTML of the docs pages (CSP off: that page sets its own),
+ * computed once: running helmet's dozen middlewares per request cost ~2 % of the gateway's CPU under load
+ * (docs/performance.md).
  */
 export function securityHeaders(): Record<string, string> {
   const headers: Record<string, string> = {};
