@@ -149,8 +149,7 @@ export async function answer<Req, Res>(
   }
   if (!msg.reply) return;
   try {
-    // no header block at all when there is nothing in it: one less encode here and decode in the caller
-    msg.respond(reply.data, reply.headers.keys().length > 0 ? { headers: reply.headers } : undefined);
+    msg.respond(reply.data, { headers: reply.headers });
   } catch (err) {
     reqLog.error({ err: safeError(err) }, 'reply failed');
   }
