@@ -89,6 +89,34 @@ describe('serve + BusClient', () => {
     }
   });
 
+  it('sends a header block only with a reply that has headers', async () => {
+    const served = serve(nc, {
+      service: 'agents',
+      log,
+      handlers: partialTable({
+        'agents.lookup': async (req, ctx) => {
+          if (req.id === 'tagged') ctx.setHeader(Headers.etag, '"7"');
+          return { id: req.id, exists: true, archived: false };
+        },
+      }),
+    });
+    try {
+      const plain = await nc.request('agents.lookup', JSON.stringify({ id: 'plain' }), { timeout: 2000 });
+      expect(plain.headers).toBeUndefined();
+      expect(plain.json()).toEqual({ id: 'plain', exists: true, archived: false });
+      const tagged = await nc.request('agents.lookup', JSON.stringify({ id: 'tagged' }), { timeout: 2000 });
+      expect(tagged.headers?.get(Headers.etag)).toBe('"7"');
+      const viaClient = await new BusClient(nc).requestRaw(
+        'agents.lookup',
+        { id: 'plain' },
+        { timeoutMs: 2000, requestId: 'r2' },
+      );
+      expect(viaClient.headers).toBeUndefined();
+    } finally {
+      await served.stop(1000);
+    }
+  });
+
   it('maps no responders to SERVICE_UNAVAILABLE', async () => {
     const bus = new BusClient(nc);
     await expect(
