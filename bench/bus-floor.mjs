@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// The bus alone: CPU per request/reply of our BusClient (reply mux, coalesced writes, a request-id header)
+// against a bare nats.js responder that answers a 2 KB reply, 50 requests in flight, nothing else running.
+// Compare with the bus's share of `cpu-split.mjs` to see what the full stack adds around it.
+// Usage: npm run build && node bench/bus-floor.mjs [--seconds 5]
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { startLocalNats } from '@vab/testkit';
+
+const IN_FLIGHT = 50;
+const role = process.argv[2];
+
+/** User + system CPU seconds of a process so far. */
+const cpuSeconds = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+if (role === 'responder' || role === 'requester') {
+  const { connectNats, BusClient, createLogger } = await import('@vab/bus');
+  const log = createLogger(role, 'warn');
+  const nc = await connectNats({ url: process.argv[3], name: role, service: role }, log);
+  if (role === 'responder') {
+    const body = new TextEncoder().encode(JSON.stringify({ id: 'a', flow: 'x'.repeat(2000) }));
+    nc.subscribe('agents.get', { queue: 'agents', callback: (_e, m) => m.respond(body) });
+    console.log('ready');
+  } else {
+    const bus = new BusClient(nc);
+    let done = 0;
+    const loop = async () => {
+      for (;;) {
+        await bus.requestRaw('agents.get', { id: 'abc' }, { timeoutMs: 5000, requestId: `r-${done}` });
+        done++;
+      }
+    };
+    for (let i = 0; i < IN_FLIGHT; i++) void loop();
+    process.on('message', () => process.send?.(done));
+  }
+} else {
+  const i = process.argv.indexOf('--seconds');
+  const seconds = i > 0 ? Number(process.argv[i + 1]) : 5;
+  const nats = await startLocalNats();
+  const child = (r, ipc) =>
+    spawn(process.execPath, [process.argv[1], r, nats.url], {
+      stdio: ['ignore', 'pipe', 'inherit', ...(ipc ? ['ipc'] : [])],
+    });
+  const responder = child('responder', false);
+  await new Promise((r) => responder.stdout.once('data', r));
+  const requester = child('requester', true);
+  const count = () => {
+    requester.send('count');
+    return new Promise((r) => requester.once('message', r));
+  };
+  await sleep(2000); // warm-up
+  const pids = { requester: requester.pid, responder: responder.pid, 'nats-server': nats.child.pid };
+  const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+  const n0 = await count();
+  await sleep(seconds * 1000);
+  const n1 = await count();
+  const after = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+  const n = n1 - n0;
+  console.log(`# the bus alone: ${IN_FLIGHT} requests in flight, ${seconds} s, node ${process.version}`);
+  console.log(`${Math.round(n / seconds)} req/s\n`);
+  console.log('| process | µs per request |');
+  console.log('|---|---|');
+  let sum = 0;
+  for (const k of Object.keys(pids)) {
+    const us = ((after[k] - before[k]) / n) * 1e6;
+    sum += us;
+    console.log(`| ${k} | ${us.toFixed(1)} |`);
+  }
+  console.log(`| all | ${sum.toFixed(1)} |`);
+  requester.kill();
+  responder.kill();
+  await nats.dispose();
+  process.exit(0);
+}
