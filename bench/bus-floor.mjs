@@ -4,6 +4,7 @@
 // Compare with the bus's share of `cpu-split.mjs` to see what the full stack adds around it.
 // Usage: npm run build && node bench/bus-floor.mjs [--seconds 5]
 import { spawn } from 'node:child_process';
+import { Buffer } from 'node:buffer';
 import { readFileSync } from 'node:fs';
 import { startLocalNats } from '@vab/testkit';
 
@@ -22,7 +23,7 @@ if (role === 'responder' || role === 'requester') {
   const log = createLogger(role, 'warn');
   const nc = await connectNats({ url: process.argv[3], name: role, service: role }, log);
   if (role === 'responder') {
-    const body = new TextEncoder().encode(JSON.stringify({ id: 'a', flow: 'x'.repeat(2000) }));
+    const body = Buffer.from(JSON.stringify({ id: 'a', flow: 'x'.repeat(2000) }));
     nc.subscribe('agents.get', { queue: 'agents', callback: (_e, m) => m.respond(body) });
     console.log('ready');
   } else {
