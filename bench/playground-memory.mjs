@@ -6,10 +6,10 @@
 // Usage: npm run build && node --expose-gc bench/playground-memory.mjs [N]
 import { connect } from '@nats-io/transport-node';
 import { createLogger } from '@vab/bus';
-import { buildGateway } from '@vab/gateway';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
-import { fullFlow, startLivekitFake, startLocalNats } from '@vab/testkit';
+import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';
+import { sessionStartBody, startGateway } from './playground-gateway.mjs';
 
 if (typeof globalThis.gc !== 'function') {
   console.error('run with: node --expose-gc bench/playground-memory.mjs');
@@ -39,25 +39,9 @@ const playground = startPlaygroundService({
   },
 });
 await playground.ready;
-const gwNc = await connect({ servers: nats.url });
-const app = await buildGateway({
-  nc: gwNc,
-  log,
-  config: {
-    BODY_LIMIT_BYTES: 1 << 20,
-    REQUEST_TIMEOUT_MS: 10000,
-    READY_TIMEOUT_MS: 1000,
-    // hundreds of session starts from one address: the rate limit is not what this measures
-    security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9 },
-  },
-});
-await app.listen({ host: '127.0.0.1', port: 0 });
-const base = `http://127.0.0.1:${app.server.address().port}`;
-const body = JSON.stringify({
-  ...fullFlow(),
-  livekit: { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
-  apiKeys: { openai: 'k', elevenlabs: 'k', deepgram: 'k' },
-});
+const gateway = await startGateway({ natsUrl: nats.url, log, requestTimeoutMs: 10000 });
+const base = gateway.base;
+const body = sessionStartBody(fake);
 
 async function cycle(count) {
   const t0 = performance.now();
@@ -100,8 +84,7 @@ console.log(
   `left behind: rooms ${fake.rooms.size}, sessions ${playground.voice.size}, agents not stopped ${N + 20 - runner.stopped}`,
 );
 
-await app.close();
-await gwNc.close();
+await gateway.close();
 await playground.stop(1000);
 await pgNc.close();
 await fake.close();

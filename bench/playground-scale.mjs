@@ -8,10 +8,10 @@
 // Usage: npm run build && node bench/playground-scale.mjs [--join-ms 50] [--sessions 120]
 import { connect } from '@nats-io/transport-node';
 import { createLogger } from '@vab/bus';
-import { buildGateway } from '@vab/gateway';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
-import { fullFlow, startLivekitFake, startLocalNats } from '@vab/testkit';
+import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';
+import { sessionStartBody, startGateway } from './playground-gateway.mjs';
 
 const arg = (name, def) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -53,24 +53,9 @@ async function addInstance(joinMs) {
   await svc.ready;
   instances.push({ nc, svc });
 }
-const gwNc = await connect({ servers: nats.url });
-const app = await buildGateway({
-  nc: gwNc,
-  log,
-  config: {
-    BODY_LIMIT_BYTES: 1 << 20,
-    REQUEST_TIMEOUT_MS: 60000,
-    READY_TIMEOUT_MS: 1000,
-    security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9 },
-  },
-});
-await app.listen({ host: '127.0.0.1', port: 0 });
-const base = `http://127.0.0.1:${app.server.address().port}`;
-const body = JSON.stringify({
-  ...fullFlow(),
-  livekit: { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
-  apiKeys: { openai: 'k', elevenlabs: 'k', deepgram: 'k' },
-});
+const gateway = await startGateway({ natsUrl: nats.url, log, requestTimeoutMs: 60000 });
+const base = gateway.base;
+const body = sessionStartBody(fake);
 const create = async () => {
   const res = await fetch(`${base}/api/agent-session`, {
     method: 'POST',
@@ -118,8 +103,7 @@ for (let n = 1; n <= 3; n++) {
   console.log(`| ${n} | ${rate.toFixed(1)} (×${(rate / base1).toFixed(2)}) | ${per} |`);
   await Promise.all(rooms.map(end));
 }
-await app.close();
-await gwNc.close();
+await gateway.close();
 for (const i of instances) {
   await i.svc.stop(1000);
   await i.nc.close();

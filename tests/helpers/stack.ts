@@ -12,8 +12,7 @@ import {
 import { startSessionsService, type SessionsLimits } from '@vab/sessions';
 import { createRedis, RedisIdempotencyStore, type Redis } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
-import { Writable } from 'node:stream';
-import { startNats, startRedis } from '@vab/testkit';
+import { lineSink, startNats, startRedis } from '@vab/testkit';
 
 export interface Stack {
   baseUrl: string;
@@ -37,20 +36,10 @@ export interface RunningService {
   playground?: PlaygroundService;
 }
 
-/** Captures every log line of the stack, so tests can assert what an operator would read. */
-function captureStream(sink: string[]): Writable {
-  return new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      sink.push(...chunk.toString().split('\n').filter(Boolean));
-      cb();
-    },
-  });
-}
-
 const testLogLevel = () => process.env.TEST_LOG_LEVEL ?? 'debug';
 
 function captureLogger(name: string, sink: string[]): Logger {
-  return createLogger(name, testLogLevel(), captureStream(sink));
+  return createLogger(name, testLogLevel(), lineSink(sink));
 }
 
 export interface StackOptions {
@@ -183,7 +172,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const gateway = await buildGateway({
     nc: gwNc,
     log: captureLogger('gateway', logs),
-    accessLog: createAccessLog('gateway', testLogLevel(), captureStream(logs)),
+    accessLog: createAccessLog('gateway', testLogLevel(), lineSink(logs)),
     config: {
       BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 2 * 1024 * 1024,
       REQUEST_TIMEOUT_MS: opts.requestTimeoutMs ?? 5000,

@@ -1,7 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { AppError, Headers } from '@vab/contracts';
-import { Writable } from 'node:stream';
-import { startNats, type DisposableServer } from '@vab/testkit';
+import { countSocketWrites, lineSink, startNats, type DisposableServer } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from './client.js';
 import { connectNats } from './connect.js';
@@ -11,16 +10,7 @@ import { serve, type HandlerTable } from './server.js';
 let nc: NatsConnection;
 let nats: DisposableServer;
 const lines: string[] = [];
-const log = createLogger(
-  'bus-test',
-  'debug',
-  new Writable({
-    write(chunk: Buffer, _e, cb) {
-      lines.push(chunk.toString());
-      cb();
-    },
-  }),
-);
+const log = createLogger('bus-test', 'debug', lineSink(lines));
 
 beforeAll(async () => {
   nats = await startNats();
@@ -203,23 +193,16 @@ describe('coalesced socket writes', () => {
     const sub = nc.subscribe('coalesce.test', { callback: (_e, m) => void received.push(m.string()) });
     await nc.flush();
     const pub = await connectNats({ url: nats.url, name: 'pub', service: 'test' }, log);
-    const socket = (pub as unknown as { protocol: { transport: { socket: Record<string, unknown> } } })
-      .protocol.transport.socket;
-    let writes = 0;
-    for (const name of ['_write', '_writev']) {
-      const original = socket[name] as (...a: unknown[]) => unknown;
-      socket[name] = (...a: unknown[]) => {
-        writes++;
-        return original.apply(socket, a);
-      };
-    }
+    const writes = countSocketWrites(
+      (pub as unknown as { protocol: { transport: { socket: object } } }).protocol.transport.socket,
+    );
     // each publish in its own microtask: without coalescing, nats.js flushes (one write) after each
     for (let i = 0; i < 50; i++) {
       pub.publish('coalesce.test', String(i));
       await Promise.resolve();
     }
     await new Promise((r) => setImmediate(r));
-    expect(writes).toBe(1);
+    expect(writes()).toBe(1);
     for (let i = 50; i < 100; i++) pub.publish('coalesce.test', String(i));
     await pub.drain();
     await nc.flush();

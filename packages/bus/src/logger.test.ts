@@ -1,16 +1,11 @@
-import { Writable } from 'node:stream';
+import { lineSink } from '@vab/testkit';
+import type { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createAccessLog, createLogger, lazyChild } from './logger.js';
 
 function capture(): { out: string[]; stream: Writable } {
   const out: string[] = [];
-  const stream = new Writable({
-    write(c: Buffer, _e, cb) {
-      out.push(...c.toString().split('\n').filter(Boolean));
-      cb();
-    },
-  });
-  return { out, stream };
+  return { out, stream: lineSink(out) };
 }
 
 describe('lazyChild', () => {
@@ -84,17 +79,8 @@ describe('createAccessLog', () => {
 
 describe('createLogger', () => {
   it('redacts credentials wherever a careless call puts them', () => {
-    const out: string[] = [];
-    const log = createLogger(
-      't',
-      'info',
-      new Writable({
-        write(c: Buffer, _e, cb) {
-          out.push(c.toString());
-          cb();
-        },
-      }),
-    );
+    const { out, stream } = capture();
+    const log = createLogger('t', 'info', stream);
     log.info(
       {
         body: {

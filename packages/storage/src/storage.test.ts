@@ -1,8 +1,7 @@
-import { startRedis, type DisposableServer } from '@vab/testkit';
-import type { Socket } from 'node:net';
+import { countSocketWrites, startRedis, type DisposableServer } from '@vab/testkit';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedis, type Redis } from './index.js';
+import { createRedis } from './index.js';
 
 let server: DisposableServer;
 const log = pino({ level: 'silent' });
@@ -14,27 +13,13 @@ afterAll(async () => {
   await server.dispose();
 });
 
-/** Counts the writes that reach the socket (each is one syscall). */
-function countWrites(redis: Redis): () => number {
-  const socket = (redis as unknown as { stream: Record<string, unknown> & Socket }).stream;
-  let writes = 0;
-  for (const name of ['_write', '_writev']) {
-    const original = socket[name] as (...a: unknown[]) => unknown;
-    socket[name] = (...a: unknown[]) => {
-      writes++;
-      return original.apply(socket, a);
-    };
-  }
-  return () => writes;
-}
-
 describe('createRedis', () => {
   it('sends the commands of one turn of the event loop in one write, in order, after a reconnect too', async () => {
     const redis = createRedis(server.url, log, { name: 'coalesce-test' });
     try {
       await redis.ping();
       for (const round of [1, 2]) {
-        const writes = countWrites(redis);
+        const writes = countSocketWrites((redis as unknown as { stream: object }).stream);
         const replies: Promise<unknown>[] = [];
         // each command from its own microtask, as handlers of separate requests would issue them
         for (let i = 0; i < 50; i++) {

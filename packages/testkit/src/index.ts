@@ -3,3 +3,4 @@ export * from './servers.js';
 export * from './containers.js';
 export * from './flows.js';
 export * from './livekit-fake.js';
+export * from './logs.js';

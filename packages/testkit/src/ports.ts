@@ -47,3 +47,20 @@ export function tcpProbe(port: number, send: string | undefined, expect: string)
     });
   });
 }
+
+/**
+ * Counts the writes that reach a socket from now on (each `_write`/`_writev` is one syscall): what a test
+ * of write coalescing asserts.
+ */
+export function countSocketWrites(socket: object): () => number {
+  const s = socket as Record<string, unknown>;
+  let writes = 0;
+  for (const name of ['_write', '_writev']) {
+    const original = s[name] as (...a: unknown[]) => unknown;
+    s[name] = (...a: unknown[]) => {
+      writes++;
+      return original.apply(socket, a);
+    };
+  }
+  return () => writes;
+}
