@@ -5,17 +5,12 @@
 // Usage: npm run build && node bench/bus-floor.mjs [--seconds 5]
 import { spawn } from 'node:child_process';
 import { Buffer } from 'node:buffer';
-import { readFileSync } from 'node:fs';
 import { startLocalNats } from '@vab/testkit';
+import { perRequest, usage } from './processes.mjs';
 
 const IN_FLIGHT = 50;
 const role = process.argv[2];
 
-/** User + system CPU seconds of a process so far. */
-const cpuSeconds = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
-};
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 if (role === 'responder' || role === 'requester') {
@@ -55,23 +50,23 @@ if (role === 'responder' || role === 'requester') {
   };
   await sleep(2000); // warm-up
   const pids = { requester: requester.pid, responder: responder.pid, 'nats-server': nats.child.pid };
-  const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+  const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, usage(p)]));
   const n0 = await count();
   await sleep(seconds * 1000);
   const n1 = await count();
-  const after = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+  const after = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, usage(p)]));
   const n = n1 - n0;
   console.log(`# the bus alone: ${IN_FLIGHT} requests in flight, ${seconds} s, node ${process.version}`);
   console.log(`${Math.round(n / seconds)} req/s\n`);
-  console.log('| process | µs per request |');
-  console.log('|---|---|');
+  console.log('| process | µs per request | read syscalls per request | write syscalls per request |');
+  console.log('|---|---|---|---|');
   let sum = 0;
   for (const k of Object.keys(pids)) {
-    const us = ((after[k] - before[k]) / n) * 1e6;
-    sum += us;
-    console.log(`| ${k} | ${us.toFixed(1)} |`);
+    const used = perRequest(before[k], after[k], n);
+    sum += used.us;
+    console.log(`| ${k} | ${used.us.toFixed(1)} | ${used.reads.toFixed(3)} | ${used.writes.toFixed(3)} |`);
   }
-  console.log(`| all | ${sum.toFixed(1)} |`);
+  console.log(`| all | ${sum.toFixed(1)} | | |`);
   requester.kill();
   responder.kill();
   await nats.dispose();

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, startProcess } from './processes.mjs';
+import { benchFlow, perRequest, startProcess, usage } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const flag = (name) => process.argv.includes(`--${name}`);
@@ -35,11 +35,6 @@ async function start(name, file, env, ready) {
   children[name] = await startProcess(file, env, ready, prof);
 }
 
-/** User + system CPU seconds of a process so far. */
-const cpuSeconds = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
-};
 /** CPU seconds of this process's children that have exited and been reaped (the load generator runs). */
 const reapedChildrenCpuSeconds = () => {
   const f = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
@@ -123,10 +118,10 @@ const pids = {
   'redis-server': redisServer.child.pid,
 };
 await autocannon(url, 2, false, body); // warm-up
-const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, usage(p)]));
 const loadBefore = reapedChildrenCpuSeconds();
 const run = await autocannon(url, SECONDS, true, body);
-const after = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+const after = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, usage(p)]));
 const loadUsed = reapedChildrenCpuSeconds() - loadBefore;
 const r = JSON.parse(run.out);
 const total = r.requests.total;
@@ -137,18 +132,20 @@ console.log(
 console.log(
   `${Math.round(r.requests.average)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}\n`,
 );
-console.log('| process | CPU s | µs per request |');
-console.log('|---|---|---|');
+console.log('| process | CPU s | µs per request | read syscalls per request | write syscalls per request |');
+console.log('|---|---|---|---|---|');
 let sum = 0;
 for (const [name, b] of Object.entries(before)) {
-  const used = after[name] - b;
-  if (used < 0.05) continue;
-  sum += used;
-  console.log(`| ${name} | ${used.toFixed(2)} | ${((used / total) * 1e6).toFixed(1)} |`);
+  const used = perRequest(b, after[name], total);
+  if (used.cpuSeconds < 0.05) continue;
+  sum += used.cpuSeconds;
+  console.log(
+    `| ${name} | ${used.cpuSeconds.toFixed(2)} | ${used.us.toFixed(1)} | ${used.reads.toFixed(3)} | ${used.writes.toFixed(3)} |`,
+  );
 }
-console.log(`| all but the load generator | ${sum.toFixed(2)} | ${((sum / total) * 1e6).toFixed(1)} |`);
+console.log(`| all but the load generator | ${sum.toFixed(2)} | ${((sum / total) * 1e6).toFixed(1)} | | |`);
 console.log(
-  `| load generator (autocannon) | ${loadUsed.toFixed(2)} | ${((loadUsed / total) * 1e6).toFixed(1)} |`,
+  `| load generator (autocannon) | ${loadUsed.toFixed(2)} | ${((loadUsed / total) * 1e6).toFixed(1)} | | |`,
 );
 console.log(`\nbusy: ${(((sum + loadUsed) / SECONDS) * 100).toFixed(0)} % of one CPU over the run`);
 

@@ -1,6 +1,7 @@
 // Shared by the multi-process benchmarks (run.mjs, cpu-split.mjs): starting a service process and the
 // realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fullFlow } from '@vab/testkit';
 
 /**
@@ -42,4 +43,30 @@ export function benchFlow() {
       command: 'Keep the conversation going and note any preferences the caller mentions.',
     });
   return flow;
+}
+
+/**
+ * What a process has used so far, from /proc: user + system CPU seconds, and its read and write system
+ * calls (all threads). Syscalls per request show how many requests share each socket read and write, the
+ * batch size that decides what the bus costs (docs/performance.md).
+ */
+export function usage(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  const count = (name) => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1] ?? NaN);
+  return {
+    cpuSeconds: (Number(f[11]) + Number(f[12])) / 100,
+    reads: count('syscr'),
+    writes: count('syscw'),
+  };
+}
+
+/** `usage` after minus before, per request: CPU in µs, reads and writes as counts. */
+export function perRequest(before, after, requests) {
+  return {
+    cpuSeconds: after.cpuSeconds - before.cpuSeconds,
+    us: ((after.cpuSeconds - before.cpuSeconds) / requests) * 1e6,
+    reads: (after.reads - before.reads) / requests,
+    writes: (after.writes - before.writes) / requests,
+  };
 }
