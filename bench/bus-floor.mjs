@@ -5,7 +5,7 @@
 // Usage: npm run build && node bench/bus-floor.mjs [--seconds 5]
 import { spawn } from 'node:child_process';
 import { Buffer } from 'node:buffer';
-import { startLocalNats } from '@vab/testkit';
+import { startLocalNats, stopOnExit } from '@vab/testkit';
 import { perRequest, usage } from './processes.mjs';
 
 const IN_FLIGHT = 50;
@@ -38,9 +38,11 @@ if (role === 'responder' || role === 'requester') {
   const seconds = i > 0 ? Number(process.argv[i + 1]) : 5;
   const nats = await startLocalNats();
   const child = (r, ipc) =>
-    spawn(process.execPath, [process.argv[1], r, nats.url], {
-      stdio: ['ignore', 'pipe', 'inherit', ...(ipc ? ['ipc'] : [])],
-    });
+    stopOnExit(
+      spawn(process.execPath, [process.argv[1], r, nats.url], {
+        stdio: ['ignore', 'pipe', 'inherit', ...(ipc ? ['ipc'] : [])],
+      }),
+    );
   const responder = child('responder', false);
   await new Promise((r) => responder.stdout.once('data', r));
   const requester = child('requester', true);

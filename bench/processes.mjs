@@ -2,7 +2,7 @@
 // realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { fullFlow } from '@vab/testkit';
+import { fullFlow, stopOnExit } from '@vab/testkit';
 
 /**
  * Starts `node [...nodeArgs] file` and resolves once its output contains `ready`. Only the tail of the
@@ -11,10 +11,12 @@ import { fullFlow } from '@vab/testkit';
  */
 export function startProcess(file, env, ready, nodeArgs = []) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, file], {
-      env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = stopOnExit(
+      spawn(process.execPath, [...nodeArgs, file], {
+        env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let out = '';
     let isReady = false;
     const onData = (d) => {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { stopOnExit } from '@vab/testkit';
 
 // The built entry points (`npm test` builds first), run as an operator would.
 const root = join(import.meta.dirname, '..', '..');
@@ -16,10 +17,12 @@ export interface ServiceProcess {
 }
 
 export function spawnService(svc: string, env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, [mainOf(svc)], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = stopOnExit(
+    spawn(process.execPath, [mainOf(svc)], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));

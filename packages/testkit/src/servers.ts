@@ -29,6 +29,26 @@ export function requireBinary(name: string, debianPackage: string): void {
   }
 }
 
+const running = new Set<ChildProcess>();
+
+/**
+ * Sends SIGTERM to `child` when this process exits, unless it is gone by then: a test or benchmark that
+ * throws half-way through its set-up never reaches its dispose(), and its servers would outlive it.
+ */
+export function stopOnExit(child: ChildProcess): ChildProcess {
+  if (running.size === 0) process.once('exit', stopAll);
+  running.add(child);
+  child.once('exit', () => {
+    running.delete(child);
+    if (running.size === 0) process.removeListener('exit', stopAll);
+  });
+  return child;
+}
+
+function stopAll(): void {
+  for (const child of running) child.kill('SIGTERM');
+}
+
 class LocalProcessServer implements TestServer {
   private child: ChildProcess | undefined;
   constructor(
@@ -42,10 +62,12 @@ class LocalProcessServer implements TestServer {
   ) {}
 
   async start(): Promise<void> {
-    const child = spawn(this.command, this.args, {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, ...this.env },
-    });
+    const child = stopOnExit(
+      spawn(this.command, this.args, {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, ...this.env },
+      }),
+    );
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-2000);

@@ -1,0 +1,45 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const dist = join(import.meta.dirname, '..', 'dist', 'index.js');
+
+const refused = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', () => resolve(true));
+  });
+
+// A child process that starts its servers as tests and benchmarks do, then fails before disposing of them.
+const failsHalfWay = `
+  const { startLocalNats, startLocalRedis } = await import(${JSON.stringify(dist)});
+  const nats = await startLocalNats();
+  const redis = await startLocalRedis();
+  console.log(JSON.stringify({ nats: nats.port, redis: redis.port }));
+  throw new Error('set-up failed half-way');
+`;
+
+describe.skipIf(!existsSync(dist))('local servers', () => {
+  it('are stopped when the process that started them fails before disposing of them', async () => {
+    const run = promisify(execFile);
+    const failed = await run(process.execPath, ['--input-type=module', '-e', failsHalfWay]).catch(
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed).toHaveProperty('code', 1);
+    expect((failed as { stderr: string }).stderr).toContain('set-up failed half-way');
+    const ports = JSON.parse((failed as { stdout: string }).stdout) as { nats: number; redis: number };
+    const deadline = Date.now() + 5_000;
+    while (!((await refused(ports.nats)) && (await refused(ports.redis))) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await refused(ports.nats)).toBe(true);
+    expect(await refused(ports.redis)).toBe(true);
+  });
+});
