@@ -1,5 +1,5 @@
-// Shared by the multi-process benchmarks (run.mjs, cpu-split.mjs): starting a service process and the
-// realistic flow scenario 1 reads.
+// Shared by the multi-process benchmarks (run.mjs, cpu-split.mjs, bus-floor.mjs): starting a service
+// process, reading what a process has used, and the realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fullFlow, stopOnExit } from '@vab/testkit';
@@ -49,8 +49,8 @@ export function benchFlow() {
 
 /**
  * What a process has used so far, from /proc: user + system CPU seconds, and its read and write system
- * calls (all threads). Syscalls per request show how many requests share each socket read and write, the
- * batch size that decides what the bus costs (docs/performance.md).
+ * calls (all threads, sockets and files alike). Syscalls per request show how many requests share each read
+ * and write: the batch size that decides what the bus costs (docs/performance.md).
  */
 export function usage(pid) {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
