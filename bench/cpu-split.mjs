@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, perRequest, startProcess, usage } from './processes.mjs';
+import { benchFlow, perRequest, sendJson, startProcess, usage } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const flag = (name) => process.argv.includes(`--${name}`);
@@ -82,24 +82,12 @@ await start(
 );
 
 const flow = benchFlow();
-const agent = await (
-  await fetch(`http://127.0.0.1:${gwPort}/api/agents`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'Bench', flow }),
-  })
-).json();
+const agent = await sendJson('POST', `http://127.0.0.1:${gwPort}/api/agents`, { name: 'Bench', flow });
 const port = TARGET === 'gateway' ? gwPort : monoPort;
 let url = `http://127.0.0.1:${port}/api/agents/${agent.id}`;
 let body;
 if (APPEND) {
-  const session = await (
-    await fetch(`${url}/test-sessions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ sessionType: 'text' }),
-    })
-  ).json();
+  const session = await sendJson('POST', `${url}/test-sessions`, { sessionType: 'text' });
   url = `${url}/test-sessions/${session.id}/messages`;
   body = JSON.stringify({
     role: 'user',

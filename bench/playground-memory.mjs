@@ -10,6 +10,7 @@ import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';
 import { sessionStartBody, startGateway } from './playground-gateway.mjs';
+import { sendJson } from './processes.mjs';
 
 if (typeof globalThis.gc !== 'function') {
   console.error('run with: node --expose-gc bench/playground-memory.mjs');
@@ -46,19 +47,8 @@ const body = sessionStartBody(fake);
 async function cycle(count) {
   const t0 = performance.now();
   for (let i = 0; i < count; i++) {
-    const res = await fetch(`${base}/api/agent-session`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body,
-    });
-    if (res.status !== 200) throw new Error(`create answered ${res.status}: ${await res.text()}`);
-    const { roomName } = await res.json();
-    const del = await fetch(`${base}/api/agent-session`, {
-      method: 'DELETE',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ roomName }),
-    });
-    if (del.status !== 200) throw new Error(`delete answered ${del.status}`);
+    const { roomName } = await sendJson('POST', `${base}/api/agent-session`, body);
+    await sendJson('DELETE', `${base}/api/agent-session`, { roomName });
   }
   return performance.now() - t0;
 }

@@ -12,6 +12,7 @@ import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';
 import { sessionStartBody, startGateway } from './playground-gateway.mjs';
+import { sendJson } from './processes.mjs';
 
 const arg = (name, def) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -56,21 +57,8 @@ async function addInstance(joinMs) {
 const gateway = await startGateway({ natsUrl: nats.url, log, requestTimeoutMs: 60000 });
 const base = gateway.base;
 const body = sessionStartBody(fake);
-const create = async () => {
-  const res = await fetch(`${base}/api/agent-session`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body,
-  });
-  if (res.status !== 200) throw new Error(`create ${res.status}: ${await res.text()}`);
-  return (await res.json()).roomName;
-};
-const end = (roomName) =>
-  fetch(`${base}/api/agent-session`, {
-    method: 'DELETE',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ roomName }),
-  });
+const create = async () => (await sendJson('POST', `${base}/api/agent-session`, body)).roomName;
+const end = (roomName) => sendJson('DELETE', `${base}/api/agent-session`, { roomName });
 
 // overhead: sequential creates with a runner that joins at once
 await addInstance(0);

@@ -1,5 +1,5 @@
-// Shared by the multi-process benchmarks (run.mjs, cpu-split.mjs, bus-floor.mjs): starting a service
-// process, reading what a process has used, and the realistic flow scenario 1 reads.
+// Shared by the benchmarks: starting a service process, reading what a process has used, sending JSON to
+// the API, and the realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fullFlow, stopOnExit } from '@vab/testkit';
@@ -71,4 +71,19 @@ export function perRequest(before, after, requests) {
     reads: (after.reads - before.reads) / requests,
     writes: (after.writes - before.writes) / requests,
   };
+}
+
+/**
+ * Sends `body` as JSON and returns the parsed answer (undefined when empty). Any status but 2xx throws, so a
+ * benchmark never goes on measuring with set-up that silently failed.
+ */
+export async function sendJson(method, url, body) {
+  const res = await fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${url} answered ${res.status}: ${text.slice(0, 300)}`);
+  return text ? JSON.parse(text) : undefined;
 }

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, startProcess } from './processes.mjs';
+import { benchFlow, sendJson, startProcess } from './processes.mjs';
 import { Redis } from 'ioredis';
 import { performance } from 'node:perf_hooks';
 
@@ -104,13 +104,7 @@ const gw = `http://127.0.0.1:${gwPort}`;
 const mono = `http://127.0.0.1:${monoPort}`;
 
 const flow = benchFlow();
-const agent = await (
-  await fetch(`${gw}/api/agents`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'Bench', flow }),
-  })
-).json();
+const agent = await sendJson('POST', `${gw}/api/agents`, { name: 'Bench', flow });
 
 console.log(
   `# microservice tax — ${new Date().toISOString().slice(0, 10)}, node ${process.version}, autocannon ${CONNECTIONS} connections, ${SECONDS} s per run, ${ROUNDS} rounds A/B`,
@@ -159,28 +153,12 @@ const saveMany = async (id, changing) => {
   const before = await mem();
   for (let i = 0; i < 1000; i++) {
     const f = changing ? { ...big, nodes: [...big.nodes, { id: `n${i}`, nodeType: 'note' }] } : big;
-    await fetch(`${gw}/api/agents/${id}`, {
-      method: 'PATCH',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ flow: f }),
-    });
+    await sendJson('PATCH', `${gw}/api/agents/${id}`, { flow: f });
   }
   return (await mem()) - before;
 };
-const a1 = await (
-  await fetch(`${gw}/api/agents`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'Same', flow: big }),
-  })
-).json();
-const a2 = await (
-  await fetch(`${gw}/api/agents`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'Changing', flow: big }),
-  })
-).json();
+const a1 = await sendJson('POST', `${gw}/api/agents`, { name: 'Same', flow: big });
+const a2 = await sendJson('POST', `${gw}/api/agents`, { name: 'Changing', flow: big });
 const same = await saveMany(a1.id, false);
 const changing = await saveMany(a2.id, true);
 console.log(
@@ -188,13 +166,9 @@ console.log(
 );
 
 console.log('\n## 4. Transcript messages');
-const session = await (
-  await fetch(`${gw}/api/agents/${agent.id}/test-sessions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ sessionType: 'text' }),
-  })
-).json();
+const session = await sendJson('POST', `${gw}/api/agents/${agent.id}/test-sessions`, {
+  sessionType: 'text',
+});
 const msg = JSON.stringify({
   role: 'user',
   content: 'I would like to book an appointment for Tuesday morning, please.',
@@ -206,25 +180,15 @@ const m = await autocannon(`${gw}/api/agents/${agent.id}/test-sessions/${session
   body: msg,
 });
 console.log(`appends: ${fmt(m.rps)} /s, p50 ${m.p50} ms, p99 ${m.p99} ms, non-2xx ${m.non2xx}`);
-const s2 = await (
-  await fetch(`${gw}/api/agents/${agent.id}/test-sessions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ sessionType: 'text' }),
-  })
-).json();
+const s2 = await sendJson('POST', `${gw}/api/agents/${agent.id}/test-sessions`, { sessionType: 'text' });
 for (let i = 0; i < 10_000; i += 500) {
   await Promise.all(
     Array.from({ length: 500 }, (_, j) =>
-      fetch(`${gw}/api/agents/${agent.id}/test-sessions/${s2.id}/messages`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          role: 'user',
-          content: `message ${i + j} of the transcript`,
-          stepId: 'talk',
-          timestamp: Date.now(),
-        }),
+      sendJson('POST', `${gw}/api/agents/${agent.id}/test-sessions/${s2.id}/messages`, {
+        role: 'user',
+        content: `message ${i + j} of the transcript`,
+        stepId: 'talk',
+        timestamp: Date.now(),
       }),
     ),
   );
