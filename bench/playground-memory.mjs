@@ -32,7 +32,7 @@ const playground = startPlaygroundService({
   log,
   runner,
   config: {
-    ...loadConfig({}),
+    ...loadConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1' }), // the test flow's webhook is on loopback
     ENV_FILE: '/nonexistent',
     INSTANCE_ID: 'bench',
     MAX_SESSIONS: 1000,
@@ -71,7 +71,7 @@ console.log(
 );
 console.log(`heap used: baseline ${MB(before)} MB, after ${MB(after)} MB, delta ${MB(after - before)} MB`);
 console.log(
-  `left behind: rooms ${fake.rooms.size}, sessions ${playground.voice.size}, agents not stopped ${N + 20 - runner.stopped}`,
+  `left behind: rooms ${fake.rooms.size}, sessions ${playground.host.size}, agents not stopped ${N + 20 - runner.stopped}`,
 );
 
 await gateway.close();

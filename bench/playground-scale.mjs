@@ -24,7 +24,7 @@ const log = createLogger('bench', 'silent');
 const nats = await startLocalNats();
 const fake = await startLivekitFake();
 const config = (id) => ({
-  ...loadConfig({}),
+  ...loadConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1' }), // the test flow's webhook is on loopback
   ENV_FILE: '/nonexistent',
   INSTANCE_ID: id,
   MAX_SESSIONS: 1000,
@@ -87,7 +87,7 @@ for (let n = 1; n <= 3; n++) {
   const rooms = await Promise.all(Array.from({ length: SESSIONS }, () => create()));
   const rate = SESSIONS / ((performance.now() - t0) / 1000);
   base1 ??= rate;
-  const per = instances.map((i) => i.svc.voice.size).join(' / ');
+  const per = instances.map((i) => i.svc.host.size).join(' / ');
   console.log(`| ${n} | ${rate.toFixed(1)} (×${(rate / base1).toFixed(2)}) | ${per} |`);
   await Promise.all(rooms.map(end));
 }

@@ -8,6 +8,7 @@ import {
   type AgentRunner,
   type PlaygroundService,
   type PlaygroundServiceConfig,
+  type Resolver,
 } from '@vab/playground';
 import { startSessionsService, type SessionsLimits } from '@vab/sessions';
 import { createRedis, RedisIdempotencyStore, type Redis } from '@vab/storage';
@@ -59,6 +60,8 @@ export interface StackOptions {
   /** The playground's env file and process provider keys (GET /api/env-keys). */
   envFile?: string;
   providerEnv?: Record<string, string>;
+  /** How the playground resolves names in flow URLs (default: the system's resolver). */
+  resolve?: Resolver;
 }
 
 /**
@@ -77,9 +80,9 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const redisUrl = opts.redisUrl ?? process.env.REDIS_URL ?? (await own(() => startRedis()));
 
   // the playground's own defaults, with what a test needs: no .env of the machine, quick failure paths,
-  // no reaper run unless a test asks for one
+  // no reaper run unless a test asks for one, and flows may reach loopback (the stubs), as in local development
   const playgroundConfig: PlaygroundServiceConfig = {
-    ...loadPlaygroundConfig({}),
+    ...loadPlaygroundConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1' }),
     ENV_FILE: opts.envFile ?? '/nonexistent/.env',
     providerEnv: opts.providerEnv ?? {},
     INSTANCE_ID: 'pg-test',
@@ -121,6 +124,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
                     INSTANCE_ID: `${playgroundConfig.INSTANCE_ID}-${++playgroundCount}`,
                   },
                   ...(opts.runner ? { runner: opts.runner } : {}),
+                  ...(opts.resolve ? { resolve: opts.resolve } : {}),
                   idempotency: new RedisIdempotencyStore(redis, 'pg:'),
                 }));
         await started.ready;

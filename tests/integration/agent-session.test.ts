@@ -153,7 +153,7 @@ describe('POST /api/agent-session', () => {
     expect(res.status).toBe(502);
     expect(res.body.code).toBe('UPSTREAM_FAILED');
     expect(fake.rooms.size).toBe(0);
-    expect(stack.services.playground.playground!.voice.size).toBe(0);
+    expect(stack.services.playground.playground!.host.count('voice')).toBe(0);
     const sessions = await http.get(`/api/agents/${agent.body.id}/test-sessions`);
     expect(sessions.body[0].status).toBe('closed');
   });
@@ -172,7 +172,7 @@ describe('POST /api/agent-session', () => {
     expect(refused.status).toBe(502);
     expect(refused.body.message).toContain('refused the credentials');
     expect(fake.rooms.size).toBe(0);
-    expect(stack.services.playground.playground!.voice.size).toBe(0);
+    expect(stack.services.playground.playground!.host.count('voice')).toBe(0);
   });
 
   it('with the real LiveKit runner, an agent that cannot reach a media server leaves no room behind', async () => {

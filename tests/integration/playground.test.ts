@@ -26,7 +26,17 @@ describe('POST /api/flows/validate', () => {
   it('answers valid for a runnable flow', async () => {
     const res = await http.post('/api/flows/validate', fullFlow());
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ valid: true, issues: [] });
+    expect(res.body).toEqual({
+      valid: true,
+      sessionType: 'voice',
+      issues: [],
+      // the server has an OpenAI key; the others must come with the request
+      requirements: [
+        { provider: 'openai', nodeIds: ['llm'], key: 'server' },
+        { provider: 'elevenlabs', nodeIds: ['tts'], key: 'request' },
+        { provider: 'deepgram', nodeIds: ['stt'], key: 'request' },
+      ],
+    });
   });
 
   it('lists every problem with its code and node id', async () => {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Id } from './common.js';
 import { Flow, SimpleEdge, SimpleNode } from './flow.js';
+import { SessionType } from './sessions.js';
 
 export const LivekitCredentials = z.object({
   url: z.string().min(1).max(2000),
@@ -9,11 +10,18 @@ export const LivekitCredentials = z.object({
 });
 export type LivekitCredentials = z.infer<typeof LivekitCredentials>;
 
+/**
+ * Provider keys by provider id (`openai`, `anthropic`, …). A missing, null or empty entry falls back to the
+ * server's environment — except for a model the flow points at its own `baseURL` (see the readiness check).
+ */
+export const ApiKeys = z.record(z.string().max(100), z.string().max(2000).nullable());
+export type ApiKeys = z.infer<typeof ApiKeys>;
+
 export const AgentSessionRequest = z.object({
   nodes: z.array(SimpleNode),
   edges: z.array(SimpleEdge),
   livekit: LivekitCredentials.optional(),
-  apiKeys: z.record(z.string().max(100), z.string().max(2000)).optional(),
+  apiKeys: ApiKeys.optional(),
   /** Record the run as a voice test session of this stored agent. */
   agentId: Id.optional(),
 });
@@ -41,21 +49,76 @@ export const ProviderKeyStatus = z.object({
 });
 export type ProviderKeyStatus = z.infer<typeof ProviderKeyStatus>;
 
-/** One finding of the flow compiler (packages/flow): a stable code, a message, and where. */
+/**
+ * Every stable code a flow check reports: the compiler's (is the graph runnable at all) and the readiness
+ * check's (can this server run it: providers, URLs). Builders map them to their UI; they never change meaning.
+ */
+export const FlowIssueCode = z.enum([
+  'NO_AGENT',
+  'MULTIPLE_AGENTS',
+  'MISSING_LLM',
+  'MISSING_TTS',
+  'MISSING_STT',
+  'HANDLE_TAKEN',
+  'NO_START',
+  'MULTIPLE_STARTS',
+  'AGENT_NOT_CONNECTED_TO_START',
+  'DUPLICATE_NODE_ID',
+  'UNKNOWN_NODE_TYPE',
+  'EDGE_UNKNOWN_NODE',
+  'EDGE_UNKNOWN_HANDLE',
+  'EDGE_WRONG_KIND',
+  'MULTIPLE_NEXT',
+  'MISSING_NEXT',
+  'UNREACHABLE_STEP',
+  'BRANCH_EXIT_UNCONNECTED',
+  'BRANCH_AFTER_START',
+  'CATEGORY_HANDLES_MISMATCH',
+  'NO_EXIT_PATH',
+  'PARAM_MISSING',
+  'PARAM_OUT_OF_RANGE',
+  // readiness: what this server can run
+  'PROVIDER_UNSUPPORTED',
+  'BASE_URL_UNSUPPORTED',
+  'URL_NOT_ALLOWED',
+]);
+export type FlowIssueCode = z.infer<typeof FlowIssueCode>;
+
+/** One finding of a flow check: a stable code, a message a builder can show, and where. */
 export const FlowIssue = z.object({
-  code: z.string(),
+  code: FlowIssueCode,
   message: z.string(),
   nodeId: z.string().optional(),
+  /** Edges have no id in the builder's format: they are named by their position in `edges`. */
   edgeIndex: z.number().int().nonnegative().optional(),
 });
 export type FlowIssue = z.infer<typeof FlowIssue>;
 
-export const FlowValidation = z.object({ valid: z.boolean(), issues: z.array(FlowIssue) });
+export const ValidateFlowBody = Flow.extend({
+  /** Which kind of session to check the flow for (default voice: it needs the most). */
+  sessionType: SessionType.default('voice'),
+});
+export type ValidateFlowBody = z.infer<typeof ValidateFlowBody>;
+
+/** A provider a runnable flow uses, and where its key would come from. */
+export const ProviderRequirement = z.object({
+  provider: z.string(),
+  nodeIds: z.array(z.string()),
+  /** `server`: the server has a key it may use here; `request`: send one in `apiKeys`. */
+  key: z.enum(['server', 'request']),
+});
+export type ProviderRequirement = z.infer<typeof ProviderRequirement>;
+
+export const FlowValidation = z.object({
+  valid: z.boolean(),
+  sessionType: SessionType,
+  issues: z.array(FlowIssue),
+  /** The providers the flow would use (empty while it does not compile). */
+  requirements: z.array(ProviderRequirement),
+});
 export type FlowValidation = z.infer<typeof FlowValidation>;
 
 // ---- text test sessions (beyond the spec) ----
-
-export const ApiKeys = z.record(z.string().max(100), z.string().max(2000));
 
 export const StartTextSessionBody = z.object({
   /** A flow to try instead of the agent's latest stored one (e.g. unsaved edits). */
@@ -83,6 +146,3 @@ export const TextTurnResult = z.object({
   ended: z.boolean(),
 });
 export type TextTurnResult = z.infer<typeof TextTurnResult>;
-
-export const TextSessionParams = z.object({ id: Id, sessionId: Id });
-export type TextSessionParams = z.infer<typeof TextSessionParams>;

@@ -11,7 +11,6 @@ import {
   VersionList,
 } from './agents.js';
 import { Id, Ok } from './common.js';
-import { Flow } from './flow.js';
 import {
   AgentSessionRequest,
   EndAgentSessionBody,
@@ -21,6 +20,7 @@ import {
   StartTextSessionBody,
   TextTurnBody,
   TextTurnResult,
+  ValidateFlowBody,
 } from './playground.js';
 import {
   AppendedMessage,
@@ -77,15 +77,15 @@ export const Subjects = {
 /** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
 export const PLAYGROUND_INSTANCES_SUBJECT = 'playground.instances';
 
-/** Only the instance running a room's agent subscribes here; DELETE /api/agent-session reaches it this way. */
-export const roomOwnerSubject = (roomName: string) => `playground.room-owner.${roomName}.stop`;
-
 /**
- * Subjects only the instance that owns a text session subscribes to: a request that reached another
- * instance of the queue group is forwarded here, and "no responders" means the session is gone.
+ * A playground session's owner subject: only the instance that runs the session (a voice room or a text
+ * session, by its key) subscribes to it, so a request that reached another instance of the queue group is
+ * forwarded there, and "no responders" means the session is gone.
  */
-export const textSessionOwnerSubject = (sessionId: string, verb: 'turn' | 'end') =>
-  `playground.text-owner.${sessionId}.${verb}`;
+export const ownerSubject = (key: string, verb: OwnerVerb) => `playground.owner.${key}.${verb}`;
+export type OwnerVerb = 'turn' | 'end';
+/** A key that can stand in a subject (one token): what the playground's session keys look like. */
+export const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
 export const ServiceNames = ['agents', 'sessions', 'playground'] as const;
@@ -100,6 +100,9 @@ export const TextTurnRequest = z.object({ agentId: Id, sessionId: Id, text: Text
 export type TextTurnRequest = z.infer<typeof TextTurnRequest>;
 export const TextEndRequest = z.object({ agentId: Id, sessionId: Id });
 export type TextEndRequest = z.infer<typeof TextEndRequest>;
+/** Ends a session on its owner: a text session (with its agent) or a voice room (by name). */
+export const OwnerEndRequest = z.object({ key: z.string().regex(SUBJECT_TOKEN), agentId: Id.optional() });
+export type OwnerEndRequest = z.infer<typeof OwnerEndRequest>;
 
 /** One map ties each subject to the schema of what it receives and what it answers. */
 export const contract = {
@@ -151,7 +154,7 @@ export const contract = {
   },
   [Subjects.sessionsHealth]: { request: HealthRequest, response: Health },
 
-  [Subjects.flowsValidate]: { request: Flow, response: FlowValidation },
+  [Subjects.flowsValidate]: { request: ValidateFlowBody, response: FlowValidation },
   [Subjects.envKeys]: { request: z.object({}), response: ProviderKeyStatus },
   [Subjects.playgroundHealth]: { request: HealthRequest, response: Health },
   [Subjects.textSessionStart]: {

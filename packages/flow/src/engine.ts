@@ -6,6 +6,9 @@ import type { CompiledFlow, PostStep, Step, StepKind } from './types.js';
  * so it is tested exhaustively without a model, and the voice and text runtimes share it.
  */
 
+/** Why a transfer's target cannot take over: not stored, archived, not runnable here, or not loaded. */
+export type TransferFailureReason = 'missing' | 'archived' | 'invalid' | 'error';
+
 export type EngineEvent =
   | { type: 'session_started'; at: number }
   | { type: 'user_turn'; at: number; text: string }
@@ -18,7 +21,7 @@ export type EngineEvent =
       type: 'transfer_failed';
       at: number;
       stepId: string;
-      reason: 'missing' | 'archived' | 'invalid' | 'error';
+      reason: TransferFailureReason;
     };
 
 export type EngineAction =

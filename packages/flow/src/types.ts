@@ -1,3 +1,7 @@
+import type { FlowIssue } from '@vab/contracts';
+
+export type { FlowIssue, FlowIssueCode } from '@vab/contracts';
+
 /** A runnable flow: what the compiler makes of a builder's graph, and all the step engine reads. */
 
 export interface LlmConfig {
@@ -84,39 +88,6 @@ export interface CompiledFlow {
   tools: McpConfig[];
   startStepId: string;
   steps: Record<string, Step>;
-}
-
-export type FlowIssueCode =
-  | 'NO_AGENT'
-  | 'MULTIPLE_AGENTS'
-  | 'MISSING_LLM'
-  | 'MISSING_TTS'
-  | 'MISSING_STT'
-  | 'HANDLE_TAKEN'
-  | 'NO_START'
-  | 'MULTIPLE_STARTS'
-  | 'AGENT_NOT_CONNECTED_TO_START'
-  | 'DUPLICATE_NODE_ID'
-  | 'UNKNOWN_NODE_TYPE'
-  | 'EDGE_UNKNOWN_NODE'
-  | 'EDGE_UNKNOWN_HANDLE'
-  | 'EDGE_WRONG_KIND'
-  | 'MULTIPLE_NEXT'
-  | 'MISSING_NEXT'
-  | 'UNREACHABLE_STEP'
-  | 'BRANCH_EXIT_UNCONNECTED'
-  | 'BRANCH_AFTER_START'
-  | 'CATEGORY_HANDLES_MISMATCH'
-  | 'NO_EXIT_PATH'
-  | 'PARAM_MISSING'
-  | 'PARAM_OUT_OF_RANGE';
-
-export interface FlowIssue {
-  code: FlowIssueCode;
-  message: string;
-  nodeId?: string | undefined;
-  /** Edges have no id in the builder's format: they are named by their position in `edges`. */
-  edgeIndex?: number | undefined;
 }
 
 export type CompileResult = { ok: true; config: CompiledFlow } | { ok: false; issues: FlowIssue[] };

@@ -2,23 +2,26 @@ import { envInt, LogLevel, parseEnv } from '@vab/bus';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { parseAllowList, type AllowEntry } from './egress/policy.js';
+import { keyVarsOf } from './env-keys.js';
+import { parseTrustedUrls } from './keys.js';
 
 /** services/playground/{src,dist}/config.* → the repository root. */
 const REPO_ROOT_ENV_FILE = fileURLToPath(new URL('../../../.env', import.meta.url));
 
-/** Provider key variables whose presence GET /api/env-keys reports (never their values). */
-export const PROVIDER_KEY_VARS = [
-  'OPENAI_API_KEY',
-  'ANTHROPIC_API_KEY',
-  'ELEVEN_API_KEY',
-  'ELEVENLABS_API_KEY',
-  'DEEPGRAM_API_KEY',
-  'GROQ_API_KEY',
-  'LIVEKIT_URL',
-  'LIVEKIT_API_KEY',
-  'LIVEKIT_API_SECRET',
-] as const;
-export type ProviderKeyVar = (typeof PROVIDER_KEY_VARS)[number];
+/** A comma-separated list parsed by `parse`, whose error names the bad entry. */
+const listOf = <T>(parse: (text: string | undefined) => T[]) =>
+  z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      try {
+        return parse(text);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    });
 
 const Env = z.object({
   NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
@@ -37,6 +40,19 @@ const Env = z.object({
   /** Bound on one branch evaluation or structured-output call to the model. */
   LLM_DECISION_TIMEOUT_MS: envInt(15_000, 100),
   WEBHOOK_TIMEOUT_MS: envInt(5000, 100),
+  /** Bound on connecting to an MCP server, listing its tools, and each tool call. */
+  MCP_TIMEOUT_MS: envInt(10_000, 100),
+  /**
+   * Internal addresses flows may still reach (webhooks, model base URLs, MCP servers): comma-separated
+   * host names, addresses and CIDR ranges. Unset: none.
+   */
+  FLOW_EGRESS_ALLOW: listOf<AllowEntry>(parseAllowList),
+  /** Base URLs (e.g. a self-hosted model gateway) a flow may point a model at with the server's own keys. */
+  TRUSTED_MODEL_URLS: listOf<URL>(parseTrustedUrls),
+  /** Bound on connecting to a URL a flow names, on its answer's headers, and on any pause in its body. */
+  FLOW_EGRESS_TIMEOUT_MS: envInt(30_000, 100),
+  /** An answer from a URL a flow names is cut off past this many bytes. */
+  FLOW_EGRESS_MAX_RESPONSE_BYTES: envInt(4 * 1024 * 1024, 1024),
   /** Bound on requests to the agents and sessions services. */
   BUS_TIMEOUT_MS: envInt(5000, 50),
   /** Names this instance in room metadata and to the reaper; unique per process by default. */
@@ -60,14 +76,9 @@ const Env = z.object({
 
 export type PlaygroundConfig = z.output<typeof Env> & {
   /** The provider key variables as the process environment had them at start. */
-  providerEnv: Partial<Record<ProviderKeyVar, string>>;
+  providerEnv: Readonly<Record<string, string>>;
 };
 
 export function loadConfig(env: NodeJS.ProcessEnv): PlaygroundConfig {
-  const providerEnv: Partial<Record<ProviderKeyVar, string>> = {};
-  for (const name of PROVIDER_KEY_VARS) {
-    const v = env[name];
-    if (v !== undefined) providerEnv[name] = v;
-  }
-  return { ...parseEnv(Env, env), providerEnv };
+  return { ...parseEnv(Env, env), providerEnv: keyVarsOf(env) };
 }

@@ -1,27 +1,48 @@
-import type { ProviderKeyStatus } from '@vab/contracts';
+import type { LivekitCredentials, ProviderKeyStatus } from '@vab/contracts';
 import { readFile } from 'node:fs/promises';
 import { parseEnv as parseDotenv } from 'node:util';
 import type { Logger } from 'pino';
-import { PROVIDER_KEY_VARS, type ProviderKeyVar } from './config.js';
+import type { KeyEnv } from './keys.js';
+import { PROVIDER_ENV_VARS, PROVIDERS } from './providers.js';
 
-type KeyEnv = Partial<Record<ProviderKeyVar, string>>;
+export const LIVEKIT_ENV_VARS = ['LIVEKIT_URL', 'LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET'] as const;
 
-const set = (v: string | undefined) => v !== undefined && v.trim() !== '';
+/** Every variable GET /api/env-keys and the key rule read (never their values out). */
+export const KEY_ENV_VARS: readonly string[] = [...PROVIDER_ENV_VARS, ...LIVEKIT_ENV_VARS];
+
+const set = (v: string | undefined): v is string => v !== undefined && v.trim() !== '';
+const hasKey = (env: KeyEnv, provider: string) =>
+  (PROVIDERS[provider]?.envVars ?? []).some((name) => set(env[name]));
 
 /**
- * Which providers are configured. LiveKit needs all three of its fields. Both spellings of the ElevenLabs
- * key count (the plugin reads ELEVEN_API_KEY; many .env files say ELEVENLABS_API_KEY). The minimum for the
- * builder is its language model (Anthropic) and speech recognition (Deepgram).
+ * Which providers are configured, as the spec's five entries. LiveKit needs all three of its fields. The
+ * minimum for the builder is its language model (Anthropic) and speech recognition (Deepgram).
  */
 export function keyStatus(env: KeyEnv): ProviderKeyStatus {
   const envKeys = {
-    openai: set(env.OPENAI_API_KEY),
-    anthropic: set(env.ANTHROPIC_API_KEY),
-    elevenlabs: set(env.ELEVEN_API_KEY) || set(env.ELEVENLABS_API_KEY),
-    deepgram: set(env.DEEPGRAM_API_KEY),
-    livekit: set(env.LIVEKIT_URL) && set(env.LIVEKIT_API_KEY) && set(env.LIVEKIT_API_SECRET),
+    openai: hasKey(env, 'openai'),
+    anthropic: hasKey(env, 'anthropic'),
+    elevenlabs: hasKey(env, 'elevenlabs'),
+    deepgram: hasKey(env, 'deepgram'),
+    livekit: envLivekit(env) !== undefined,
   };
   return { envKeys, setupRequired: !envKeys.anthropic || !envKeys.deepgram };
+}
+
+/** The media server credentials of the server's environment, when all three are set. */
+export function envLivekit(env: KeyEnv): LivekitCredentials | undefined {
+  const [url, apiKey, apiSecret] = LIVEKIT_ENV_VARS.map((name) => env[name]?.trim());
+  return url && apiKey && apiSecret ? { url, apiKey, apiSecret } : undefined;
+}
+
+/** The key variables of a process environment (what the playground keeps of it at start). */
+export function keyVarsOf(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of KEY_ENV_VARS) {
+    const v = env[name];
+    if (v !== undefined) out[name] = v;
+  }
+  return out;
 }
 
 /**
@@ -38,8 +59,8 @@ export async function currentKeyEnv(file: string, processEnv: KeyEnv, log: Logge
     return processEnv;
   }
   const fromFile = parseDotenv(text);
-  const merged: KeyEnv = { ...processEnv };
-  for (const name of PROVIDER_KEY_VARS) {
+  const merged: Record<string, string | undefined> = { ...processEnv };
+  for (const name of KEY_ENV_VARS) {
     const v = fromFile[name];
     if (v !== undefined) merged[name] = v;
   }

@@ -1,5 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
+  BusClient,
   MemoryIdempotencyStore,
   safeError,
   serve,
@@ -10,37 +11,34 @@ import {
 } from '@vab/bus';
 import { PLAYGROUND_INSTANCES_SUBJECT, Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
-import { agentSessionCreate } from './handlers/agent-session-create.js';
-import { agentSessionEnd } from './handlers/agent-session-end.js';
-import { envKeys } from './handlers/env-keys.js';
-import { flowsValidate } from './handlers/flows-validate.js';
-import { playgroundHealth } from './handlers/playground-health.js';
-import { textSessionEnd } from './handlers/text-session-end.js';
-import { textSessionStart } from './handlers/text-session-start.js';
-import { textSessionTurn } from './handlers/text-session-turn.js';
-import { TextSessions, type TextSessionsConfig } from './text-sessions.js';
-import { LiveKitAgentRunner, type AgentRunner } from './voice/runner.js';
-import { VoiceSessions, type VoiceSessionsConfig } from './voice/voice-sessions.js';
+import { createEgressFetch, type Resolver } from './egress/client.js';
+import { EgressPolicy } from './egress/policy.js';
+import { currentKeyEnv, keyStatus } from './env-keys.js';
+import { SessionHost } from './host/session-host.js';
+import { KeyRule } from './keys.js';
+import { ReadinessCheck } from './readiness.js';
+import { ConversationKit } from './runtime/conversations.js';
+import { LiveKitTransport } from './transports/livekit/livekit-transport.js';
+import { LiveKitAgentRunner, type AgentRunner } from './transports/livekit/runner.js';
+import { TextTransport } from './transports/text.js';
 
-export type PlaygroundServiceConfig = Pick<
+export type PlaygroundServiceConfig = Omit<
   PlaygroundConfig,
-  'ENV_FILE' | 'providerEnv' | 'MAX_SESSIONS' | 'REAPER_INTERVAL_MS'
-> &
-  TextSessionsConfig &
-  VoiceSessionsConfig;
+  'NATS_URL' | 'NATS_USER' | 'NATS_PASS' | 'REDIS_URL'
+>;
 
 /** The subjects that start sessions: an instance at capacity leaves their queue groups. */
 const CREATE_SUBJECTS = [Subjects.agentSessionCreate, Subjects.textSessionStart];
 
 export interface PlaygroundService extends Served {
-  voice: VoiceSessions;
-  text: TextSessions;
+  host: SessionHost;
+  voice: LiveKitTransport;
+  text: TextTransport;
 }
 
 /**
- * Serves the playground subjects. Capacity: at MAX_SESSIONS (voice and text together) the instance stops
- * taking new sessions by leaving the create subjects' queue group until a slot frees. Stopping it ends
- * every session it holds and stops the reaper.
+ * Serves the playground subjects: flow validation, key status, and sessions — voice (LiveKit) and text —
+ * on one session host. Stopping it ends every session it holds and stops the reaper.
  */
 export function startPlaygroundService(deps: {
   nc: NatsConnection;
@@ -49,38 +47,53 @@ export function startPlaygroundService(deps: {
   runner?: AgentRunner;
   /** Where Idempotency-Keys are kept; default: this instance's memory (a retry must reach the same instance). */
   idempotency?: IdempotencyStore;
+  /** How names in flow URLs resolve (tests); default: the system's resolver. */
+  resolve?: Resolver;
 }): PlaygroundService {
   const { nc, log, config } = deps;
-  // set once serve() has subscribed; session counts only change after that
-  const ctl: { served?: Served } = {};
-  let full = false;
-  const recount = () => {
-    const count = voice.size + text.size;
-    const served = ctl.served;
-    if (!served) return;
-    if (!full && count >= config.MAX_SESSIONS) {
-      full = true;
-      for (const s of CREATE_SUBJECTS) served.pause(s);
-      log.warn({ sessions: count }, 'at capacity: no longer taking new sessions');
-    } else if (full && count < config.MAX_SESSIONS) {
-      full = false;
-      for (const s of CREATE_SUBJECTS) served.resume(s);
-      log.info({ sessions: count }, 'taking new sessions again');
-    }
-  };
-  const voice = new VoiceSessions(nc, log, config, deps.runner ?? new LiveKitAgentRunner(), recount);
-  const text = new TextSessions(nc, log, config, recount);
+  const bus = new BusClient(nc);
+  const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
+  const policy = new EgressPolicy(config.FLOW_EGRESS_ALLOW);
+  const egressFetch = createEgressFetch({
+    policy,
+    timeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
+    maxResponseBytes: config.FLOW_EGRESS_MAX_RESPONSE_BYTES,
+    log,
+    resolve: deps.resolve,
+  });
+  const readiness = new ReadinessCheck({
+    policy,
+    keys: new KeyRule(config.TRUSTED_MODEL_URLS),
+    egressFetch,
+    egressTimeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
+  });
+  const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS });
+  const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
+  const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
+  const voice = new LiveKitTransport({
+    host,
+    bus,
+    nc,
+    readiness,
+    kit,
+    env,
+    log,
+    config,
+    runner: deps.runner ?? new LiveKitAgentRunner(),
+  });
+
   const handlers: HandlerTable<'playground'> = {
-    'playground.flows.validate': flowsValidate(),
-    'playground.env-keys': envKeys(config),
-    'playground.health': playgroundHealth(),
-    'playground.text.start': textSessionStart(text),
-    'playground.text.turn': textSessionTurn(text),
-    'playground.text.end': textSessionEnd(text),
-    'playground.session.create': agentSessionCreate(voice),
-    'playground.session.end': agentSessionEnd(voice),
+    'playground.flows.validate': async ({ sessionType, ...flow }) =>
+      readiness.validate(flow, sessionType, await env()),
+    'playground.env-keys': async () => keyStatus(await env()),
+    'playground.health': async () => ({ service: 'playground', ok: true }),
+    'playground.text.start': (req, ctx) => text.start(req.agentId, req.body, ctx.requestId),
+    'playground.text.turn': (req, ctx) => text.turn(req.agentId, req.sessionId, req.text, ctx.requestId),
+    'playground.text.end': (req, ctx) => text.end(req.agentId, req.sessionId, ctx.requestId),
+    'playground.session.create': (req, ctx) => voice.create(req, ctx.requestId),
+    'playground.session.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
   };
-  const s = serve(nc, {
+  const served = serve(nc, {
     service: 'playground',
     handlers,
     log,
@@ -89,7 +102,7 @@ export function startPlaygroundService(deps: {
       subjects: ['playground.session.create', 'playground.text.start'],
     },
   });
-  ctl.served = s;
+  host.attach(served);
   // who is alive, for every instance's reaper
   const alive = nc.subscribe(PLAYGROUND_INSTANCES_SUBJECT, {
     callback: (_e, msg) => void msg.respond(config.INSTANCE_ID),
@@ -99,17 +112,15 @@ export function startPlaygroundService(deps: {
   }, config.REAPER_INTERVAL_MS);
   reaper.unref();
   return {
+    ...served,
+    host,
     voice,
     text,
-    ready: s.ready,
-    inFlight: s.inFlight,
-    pause: s.pause,
-    resume: s.resume,
     async stop(timeoutMs) {
       clearInterval(reaper);
-      await s.stop(timeoutMs);
+      await served.stop(timeoutMs);
       // stop all, then leave: the other instances must not see this one alive while its rooms go
-      await Promise.all([voice.stopAll('shutdown'), text.stopAll()]);
+      await host.stopAll('shutdown');
       alive.unsubscribe();
     },
   };

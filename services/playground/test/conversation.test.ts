@@ -1,15 +1,23 @@
-import { initializeLogger } from '@livekit/agents';
-import * as openai from '@livekit/agents-plugin-openai';
-import { compile, type CompiledFlow } from '@vab/flow';
+import { initializeLogger, voice } from '@livekit/agents';
+import type { Flow, SessionMessage } from '@vab/contracts';
 import { createServer } from 'node:http';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fullFlow, withNode } from '@vab/testkit';
-import { FlowConversation, type RecordedMessage, type TransferTarget } from '../src/runtime/conversation.js';
+import { createEgressFetch } from '../src/egress/client.js';
+import { EgressPolicy, parseAllowList } from '../src/egress/policy.js';
+import { KeyRule } from '../src/keys.js';
+import { ReadinessCheck } from '../src/readiness.js';
+import { FlowConversation, type TransferTarget } from '../src/runtime/conversation.js';
+import { openFlowRuntime, type FlowRuntime } from '../src/runtime/flow-runtime.js';
+import { runPostProcessing } from '../src/runtime/post-processing.js';
 import { lastUserText, startOpenAiStub, systemText, textOf, type ChatRequest } from './openai-stub.js';
 
 initializeLogger({ pretty: false, level: 'error' });
 const log = pino({ level: 'silent' });
+const policy = new EgressPolicy(parseAllowList('127.0.0.1'));
+const egressFetch = createEgressFetch({ policy, timeoutMs: 5000, maxResponseBytes: 1 << 20, log });
+const readiness = new ReadinessCheck({ policy, keys: new KeyRule([]), egressFetch, egressTimeoutMs: 5000 });
 
 /** The model, scripted: classifies and decides from what the user said, extracts fixed data, echoes otherwise. */
 function script(req: ChatRequest) {
@@ -60,30 +68,46 @@ afterAll(async () => {
   await new Promise<void>((r) => hookServer.close(() => r()));
 });
 
-function compiled(): CompiledFlow {
-  const r = compile(withNode(fullFlow(), 'hook', { url: hookUrl, headers: { 'x-flow': 'clinic' } }));
-  if (!r.ok) throw new Error(JSON.stringify(r.issues));
-  return r.config;
+/** The flow as a text session runs it: checked, its models pointed at `baseURL` with a request key. */
+async function runtime(flow: Flow, baseURL = stub.baseURL): Promise<FlowRuntime> {
+  const runnable = readiness.require(withNode(flow, 'llm', { baseURL }), 'text', {}, { openai: 'test' });
+  return openFlowRuntime(runnable, { fetch: egressFetch, timeoutMs: 5000, log });
 }
 
-function conversation(flow: CompiledFlow, opts: { clock?: { t: number }; transfer?: TransferTarget } = {}) {
-  const recorded: RecordedMessage[] = [];
+const clinic = () => withNode(fullFlow(), 'hook', { url: hookUrl, headers: { 'x-flow': 'clinic' } });
+
+function conversation(
+  flow: FlowRuntime,
+  opts: { clock?: { t: number }; transfer?: () => Promise<TransferTarget> } = {},
+) {
+  const recorded: SessionMessage[] = [];
   let ended = 0;
+  const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
   const conv = new FlowConversation({
     flow,
-    makeLlm: (cfg) => new openai.LLM({ apiKey: 'test', baseURL: stub.baseURL, model: cfg.model ?? 'stub' }),
-    loadTransferTarget: async () => opts.transfer ?? { ok: false, reason: 'missing' },
+    sessionType: 'text',
+    session,
+    startSession: (agent) => session.start({ agent }),
+    loadTransferTarget: async () => (opts.transfer ? opts.transfer() : { ok: false, reason: 'missing' }),
     record: (m) => recorded.push(m),
     onEnded: () => ended++,
+    postProcess: (steps, transcript, f) =>
+      runPostProcessing(steps, transcript, (cfg) => f.llm(cfg ?? f.config.providers.llm), {
+        fetch: egressFetch,
+        webhookTimeoutMs: 2000,
+        llmTimeoutMs: 5000,
+        log,
+      }),
     log,
     now: opts.clock ? () => opts.clock!.t : undefined,
+    branchTimeoutMs: 15_000,
   });
   return { conv, recorded, endedCount: () => ended };
 }
 
 describe('a whole flow, in text, against a scripted model over HTTP', () => {
   it('greets, runs a 2-round burst, classifies, goes through if/else, ends, extracts and posts the webhook', async () => {
-    const { conv, recorded, endedCount } = conversation(compiled());
+    const { conv, recorded, endedCount } = conversation(await runtime(clinic()));
     const hello = await conv.start();
     expect(hello).toMatchObject({
       replies: ['Hello, this is the clinic.'],
@@ -143,7 +167,7 @@ describe('a whole flow, in text, against a scripted model over HTTP', () => {
 
   it('takes the question branch into a timer that moves on only after its duration', async () => {
     const clock = { t: 1_000_000 };
-    const { conv } = conversation(compiled(), { clock });
+    const { conv } = conversation(await runtime(clinic()), { clock });
     await conv.start();
     for (const text of ['Hi', 'Ada', '1815']) await conv.userTurn(text);
     const q = await conv.userTurn('I have a question about parking');
@@ -158,7 +182,7 @@ describe('a whole flow, in text, against a scripted model over HTTP', () => {
   });
 
   it('a transfer to a missing agent apologizes and ends; to a stored agent it continues with its flow', async () => {
-    const failed = conversation(compiled());
+    const failed = conversation(await runtime(clinic()));
     await failed.conv.start();
     for (const text of ['Hi', 'Ada', '1815']) await failed.conv.userTurn(text);
     const t = await failed.conv.userTurn('Please put me through to a colleague');
@@ -167,15 +191,28 @@ describe('a whole flow, in text, against a scripted model over HTTP', () => {
     expect(t.replies).toHaveLength(1);
     await failed.conv.close();
 
-    const target = compile(withNode(fullFlow(), 'start', { command: 'Front desk here.' }));
-    if (!target.ok) throw new Error('fixture');
-    const moved = conversation(compiled(), { transfer: { ok: true, flow: target.config } });
+    const frontDesk = withNode(withNode(fullFlow(), 'start', { command: 'Front desk here.' }), 'agent', {
+      instructions: 'You are the front desk.',
+    });
+    const moved = conversation(await runtime(clinic()), {
+      transfer: async () => ({
+        ok: true,
+        flow: await runtime(withNode(frontDesk, 'llm', { model: 'front-desk-model' })),
+      }),
+    });
     await moved.conv.start();
     for (const text of ['Hi', 'Ada', '1815']) await moved.conv.userTurn(text);
     const handed = await moved.conv.userTurn('Please put me through to a colleague');
     expect(handed.stepChanges.map((c) => c.stepId)).toEqual(['cat', 'transfer', 'start']);
     expect(handed.replies.at(-1)).toBe('Front desk here.');
     expect(handed.ended).toBe(false);
+    // the target's own model answers from now on, under the target's instructions
+    const after = await moved.conv.userTurn('Hello front desk');
+    expect(after.stepId).toBe('burst');
+    const last = stub.requests.at(-1)!;
+    expect(last.model).toBe('front-desk-model');
+    expect(systemText(last)).toContain('You are the front desk.');
+    expect(systemText(last)).not.toContain('You book appointments.');
     await moved.conv.close();
   });
 
@@ -183,13 +220,7 @@ describe('a whole flow, in text, against a scripted model over HTTP', () => {
     const broken = await startOpenAiStub((req) =>
       (req.tools ?? []).length > 0 ? { status: 500 } : script(req),
     );
-    const conv = new FlowConversation({
-      flow: compiled(),
-      makeLlm: () => new openai.LLM({ apiKey: 'test', baseURL: broken.baseURL, model: 'stub' }),
-      loadTransferTarget: async () => ({ ok: false, reason: 'missing' }),
-      record: () => undefined,
-      log,
-    });
+    const { conv } = conversation(await runtime(clinic(), broken.baseURL));
     try {
       await conv.start();
       for (const text of ['Hi', 'Ada', '1815']) await conv.userTurn(text);

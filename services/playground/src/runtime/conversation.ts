@@ -1,75 +1,73 @@
 import { llm, voice } from '@livekit/agents';
-import type { MessageRole } from '@vab/contracts';
+import type { SessionMessage, SessionType, StepChange, TextTurnResult } from '@vab/contracts';
 import {
   COMPLETE_STEP_TOOL,
   initialState,
   step as engineStep,
-  type CompiledFlow,
   type EngineAction,
   type EngineEvent,
   type EngineState,
-  type LlmConfig,
   type PostStep,
-  type StepKind,
+  type TransferFailureReason,
 } from '@vab/flow';
 import type { Logger } from 'pino';
-import { evaluateBranch, extractStructuredOutput, type Turn } from './judge.js';
+import { agentOptions, FlowAgent, type FlowRuntime } from './flow-runtime.js';
+import { evaluateBranch, type Turn } from './judge.js';
 
-export interface StepChange {
-  stepId: string;
-  stepType: StepKind;
-}
+export type TurnResult = Omit<TextTurnResult, 'sessionId'>;
 
-export interface TurnResult {
-  replies: string[];
-  stepId: string;
-  stepType: StepKind;
-  stepChanges: StepChange[];
-  ended: boolean;
-}
-
-export interface RecordedMessage {
-  role: MessageRole;
-  content: string;
-  stepId: string;
-  timestamp: number;
-}
-
-export type TransferTarget =
-  { ok: true; flow: CompiledFlow } | { ok: false; reason: 'missing' | 'archived' | 'invalid' | 'error' };
+export type TransferTarget = { ok: true; flow: FlowRuntime } | { ok: false; reason: TransferFailureReason };
 
 export interface ConversationDeps {
-  flow: CompiledFlow;
-  makeLlm(cfg: LlmConfig): llm.LLM;
-  /** Loads and compiles another stored agent's flow for a transfer step. */
+  flow: FlowRuntime;
+  sessionType: SessionType;
+  /** The transport's LiveKit session: in a room (voice), or without one and with manual turns (text). */
+  session: voice.AgentSession;
+  /** Starts the session with its first agent. */
+  startSession(agent: FlowAgent): Promise<void>;
+  /** Another stored agent's flow, checked and opened, for a transfer step. */
   loadTransferTarget(agentId: string): Promise<TransferTarget>;
   /** Every transcript message, with the step that was current. Must not throw. */
-  record(message: RecordedMessage): void;
+  record(message: SessionMessage): void;
   onStepChange?(change: StepChange): void;
-  /** The session has ended (goodbye said, or a failed transfer). Called once. */
+  /** The conversation has ended (goodbye said, or a failed transfer). Called once. */
   onEnded?(): void;
+  /** Runs what follows an end step, on the flow that reached it. */
+  postProcess(steps: PostStep[], conversation: Turn[], flow: FlowRuntime): Promise<void>;
   log: Logger;
   now?: () => number;
-  branchTimeoutMs?: number;
-  webhookTimeoutMs?: number;
-  /**
-   * Voice: the caller's session (with STT, TTS and a room) and agent. Without it the conversation runs text
-   * only, with a session of its own and manual turns.
-   */
-  voice?: { session: voice.AgentSession; agent: voice.Agent; start(): Promise<void> } | undefined;
+  branchTimeoutMs: number;
 }
 
+/** One pass over the actions an event led to, and what it carries from one action to the next. */
+interface Pass {
+  queue: EngineAction[];
+  /** The user's turn not yet in the model's context (a text turn, until a reply takes it along). */
+  userInput: string | undefined;
+  endRequested: boolean;
+}
+
+type ActionHandlers = {
+  [T in EngineAction['type']]: (
+    action: Extract<EngineAction, { type: T }>,
+    pass: Pass,
+  ) => Promise<void> | void;
+};
+
+/** Bound on LiveKit making a transfer's agent the active one. */
+const HANDOFF_TIMEOUT_MS = 10_000;
+
 /**
- * One conversation with a flow: the pure step engine decides, this class carries its actions out on a
+ * One conversation with a flow. The pure step engine decides; this class only carries its actions out on a
  * LiveKit `voice.AgentSession` (instructions and tools per step, literal or generated speech, branch
- * evaluation and post-processing as structured LLM calls). User turns are taken one at a time.
+ * evaluation, transfers as LiveKit handoffs to the target flow's agent). User turns are taken one at a time.
  */
 export class FlowConversation {
-  private flow: CompiledFlow;
+  private flow: FlowRuntime;
+  /** Every flow this conversation opened (its own, and each transfer's target): closed at the end. */
+  private readonly flows: FlowRuntime[] = [];
+  private agent: FlowAgent;
   private state: EngineState;
-  private readonly agent: voice.Agent;
-  private readonly session: voice.AgentSession;
-  private readonly agentLlm: llm.LLM;
   private readonly transcript: Turn[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private queue: Promise<unknown> = Promise.resolve();
@@ -81,14 +79,11 @@ export class FlowConversation {
 
   constructor(private readonly deps: ConversationDeps) {
     this.flow = deps.flow;
-    this.state = initialState(deps.flow);
+    this.flows.push(deps.flow);
+    this.state = initialState(deps.flow.config);
     this.now = deps.now ?? Date.now;
-    this.agentLlm = deps.makeLlm(deps.flow.providers.llm);
-    this.agent = deps.voice?.agent ?? new voice.Agent({ instructions: deps.flow.agent.instructions || ' ' });
-    this.session =
-      deps.voice?.session ??
-      new voice.AgentSession({ llm: this.agentLlm, turnHandling: { turnDetection: 'manual' } });
-    this.session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
+    this.agent = this.makeAgent(deps.flow);
+    deps.session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
       const item = ev.item;
       if (item.type !== 'message' || item.role !== 'assistant') return;
       const text = item.textContent ?? '';
@@ -108,18 +103,29 @@ export class FlowConversation {
     return this.state.phase === 'ended' || this.closed;
   }
 
+  private makeAgent(flow: FlowRuntime, chatCtx?: llm.ChatContext): FlowAgent {
+    const inRoom = this.deps.sessionType === 'voice';
+    return new FlowAgent(
+      agentOptions(flow, this.deps.sessionType, chatCtx),
+      inRoom
+        ? (text) =>
+            void this.userTurn(text, { inContext: true }).catch((err: unknown) =>
+              this.deps.log.error({ err: String(err) }, 'user turn failed'),
+            )
+        : undefined,
+    );
+  }
+
   /** Starts the session: the start step speaks first. */
   async start(): Promise<TurnResult> {
-    if (this.deps.voice) {
-      await this.deps.voice.start();
+    await this.deps.startSession(this.agent);
+    const greet = () => this.serialized(() => this.handle({ type: 'session_started', at: this.now() }));
+    if (this.deps.sessionType === 'voice') {
       // in a room the greeting plays out while the user joins: returning now lets the token be handed over
-      void this.serialized(() => this.handle({ type: 'session_started', at: this.now() })).catch(
-        (err: unknown) => this.deps.log.error({ err: String(err) }, 'greeting failed'),
-      );
+      void greet().catch((err: unknown) => this.deps.log.error({ err: String(err) }, 'greeting failed'));
       return this.result();
     }
-    await this.session.start({ agent: this.agent });
-    return this.serialized(() => this.handle({ type: 'session_started', at: this.now() }));
+    return greet();
   }
 
   /**
@@ -141,10 +147,11 @@ export class FlowConversation {
     this.closed = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
-    await this.session
+    await this.deps.session
       .close()
       .catch((err: unknown) => this.deps.log.warn({ err: String(err) }, 'agent session close failed'));
     await this.postProcessing;
+    await Promise.all(this.flows.map((f) => f.close()));
     this.notifyEnded();
   }
 
@@ -161,7 +168,7 @@ export class FlowConversation {
   }
 
   private result(): TurnResult {
-    const current = this.flow.steps[this.state.stepId];
+    const current = this.flow.config.steps[this.state.stepId];
     return {
       replies: this.collecting?.replies ?? [],
       stepId: this.state.stepId,
@@ -172,7 +179,7 @@ export class FlowConversation {
   }
 
   private feed(event: EngineEvent): EngineAction[] {
-    const r = engineStep(this.flow, this.state, event);
+    const r = engineStep(this.flow.config, this.state, event);
     this.state = r.state;
     return r.actions;
   }
@@ -189,111 +196,120 @@ export class FlowConversation {
 
   /** Carries out actions in order; actions an action leads to (a decision, a finished utterance) follow it. */
   private async apply(initial: EngineAction[], pendingUser: string | undefined): Promise<void> {
-    const queue = [...initial];
-    let userInput = pendingUser;
-    let endRequested = false;
-    const spoke = () => {
-      userInput = undefined;
-      queue.push(...this.feed({ type: 'assistant_turn', at: this.now(), text: '' }));
-    };
-    while (queue.length > 0 && !this.closed) {
-      const action = queue.shift()!;
-      switch (action.type) {
-        case 'step_changed': {
-          const change = { stepId: action.stepId, stepType: action.stepType };
-          this.collecting?.stepChanges.push(change);
-          this.deps.onStepChange?.(change);
-          break;
-        }
-        case 'set_instructions':
-          await this.agent.updateInstructions(action.instructions || ' ');
-          await this.agent.updateTools(
-            action.completionTool ? { [COMPLETE_STEP_TOOL]: this.completionTool() } : {},
-          );
-          break;
-        case 'speak':
-          if (action.literal) {
-            await this.addPendingUser(userInput);
-            await this.session.say(action.text).waitForPlayout();
-          } else {
-            await this.session
-              .generateReply({ userInput, instructions: action.instruction })
-              .waitForPlayout();
-          }
-          spoke();
-          break;
-        case 'generate_reply':
-          await this.session.generateReply(userInput !== undefined ? { userInput } : {}).waitForPlayout();
-          spoke();
-          break;
-        case 'evaluate_branch': {
-          const step = this.flow.steps[action.stepId];
-          const own = step && (step.kind === 'ifelse' || step.kind === 'categorize') ? step.llm : undefined;
-          const model = own ? this.deps.makeLlm(own) : this.agentLlm;
-          const exit = await evaluateBranch(
-            model,
-            this.transcript,
-            action,
-            this.deps.branchTimeoutMs ?? 15_000,
-          );
-          this.deps.log.info({ stepId: action.stepId, exit, attempt: action.attempt }, 'branch evaluated');
-          queue.push(...this.feed({ type: 'branch_decided', at: this.now(), stepId: action.stepId, exit }));
-          break;
-        }
-        case 'schedule_timer': {
-          const t = setTimeout(
-            () => {
-              this.timers.delete(t);
-              void this.serialized(async () =>
-                this.feed({ type: 'timer_elapsed', at: this.now(), stepId: action.stepId }),
-              );
-            },
-            Math.max(0, action.dueAt - this.now()),
-          );
-          t.unref();
-          this.timers.add(t);
-          break;
-        }
-        case 'transfer': {
-          const target = await this.deps.loadTransferTarget(action.targetAgentId);
-          if (target.ok) {
-            this.deps.log.info({ targetAgentId: action.targetAgentId }, 'transferred');
-            this.flow = target.flow;
-            this.state = initialState(target.flow);
-            await this.agent.updateInstructions(target.flow.agent.instructions || ' ');
-            queue.push(...this.feed({ type: 'session_started', at: this.now() }));
-          } else {
-            this.deps.log.warn(
-              { targetAgentId: action.targetAgentId, reason: target.reason },
-              'transfer failed',
-            );
-            queue.push(
-              ...this.feed({
-                type: 'transfer_failed',
-                at: this.now(),
-                stepId: action.stepId,
-                reason: target.reason,
-              }),
-            );
-          }
-          break;
-        }
-        case 'end_session':
-          this.deps.log.info({ reason: action.reason }, 'conversation ended');
-          endRequested = true; // notified after the loop: the owner's close() must not cut post-processing off
-          break;
-        case 'run_post_processing':
-          this.postProcessing = this.runPostProcessing(action.steps);
-          break;
-      }
+    const pass: Pass = { queue: [...initial], userInput: pendingUser, endRequested: false };
+    while (pass.queue.length > 0 && !this.closed) {
+      const action = pass.queue.shift()!;
+      await (this.act[action.type] as (a: EngineAction, p: Pass) => Promise<void> | void)(action, pass);
     }
     // a turn that produced no speech (e.g. during an evaluation) still belongs in the model's context
-    await this.addPendingUser(userInput);
-    if (endRequested) this.notifyEnded();
+    await this.addPendingUser(pass);
+    // notified after the loop: the owner's close() must not cut post-processing off
+    if (pass.endRequested) this.notifyEnded();
   }
 
-  private async addPendingUser(text: string | undefined): Promise<void> {
+  private readonly act: ActionHandlers = {
+    step_changed: (a) => this.stepChanged({ stepId: a.stepId, stepType: a.stepType }),
+    set_instructions: async (a) => {
+      await this.agent.updateInstructions(a.instructions || ' ');
+      await this.agent.updateTools([
+        ...this.flow.tools,
+        ...(a.completionTool ? [this.completionTool()] : []),
+      ]);
+    },
+    speak: async (a, pass) => {
+      if (a.literal) {
+        await this.addPendingUser(pass);
+        await this.deps.session.say(a.text).waitForPlayout();
+      } else {
+        await this.deps.session
+          .generateReply({ userInput: pass.userInput, instructions: a.instruction })
+          .waitForPlayout();
+      }
+      this.spoke(pass);
+    },
+    generate_reply: async (_a, pass) => {
+      const input = pass.userInput;
+      await this.deps.session.generateReply(input !== undefined ? { userInput: input } : {}).waitForPlayout();
+      this.spoke(pass);
+    },
+    evaluate_branch: async (a, pass) => {
+      const step = this.flow.config.steps[a.stepId];
+      const own = step && (step.kind === 'ifelse' || step.kind === 'categorize') ? step.llm : undefined;
+      const model = this.flow.llm(own ?? this.flow.config.providers.llm);
+      const exit = await evaluateBranch(model, this.transcript, a, this.deps.branchTimeoutMs);
+      this.deps.log.info({ stepId: a.stepId, exit, attempt: a.attempt }, 'branch evaluated');
+      pass.queue.push(...this.feed({ type: 'branch_decided', at: this.now(), stepId: a.stepId, exit }));
+    },
+    schedule_timer: (a) => {
+      const t = setTimeout(
+        () => {
+          this.timers.delete(t);
+          void this.serialized(async () =>
+            this.feed({ type: 'timer_elapsed', at: this.now(), stepId: a.stepId }),
+          );
+        },
+        Math.max(0, a.dueAt - this.now()),
+      );
+      t.unref();
+      this.timers.add(t);
+    },
+    transfer: async (a, pass) => {
+      const target = await this.deps.loadTransferTarget(a.targetAgentId);
+      if (!target.ok) {
+        this.deps.log.warn({ targetAgentId: a.targetAgentId, reason: target.reason }, 'transfer failed');
+        pass.queue.push(
+          ...this.feed({ type: 'transfer_failed', at: this.now(), stepId: a.stepId, reason: target.reason }),
+        );
+        return;
+      }
+      await this.handOver(target.flow);
+      this.deps.log.info({ targetAgentId: a.targetAgentId }, 'transferred');
+      pass.queue.push(...this.feed({ type: 'session_started', at: this.now() }));
+    },
+    end_session: (a, pass) => {
+      this.deps.log.info({ reason: a.reason }, 'conversation ended');
+      pass.endRequested = true;
+    },
+    run_post_processing: (a) => {
+      this.postProcessing = this.deps.postProcess(a.steps, [...this.transcript], this.flow);
+    },
+  };
+
+  /** The target flow's agent takes over with its own models, carrying the conversation so far. */
+  private async handOver(flow: FlowRuntime): Promise<void> {
+    this.flows.push(flow);
+    const agent = this.makeAgent(flow, this.agent.chatCtx.copy());
+    this.deps.session.updateAgent(agent);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      agent.entered,
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error('the transfer target did not take over')),
+          HANDOFF_TIMEOUT_MS,
+        );
+      }),
+    ]).finally(() => clearTimeout(timer));
+    this.agent = agent;
+    this.flow = flow;
+    this.state = initialState(flow.config);
+  }
+
+  private stepChanged(change: StepChange): void {
+    this.collecting?.stepChanges.push(change);
+    this.deps.onStepChange?.(change);
+  }
+
+  /** The agent has spoken: its utterance took the pending user turn along, and the engine may move on. */
+  private spoke(pass: Pass): void {
+    pass.userInput = undefined;
+    pass.queue.push(...this.feed({ type: 'assistant_turn', at: this.now(), text: '' }));
+  }
+
+  private async addPendingUser(pass: Pass): Promise<void> {
+    const text = pass.userInput;
     if (text === undefined) return;
+    pass.userInput = undefined;
     const ctx = this.agent.chatCtx.copy();
     ctx.addMessage({ role: 'user', content: text });
     await this.agent.updateChatCtx(ctx);
@@ -301,6 +317,7 @@ export class FlowConversation {
 
   private completionTool() {
     return llm.tool({
+      name: COMPLETE_STEP_TOOL,
       description: 'Call this when the goal of the current part of the conversation has been reached.',
       execute: async () => {
         // runs inside the LLM's reply: the step changes now, the model carries on under the new instructions
@@ -311,54 +328,11 @@ export class FlowConversation {
           stepId: this.state.stepId,
         });
         for (const a of actions) {
-          if (a.type === 'step_changed') {
-            this.collecting?.stepChanges.push({ stepId: a.stepId, stepType: a.stepType });
-            this.deps.onStepChange?.({ stepId: a.stepId, stepType: a.stepType });
-          }
+          if (a.type === 'step_changed') this.stepChanged({ stepId: a.stepId, stepType: a.stepType });
           if (a.type === 'set_instructions') await this.agent.updateInstructions(a.instructions || ' ');
         }
         return 'Step complete. Continue under the new instructions.';
       },
     });
-  }
-
-  /** Structured output, then webhooks with it. A failure is logged and never breaks the session. */
-  private async runPostProcessing(steps: PostStep[]): Promise<void> {
-    let structuredOutput: Record<string, unknown> | undefined;
-    const conversation = [...this.transcript];
-    for (const s of steps) {
-      if (s.kind === 'structured_output') {
-        try {
-          const model = s.llm ? this.deps.makeLlm(s.llm) : this.agentLlm;
-          structuredOutput = await extractStructuredOutput(
-            model,
-            conversation,
-            s.command,
-            s.schemaFields,
-            this.deps.branchTimeoutMs ?? 15_000,
-          );
-          this.deps.log.info(
-            { stepId: s.id, fields: Object.keys(structuredOutput) },
-            'structured output extracted',
-          );
-        } catch (err) {
-          this.deps.log.warn({ stepId: s.id, err: String(err) }, 'structured output failed');
-        }
-      } else {
-        try {
-          const res = await fetch(s.url, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', ...s.headers },
-            body: JSON.stringify(
-              structuredOutput === undefined ? { conversation } : { conversation, structuredOutput },
-            ),
-            signal: AbortSignal.timeout(this.deps.webhookTimeoutMs ?? 5000),
-          });
-          this.deps.log.info({ stepId: s.id, status: res.status }, 'webhook delivered');
-        } catch (err) {
-          this.deps.log.warn({ stepId: s.id, err: String(err) }, 'webhook failed');
-        }
-      }
-    }
   }
 }

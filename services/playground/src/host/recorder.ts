@@ -1,6 +1,5 @@
 import { BusClient, safeError, type Logger } from '@vab/bus';
-import { Subjects } from '@vab/contracts';
-import type { RecordedMessage } from './runtime/conversation.js';
+import { Subjects, type SessionMessage } from '@vab/contracts';
 
 /**
  * Writes one session's transcript to the sessions service, in order and never blocking the conversation
@@ -19,7 +18,7 @@ export class Recorder {
     private readonly timeoutMs: number,
   ) {}
 
-  record(message: RecordedMessage): void {
+  record(message: SessionMessage): void {
     this.chain = this.chain.then(async () => {
       try {
         await this.bus.request(

@@ -1,0 +1,322 @@
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { answer, safeError, type BusClient, type Logger, type Served } from '@vab/bus';
+import {
+  AppError,
+  OwnerEndRequest,
+  ownerSubject,
+  Subjects,
+  TextTurnRequest,
+  type Ok,
+  type SessionType,
+  type TextTurnResult,
+} from '@vab/contracts';
+import type { TurnResult } from '../runtime/conversation.js';
+import { Recorder } from './recorder.js';
+
+export interface HostConfig {
+  /** Sessions (voice and text together) one instance runs at once. */
+  MAX_SESSIONS: number;
+  MAX_SESSION_MS: number;
+  /** A text session with no turn for this long is stopped. */
+  TEXT_SESSION_IDLE_MS: number;
+  BUS_TIMEOUT_MS: number;
+  /** Bound on a forwarded stop: the owner may be deleting a room. */
+  MEDIA_SERVER_TIMEOUT_MS: number;
+}
+
+/** What a transport gets while it starts a session, and keeps for the session's life. */
+export interface SessionContext {
+  key: string;
+  log: Logger;
+  /** The test session recording this one (when it belongs to a stored agent). */
+  recorder: Recorder | undefined;
+  /** Registers what stopping must undo (run in reverse order); at once if the session has already stopped. */
+  onStop(cleanup: () => Promise<void>): void;
+  /** Stops the session (idempotent): the transport's signal that its agent or room is gone. */
+  stop(reason: string): void;
+  /** Stops it after `ms` unless called again first (e.g. the last user left the room). */
+  stopAfter(ms: number, reason: string): void;
+}
+
+export interface OpenOptions {
+  sessionType: SessionType;
+  /** The session's key when the transport has one (a room name); else the id of its test session. */
+  key?: string;
+  /** Records the session as a test session of this stored agent. */
+  agentId?: string | undefined;
+  roomName?: string;
+  requestId: string;
+  /** What the client is told when the start fails for a reason that is not an API error of ours. */
+  failure: string;
+}
+
+export interface Started<R> {
+  result: R;
+  /** A user turn (text sessions). */
+  turn?: (text: string) => Promise<TurnResult>;
+}
+
+interface Hosted {
+  key: string;
+  sessionType: SessionType;
+  agentId: string | undefined;
+  startedAt: number;
+  log: Logger;
+  recorder: Recorder | undefined;
+  cleanups: (() => Promise<void>)[];
+  turn: ((text: string) => Promise<TurnResult>) | undefined;
+  subs: Subscription[];
+  timers: Map<string, NodeJS.Timeout>;
+  stopping: Promise<void> | undefined;
+}
+
+/** Turns take a model call or several; a forwarded one waits as long as the route does. */
+const FORWARDED_TURN_TIMEOUT_MS = 60_000;
+
+const notFound = (key: string) =>
+  new AppError('NOT_FOUND', `text session ${key} not found (ended or expired)`);
+
+/**
+ * Every playground session this instance runs, voice or text, under one set of rules: one capacity rule
+ * (at MAX_SESSIONS the instance leaves the create subjects' queue groups, and rejoins when a slot frees),
+ * requests for a session held elsewhere forwarded to the owner's subject, idle and maximum timers, the
+ * test-session recorder, and one idempotent stop that undoes everything a transport registered.
+ */
+export class SessionHost {
+  private readonly sessions = new Map<string, Hosted>();
+  /** Starts under way whose key is not known yet: they hold a slot. */
+  private reserved = 0;
+  private served: Served | undefined;
+  private full = false;
+
+  constructor(
+    private readonly deps: {
+      nc: NatsConnection;
+      bus: BusClient;
+      log: Logger;
+      config: HostConfig;
+      /** The subjects that start sessions: left while the instance is full. */
+      createSubjects: readonly string[];
+    },
+  ) {}
+
+  /** Capacity is enforced on the served subjects from now on. */
+  attach(served: Served): void {
+    this.served = served;
+    this.recount();
+  }
+
+  get size(): number {
+    return this.sessions.size + this.reserved;
+  }
+
+  count(sessionType: SessionType): number {
+    let n = 0;
+    for (const s of this.sessions.values()) if (s.sessionType === sessionType) n++;
+    return n;
+  }
+
+  private recount(): void {
+    const served = this.served;
+    if (!served) return;
+    const { MAX_SESSIONS } = this.deps.config;
+    if (!this.full && this.size >= MAX_SESSIONS) {
+      this.full = true;
+      for (const s of this.deps.createSubjects) served.pause(s);
+      this.deps.log.warn({ sessions: this.size }, 'at capacity: no longer taking new sessions');
+    } else if (this.full && this.size < MAX_SESSIONS) {
+      this.full = false;
+      for (const s of this.deps.createSubjects) served.resume(s);
+      this.deps.log.info({ sessions: this.size }, 'taking new sessions again');
+    }
+  }
+
+  /**
+   * Opens a session: takes a slot (or answers 503 when there is none), records it as a test session, and
+   * runs the transport's `start`. A start that fails is undone by the same stop as any other session.
+   */
+  async open<R>(
+    opts: OpenOptions,
+    start: (ctx: SessionContext) => Promise<Started<R>>,
+  ): Promise<{ key: string; result: R }> {
+    if (this.size >= this.deps.config.MAX_SESSIONS) {
+      throw new AppError('CAPACITY_EXHAUSTED', 'playground at capacity, retry shortly');
+    }
+    this.reserved++;
+    this.recount();
+    let hosted: Hosted;
+    try {
+      hosted = await this.register(opts);
+    } finally {
+      this.reserved--;
+      this.recount();
+    }
+    const { key } = hosted;
+    try {
+      const started = await start(this.contextOf(hosted));
+      if (hosted.stopping) throw new AppError('UPSTREAM_FAILED', 'the session ended while it started');
+      hosted.turn = started.turn;
+      this.touch(hosted);
+      hosted.log.info({ sessionType: opts.sessionType }, 'session started');
+      return { key, result: started.result };
+    } catch (err) {
+      hosted.log.warn({ err: safeError(err) }, 'session failed to start; cleaning up');
+      await this.stop(key, 'failed start');
+      if (err instanceof AppError) throw err;
+      throw new AppError('UPSTREAM_FAILED', opts.failure);
+    }
+  }
+
+  private async register(opts: OpenOptions): Promise<Hosted> {
+    const { bus, config } = this.deps;
+    let recorder: Recorder | undefined;
+    let key = opts.key;
+    if (opts.agentId) {
+      const ts = await bus.request(
+        Subjects.testSessionsCreate,
+        {
+          agentId: opts.agentId,
+          session: { sessionType: opts.sessionType, ...(opts.roomName ? { roomName: opts.roomName } : {}) },
+        },
+        { timeoutMs: config.BUS_TIMEOUT_MS, requestId: opts.requestId },
+      );
+      key ??= ts.id;
+      recorder = new Recorder(bus, opts.agentId, ts.id, ts.startedAt, this.deps.log, config.BUS_TIMEOUT_MS);
+    }
+    if (key === undefined) throw new Error('a session needs a key or a test session');
+    const hosted: Hosted = {
+      key,
+      sessionType: opts.sessionType,
+      agentId: opts.agentId,
+      startedAt: Date.now(),
+      log: this.deps.log.child({ sessionKey: key, agentId: opts.agentId }),
+      recorder,
+      cleanups: [],
+      turn: undefined,
+      subs: [],
+      timers: new Map(),
+      stopping: undefined,
+    };
+    this.sessions.set(key, hosted);
+    hosted.subs.push(this.serveOwner(hosted, 'end'));
+    if (opts.sessionType === 'text') hosted.subs.push(this.serveOwner(hosted, 'turn'));
+    this.timer(hosted, 'max', config.MAX_SESSION_MS, 'maximum session length');
+    return hosted;
+  }
+
+  private contextOf(hosted: Hosted): SessionContext {
+    return {
+      key: hosted.key,
+      log: hosted.log,
+      recorder: hosted.recorder,
+      onStop: (cleanup) => {
+        if (hosted.stopping) void this.runCleanup(hosted, cleanup);
+        else hosted.cleanups.push(cleanup);
+      },
+      stop: (reason) => void this.stop(hosted.key, reason),
+      stopAfter: (ms, reason) => this.timer(hosted, 'stop-after', ms, reason),
+    };
+  }
+
+  /** The subject only this instance holds for the session: requests that reached another one come here. */
+  private serveOwner(hosted: Hosted, verb: 'turn' | 'end'): Subscription {
+    const { nc, log } = this.deps;
+    return nc.subscribe(ownerSubject(hosted.key, verb), {
+      callback: (_e, msg) =>
+        void (verb === 'turn'
+          ? answer(nc, msg, log, msg.subject, TextTurnRequest, (req, ctx) =>
+              this.turn(req.sessionId, req.agentId, req.text, ctx.requestId),
+            )
+          : answer(nc, msg, log, msg.subject, OwnerEndRequest, async (req, ctx) => {
+              await this.end(req.key, req.agentId, ctx.requestId);
+              return { ok: true } satisfies Ok;
+            })),
+    });
+  }
+
+  private timer(hosted: Hosted, name: string, ms: number, reason: string): void {
+    clearTimeout(hosted.timers.get(name));
+    const t = setTimeout(() => void this.stop(hosted.key, reason), ms);
+    t.unref();
+    hosted.timers.set(name, t);
+  }
+
+  private touch(hosted: Hosted): void {
+    if (hosted.sessionType === 'text') {
+      this.timer(hosted, 'idle', this.deps.config.TEXT_SESSION_IDLE_MS, 'idle');
+    }
+  }
+
+  /** A user turn of a text session, here or at its owner. */
+  async turn(key: string, agentId: string, text: string, requestId: string): Promise<TextTurnResult> {
+    const hosted = this.sessions.get(key);
+    if (!hosted) {
+      return this.deps.bus.requestTo<TextTurnResult>(
+        ownerSubject(key, 'turn'),
+        { agentId, sessionId: key, text },
+        { timeoutMs: FORWARDED_TURN_TIMEOUT_MS, requestId, onNoResponders: notFound(key) },
+      );
+    }
+    if (hosted.agentId !== agentId || !hosted.turn || hosted.stopping) throw notFound(key);
+    this.touch(hosted);
+    return { sessionId: key, ...(await hosted.turn(text)) };
+  }
+
+  /**
+   * Ends a session wherever it runs. True when a live session was stopped (here or by its owner); false when
+   * no instance holds it. A text session of another agent is left alone (and reported as ended).
+   */
+  async end(key: string, agentId: string | undefined, requestId: string): Promise<boolean> {
+    const hosted = this.sessions.get(key);
+    if (hosted) {
+      if (agentId !== undefined && hosted.agentId !== agentId) return true;
+      await this.stop(key, 'delete');
+      return true;
+    }
+    const { config } = this.deps;
+    try {
+      await this.deps.bus.requestTo<Ok>(
+        ownerSubject(key, 'end'),
+        { key, agentId },
+        {
+          timeoutMs: config.BUS_TIMEOUT_MS + config.MEDIA_SERVER_TIMEOUT_MS,
+          requestId,
+          onNoResponders: new AppError('NOT_FOUND', 'no owner'),
+        },
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'NOT_FOUND') return false;
+      throw err;
+    }
+  }
+
+  /** The one way a session ends. Idempotent: a second call waits for the first. */
+  stop(key: string, reason: string): Promise<void> {
+    const hosted = this.sessions.get(key);
+    if (!hosted) return Promise.resolve();
+    hosted.stopping ??= (async () => {
+      for (const t of hosted.timers.values()) clearTimeout(t);
+      for (const s of hosted.subs) s.unsubscribe();
+      for (const cleanup of hosted.cleanups.reverse()) await this.runCleanup(hosted, cleanup);
+      await hosted.recorder?.close();
+      this.sessions.delete(key);
+      this.recount();
+      hosted.log.info(
+        { sessionType: hosted.sessionType, reason, durationMs: Date.now() - hosted.startedAt },
+        'session stopped',
+      );
+    })();
+    return hosted.stopping;
+  }
+
+  private async runCleanup(hosted: Hosted, cleanup: () => Promise<void>): Promise<void> {
+    await cleanup().catch((err: unknown) =>
+      hosted.log.warn({ err: safeError(err) }, 'session cleanup failed'),
+    );
+  }
+
+  async stopAll(reason: string): Promise<void> {
+    await Promise.all([...this.sessions.keys()].map((key) => this.stop(key, reason)));
+  }
+}

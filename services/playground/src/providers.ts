@@ -1,0 +1,200 @@
+import type { llm, stt, tts } from '@livekit/agents';
+import * as deepgram from '@livekit/agents-plugin-deepgram';
+import * as elevenlabs from '@livekit/agents-plugin-elevenlabs';
+import * as google from '@livekit/agents-plugin-google';
+import * as openai from '@livekit/agents-plugin-openai';
+import type { LlmConfig, SttConfig, TtsConfig } from '@vab/flow';
+import { OpenAI } from 'openai';
+import { z } from 'zod';
+import type { EgressFetch } from './egress/client.js';
+
+export type Modality = 'llm' | 'tts' | 'stt';
+
+/** Where a model's requests go, and with which key. */
+export interface Endpoint {
+  apiKey: string;
+  /** A base URL the flow named, reached through the egress-checked client; absent: the provider's own. */
+  flowBaseURL?: { url: string; fetch: EgressFetch; timeoutMs: number } | undefined;
+}
+
+export interface ProviderSpec {
+  /** The variables that hold the server's key, in order of preference. */
+  envVars: readonly string[];
+  /** The provider's own endpoint (the plugin's default): the only place the server's key is ever sent. */
+  defaultBaseURL: string;
+  /** A flow may point it at another OpenAI-compatible endpoint with `baseURL`. */
+  customBaseURL: boolean;
+  llm?: (cfg: LlmConfig, endpoint: Endpoint) => llm.LLM;
+  tts?: (cfg: TtsConfig, endpoint: Endpoint) => tts.TTS;
+  stt?: (cfg: SttConfig, language: string, endpoint: Endpoint) => stt.STT;
+  /** Why a modality the flow format names for this provider cannot run here. */
+  unsupported?: Partial<Record<Modality, string>>;
+}
+
+/**
+ * An OpenAI-compatible chat model. The client is built here, never by the plugin, so the key is always the
+ * one the key rule chose (the plugins otherwise fall back to `process.env` themselves) and a flow's own base
+ * URL is only reached through the egress-checked fetch.
+ */
+const openAiCompatible =
+  (defaultModel: string, defaultBaseURL: string) =>
+  (cfg: LlmConfig, endpoint: Endpoint): llm.LLM =>
+    new openai.LLM({
+      model: cfg.model ?? defaultModel,
+      temperature: cfg.temperature,
+      maxCompletionTokens: cfg.maxTokens,
+      client: new OpenAI({
+        apiKey: endpoint.apiKey,
+        baseURL: endpoint.flowBaseURL?.url ?? defaultBaseURL,
+        maxRetries: 0,
+        ...(endpoint.flowBaseURL
+          ? { fetch: endpoint.flowBaseURL.fetch, timeout: endpoint.flowBaseURL.timeoutMs }
+          : {}),
+      }),
+    });
+
+/** Provider extras (flat node params beyond the flow format's own) each TTS plugin understands. */
+const lenient = <T extends z.ZodType>(schema: T) => schema.optional().catch(undefined);
+const unit = lenient(z.coerce.number().min(0).max(1));
+const speed = lenient(z.coerce.number().min(0.25).max(4));
+const ElevenLabsExtras = z.object({
+  stability: unit,
+  similarityBoost: unit,
+  similarity_boost: unit,
+  style: unit,
+  useSpeakerBoost: lenient(z.boolean()),
+  speed,
+  languageCode: lenient(z.string().max(35)),
+  streamingLatency: lenient(z.coerce.number().int().min(0).max(4)),
+});
+const OpenAiTtsExtras = z.object({ speed, instructions: lenient(z.string().max(4000)) });
+const DeepgramTtsExtras = z.object({ speed });
+
+const ELEVENLABS_VOICE_DEFAULTS = { stability: 0.5, similarity_boost: 0.75 };
+
+/**
+ * Every provider the flow format names (shared/spec/flow-format.md), what it runs here, and where its key
+ * comes from and may go. The one table behind the key status, the key rule, the readiness check and the
+ * runtime.
+ */
+export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
+  openai: {
+    envVars: ['OPENAI_API_KEY'],
+    defaultBaseURL: 'https://api.openai.com/v1',
+    customBaseURL: true,
+    llm: openAiCompatible('gpt-4o-mini', 'https://api.openai.com/v1'),
+    tts: (cfg, { apiKey }) => {
+      const x = OpenAiTtsExtras.parse(cfg.extras);
+      return new openai.TTS({
+        apiKey,
+        ...(cfg.model ? { model: cfg.model } : {}),
+        ...(cfg.voiceId ? { voice: cfg.voiceId as never } : {}),
+        ...(x.speed !== undefined ? { speed: x.speed } : {}),
+        ...(x.instructions ? { instructions: x.instructions } : {}),
+      });
+    },
+    stt: (cfg, language, { apiKey }) =>
+      new openai.STT({ apiKey, language, ...(cfg.model ? { model: cfg.model } : {}) }),
+  },
+  // Anthropic has no LiveKit Node plugin; its API speaks the OpenAI chat-completions protocol.
+  anthropic: {
+    envVars: ['ANTHROPIC_API_KEY'],
+    defaultBaseURL: 'https://api.anthropic.com/v1/',
+    customBaseURL: true,
+    llm: openAiCompatible('claude-sonnet-4-5', 'https://api.anthropic.com/v1/'),
+  },
+  groq: {
+    envVars: ['GROQ_API_KEY'],
+    defaultBaseURL: 'https://api.groq.com/openai/v1',
+    customBaseURL: true,
+    llm: openAiCompatible('llama-3.3-70b-versatile', 'https://api.groq.com/openai/v1'),
+  },
+  google: {
+    envVars: ['GOOGLE_API_KEY'],
+    defaultBaseURL: 'https://generativelanguage.googleapis.com',
+    // the Gemini client takes no fetch of ours, so a flow cannot point it elsewhere through the egress check
+    customBaseURL: false,
+    llm: (cfg, { apiKey }) =>
+      new google.LLM({
+        apiKey,
+        vertexai: false,
+        model: cfg.model ?? 'gemini-2.0-flash-001',
+        temperature: cfg.temperature,
+        maxOutputTokens: cfg.maxTokens,
+      }),
+  },
+  deepgram: {
+    envVars: ['DEEPGRAM_API_KEY'],
+    defaultBaseURL: 'https://api.deepgram.com',
+    customBaseURL: false,
+    tts: (cfg, { apiKey }) => {
+      const x = DeepgramTtsExtras.parse(cfg.extras);
+      return new deepgram.TTS({
+        apiKey,
+        ...(cfg.model ? { model: cfg.model } : {}),
+        ...(x.speed !== undefined ? { speed: x.speed } : {}),
+      });
+    },
+    stt: (cfg, language, { apiKey }) =>
+      new deepgram.STT({
+        apiKey,
+        language,
+        ...(cfg.model ? { model: cfg.model } : {}),
+        ...(cfg.keyterms ? { keyterm: cfg.keyterms } : {}),
+      }),
+  },
+  elevenlabs: {
+    // the plugin reads ELEVEN_API_KEY; many .env files say ELEVENLABS_API_KEY
+    envVars: ['ELEVEN_API_KEY', 'ELEVENLABS_API_KEY'],
+    defaultBaseURL: 'https://api.elevenlabs.io/v1',
+    customBaseURL: false,
+    tts: (cfg, { apiKey }) => {
+      const x = ElevenLabsExtras.parse(cfg.extras);
+      const tuned = [x.stability, x.similarityBoost, x.similarity_boost, x.style, x.speed].some(
+        (v) => v !== undefined,
+      );
+      return new elevenlabs.TTS({
+        apiKey,
+        ...(cfg.voiceId ? { voiceId: cfg.voiceId } : {}),
+        ...(cfg.model ? { model: cfg.model } : {}),
+        ...(x.languageCode ? { languageCode: x.languageCode } : {}),
+        ...(x.streamingLatency !== undefined ? { streamingLatency: x.streamingLatency } : {}),
+        ...(tuned
+          ? {
+              voiceSettings: {
+                stability: x.stability ?? ELEVENLABS_VOICE_DEFAULTS.stability,
+                similarity_boost:
+                  x.similarityBoost ?? x.similarity_boost ?? ELEVENLABS_VOICE_DEFAULTS.similarity_boost,
+                ...(x.style !== undefined ? { style: x.style } : {}),
+                ...(x.speed !== undefined ? { speed: x.speed } : {}),
+                ...(x.useSpeakerBoost !== undefined ? { use_speaker_boost: x.useSpeakerBoost } : {}),
+              },
+            }
+          : {}),
+      });
+    },
+  },
+  cartesia: {
+    envVars: ['CARTESIA_API_KEY'],
+    defaultBaseURL: 'https://api.cartesia.ai',
+    customBaseURL: false,
+    unsupported: {
+      tts:
+        'no release of @livekit/agents-plugin-cartesia runs on @livekit/agents 1.9.0 (its newest, 1.8.1, ' +
+        'requires exactly 1.8.1, and two versions of the framework cannot share one process)',
+    },
+  },
+};
+
+/** What a provider id names, if this server knows it. */
+export const providerSpec = (id: string): ProviderSpec | undefined =>
+  Object.hasOwn(PROVIDERS, id) ? PROVIDERS[id] : undefined;
+
+/** The providers that run `modality` here, for messages. */
+export const providersFor = (modality: Modality): string[] =>
+  Object.entries(PROVIDERS)
+    .filter(([, p]) => p[modality])
+    .map(([id]) => id);
+
+/** Every variable that holds a provider key, in the table's order (the LiveKit ones apart). */
+export const PROVIDER_ENV_VARS: readonly string[] = Object.values(PROVIDERS).flatMap((p) => p.envVars);

@@ -1,0 +1,237 @@
+import type { llm, stt, tts } from '@livekit/agents';
+import {
+  AppError,
+  type ApiKeys,
+  type Flow,
+  type FlowIssue,
+  type FlowValidation,
+  type ProviderRequirement,
+  type SessionType,
+} from '@vab/contracts';
+import { compile, type CompiledFlow, type LlmConfig } from '@vab/flow';
+import type { EgressFetch } from './egress/client.js';
+import type { EgressPolicy } from './egress/policy.js';
+import type { KeyEnv, KeyRule } from './keys.js';
+import { providerSpec, providersFor, type Endpoint, type Modality } from './providers.js';
+
+/** One model the flow would run: which provider, in which role, for which node, at which base URL. */
+interface ModelUse {
+  provider: string;
+  modality: Modality;
+  nodeId: string;
+  baseURL?: string | undefined;
+}
+
+export interface Readiness {
+  sessionType: SessionType;
+  issues: FlowIssue[];
+  /** The compiled flow, when it compiles (issues of the server's own may still stand). */
+  config: CompiledFlow | undefined;
+  requirements: ProviderRequirement[];
+}
+
+/**
+ * A flow this server can run, with the keys resolved: it makes the flow's models (each once) and nothing
+ * else can read the keys. Made only by `ReadinessCheck.require`.
+ */
+export interface RunnableFlow {
+  config: CompiledFlow;
+  sessionType: SessionType;
+  llm(cfg: LlmConfig): llm.LLM;
+  /** Voice only. */
+  tts(): tts.TTS;
+  stt(): stt.STT;
+}
+
+const MODALITY_OF: Record<string, Modality> = { llm: 'llm', tts: 'tts', stt: 'stt' };
+const URL_PARAMS: Record<string, string> = { webhook: 'url', mcp: 'serverUrl', llm: 'baseURL' };
+
+const useKey = (u: { provider: string; baseURL?: string | undefined }) => `${u.provider} ${u.baseURL ?? ''}`;
+
+/** Every model a compiled flow runs for a session of this kind. */
+function modelUses(config: CompiledFlow, sessionType: SessionType): ModelUse[] {
+  const llmUse = (c: LlmConfig): ModelUse => ({
+    provider: c.provider,
+    modality: 'llm',
+    nodeId: c.nodeId,
+    baseURL: c.baseURL,
+  });
+  const uses = [llmUse(config.providers.llm)];
+  for (const s of Object.values(config.steps)) {
+    if ((s.kind === 'ifelse' || s.kind === 'categorize') && s.llm) uses.push(llmUse(s.llm));
+    if (s.kind === 'end') {
+      for (const p of s.post) if (p.kind === 'structured_output' && p.llm) uses.push(llmUse(p.llm));
+    }
+  }
+  if (sessionType === 'voice') {
+    const { tts: t, stt: s } = config.providers;
+    uses.push({ provider: t.provider, modality: 'tts', nodeId: t.nodeId });
+    uses.push({ provider: s.provider, modality: 'stt', nodeId: s.nodeId });
+  }
+  return uses;
+}
+
+/**
+ * The one answer to "can this flow run here, and what does it need". Validate, the voice start and the text
+ * start all ask it, so a flow that validate accepts starts (given its keys) and one it rejects never does:
+ * the flow must compile; every model must be one this server runs for the session's kind (voice: LLM, TTS
+ * and STT; text: the LLMs); every URL the flow names must be one the egress policy allows; and every model
+ * needs a key the key rule lets it use.
+ */
+export class ReadinessCheck {
+  constructor(
+    private readonly deps: {
+      policy: EgressPolicy;
+      keys: KeyRule;
+      egressFetch: EgressFetch;
+      /** Bound on a model request to a base URL a flow named. */
+      egressTimeoutMs: number;
+    },
+  ) {}
+
+  assess(flow: Flow, sessionType: SessionType, env: KeyEnv): Readiness {
+    const compiled = compile(flow);
+    const issues = [...(compiled.ok ? [] : compiled.issues), ...this.nodeIssues(flow, sessionType)];
+    const config = compiled.ok ? compiled.config : undefined;
+    const requirements = config ? this.requirements(modelUses(config, sessionType), env) : [];
+    return { sessionType, issues, config: issues.length === 0 ? config : undefined, requirements };
+  }
+
+  validate(flow: Flow, sessionType: SessionType, env: KeyEnv): FlowValidation {
+    const r = this.assess(flow, sessionType, env);
+    return { valid: r.issues.length === 0, sessionType, issues: r.issues, requirements: r.requirements };
+  }
+
+  /** A flow that can start now with these keys, or the error a client gets (422 before 400). */
+  require(flow: Flow, sessionType: SessionType, env: KeyEnv, apiKeys: ApiKeys | undefined): RunnableFlow {
+    const { issues, config } = this.assess(flow, sessionType, env);
+    if (!config) throw new AppError('FLOW_INVALID', 'the flow cannot run', { details: issues });
+    const uses = modelUses(config, sessionType);
+    const endpoints = new Map<string, Endpoint>();
+    const missing: string[] = [];
+    for (const use of uses) {
+      if (endpoints.has(useKey(use))) continue;
+      const resolved = this.deps.keys.resolve(use.provider, use.baseURL, apiKeys, env);
+      if (!resolved) {
+        missing.push(
+          use.baseURL === undefined
+            ? use.provider
+            : `${use.provider} (node ${use.nodeId} names its own baseURL: only a key sent in apiKeys.${use.provider} goes there)`,
+        );
+        continue;
+      }
+      endpoints.set(useKey(use), {
+        apiKey: resolved.key,
+        flowBaseURL: use.baseURL
+          ? { url: use.baseURL, fetch: this.deps.egressFetch, timeoutMs: this.deps.egressTimeoutMs }
+          : undefined,
+      });
+    }
+    if (missing.length > 0) {
+      throw new AppError(
+        'MISSING_CREDENTIALS',
+        `missing API key for: ${[...new Set(missing)].join(', ')} (send it in apiKeys or set it on the server)`,
+      );
+    }
+    return runnable(config, sessionType, endpoints);
+  }
+
+  /** What the server cannot do for the flow's nodes, whether or not the graph compiles. */
+  private nodeIssues(flow: Flow, sessionType: SessionType): FlowIssue[] {
+    const issues: FlowIssue[] = [];
+    for (const node of flow.nodes) {
+      const params = node as Record<string, unknown>;
+      const modality = MODALITY_OF[node.nodeType];
+      const provider = typeof params.provider === 'string' ? params.provider : '';
+      const used = modality === 'llm' || sessionType === 'voice';
+      if (modality && used && provider !== '') {
+        const spec = providerSpec(provider);
+        if (!spec?.[modality]) {
+          issues.push({
+            code: 'PROVIDER_UNSUPPORTED',
+            message:
+              `this server cannot run ${provider} as ${modality.toUpperCase()}: ` +
+              (spec?.unsupported?.[modality] ?? `supported are ${providersFor(modality).join(', ')}`),
+            nodeId: node.id,
+          });
+          continue;
+        }
+        if (
+          modality === 'llm' &&
+          !spec.customBaseURL &&
+          typeof params.baseURL === 'string' &&
+          params.baseURL
+        ) {
+          issues.push({
+            code: 'BASE_URL_UNSUPPORTED',
+            message: `${provider} models run only against ${spec.defaultBaseURL}: remove \`baseURL\``,
+            nodeId: node.id,
+          });
+          continue;
+        }
+      }
+      const param = URL_PARAMS[node.nodeType];
+      const url = param ? params[param] : undefined;
+      if (typeof url !== 'string' || url === '' || !URL.canParse(url)) continue; // the compiler reports those
+      const verdict = this.deps.policy.checkUrl(url);
+      if (!verdict.ok) {
+        issues.push({ code: 'URL_NOT_ALLOWED', message: `\`${param}\` ${verdict.reason}`, nodeId: node.id });
+      }
+    }
+    return issues;
+  }
+
+  private requirements(uses: ModelUse[], env: KeyEnv): ProviderRequirement[] {
+    const byProvider = new Map<string, ProviderRequirement>();
+    for (const use of uses) {
+      const spec = providerSpec(use.provider);
+      const server =
+        spec !== undefined &&
+        this.deps.keys.serverKeyMayGo(spec, use.baseURL) &&
+        this.deps.keys.serverKey(use.provider, env) !== undefined;
+      const req = byProvider.get(use.provider) ?? { provider: use.provider, nodeIds: [], key: 'server' };
+      if (!req.nodeIds.includes(use.nodeId)) req.nodeIds.push(use.nodeId);
+      if (!server) req.key = 'request';
+      byProvider.set(use.provider, req);
+    }
+    return [...byProvider.values()];
+  }
+}
+
+function runnable(
+  config: CompiledFlow,
+  sessionType: SessionType,
+  endpoints: Map<string, Endpoint>,
+): RunnableFlow {
+  const endpoint = (use: { provider: string; baseURL?: string | undefined }): Endpoint => {
+    const e = endpoints.get(useKey(use));
+    if (!e) throw new Error(`no endpoint resolved for ${use.provider}`);
+    return e;
+  };
+  const spec = (provider: string) => {
+    const s = providerSpec(provider);
+    if (!s) throw new Error(`unknown provider ${provider}`);
+    return s;
+  };
+  const llms = new Map<string, llm.LLM>();
+  return {
+    config,
+    sessionType,
+    llm(cfg) {
+      let model = llms.get(cfg.nodeId);
+      if (!model) {
+        model = spec(cfg.provider).llm!(cfg, endpoint(cfg));
+        llms.set(cfg.nodeId, model);
+      }
+      return model;
+    },
+    tts() {
+      const t = config.providers.tts;
+      return spec(t.provider).tts!(t, endpoint(t));
+    },
+    stt() {
+      const s = config.providers.stt;
+      return spec(s.provider).stt!(s, s.language ?? config.agent.language, endpoint(s));
+    },
+  };
+}

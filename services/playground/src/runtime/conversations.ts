@@ -1,0 +1,122 @@
+import { initializeLogger, type voice } from '@livekit/agents';
+import { safeError, type BusClient, type Logger } from '@vab/bus';
+import {
+  AppError,
+  Subjects,
+  type ApiKeys,
+  type SessionMessage,
+  type SessionType,
+  type StepChange,
+} from '@vab/contracts';
+import type { EgressFetch } from '../egress/client.js';
+import type { KeyEnv } from '../keys.js';
+import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
+import { FlowConversation, type TransferTarget } from './conversation.js';
+import { openFlowRuntime, type FlowAgent } from './flow-runtime.js';
+import type { McpOptions } from './mcp.js';
+import { runPostProcessing } from './post-processing.js';
+
+export interface ConversationKitConfig {
+  BUS_TIMEOUT_MS: number;
+  MCP_TIMEOUT_MS: number;
+  LLM_DECISION_TIMEOUT_MS: number;
+  WEBHOOK_TIMEOUT_MS: number;
+}
+
+/** What only the transport knows: its LiveKit session, and how that starts. */
+export interface TransportSide {
+  session: voice.AgentSession;
+  startSession(agent: FlowAgent): Promise<void>;
+  onStepChange?(change: StepChange): void;
+}
+
+export interface ConverseOptions extends TransportSide {
+  flow: RunnableFlow;
+  /** The request's keys: a transfer's target runs with them too. Held in memory for the session only. */
+  apiKeys: ApiKeys | undefined;
+  record(message: SessionMessage): void;
+  onEnded(): void;
+  log: Logger;
+  requestId: string;
+}
+
+let agentsLoggerReady = false;
+
+/**
+ * Makes conversations the same way for both transports: the flow's MCP tools connected, transfer targets
+ * loaded over the bus and put through the same readiness check as any start, post-processing through the
+ * egress-checked client.
+ */
+export class ConversationKit {
+  constructor(
+    private readonly deps: {
+      bus: BusClient;
+      readiness: ReadinessCheck;
+      env(): Promise<KeyEnv>;
+      egressFetch: EgressFetch;
+      config: ConversationKitConfig;
+    },
+  ) {
+    if (!agentsLoggerReady) {
+      // LiveKit Agents refuses to build a session before its logger exists
+      initializeLogger({ pretty: false, level: 'warn' });
+      agentsLoggerReady = true;
+    }
+  }
+
+  private mcp(log: Logger): McpOptions {
+    return { fetch: this.deps.egressFetch, timeoutMs: this.deps.config.MCP_TIMEOUT_MS, log };
+  }
+
+  async converse(opts: ConverseOptions): Promise<FlowConversation> {
+    const { config, egressFetch } = this.deps;
+    const { log } = opts;
+    return new FlowConversation({
+      flow: await openFlowRuntime(opts.flow, this.mcp(log)),
+      sessionType: opts.flow.sessionType,
+      session: opts.session,
+      startSession: opts.startSession,
+      onStepChange: opts.onStepChange,
+      record: opts.record,
+      onEnded: opts.onEnded,
+      log,
+      branchTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
+      loadTransferTarget: (agentId) =>
+        this.transferTarget(agentId, opts.flow.sessionType, opts.apiKeys, opts.requestId, log),
+      postProcess: (steps, conversation, flow) =>
+        runPostProcessing(steps, conversation, (cfg) => flow.llm(cfg ?? flow.config.providers.llm), {
+          fetch: egressFetch,
+          webhookTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
+          llmTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
+          log,
+        }),
+    });
+  }
+
+  /** Another stored agent's flow, checked like any start (kind, URLs, keys) and opened; or why not. */
+  private async transferTarget(
+    agentId: string,
+    sessionType: SessionType,
+    apiKeys: ApiKeys | undefined,
+    requestId: string,
+    log: Logger,
+  ): Promise<TransferTarget> {
+    const { bus, readiness, config } = this.deps;
+    const opts = { timeoutMs: config.BUS_TIMEOUT_MS, requestId };
+    try {
+      const found = await bus.request(Subjects.agentsLookup, { id: agentId }, opts);
+      if (!found.exists) return { ok: false, reason: 'missing' };
+      if (found.archived) return { ok: false, reason: 'archived' };
+      const { flow } = await bus.request(Subjects.agentsGet, { id: agentId }, opts);
+      const runnable = readiness.require(flow, sessionType, await this.deps.env(), apiKeys);
+      return { ok: true, flow: await openFlowRuntime(runnable, this.mcp(log)) };
+    } catch (err) {
+      if (err instanceof AppError && (err.code === 'FLOW_INVALID' || err.code === 'MISSING_CREDENTIALS')) {
+        log.warn({ targetAgentId: agentId, code: err.code }, 'transfer target cannot run here');
+        return { ok: false, reason: 'invalid' };
+      }
+      log.warn({ err: safeError(err), targetAgentId: agentId }, 'transfer target not loaded');
+      return { ok: false, reason: 'error' };
+    }
+  }
+}

@@ -1,0 +1,73 @@
+import { llm, voice } from '@livekit/agents';
+import type { SessionType } from '@vab/contracts';
+import type { RunnableFlow } from '../readiness.js';
+import { openMcpTools, type McpOptions } from './mcp.js';
+
+/** A runnable flow opened for one session: its models, and the tools of its MCP nodes (connected). */
+export interface FlowRuntime extends RunnableFlow {
+  tools: llm.FunctionTool[];
+  /** Disconnects its MCP servers. */
+  close(): Promise<void>;
+}
+
+export async function openFlowRuntime(flow: RunnableFlow, mcp: McpOptions): Promise<FlowRuntime> {
+  const toolbox =
+    flow.config.tools.length > 0
+      ? await openMcpTools(flow.config.tools, mcp)
+      : { tools: [], close: async () => undefined };
+  return { ...flow, tools: toolbox.tools, close: toolbox.close };
+}
+
+/**
+ * The LiveKit agent of one flow. Its own LLM, TTS, STT and interruption setting override the session's, so a
+ * transfer is LiveKit's own handoff (`AgentSession.updateAgent`). `entered` resolves when the session has
+ * made it the active agent. In a room, each finished user turn goes to `onUserTurn` and the framework does
+ * not answer it: the step engine decides whether and how to.
+ */
+export class FlowAgent extends voice.Agent {
+  readonly entered: Promise<void>;
+  private markEntered!: () => void;
+
+  constructor(
+    opts: voice.AgentOptions<unknown>,
+    private readonly onUserTurn?: (text: string) => void,
+  ) {
+    super(opts);
+    this.entered = new Promise((resolve) => (this.markEntered = resolve));
+  }
+
+  override async onEnter(): Promise<void> {
+    this.markEntered();
+  }
+
+  override async onUserTurnCompleted(_ctx: llm.ChatContext, message: llm.ChatMessage): Promise<void> {
+    if (!this.onUserTurn) return;
+    this.onUserTurn(message.textContent ?? '');
+    throw new voice.StopResponse();
+  }
+}
+
+type TurnHandling = NonNullable<voice.AgentOptions<unknown>['turnHandling']>;
+
+/** What LiveKit runs a flow's agent with, for a session of this kind. */
+export function agentOptions(
+  flow: FlowRuntime,
+  sessionType: SessionType,
+  chatCtx?: llm.ChatContext,
+): voice.AgentOptions<unknown> {
+  const { agent, providers } = flow.config;
+  return {
+    instructions: agent.instructions || ' ',
+    llm: flow.llm(providers.llm),
+    tools: flow.tools,
+    ...(chatCtx ? { chatCtx } : {}),
+    ...(sessionType === 'voice'
+      ? {
+          tts: flow.tts(),
+          stt: flow.stt(),
+          // a partial override, merged by LiveKit over the session's (as its own legacy options are)
+          turnHandling: { interruption: { enabled: agent.allowInterruptions } } as TurnHandling,
+        }
+      : {}),
+  };
+}

@@ -1,0 +1,64 @@
+import type { llm } from '@livekit/agents';
+import type { LlmConfig, PostStep } from '@vab/flow';
+import type { Logger } from 'pino';
+import { EgressRefused, type EgressFetch } from '../egress/client.js';
+import { extractStructuredOutput, type Turn } from './judge.js';
+
+export interface PostProcessingOptions {
+  /** The egress-checked client: a webhook URL is a flow's, and may point anywhere. */
+  fetch: EgressFetch;
+  webhookTimeoutMs: number;
+  llmTimeoutMs: number;
+  log: Logger;
+}
+
+/**
+ * What runs after an end step: structured output extracted from the conversation, then each webhook POSTed
+ * `{ conversation, structuredOutput? }`. A failure is logged and never breaks the session; a webhook whose
+ * address the egress policy refuses is never called.
+ */
+export async function runPostProcessing(
+  steps: PostStep[],
+  conversation: Turn[],
+  modelFor: (cfg: LlmConfig | undefined) => llm.LLM,
+  opts: PostProcessingOptions,
+): Promise<void> {
+  let structuredOutput: Record<string, unknown> | undefined;
+  for (const s of steps) {
+    if (s.kind === 'structured_output') {
+      try {
+        structuredOutput = await extractStructuredOutput(
+          modelFor(s.llm),
+          conversation,
+          s.command,
+          s.schemaFields,
+          opts.llmTimeoutMs,
+        );
+        opts.log.info({ stepId: s.id, fields: Object.keys(structuredOutput) }, 'structured output extracted');
+      } catch (err) {
+        opts.log.warn({ stepId: s.id, err: String(err) }, 'structured output failed');
+      }
+      continue;
+    }
+    try {
+      const res = await opts.fetch(s.url, {
+        method: 'POST',
+        headers: { ...s.headers, 'content-type': 'application/json' },
+        body: JSON.stringify(
+          structuredOutput === undefined ? { conversation } : { conversation, structuredOutput },
+        ),
+        signal: AbortSignal.timeout(opts.webhookTimeoutMs),
+      });
+      // the answer's body is not ours to read
+      await res.body?.cancel().catch(() => undefined);
+      opts.log.info({ stepId: s.id, status: res.status }, 'webhook delivered');
+    } catch (err) {
+      const refused = (err as { cause?: unknown }).cause;
+      if (refused instanceof EgressRefused) {
+        opts.log.warn({ stepId: s.id, host: refused.host, range: refused.range }, 'webhook refused');
+      } else {
+        opts.log.warn({ stepId: s.id, err: String(err) }, 'webhook failed');
+      }
+    }
+  }
+}

@@ -1,0 +1,207 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { safeError, type BusClient, type Logger } from '@vab/bus';
+import {
+  AppError,
+  PLAYGROUND_INSTANCES_SUBJECT,
+  SUBJECT_TOKEN,
+  type AgentSessionRequest,
+  type Ok,
+  type PlaygroundSession,
+} from '@vab/contracts';
+import { randomUUID } from 'node:crypto';
+import { envLivekit } from '../../env-keys.js';
+import { Recorder } from '../../host/recorder.js';
+import type { SessionHost } from '../../host/session-host.js';
+import type { KeyEnv } from '../../keys.js';
+import type { ReadinessCheck } from '../../readiness.js';
+import type { ConversationKit } from '../../runtime/conversations.js';
+import { MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';
+import type { AgentRunner, RunnerStartOptions, RunningAgent } from './runner.js';
+
+export interface LiveKitTransportConfig {
+  INSTANCE_ID: string;
+  AGENT_JOIN_TIMEOUT_MS: number;
+  MEDIA_SERVER_TIMEOUT_MS: number;
+  USER_TOKEN_TTL_S: number;
+  ROOM_EMPTY_TIMEOUT_S: number;
+  ROOM_DEPARTURE_TIMEOUT_S: number;
+  USER_LEFT_GRACE_MS: number;
+  REAPER_MIN_AGE_MS: number;
+  BUS_TIMEOUT_MS: number;
+}
+
+/**
+ * The voice playground: a LiveKit room, the flow's agent in this process, and the browser's token. The
+ * token is handed out only once the agent is in the room. A periodic reaper deletes rooms whose owning
+ * instance is gone.
+ */
+export class LiveKitTransport {
+  constructor(
+    private readonly deps: {
+      host: SessionHost;
+      bus: BusClient;
+      nc: NatsConnection;
+      readiness: ReadinessCheck;
+      kit: ConversationKit;
+      runner: AgentRunner;
+      env(): Promise<KeyEnv>;
+      log: Logger;
+      config: LiveKitTransportConfig;
+    },
+  ) {}
+
+  async create(req: AgentSessionRequest, requestId: string): Promise<PlaygroundSession> {
+    const { host, readiness, kit, config } = this.deps;
+    const env = await this.deps.env();
+    const runnable = readiness.require({ nodes: req.nodes, edges: req.edges }, 'voice', env, req.apiKeys);
+    const creds = req.livekit ?? envLivekit(env);
+    if (!creds) {
+      const missing = ['LIVEKIT_URL', 'LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET'].filter((n) => !env[n]?.trim());
+      throw new AppError(
+        'MISSING_CREDENTIALS',
+        `missing media server credentials: ${missing.join(', ')} (send livekit {url, apiKey, apiSecret} or set them on the server)`,
+      );
+    }
+    const roomName = `${ROOM_PREFIX}${randomUUID()}`;
+    const media = new MediaServer(creds, config.MEDIA_SERVER_TIMEOUT_MS);
+    const { result } = await host.open(
+      {
+        sessionType: 'voice',
+        key: roomName,
+        agentId: req.agentId,
+        roomName,
+        requestId,
+        failure: 'the agent could not join the room',
+      },
+      async (ctx) => {
+        const meta: RoomMetadata = {
+          owner: config.INSTANCE_ID,
+          agentId: req.agentId,
+          testSessionId: ctx.recorder?.sessionId,
+          startedAt: Date.now(),
+        };
+        await media.createRoom(roomName, meta, {
+          emptyTimeoutS: config.ROOM_EMPTY_TIMEOUT_S,
+          departureTimeoutS: config.ROOM_DEPARTURE_TIMEOUT_S,
+        });
+        ctx.onStop(() =>
+          media
+            .deleteRoom(roomName)
+            .catch((err: unknown) =>
+              ctx.log.error({ err: safeError(err) }, 'room not deleted; the reaper will retry'),
+            ),
+        );
+        const record = (m: Parameters<RunnerStartOptions['record']>[0]) => ctx.recorder?.record(m);
+        const agent = await this.joinWithin({
+          roomName,
+          serverUrl: creds.url,
+          agentToken: await media.agentToken(roomName, `agent-${randomUUID()}`),
+          flow: runnable.config,
+          converse: (side) =>
+            kit.converse({
+              ...side,
+              flow: runnable,
+              apiKeys: req.apiKeys,
+              record,
+              onEnded: () => ctx.stop('end step'),
+              log: ctx.log,
+              requestId,
+            }),
+          record,
+          onEnded: (reason) => ctx.stop(reason),
+          onUserLeft: () => ctx.stopAfter(config.USER_LEFT_GRACE_MS, 'user left'),
+          log: ctx.log,
+        });
+        ctx.onStop(() => agent.stop());
+        const token = await media.userToken(roomName, config.USER_TOKEN_TTL_S, `user-${randomUUID()}`);
+        return { result: { token, roomName, serverUrl: creds.url } };
+      },
+    );
+    return result;
+  }
+
+  /** An agent that has not joined in time is stopped, also if it joins later. */
+  private async joinWithin(opts: RunnerStartOptions): Promise<RunningAgent> {
+    let timer: NodeJS.Timeout | undefined;
+    const started = this.deps.runner.start(opts);
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new AppError('UPSTREAM_FAILED', 'the agent did not join the room in time')),
+        this.deps.config.AGENT_JOIN_TIMEOUT_MS,
+      );
+    });
+    try {
+      return await Promise.race([started, timeout]);
+    } catch (err) {
+      void started.then(
+        (late) => late.stop(),
+        () => undefined,
+      );
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * DELETE /api/agent-session from any instance: the owner stops its session; when no instance owns the
+   * room any more, the room is still deleted on the media server (with the server's credentials).
+   */
+  async end(roomName: string, requestId: string): Promise<Ok> {
+    // a name that cannot be one of our rooms is not looked for (and never becomes part of a subject)
+    if (!roomName.startsWith(ROOM_PREFIX) || !SUBJECT_TOKEN.test(roomName)) return { ok: true };
+    if (await this.deps.host.end(roomName, undefined, requestId)) return { ok: true };
+    const creds = envLivekit(await this.deps.env());
+    if (creds) await new MediaServer(creds, this.deps.config.MEDIA_SERVER_TIMEOUT_MS).deleteRoom(roomName);
+    return { ok: true };
+  }
+
+  /**
+   * Deletes rooms of ours (by prefix) whose owning instance no longer answers, and closes their test
+   * sessions. Runs on every instance; deleting a room twice is harmless.
+   */
+  async reap(): Promise<{ deleted: string[] }> {
+    const { bus, config, log } = this.deps;
+    const creds = envLivekit(await this.deps.env());
+    if (!creds) return { deleted: [] };
+    const media = new MediaServer(creds, config.MEDIA_SERVER_TIMEOUT_MS);
+    const rooms = await media.listOurRooms();
+    const alive = await this.instancesAlive();
+    const deleted: string[] = [];
+    for (const { name, meta } of rooms) {
+      if (meta && alive.has(meta.owner)) continue;
+      if (meta && Date.now() - meta.startedAt < config.REAPER_MIN_AGE_MS) continue;
+      await media
+        .deleteRoom(name)
+        .catch((err: unknown) =>
+          log.warn({ err: safeError(err), roomName: name }, 'reaper could not delete room'),
+        );
+      deleted.push(name);
+      if (meta?.agentId && meta.testSessionId) {
+        await new Recorder(
+          bus,
+          meta.agentId,
+          meta.testSessionId,
+          meta.startedAt,
+          log,
+          config.BUS_TIMEOUT_MS,
+        ).close();
+      }
+    }
+    if (deleted.length > 0) log.warn({ rooms: deleted }, 'reaped rooms of instances that are gone');
+    return { deleted };
+  }
+
+  private async instancesAlive(): Promise<Set<string>> {
+    const alive = new Set<string>([this.deps.config.INSTANCE_ID]);
+    try {
+      const replies = await this.deps.nc.requestMany(PLAYGROUND_INSTANCES_SUBJECT, '', { maxWait: 500 });
+      for await (const m of replies) alive.add(m.string());
+    } catch (err) {
+      // an empty answer is fine; a failing bus must not make every other instance look dead
+      this.deps.log.warn({ err: safeError(err) }, 'could not ask which instances are alive');
+      throw new AppError('SERVICE_UNAVAILABLE', 'cannot tell which instances are alive');
+    }
+    return alive;
+  }
+}

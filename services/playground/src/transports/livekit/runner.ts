@@ -1,0 +1,86 @@
+import { voice } from '@livekit/agents';
+import { Room, RoomEvent } from '@livekit/rtc-node';
+import type { SessionMessage, StepChange } from '@vab/contracts';
+import type { CompiledFlow } from '@vab/flow';
+import type { Logger } from 'pino';
+import type { FlowConversation } from '../../runtime/conversation.js';
+import type { TransportSide } from '../../runtime/conversations.js';
+
+export interface RunnerStartOptions {
+  roomName: string;
+  serverUrl: string;
+  agentToken: string;
+  /** The flow the agent runs. */
+  flow: CompiledFlow;
+  /** Builds the flow's conversation on the LiveKit session the runner made for the room. */
+  converse(side: TransportSide): Promise<FlowConversation>;
+  /** Every transcript message (the conversation records through it). */
+  record(message: SessionMessage): void;
+  /** The agent is gone for any reason (end step, room closed, error): the owner's stop must run. */
+  onEnded(reason: string): void;
+  /** The last non-agent participant left the room. */
+  onUserLeft(): void;
+  log: Logger;
+}
+
+export interface RunningAgent {
+  /** Idempotent. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a flow's agent in a room. Behind an interface because no media server can run where the tests
+ * do: the LiveKit runner below joins a real room; tests use a runner that joins nothing.
+ */
+export interface AgentRunner {
+  start(opts: RunnerStartOptions): Promise<RunningAgent>;
+}
+
+/**
+ * The in-process LiveKit agent: a bare `Room` (not the worker, which forks a process per job) and an
+ * `AgentSession` whose turn detection is the STT's end of speech (no local model needed). The agent's own
+ * models come from the flow (so a transfer can swap them); step changes go out on the data channel for the
+ * builder to highlight.
+ */
+export class LiveKitAgentRunner implements AgentRunner {
+  async start(opts: RunnerStartOptions): Promise<RunningAgent> {
+    const room = new Room();
+    let conv: FlowConversation | undefined;
+    let stopped = false;
+    const stop = async () => {
+      if (stopped) return;
+      stopped = true;
+      await conv?.close().catch(() => undefined);
+      await room.disconnect().catch(() => undefined);
+    };
+    room.on(RoomEvent.Disconnected, () => {
+      void stop();
+      opts.onEnded('room disconnected');
+    });
+    room.on(RoomEvent.ParticipantDisconnected, () => {
+      const humans = [...room.remoteParticipants.values()].filter((p) => !p.identity.startsWith('agent-'));
+      if (humans.length === 0) opts.onUserLeft();
+    });
+    try {
+      await room.connect(opts.serverUrl, opts.agentToken, { autoSubscribe: true, dynacast: false });
+      const publish = (change: StepChange) => {
+        const data = new TextEncoder().encode(JSON.stringify({ type: 'step_change', ...change }));
+        room.localParticipant
+          ?.publishData(data, { reliable: true, topic: 'agent.events' })
+          .catch((err: unknown) => opts.log.warn({ err: String(err) }, 'step change not published'));
+      };
+      const session = new voice.AgentSession({ turnHandling: { turnDetection: 'stt' } });
+      conv = await opts.converse({
+        session,
+        startSession: (agent) => session.start({ agent, room }),
+        onStepChange: publish,
+      });
+      session.on(voice.AgentSessionEventTypes.Close, () => opts.onEnded('session closed'));
+      await conv.start();
+      return { stop };
+    } catch (err) {
+      await stop();
+      throw err;
+    }
+  }
+}

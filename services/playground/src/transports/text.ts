@@ -1,0 +1,68 @@
+import { voice } from '@livekit/agents';
+import type { BusClient } from '@vab/bus';
+import { Subjects, type Ok, type StartTextSessionBody, type TextTurnResult } from '@vab/contracts';
+import type { SessionHost } from '../host/session-host.js';
+import type { KeyEnv } from '../keys.js';
+import type { ReadinessCheck } from '../readiness.js';
+import type { ConversationKit } from '../runtime/conversations.js';
+
+/**
+ * Text test sessions: the flow's conversation on a LiveKit session without a room, turns typed by the
+ * builder. Recorded as a test session of type "text" whose id is the session's.
+ */
+export class TextTransport {
+  constructor(
+    private readonly deps: {
+      host: SessionHost;
+      bus: BusClient;
+      readiness: ReadinessCheck;
+      kit: ConversationKit;
+      env(): Promise<KeyEnv>;
+      busTimeoutMs: number;
+    },
+  ) {}
+
+  async start(agentId: string, body: StartTextSessionBody, requestId: string): Promise<TextTurnResult> {
+    const { host, bus, readiness, kit } = this.deps;
+    const flow =
+      body.flow ??
+      (
+        await bus.request(
+          Subjects.agentsGet,
+          { id: agentId },
+          { timeoutMs: this.deps.busTimeoutMs, requestId },
+        )
+      ).flow;
+    const runnable = readiness.require(flow, 'text', await this.deps.env(), body.apiKeys);
+    const { key, result } = await host.open(
+      { sessionType: 'text', agentId, requestId, failure: 'the agent could not start' },
+      async (ctx) => {
+        const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
+        const conv = await kit.converse({
+          flow: runnable,
+          apiKeys: body.apiKeys,
+          session,
+          startSession: (agent) => session.start({ agent }),
+          record: (m) => ctx.recorder?.record(m),
+          // the test session closes with the goodbye; the session answers `ended` until it is stopped
+          onEnded: () => void ctx.recorder?.close(),
+          log: ctx.log,
+          requestId,
+        });
+        ctx.onStop(() => conv.close());
+        return { result: await conv.start(), turn: (text) => conv.userTurn(text) };
+      },
+    );
+    return { sessionId: key, ...result };
+  }
+
+  turn(agentId: string, sessionId: string, text: string, requestId: string): Promise<TextTurnResult> {
+    return this.deps.host.turn(sessionId, agentId, text, requestId);
+  }
+
+  /** Idempotent: an unknown or already ended session answers ok. */
+  async end(agentId: string, sessionId: string, requestId: string): Promise<Ok> {
+    await this.deps.host.end(sessionId, agentId, requestId);
+    return { ok: true };
+  }
+}
