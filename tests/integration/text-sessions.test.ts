@@ -1,4 +1,4 @@
-import { fullFlow, withNode } from '@vab/testkit';
+import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
@@ -186,6 +186,41 @@ describe('text test sessions', () => {
       expect(
         (await http.post(`/api/agents/${agentId}/text-sessions/${sessionId}/turns`, { text: 'x' })).status,
       ).toBe(404);
+    }
+  });
+
+  it('shares one capacity with voice sessions: a full instance takes neither, a freed slot either', async () => {
+    const fake = await startLivekitFake();
+    const small = await startStack({
+      runner: { start: async () => ({ stop: async () => undefined }) },
+      playground: { MAX_SESSIONS: 2 },
+    });
+    const h = api(small.baseUrl);
+    try {
+      const agentId = (await h.post('/api/agents', { name: 'Shared', flow: flowFor() })).body.id as string;
+      const voice = () =>
+        h.post('/api/agent-session', {
+          ...flowFor(),
+          livekit: { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
+          apiKeys: { openai: KEY, elevenlabs: KEY, deepgram: KEY },
+        });
+      const text = () => h.post(`/api/agents/${agentId}/text-sessions`, { apiKeys: { openai: KEY } });
+      const room = await voice();
+      expect(room.status).toBe(200);
+      const typed = await text();
+      expect(typed.status).toBe(201);
+      for (const full of [await voice(), await text()]) {
+        expect(full.status).toBe(503);
+        expect(full.body.code).toBe('CAPACITY_EXHAUSTED');
+      }
+      await h.delete('/api/agent-session', { roomName: room.body.roomName });
+      const again = await text();
+      expect(again.status).toBe(201);
+      await h.delete(`/api/agents/${agentId}/text-sessions/${typed.body.sessionId}`);
+      expect((await voice()).status).toBe(200);
+    } finally {
+      await small.close();
+      await fake.close();
     }
   });
 });

@@ -10,7 +10,7 @@ import {
   EmptyBody,
   AgentSessionRequest,
   EndAgentSessionBody,
-  Flow,
+  ValidateFlowBody,
   StartTextSessionBody,
   TextTurnBody,
   PatchAgentBody,
@@ -271,7 +271,7 @@ export const routeTable = [
     subject: Subjects.flowsValidate,
     tag: 'playground',
     summary: 'Lint a flow: every problem that would stop it from running, with codes and node/edge ids',
-    body: Flow,
+    body: ValidateFlowBody,
     toRequest: ({ body }) => body,
   }),
   route({

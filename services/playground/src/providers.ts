@@ -73,6 +73,54 @@ const DeepgramTtsExtras = z.object({ speed });
 const ELEVENLABS_VOICE_DEFAULTS = { stability: 0.5, similarity_boost: 0.75 };
 
 /**
+ * The options each TTS plugin is built with: the node's model and voice, and the provider extras it
+ * understands (an extra it does not, or out of range, is left out rather than failing the session).
+ */
+export const ttsOptions = {
+  openai: (cfg: TtsConfig, apiKey: string): Partial<openai.TTSOptions> => {
+    const x = OpenAiTtsExtras.parse(cfg.extras);
+    return {
+      apiKey,
+      ...(cfg.model ? { model: cfg.model } : {}),
+      ...(cfg.voiceId ? { voice: cfg.voiceId as openai.TTSOptions['voice'] } : {}),
+      ...(x.speed !== undefined ? { speed: x.speed } : {}),
+      ...(x.instructions ? { instructions: x.instructions } : {}),
+    };
+  },
+  deepgram: (cfg: TtsConfig, apiKey: string): Partial<deepgram.TTSOptions> => {
+    const x = DeepgramTtsExtras.parse(cfg.extras);
+    return {
+      apiKey,
+      ...(cfg.model ? { model: cfg.model } : {}),
+      ...(x.speed !== undefined ? { speed: x.speed } : {}),
+    };
+  },
+  elevenlabs: (cfg: TtsConfig, apiKey: string): elevenlabs.TTSOptions => {
+    const x = ElevenLabsExtras.parse(cfg.extras);
+    const similarity = x.similarityBoost ?? x.similarity_boost;
+    const tuned = [x.stability, similarity, x.style, x.speed, x.useSpeakerBoost].some((v) => v !== undefined);
+    return {
+      apiKey,
+      ...(cfg.voiceId ? { voiceId: cfg.voiceId } : {}),
+      ...(cfg.model ? { model: cfg.model } : {}),
+      ...(x.languageCode ? { languageCode: x.languageCode } : {}),
+      ...(x.streamingLatency !== undefined ? { streamingLatency: x.streamingLatency } : {}),
+      ...(tuned
+        ? {
+            voiceSettings: {
+              stability: x.stability ?? ELEVENLABS_VOICE_DEFAULTS.stability,
+              similarity_boost: similarity ?? ELEVENLABS_VOICE_DEFAULTS.similarity_boost,
+              ...(x.style !== undefined ? { style: x.style } : {}),
+              ...(x.speed !== undefined ? { speed: x.speed } : {}),
+              ...(x.useSpeakerBoost !== undefined ? { use_speaker_boost: x.useSpeakerBoost } : {}),
+            },
+          }
+        : {}),
+    };
+  },
+};
+
+/**
  * Every provider the flow format names (shared/spec/flow-format.md), what it runs here, and where its key
  * comes from and may go. The one table behind the key status, the key rule, the readiness check and the
  * runtime.
@@ -83,16 +131,7 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     defaultBaseURL: 'https://api.openai.com/v1',
     customBaseURL: true,
     llm: openAiCompatible('gpt-4o-mini', 'https://api.openai.com/v1'),
-    tts: (cfg, { apiKey }) => {
-      const x = OpenAiTtsExtras.parse(cfg.extras);
-      return new openai.TTS({
-        apiKey,
-        ...(cfg.model ? { model: cfg.model } : {}),
-        ...(cfg.voiceId ? { voice: cfg.voiceId as never } : {}),
-        ...(x.speed !== undefined ? { speed: x.speed } : {}),
-        ...(x.instructions ? { instructions: x.instructions } : {}),
-      });
-    },
+    tts: (cfg, { apiKey }) => new openai.TTS(ttsOptions.openai(cfg, apiKey)),
     stt: (cfg, language, { apiKey }) =>
       new openai.STT({ apiKey, language, ...(cfg.model ? { model: cfg.model } : {}) }),
   },
@@ -127,14 +166,7 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     envVars: ['DEEPGRAM_API_KEY'],
     defaultBaseURL: 'https://api.deepgram.com',
     customBaseURL: false,
-    tts: (cfg, { apiKey }) => {
-      const x = DeepgramTtsExtras.parse(cfg.extras);
-      return new deepgram.TTS({
-        apiKey,
-        ...(cfg.model ? { model: cfg.model } : {}),
-        ...(x.speed !== undefined ? { speed: x.speed } : {}),
-      });
-    },
+    tts: (cfg, { apiKey }) => new deepgram.TTS(ttsOptions.deepgram(cfg, apiKey)),
     stt: (cfg, language, { apiKey }) =>
       new deepgram.STT({
         apiKey,
@@ -148,31 +180,7 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     envVars: ['ELEVEN_API_KEY', 'ELEVENLABS_API_KEY'],
     defaultBaseURL: 'https://api.elevenlabs.io/v1',
     customBaseURL: false,
-    tts: (cfg, { apiKey }) => {
-      const x = ElevenLabsExtras.parse(cfg.extras);
-      const tuned = [x.stability, x.similarityBoost, x.similarity_boost, x.style, x.speed].some(
-        (v) => v !== undefined,
-      );
-      return new elevenlabs.TTS({
-        apiKey,
-        ...(cfg.voiceId ? { voiceId: cfg.voiceId } : {}),
-        ...(cfg.model ? { model: cfg.model } : {}),
-        ...(x.languageCode ? { languageCode: x.languageCode } : {}),
-        ...(x.streamingLatency !== undefined ? { streamingLatency: x.streamingLatency } : {}),
-        ...(tuned
-          ? {
-              voiceSettings: {
-                stability: x.stability ?? ELEVENLABS_VOICE_DEFAULTS.stability,
-                similarity_boost:
-                  x.similarityBoost ?? x.similarity_boost ?? ELEVENLABS_VOICE_DEFAULTS.similarity_boost,
-                ...(x.style !== undefined ? { style: x.style } : {}),
-                ...(x.speed !== undefined ? { speed: x.speed } : {}),
-                ...(x.useSpeakerBoost !== undefined ? { use_speaker_boost: x.useSpeakerBoost } : {}),
-              },
-            }
-          : {}),
-      });
-    },
+    tts: (cfg, { apiKey }) => new elevenlabs.TTS(ttsOptions.elevenlabs(cfg, apiKey)),
   },
   cartesia: {
     envVars: ['CARTESIA_API_KEY'],

@@ -3,6 +3,8 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 /** What the stub was asked: the messages, the tools offered, and whether a tool call was forced. */
 export interface ChatRequest {
   model: string;
+  max_completion_tokens?: number;
+  temperature?: number;
   messages: { role: string; content?: unknown; tool_calls?: unknown[]; tool_call_id?: string }[];
   tools?: { type: 'function'; function: { name: string; description?: string; parameters?: unknown } }[];
   tool_choice?: unknown;
@@ -47,12 +49,18 @@ async function body(req: IncomingMessage): Promise<string> {
  * An OpenAI-compatible chat-completions server on loopback, scripted per request, so the real OpenAI plugin
  * talks real HTTP (streamed SSE with content and tool calls) and no test reaches the internet.
  */
-export async function startOpenAiStub(
-  script: Script,
-): Promise<{ baseURL: string; requests: ChatRequest[]; close(): Promise<void> }> {
+export async function startOpenAiStub(script: Script): Promise<{
+  baseURL: string;
+  requests: ChatRequest[];
+  /** The Authorization header of every request it got (chat and model list alike): which key came. */
+  authorizations: (string | undefined)[];
+  close(): Promise<void>;
+}> {
   const requests: ChatRequest[] = [];
+  const authorizations: (string | undefined)[] = [];
   const server: Server = createServer((req, res) => {
     void (async () => {
+      authorizations.push(req.headers.authorization);
       if (req.method === 'GET' && req.url?.endsWith('/models')) {
         res
           .writeHead(200, { 'content-type': 'application/json' })
@@ -110,6 +118,7 @@ export async function startOpenAiStub(
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     requests,
+    authorizations,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

@@ -28,16 +28,26 @@ function parseAddress(text: string): Address | undefined {
   return ipaddr.isValid(s) ? unmapped(ipaddr.parse(s)) : undefined;
 }
 
+/** ipaddr.js's range names, as messages and logs say them. */
+const RANGE_WORDS: Record<string, string> = {
+  linkLocal: 'link-local',
+  uniqueLocal: 'unique-local',
+  carrierGradeNat: 'carrier-grade NAT',
+  rfc6052: 'NAT64',
+  rfc6145: 'IPv4-translated',
+  '6to4': '6to4',
+};
+
 /**
- * What kind of internal address this is (`loopback`, `private`, `linkLocal`, `uniqueLocal`, `unspecified`,
- * `multicast`, …, in ipaddr.js's words), or undefined for a public unicast address. Every range ipaddr.js
- * does not call `unicast` counts as internal: reserved, carrier-grade NAT, 6to4 and NAT64 forms included.
+ * What kind of internal address this is (loopback, private, link-local, unique-local, unspecified,
+ * multicast, …), or undefined for a public unicast address. Every range ipaddr.js does not call `unicast`
+ * counts as internal: reserved, carrier-grade NAT, 6to4 and NAT64 forms included.
  */
 export function internalRange(address: string): string | undefined {
   const a = parseAddress(address);
   if (!a) return 'invalid';
   const range = a.range();
-  return range === 'unicast' ? undefined : range;
+  return range === 'unicast' ? undefined : (RANGE_WORDS[range] ?? range);
 }
 
 /** Parses `FLOW_EGRESS_ALLOW`: comma-separated host names, addresses and CIDR ranges. Throws on a bad entry. */

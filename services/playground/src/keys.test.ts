@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { KeyRule, parseTrustedUrls } from './keys.js';
+
+const env = { OPENAI_API_KEY: 'server-openai', ELEVEN_API_KEY: '', ELEVENLABS_API_KEY: 'server-eleven' };
+const rule = new KeyRule(
+  parseTrustedUrls('https://llm-gateway.corp.example/openai/v1, http://10.0.0.5:8000'),
+);
+
+describe('where the server key may go', () => {
+  it.each([
+    [undefined, 'server'],
+    ['https://api.openai.com/v1', 'server'],
+    ['https://api.openai.com/v1/', 'server'],
+    ['https://api.openai.com/v1/../v1', 'server'],
+    ['https://api.openai.com/v2', 'none'],
+    ['https://api.openai.com.attacker.example/v1', 'none'],
+    ['http://api.openai.com/v1', 'none'], // another origin: the scheme differs
+    ['https://api.openai.com:8443/v1', 'none'],
+    ['https://collector.example/v1', 'none'],
+    ['https://llm-gateway.corp.example/openai/v1', 'server'], // trusted by the operator
+    ['https://llm-gateway.corp.example/openai/v1/deployments/x', 'server'],
+    ['https://llm-gateway.corp.example/openai/v10', 'none'],
+    ['https://llm-gateway.corp.example/other', 'none'],
+    ['http://10.0.0.5:8000/v1', 'server'],
+  ])('an openai model at %s runs with the %s key', (baseURL, expected) => {
+    const got = rule.resolve('openai', baseURL, undefined, env);
+    expect(got?.source ?? 'none').toBe(expected);
+    if (got) expect(got.key).toBe('server-openai');
+  });
+
+  it("uses a key sent with the request wherever the flow points (it is the caller's own)", () => {
+    expect(rule.resolve('openai', 'https://collector.example/v1', { openai: 'mine' }, env)).toEqual({
+      key: 'mine',
+      source: 'request',
+    });
+    // null, empty and blank entries fall back to the server's key, where that may go
+    for (const v of [null, '', '  '])
+      expect(rule.resolve('openai', undefined, { openai: v }, env)?.source).toBe('server');
+  });
+
+  it('reads the variables in the table order, skipping empty ones; knows no key of an unknown provider', () => {
+    expect(rule.resolve('elevenlabs', undefined, undefined, env)?.key).toBe('server-eleven');
+    expect(rule.resolve('acme', undefined, { openai: 'x' }, env)).toBeUndefined();
+    expect(rule.resolve('constructor', undefined, {}, env)).toBeUndefined();
+  });
+
+  it.each(['not a url', 'ftp://x.example'])('refuses the trusted URL %j', (entry) => {
+    expect(() => parseTrustedUrls(entry)).toThrow(entry);
+  });
+});

@@ -1,0 +1,142 @@
+import { initializeLogger, llm, stt, tts } from '@livekit/agents';
+import type { LlmConfig, TtsConfig } from '@vab/flow';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOpenAiStub } from '../test/openai-stub.js';
+import { createEgressFetch } from './egress/client.js';
+import { EgressPolicy, parseAllowList } from './egress/policy.js';
+import { PROVIDERS, ttsOptions, type Modality } from './providers.js';
+
+initializeLogger({ pretty: false, level: 'error' });
+const log = pino({ level: 'silent' });
+
+/** What shared/spec/flow-format.md names for each role. */
+const NAMED: [string, Modality][] = [
+  ['openai', 'llm'],
+  ['anthropic', 'llm'],
+  ['google', 'llm'],
+  ['groq', 'llm'],
+  ['elevenlabs', 'tts'],
+  ['cartesia', 'tts'],
+  ['openai', 'tts'],
+  ['deepgram', 'tts'],
+  ['deepgram', 'stt'],
+  ['openai', 'stt'],
+];
+
+const BASE = { nodeId: 'n' };
+
+describe('the provider table', () => {
+  it.each(NAMED)('%s as %s runs here, or says why not', (id, modality) => {
+    const spec = PROVIDERS[id]!;
+    const endpoint = { apiKey: 'k' };
+    if (!spec[modality]) {
+      expect(spec.unsupported?.[modality]).toMatch(/.{20,}/);
+      return;
+    }
+    const made =
+      modality === 'llm'
+        ? spec.llm!({ ...BASE, provider: id }, endpoint)
+        : modality === 'tts'
+          ? spec.tts!({ ...BASE, provider: id, extras: {} }, endpoint)
+          : spec.stt!({ ...BASE, provider: id }, 'en', endpoint);
+    expect(made).toBeInstanceOf({ llm: llm.LLM, tts: tts.TTS, stt: stt.STT }[modality]);
+  });
+
+  it('names each provider key variable once, and its own endpoint', () => {
+    const vars = Object.values(PROVIDERS).flatMap((p) => p.envVars);
+    expect(new Set(vars).size).toBe(vars.length);
+    for (const p of Object.values(PROVIDERS)) expect(new URL(p.defaultBaseURL).protocol).toBe('https:');
+  });
+});
+
+describe('model parameters reach the model', () => {
+  let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
+  beforeAll(async () => {
+    stub = await startOpenAiStub(() => ({ content: 'fine' }));
+  });
+  afterAll(() => stub.close());
+
+  it.each(['openai', 'anthropic', 'groq'])('%s: model, temperature and maxTokens', async (id) => {
+    const fetch = createEgressFetch({
+      policy: new EgressPolicy(parseAllowList('127.0.0.1')),
+      timeoutMs: 5000,
+      maxResponseBytes: 1 << 20,
+      log,
+    });
+    const cfg: LlmConfig = { ...BASE, provider: id, model: 'm-1', temperature: 0.25, maxTokens: 123 };
+    const model = PROVIDERS[id]!.llm!(cfg, {
+      apiKey: `key-${id}`,
+      flowBaseURL: { url: stub.baseURL, fetch, timeoutMs: 5000 },
+    });
+    const chatCtx = llm.ChatContext.empty();
+    chatCtx.addMessage({ role: 'user', content: 'hello' });
+    let text = '';
+    for await (const chunk of model.chat({ chatCtx })) text += chunk.delta?.content ?? '';
+    expect(text).toBe('fine');
+    expect(stub.requests.at(-1)).toMatchObject({
+      model: 'm-1',
+      temperature: 0.25,
+      max_completion_tokens: 123,
+    });
+    expect(stub.authorizations.at(-1)).toBe(`Bearer key-${id}`);
+  });
+});
+
+describe('TTS provider extras', () => {
+  const node = (provider: string, extras: Record<string, unknown>): TtsConfig => ({
+    ...BASE,
+    provider,
+    model: 'tts-model',
+    voiceId: 'v-9',
+    extras,
+  });
+
+  it('elevenlabs: voice settings, language and latency (flat params, either spelling)', () => {
+    expect(
+      ttsOptions.elevenlabs(
+        node('elevenlabs', {
+          stability: 0.3,
+          similarity_boost: 0.9,
+          style: '0.2',
+          languageCode: 'de',
+          streamingLatency: 2,
+        }),
+        'k',
+      ),
+    ).toEqual({
+      apiKey: 'k',
+      voiceId: 'v-9',
+      model: 'tts-model',
+      languageCode: 'de',
+      streamingLatency: 2,
+      voiceSettings: { stability: 0.3, similarity_boost: 0.9, style: 0.2 },
+    });
+    // the other spelling, with the defaults the API needs filled in
+    expect(ttsOptions.elevenlabs(node('elevenlabs', { similarityBoost: 0.6 }), 'k').voiceSettings).toEqual({
+      stability: 0.5,
+      similarity_boost: 0.6,
+    });
+    // none tuned: the voice's own settings stand; out-of-range and unknown extras are left out
+    expect(ttsOptions.elevenlabs(node('elevenlabs', { stability: 7, colour: 'blue' }), 'k')).toEqual({
+      apiKey: 'k',
+      voiceId: 'v-9',
+      model: 'tts-model',
+    });
+  });
+
+  it('openai: speed and instructions; deepgram: speed', () => {
+    expect(ttsOptions.openai(node('openai', { speed: 1.5, instructions: 'Warmly.' }), 'k')).toEqual({
+      apiKey: 'k',
+      model: 'tts-model',
+      voice: 'v-9',
+      speed: 1.5,
+      instructions: 'Warmly.',
+    });
+    expect(ttsOptions.deepgram(node('deepgram', { speed: '0.8', pitch: 3 }), 'k')).toEqual({
+      apiKey: 'k',
+      model: 'tts-model',
+      speed: 0.8,
+    });
+  });
+});

@@ -1,0 +1,210 @@
+import type { Flow } from '@vab/contracts';
+import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
+import { createServer, type Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
+import { api, startStack, type Stack } from '../helpers/stack.js';
+import { loadConfig } from '@vab/playground';
+
+const SERVER_KEY = 'sk-server-key-of-the-operator-0123';
+const REQUEST_KEY = 'sk-request-key-of-the-caller-4567';
+/** Every classification says "booking", every condition holds: the conversation heads for its end. */
+function chat(req: ChatRequest) {
+  const tools = (req.tools ?? []).map((t) => t.function.name);
+  if (tools.includes('decide')) {
+    const prompt = textOf(req.messages.at(-1)?.content).toLowerCase();
+    return {
+      toolCalls: [
+        { name: 'decide', args: { choice: prompt.includes('why do they call') ? 'booking' : 'true' } },
+      ],
+    };
+  }
+  if (tools.includes('extract'))
+    return { toolCalls: [{ name: 'extract', args: { name: 'Ada', urgent: false } }] };
+  return { content: 'ok' };
+}
+
+let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
+let fake: Awaited<ReturnType<typeof startLivekitFake>>;
+let hooks: Server;
+let hookPort = 0;
+const hookHits: string[] = [];
+const stacks: Stack[] = [];
+
+beforeAll(async () => {
+  stub = await startOpenAiStub(chat);
+  fake = await startLivekitFake();
+  hooks = createServer((req, res) => {
+    hookHits.push(req.url ?? '');
+    res.writeHead(204).end();
+  });
+  await new Promise<void>((r) => hooks.listen(0, '127.0.0.1', () => r()));
+  const addr = hooks.address();
+  hookPort = typeof addr === 'object' && addr ? addr.port : 0;
+});
+afterAll(async () => {
+  for (const s of stacks) await s.close();
+  await Promise.all([stub.close(), fake.close(), new Promise<void>((r) => hooks.close(() => r()))]);
+});
+
+async function stack(opts: Parameters<typeof startStack>[0]) {
+  const s = await startStack(opts);
+  stacks.push(s);
+  return { stack: s, http: api(s.baseUrl) };
+}
+
+/** Every key the model endpoint was sent, as the bearer tokens it received. */
+const keysSeen = () => new Set(stub.authorizations.map((a) => a?.replace(/^Bearer /, '')));
+
+describe('the key rule: the server key goes only to its provider', () => {
+  const flowAtStub = (): Flow => withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' });
+
+  it('a flow that names its own baseURL runs only with a key sent in the request', async () => {
+    const { stack: s, http } = await stack({ providerEnv: { OPENAI_API_KEY: SERVER_KEY } });
+    const agent = (await http.post('/api/agents', { name: 'Keys', flow: flowAtStub() })).body.id as string;
+    const requestsBefore = stub.authorizations.length;
+
+    // validate says where the key must come from
+    const v = await http.post('/api/flows/validate', { ...flowAtStub(), sessionType: 'text' });
+    expect(v.body).toMatchObject({ valid: true, requirements: [{ provider: 'openai', key: 'request' }] });
+
+    const refused = await http.post(`/api/agents/${agent}/text-sessions`, {});
+    expect(refused.status).toBe(400);
+    expect(refused.body.code).toBe('MISSING_CREDENTIALS');
+    expect(refused.body.message).toContain('openai');
+    expect(refused.body.message).toContain('baseURL');
+    // a null or empty entry is no key either
+    expect(
+      (await http.post(`/api/agents/${agent}/text-sessions`, { apiKeys: { openai: null } })).status,
+    ).toBe(400);
+    expect((await http.post(`/api/agents/${agent}/text-sessions`, { apiKeys: { openai: ' ' } })).status).toBe(
+      400,
+    );
+    // voice alike
+    const voice = await http.post('/api/agent-session', {
+      ...flowAtStub(),
+      livekit: { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
+      apiKeys: { elevenlabs: 'k', deepgram: 'k' },
+    });
+    expect(voice.status).toBe(400);
+    expect(voice.body.code).toBe('MISSING_CREDENTIALS');
+    expect(stub.authorizations.length).toBe(requestsBefore); // nothing reached the endpoint
+
+    const started = await http.post(`/api/agents/${agent}/text-sessions`, {
+      apiKeys: { openai: REQUEST_KEY },
+    });
+    expect(started.status).toBe(201);
+    const turn = await http.post(`/api/agents/${agent}/text-sessions/${started.body.sessionId}/turns`, {
+      text: 'Hello',
+    });
+    expect(turn.status).toBe(200);
+    expect(keysSeen()).toContain(REQUEST_KEY);
+    expect(keysSeen()).not.toContain(SERVER_KEY);
+    expect(s.logs.join('\n') + JSON.stringify([refused.body, voice.body])).not.toContain(SERVER_KEY);
+  });
+
+  it('an endpoint the operator trusts (TRUSTED_MODEL_URLS) gets the server key', async () => {
+    const trusted = loadConfig({ TRUSTED_MODEL_URLS: stub.baseURL }).TRUSTED_MODEL_URLS;
+    const { http } = await stack({
+      providerEnv: { OPENAI_API_KEY: SERVER_KEY },
+      playground: { TRUSTED_MODEL_URLS: trusted },
+    });
+    const agent = (await http.post('/api/agents', { name: 'Gateway', flow: flowAtStub() })).body.id as string;
+    const v = await http.post('/api/flows/validate', { ...flowAtStub(), sessionType: 'text' });
+    expect(v.body.requirements).toEqual([{ provider: 'openai', nodeIds: ['llm'], key: 'server' }]);
+    const started = await http.post(`/api/agents/${agent}/text-sessions`, {});
+    expect(started.status).toBe(201);
+    await http.post(`/api/agents/${agent}/text-sessions/${started.body.sessionId}/turns`, { text: 'Hi' });
+    expect(keysSeen()).toContain(SERVER_KEY);
+  });
+});
+
+describe('the URL policy: no flow request reaches an internal address unless allowed', () => {
+  const nothingAllowed = { FLOW_EGRESS_ALLOW: [] };
+
+  it('validate names every disallowed URL on its node; both starts refuse the flow before anything runs', async () => {
+    const { http } = await stack({ playground: nothingAllowed });
+    const agent = (await http.post('/api/agents', { name: 'SSRF', flow: fullFlow() })).body.id as string;
+    const flow: Flow = withNode(
+      withNode(fullFlow(), 'hook', { url: `http://127.0.0.1:${hookPort}/hook` }),
+      'llm',
+      { baseURL: 'http://169.254.169.254/latest/v1' },
+    );
+    const mcp = {
+      id: 'tools',
+      nodeType: 'mcp',
+      serverUrl: 'http://[::ffff:10.0.0.1]/mcp',
+      selectedTools: [],
+    };
+    const withMcp: Flow = {
+      nodes: [...flow.nodes, mcp],
+      edges: [
+        ...flow.edges,
+        { source: 'tools', sourceHandle: 'output', target: 'agent', targetHandle: 'tools_in' },
+      ],
+    };
+    for (const sessionType of ['voice', 'text'] as const) {
+      const v = await http.post('/api/flows/validate', { ...withMcp, sessionType });
+      expect(v.body.valid).toBe(false);
+      expect(v.body.issues.filter((i: { code: string }) => i.code === 'URL_NOT_ALLOWED')).toEqual([
+        expect.objectContaining({ nodeId: 'llm', message: expect.stringContaining('link-local') }),
+        expect.objectContaining({ nodeId: 'hook', message: expect.stringContaining('loopback') }),
+        expect.objectContaining({ nodeId: 'tools', message: expect.stringContaining('private') }),
+      ]);
+    }
+    const text = await http.post(`/api/agents/${agent}/text-sessions`, {
+      flow: withMcp,
+      apiKeys: { openai: REQUEST_KEY },
+    });
+    expect(text.status).toBe(422);
+    expect(text.body.details.map((i: { code: string }) => i.code)).toContain('URL_NOT_ALLOWED');
+    const voice = await http.post('/api/agent-session', {
+      ...withMcp,
+      agentId: agent,
+      livekit: { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
+      apiKeys: { openai: REQUEST_KEY, elevenlabs: 'k', deepgram: 'k' },
+    });
+    expect(voice.status).toBe(422);
+    expect((await http.get(`/api/agents/${agent}/test-sessions`)).body).toEqual([]);
+    expect(fake.rooms.size).toBe(0);
+    expect(hookHits).toEqual([]);
+  });
+
+  it('at run time, a name that resolves inside is refused and logged, never called', async () => {
+    // names resolve as the test says: the model's to loopback (allowed by name), the webhook's to loopback
+    const { stack: s, http } = await stack({
+      playground: loadConfig({ FLOW_EGRESS_ALLOW: 'model.test' }),
+      resolve: async (host) => {
+        if (host === 'model.test' || host === 'hooks.test') return [{ address: '127.0.0.1', family: 4 }];
+        throw Object.assign(new Error(`ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+      },
+    });
+    const modelUrl = stub.baseURL.replace('127.0.0.1', 'model.test');
+    const flow = withNode(
+      withNode(withNode(fullFlow(), 'llm', { baseURL: modelUrl, model: 'stub' }), 'hook', {
+        url: `http://hooks.test:${hookPort}/hook`,
+      }),
+      'burst',
+      { rounds: 1 },
+    );
+    const v = await http.post('/api/flows/validate', { ...flow, sessionType: 'text' });
+    expect(v.body.valid).toBe(true); // a name: checked when connecting
+    const agent = (await http.post('/api/agents', { name: 'Rebind', flow })).body.id as string;
+    const started = await http.post(`/api/agents/${agent}/text-sessions`, {
+      apiKeys: { openai: REQUEST_KEY },
+    });
+    expect(started.status).toBe(201);
+    const turn = (text: string) =>
+      http.post(`/api/agents/${agent}/text-sessions/${started.body.sessionId}/turns`, { text });
+    await turn('Hi');
+    await turn('I want to book');
+    const end = await turn('yes');
+    expect(end.body.ended).toBe(true);
+    await http.delete(`/api/agents/${agent}/text-sessions/${started.body.sessionId}`);
+    const refusals = s.logs.filter((l) => l.includes('webhook refused'));
+    expect(refusals).toHaveLength(1);
+    expect(JSON.parse(refusals[0]!)).toMatchObject({ host: 'hooks.test', range: 'loopback' });
+    expect(s.logs.some((l) => l.includes('flow egress refused'))).toBe(true);
+    expect(hookHits).toEqual([]);
+  });
+});

@@ -1,0 +1,196 @@
+import type { Flow } from '@vab/contracts';
+import { fullFlow, withEdge, withNode } from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMcpServer } from '../../services/playground/test/mcp-server.js';
+import {
+  lastUserText,
+  startOpenAiStub,
+  systemText,
+  textOf,
+  type ChatRequest,
+} from '../../services/playground/test/openai-stub.js';
+import { api, startStack, type Stack } from '../helpers/stack.js';
+
+const KEY = 'sk-request-key-never-logged-0123';
+const MCP_TOKEN = 'mcp-token-never-logged-0123';
+let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
+let mcp: Awaited<ReturnType<typeof startMcpServer>>;
+let legacy: Awaited<ReturnType<typeof startMcpServer>>;
+let stack: Stack;
+let http: ReturnType<typeof api>;
+
+/** Classifies by what the user said; calls `lookup_order` when asked about order 42; says what a tool answered. */
+function script(req: ChatRequest) {
+  const tools = (req.tools ?? []).map((t) => t.function.name);
+  const prompt = textOf(req.messages.at(-1)?.content).toLowerCase();
+  if (tools.includes('decide')) {
+    const said = prompt
+      .split('\n')
+      .filter((l) => l.startsWith('user:'))
+      .join(' ');
+    if (prompt.includes('why do they call')) {
+      const choice = said.includes('colleague') ? 'other' : said.includes('book') ? 'booking' : 'none yet';
+      return { toolCalls: [{ name: 'decide', args: { choice } }] };
+    }
+    return { toolCalls: [{ name: 'decide', args: { choice: 'false' } }] };
+  }
+  const last = req.messages.at(-1);
+  if (last?.role === 'tool') return { content: `Here is what I found: ${textOf(last.content)}` };
+  const user = lastUserText(req);
+  if (user.includes('order 42') && tools.includes('lookup_order')) {
+    return { toolCalls: [{ name: 'lookup_order', args: { orderId: '42' } }] };
+  }
+  return { content: `ok: ${user}` };
+}
+
+const withModel = (flow: Flow, model = 'stub') => withNode(flow, 'llm', { baseURL: stub.baseURL, model });
+
+/** The flow with an MCP node on the agent's tools input. */
+function withMcp(flow: Flow, serverUrl: string, token = MCP_TOKEN): Flow {
+  const node = {
+    id: 'orders',
+    nodeType: 'mcp',
+    serverUrl,
+    authType: 'bearer',
+    authValue: token,
+    selectedTools: ['lookup_order'],
+  };
+  return withEdge({ ...flow, nodes: [...flow.nodes, node] }, 'orders', 'output', 'agent', 'tools_in');
+}
+
+/** The same graph with every node id prefixed: another agent's flow whose steps are told apart. */
+function prefixed(flow: Flow, prefix: string): Flow {
+  return {
+    nodes: flow.nodes.map((n) => ({ ...n, id: prefix + n.id })),
+    edges: flow.edges.map((e) => ({ ...e, source: prefix + e.source, target: prefix + e.target })),
+  };
+}
+
+beforeAll(async () => {
+  stub = await startOpenAiStub(script);
+  mcp = await startMcpServer({ transport: 'streamable', token: MCP_TOKEN });
+  legacy = await startMcpServer({ transport: 'sse', token: MCP_TOKEN });
+  stack = await startStack({ playground: { MCP_TIMEOUT_MS: 2000 } });
+  http = api(stack.baseUrl);
+});
+afterAll(async () => {
+  await stack.close();
+  await Promise.all([stub.close(), mcp.close(), legacy.close()]);
+});
+
+async function textSession(flow: Flow) {
+  const agent = await http.post('/api/agents', { name: 'Shop', flow });
+  expect(agent.status).toBe(201);
+  const agentId = agent.body.id as string;
+  const started = await http.post(`/api/agents/${agentId}/text-sessions`, { apiKeys: { openai: KEY } });
+  expect(started.status).toBe(201);
+  const sessionId = started.body.sessionId as string;
+  return {
+    agentId,
+    sessionId,
+    turn: (text: string) => http.post(`/api/agents/${agentId}/text-sessions/${sessionId}/turns`, { text }),
+    end: () => http.delete(`/api/agents/${agentId}/text-sessions/${sessionId}`),
+  };
+}
+
+describe('MCP tools in a text session', () => {
+  it.each([
+    ['streamable HTTP', () => mcp],
+    ['SSE (older servers)', () => legacy],
+  ])('over %s: the model calls a selected tool and its result shapes the reply', async (_name, server) => {
+    const s = await textSession(withMcp(withModel(fullFlow()), server().url));
+    const before = server().calls.length;
+    const res = await s.turn('Where is order 42?');
+    expect(res.status).toBe(200);
+    // LiveKit hands a tool's result to the model as JSON
+    expect(res.body.replies.join(' ')).toContain('Here is what I found: "Order 42 ships on Tuesday."');
+    expect(server().calls.slice(before)).toEqual([
+      { tool: 'lookup_order', args: { orderId: '42' }, authorization: `Bearer ${MCP_TOKEN}` },
+    ]);
+    // only the selected tool was offered to the model
+    const offered = stub.requests.filter((r) => r.tools?.some((t) => t.function.name === 'lookup_order'));
+    expect(offered.length).toBeGreaterThan(0);
+    for (const r of offered) expect(r.tools!.map((t) => t.function.name)).not.toContain('delete_everything');
+    await s.end();
+  });
+
+  it.each([
+    ['unreachable', 'http://127.0.0.1:9/mcp', MCP_TOKEN],
+    ['refusing the credentials', '', 'wrong-token'],
+  ])('a server %s is an error the model sees; the session goes on', async (_name, url, token) => {
+    const s = await textSession(withMcp(withModel(fullFlow()), url || mcp.url, token));
+    const res = await s.turn('Where is order 42?');
+    expect(res.status).toBe(200);
+    expect(res.body.replies.join(' ')).toContain(
+      'Here is what I found: the tool lookup_order is unavailable',
+    );
+    const next = await s.turn('Never mind');
+    expect(next.status).toBe(200);
+    expect(next.body.replies).toEqual(['ok: Never mind']);
+    await s.end();
+  });
+
+  it('keeps the MCP credential out of logs, storage and answers', async () => {
+    const redis = JSON.stringify(
+      await Promise.all((await stack.redis.keys('ss:*')).map((k) => stack.redis.dump(k))),
+    );
+    expect(stack.logs.join('\n') + redis).not.toContain(MCP_TOKEN);
+  });
+});
+
+describe('transfer in a text session', () => {
+  it("continues with the target's own model, instructions and steps, and records them", async () => {
+    const frontDesk = withNode(
+      withNode(prefixed(withModel(fullFlow(), 'front-desk-model'), 'fd-'), 'fd-agent', {
+        instructions: 'You are the front desk.',
+      }),
+      'fd-start',
+      { command: 'Front desk here.' },
+    );
+    const target = await http.post('/api/agents', { name: 'Front desk', flow: frontDesk });
+    const s = await textSession(
+      withNode(withModel(fullFlow()), 'transfer', { targetAgentId: target.body.id }),
+    );
+    for (const text of ['Hi', 'Ada', '1815']) expect((await s.turn(text)).status).toBe(200);
+
+    const handed = await s.turn('Please put me through to a colleague');
+    expect(handed.body.stepChanges.map((c: { stepId: string }) => c.stepId)).toEqual([
+      'cat',
+      'transfer',
+      'fd-start',
+    ]);
+    expect(handed.body.replies.at(-1)).toBe('Front desk here.');
+    expect(handed.body.ended).toBe(false);
+
+    const next = await s.turn('Hello front desk');
+    expect(next.body).toMatchObject({ stepId: 'fd-burst', replies: ['ok: Hello front desk'] });
+    const asked = stub.requests.at(-1)!;
+    expect(asked.model).toBe('front-desk-model');
+    expect(systemText(asked)).toContain('You are the front desk.');
+    expect(systemText(asked)).not.toContain('You book appointments.');
+
+    const messages = await http.get(`/api/agents/${s.agentId}/test-sessions/${s.sessionId}/messages`);
+    expect(
+      messages.body.slice(-3).map((m: { role: string; stepId: string }) => `${m.role}@${m.stepId}`),
+    ).toEqual(['assistant@fd-start', 'user@fd-start', 'assistant@fd-burst']);
+    await s.end();
+  });
+
+  it('to an agent this server cannot run: the agent apologizes and the session ends', async () => {
+    const target = await http.post('/api/agents', {
+      name: 'Unrunnable',
+      flow: withNode(withModel(fullFlow()), 'llm', { provider: 'acme' }),
+    });
+    const s = await textSession(
+      withNode(withModel(fullFlow()), 'transfer', { targetAgentId: target.body.id }),
+    );
+    for (const text of ['Hi', 'Ada', '1815']) await s.turn(text);
+    const failed = await s.turn('Please put me through to a colleague');
+    expect(failed.body).toMatchObject({ stepId: 'transfer', ended: true });
+    expect(failed.body.replies).toHaveLength(1);
+    expect(stack.logs.join('\n')).toMatch(
+      /transfer target cannot run here.*FLOW_INVALID|FLOW_INVALID.*transfer target cannot run here/,
+    );
+    await s.end();
+  });
+});
