@@ -157,9 +157,14 @@ for (const svc of ['agents', 'sessions', 'playground', 'gateway']) {
 await ensureNats();
 await ensureRedis();
 const common = { NATS_URL, REDIS_URL };
+// Local development: flows may call services on this machine (a webhook receiver, a local model server, an
+// MCP server under development). A deployment leaves FLOW_EGRESS_ALLOW unset, so flows reach no internal
+// address (docs/operations.md).
+const FLOW_EGRESS_ALLOW = env.FLOW_EGRESS_ALLOW ?? '127.0.0.1,::1,localhost';
+log(`flows may reach FLOW_EGRESS_ALLOW=${FLOW_EGRESS_ALLOW} (local development)`);
 run('agents', 'node', [join(root, 'services/agents/dist/main.js')], common);
 run('sessions', 'node', [join(root, 'services/sessions/dist/main.js')], common);
-run('playground', 'node', [join(root, 'services/playground/dist/main.js')], common);
+run('playground', 'node', [join(root, 'services/playground/dist/main.js')], { ...common, FLOW_EGRESS_ALLOW });
 run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], { ...common, PORT, HOST });
 const base = `http://${HOST === '0.0.0.0' ? '127.0.0.1' : HOST}:${PORT}`;
 await waitUntil(
