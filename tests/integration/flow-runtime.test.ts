@@ -114,6 +114,15 @@ describe('MCP tools in a text session', () => {
     await s.end();
   });
 
+  it('a dropped connection to an SSE server is made again by the next call', async () => {
+    const s = await textSession(withMcp(withModel(fullFlow()), legacy.url));
+    expect((await s.turn('Where is order 42?')).body.replies.join(' ')).toContain('Tuesday');
+    legacy.dropConnections();
+    const again = await s.turn('And where is order 42 now?');
+    expect(again.body.replies.join(' ')).toContain('Tuesday');
+    await s.end();
+  });
+
   it.each([
     ['unreachable', 'http://127.0.0.1:9/mcp', MCP_TOKEN],
     ['refusing the credentials', '', 'wrong-token'],

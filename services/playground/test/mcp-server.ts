@@ -82,6 +82,8 @@ export async function startMcpServer(opts: { transport: 'streamable' | 'sse'; to
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     calls,
+    /** Cuts every open connection (an SSE stream included), as a restart of the server would. */
+    dropConnections: () => http.closeAllConnections(),
     close: async () => {
       http.closeAllConnections();
       await new Promise<void>((r) => http.close(() => r()));

@@ -2,6 +2,7 @@ import { llm } from '@livekit/agents';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { McpConfig } from '@vab/flow';
 import type { Logger } from 'pino';
 import type { EgressFetch } from '../egress/client.js';
@@ -85,6 +86,10 @@ class McpServer {
       await client.close().catch(() => undefined);
       throw new Error('the session has ended');
     }
+    // a dropped connection (the server restarted, an answer cut off) is made again by the next call
+    client.onclose = () => {
+      if (this.client === client) this.client = undefined;
+    };
     this.client = client;
     return client;
   }
@@ -95,11 +100,21 @@ class McpServer {
     return tools.filter((t) => this.cfg.selectedTools.includes(t.name));
   }
 
+  private async callOnce(name: string, args: Record<string, unknown>): Promise<CallResult> {
+    const client = await this.connect();
+    return client.callTool({ name, arguments: args }, undefined, { timeout: this.opts.timeoutMs });
+  }
+
   async call(name: string, args: Record<string, unknown>): Promise<string> {
     let result: CallResult;
     try {
-      const client = await this.connect();
-      result = await client.callTool({ name, arguments: args }, undefined, { timeout: this.opts.timeoutMs });
+      result = await this.callOnce(name, args).catch(async (err: unknown) => {
+        // An answer of the server's (an error, a timeout) may come after the tool ran: never sent twice.
+        // A failure of the connection itself (a stale session, a reset) is: once, on a new connection.
+        if (err instanceof McpError) throw err;
+        await this.reset();
+        return this.callOnce(name, args);
+      });
     } catch (err) {
       this.opts.log.warn({ nodeId: this.cfg.nodeId, tool: name, err: String(err) }, 'mcp tool call failed');
       throw new llm.ToolError(`the tool ${name} is unavailable right now`);
@@ -109,11 +124,15 @@ class McpServer {
     return text;
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
+  private async reset(): Promise<void> {
     const client = this.client;
     this.client = undefined;
     await client?.close().catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.reset();
   }
 }
 
