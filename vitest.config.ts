@@ -12,6 +12,7 @@ export default defineConfig({
       '@vab/storage': src('./packages/storage/src/index.ts'),
       '@vab/flow': src('./packages/flow/src/index.ts'),
       '@vab/testkit': src('./packages/testkit/src/index.ts'),
+      '@vab/client': src('./packages/client/src/index.ts'),
       '@vab/agents': src('./services/agents/src/index.ts'),
       '@vab/sessions': src('./services/sessions/src/index.ts'),
       '@vab/playground': src('./services/playground/src/index.ts'),

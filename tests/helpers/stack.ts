@@ -14,6 +14,7 @@ import { startSessionsService, type SessionsLimits } from '@vab/sessions';
 import { createRedis, RedisIdempotencyStore, type Redis } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
 import { lineSink, startNats, startRedis } from '@vab/testkit';
+import { documentCheck } from './openapi-check.js';
 
 export interface Stack {
   baseUrl: string;
@@ -62,6 +63,8 @@ export interface StackOptions {
   providerEnv?: Record<string, string>;
   /** How the playground resolves names in flow URLs (default: the system's resolver). */
   resolve?: Resolver;
+  /** The gateway's UPSTREAM_URL (and how long it waits for it). */
+  upstream?: { url: string; timeoutMs?: number };
 }
 
 /**
@@ -181,6 +184,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 2 * 1024 * 1024,
       REQUEST_TIMEOUT_MS: opts.requestTimeoutMs ?? 5000,
       READY_TIMEOUT_MS: 500,
+      UPSTREAM_URL: opts.upstream?.url,
+      UPSTREAM_TIMEOUT_MS: opts.upstream?.timeoutMs,
       // load tests send thousands of requests from one address: unlimited unless a test sets limits
       security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9, ...opts.security },
     },
@@ -216,7 +221,10 @@ export interface ApiResponse<T = unknown> {
   headers: Headers;
 }
 
-/** A tiny client for what a builder front end would send. */
+/**
+ * A tiny client for what a builder front end would send. Every answer is checked against the API document
+ * the gateway serves: one the document does not describe fails the test that got it.
+ */
 export function api(baseUrl: string) {
   const call = async <T = any>(
     method: string,
@@ -237,6 +245,8 @@ export function api(baseUrl: string) {
     } catch {
       // keep the text: the assertion will show it
     }
+    const problem = (await documentCheck(baseUrl)).problem(method, path, res.status, parsed);
+    if (problem) throw new Error(`${problem}\n${text.slice(0, 500)}`);
     return { status: res.status, body: parsed as T, headers: res.headers };
   };
   return {

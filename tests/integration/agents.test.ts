@@ -163,12 +163,69 @@ describe('PATCH /api/agents/:id', () => {
     expect(read.headers.get('etag')).toBe(saved.headers.get('etag'));
   });
 
-  it('rejects an empty patch with 400 and changes nothing', async () => {
+  it('takes an empty patch as a no-op: the agent as it is, no new version, no updatedAt bump', async () => {
     const created = await createAgent();
-    const res = await http.patch(`/api/agents/${created.body.id}`, {});
-    expect(res.status).toBe(400);
-    const read = await http.get(`/api/agents/${created.body.id}`);
-    expect(read.body).toEqual(created.body);
+    const id = created.body.id as string;
+    const etag = created.headers.get('etag')!;
+    const res = await http.patch(`/api/agents/${id}`, {}, { 'if-match': etag });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(created.body);
+    expect(res.headers.get('etag')).toBe(etag);
+    expect((await http.get(`/api/agents/${id}/versions`)).body).toHaveLength(1);
+    // the precondition still holds the request to the state it names
+    const stale = await http.patch(`/api/agents/${id}`, {}, { 'if-match': '"9.9"' });
+    expect(stale.status).toBe(412);
+    expect((await http.get(`/api/agents/${id}`)).body).toEqual(created.body);
+  });
+
+  it('stores a flow exactly as the canvas sent it, and answers 400 only for what storage needs', async () => {
+    // a React Flow canvas: canvas fields, null handles, edge ids and styles, a node without a type yet
+    const canvas = {
+      nodes: [
+        {
+          id: 'agent-1',
+          nodeType: 'agent',
+          position: { x: 10.5, y: -3 },
+          measured: { width: 220, height: 96 },
+          data: { label: 'Agent', collapsed: null },
+          selected: false,
+          dragging: null,
+        },
+        { id: 'note-1', type: 'sticky', data: { text: 'ask about parking' }, parentId: null },
+      ],
+      edges: [
+        {
+          id: 'xy-edge__agent-1-note-1',
+          source: 'agent-1',
+          sourceHandle: null,
+          target: 'note-1',
+          targetHandle: null,
+          type: 'smoothstep',
+          style: { stroke: '#888', strokeWidth: 2 },
+          animated: true,
+        },
+        { source: 'agent-1', target: 'note-1' },
+      ],
+      viewport: { x: 0, y: 0, zoom: 1.25 },
+    };
+    const created = await http.post('/api/agents', { name: 'Canvas', flow: canvas });
+    expect(created.status).toBe(201);
+    expect(created.body.flow).toStrictEqual(canvas);
+    expect((await http.get(`/api/agents/${created.body.id}`)).body.flow).toStrictEqual(canvas);
+    const saved = await http.patch(`/api/agents/${created.body.id}`, { flow: canvas });
+    expect((await http.get(`/api/agents/${created.body.id}/versions/2`)).body.flow).toStrictEqual(canvas);
+    expect(saved.body.flow).toStrictEqual(canvas);
+    for (const bad of [
+      { nodes: [{ nodeType: 'agent' }], edges: [] }, // a node without an id
+      { nodes: [{ id: 7 }], edges: [] },
+      { nodes: [], edges: [{ source: 'a' }] }, // an edge without a target
+      { nodes: [], edges: [{ source: 'a', target: 'b', sourceHandle: 3 }] },
+      { nodes: 'a', edges: [] },
+    ]) {
+      const res = await http.post('/api/agents', { name: 'Bad', flow: bad });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(res.body.code).toBe('VALIDATION_FAILED');
+    }
   });
 
   it('gives 30 concurrent saves 30 distinct, gapless versions and loses none', async () => {

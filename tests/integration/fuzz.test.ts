@@ -2,6 +2,7 @@ import { ErrorCode } from '@vab/contracts';
 import { routes } from '@vab/gateway';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { documentCheck } from '../helpers/openapi-check.js';
 import { api, sampleFlow, startStack, type Stack } from '../helpers/stack.js';
 
 let stack: Stack;
@@ -120,6 +121,14 @@ describe('every route under generated input', () => {
         });
         const text = await res.text();
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        // every answer is one the API document describes, status and body
+        const problem = (await documentCheck(stack.baseUrl)).problem(
+          route.method,
+          path,
+          res.status,
+          text ? JSON.parse(text) : undefined,
+        );
+        expect(problem, text.slice(0, 300)).toBeUndefined();
         expect(res.status, `${route.method} ${path} → ${text.slice(0, 300)}`).toBeLessThan(500);
         if (res.status >= 400) {
           const parsed = JSON.parse(text) as { code: string; message: string; requestId: string };

@@ -6,7 +6,13 @@ let http: ReturnType<typeof api>;
 
 beforeAll(async () => {
   stack = await startStack({
-    sessionsLimits: { maxMessageChars: 1000, maxOperationsPerEntry: 3, maxMessagesPerSession: 12_000 },
+    sessionsLimits: {
+      maxMessageChars: 1000,
+      maxOperationsPerEntry: 3,
+      maxAttachmentsPerEntry: 3,
+      maxConversationEntryBytes: 4096,
+      maxMessagesPerSession: 12_000,
+    },
   });
   http = api(stack.baseUrl);
 });
@@ -65,17 +71,35 @@ describe('builder conversations', () => {
     expect(list.body[0].timestamp).toBeLessThanOrEqual(list.body[1].timestamp);
   });
 
-  it('rejects bad roles, unknown operations and over-limit entries, storing nothing', async () => {
+  it("keeps a front end's own roles, operations and attachments exactly as sent", async () => {
+    const id = await newAgent();
+    const entry = {
+      role: 'system',
+      content: 'Applied 2 edits',
+      operations: [
+        { op: 'replace', path: '/nodes/0/command', value: 'Hi!', meta: { by: 'copilot', undoable: null } },
+        { type: 'explode_node', nodeId: 'a' },
+      ],
+      nodeAttachments: [{ nodeId: 'start-1', label: 'Start' }, 'end-1', null],
+    };
+    const res = await http.post(`/api/agents/${id}/conversations`, entry);
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject(entry);
+    expect((await http.get(`/api/agents/${id}/conversations`)).body[0]).toStrictEqual(res.body);
+  });
+
+  it('rejects what is truly wrong and over-limit entries, storing nothing', async () => {
     const id = await newAgent();
     const bad = [
-      { role: 'system', content: 'x' },
-      { role: 'user', content: 'x', operations: [{ type: 'explode_node', nodeId: 'a' }] },
-      { role: 'user', content: 'x', operations: [{ type: 'remove_node' }] },
+      { role: 'not a role!', content: 'x' },
+      { role: '', content: 'x' },
+      { role: 'user', content: 'x', operations: ['add_node'] }, // each operation is an object
+      { role: 'user', content: 'x', operations: {} },
       { role: 'user' },
     ];
     for (const body of bad) {
       const res = await http.post(`/api/agents/${id}/conversations`, body);
-      expect(res.status).toBe(400);
+      expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body.code).toBe('VALIDATION_FAILED');
     }
     const tooMany = await http.post(`/api/agents/${id}/conversations`, {
@@ -85,6 +109,19 @@ describe('builder conversations', () => {
     });
     expect(tooMany.status).toBe(413);
     expect(tooMany.body.code).toBe('LIMIT_EXCEEDED');
+    const attached = await http.post(`/api/agents/${id}/conversations`, {
+      role: 'user',
+      content: 'x',
+      nodeAttachments: ['a', 'b', 'c', 'd'],
+    });
+    expect(attached.status).toBe(413);
+    const heavy = await http.post(`/api/agents/${id}/conversations`, {
+      role: 'user',
+      content: 'x',
+      operations: [{ blob: 'y'.repeat(5000) }],
+    });
+    expect(heavy.status).toBe(413);
+    expect(heavy.body.message).toContain('bytes');
     expect((await http.get(`/api/agents/${id}/conversations`)).body).toEqual([]);
   });
 
@@ -243,7 +280,8 @@ describe('session messages', () => {
     const s = await openSession(id);
     const base = { role: 'user', content: 'hi', stepId: 'start', timestamp: s.startedAt };
     const bad: [object, number][] = [
-      [{ ...base, role: 'robot' }, 400],
+      [{ ...base, role: 'robot with spaces' }, 400],
+      [{ ...base, role: 7 }, 400],
       [{ ...base, timestamp: -1 }, 400],
       [{ ...base, timestamp: 1.5 }, 400],
       [{ ...base, stepId: undefined }, 400],
@@ -253,6 +291,12 @@ describe('session messages', () => {
       expect((await http.post(`/api/agents/${id}/test-sessions/${s.id}/messages`, body)).status).toBe(status);
     }
     expect((await http.get(`/api/agents/${id}/test-sessions/${s.id}/messages`)).body).toEqual([]);
+    // any short identifier is a role: the usual ones and a front end's own
+    for (const role of ['agent', 'assistant', 'system', 'tool', 'narrator']) {
+      expect(
+        (await http.post(`/api/agents/${id}/test-sessions/${s.id}/messages`, { ...base, role })).status,
+      ).toBe(201);
+    }
   });
 
   it('reads a 10,000-message transcript whole and in order', async () => {

@@ -32,14 +32,11 @@ export const CreateAgentBody = z.object({
 });
 export type CreateAgentBody = z.infer<typeof CreateAgentBody>;
 
-export const PatchAgentBody = z
-  .object({
-    name: AgentName.optional(),
-    flow: Flow.optional(),
-  })
-  .refine((b) => b.name !== undefined || b.flow !== undefined, {
-    message: 'provide name and/or flow',
-  });
+/** Every field optional (spec): `{}` changes nothing and answers the agent as it is. */
+export const PatchAgentBody = z.object({
+  name: AgentName.optional(),
+  flow: Flow.optional(),
+});
 export type PatchAgentBody = z.infer<typeof PatchAgentBody>;
 
 /** The If-Match header as the client sent it: `*` or a list of entity tags (compared strongly). */

@@ -1,29 +1,31 @@
 import { z } from 'zod';
 
 /**
- * SimpleNode / SimpleEdge as the builder serializes them (shared/spec/flow-format.md). Storage keeps
- * whatever the builder sent: unknown params and node types pass through verbatim, because a draft may be
- * half-built. Only running or validating a flow needs it to be runnable (packages/flow).
+ * SimpleNode / SimpleEdge as the builder sends them (shared/spec/flow-format.md), canvas fields and all
+ * (`position`, `data`, `measured`, `selected`, edge `id`, `type`, `style`, …). Storage keeps exactly what was
+ * sent, every field and every null: only what storage itself needs is checked here. Whether a flow can run
+ * is the readiness check's business (the playground), not storage's.
  */
 export const SimpleNode = z.looseObject({
-  id: z.string().min(1).max(200),
-  nodeType: z.string().min(1).max(100),
-  provider: z.string().max(100).optional(),
+  id: z.string().max(200),
 });
 export type SimpleNode = z.infer<typeof SimpleNode>;
 
+/** A canvas with one handle on a node serializes it as `null` (React Flow) or leaves it out. */
+const Handle = z.string().max(100).nullish();
+
 export const SimpleEdge = z.looseObject({
-  source: z.string().min(1).max(200),
-  sourceHandle: z.string().max(100),
-  target: z.string().min(1).max(200),
-  targetHandle: z.string().max(100),
+  source: z.string().max(200),
+  sourceHandle: Handle,
+  target: z.string().max(200),
+  targetHandle: Handle,
 });
 export type SimpleEdge = z.infer<typeof SimpleEdge>;
 
 export const MAX_FLOW_NODES = 500;
 export const MAX_FLOW_EDGES = 2000;
 
-export const Flow = z.object({
+export const Flow = z.looseObject({
   nodes: z.array(SimpleNode).max(MAX_FLOW_NODES),
   edges: z.array(SimpleEdge).max(MAX_FLOW_EDGES),
 });

@@ -11,6 +11,19 @@ export const LivekitCredentials = z.object({
 export type LivekitCredentials = z.infer<typeof LivekitCredentials>;
 
 /**
+ * The media server credentials a request may send: a missing, null or empty field falls back to the
+ * server's environment (the spec: "when omitted, values come from environment variables").
+ */
+export const LivekitOverrides = z
+  .object({
+    url: z.string().max(2000).nullish(),
+    apiKey: z.string().max(500).nullish(),
+    apiSecret: z.string().max(500).nullish(),
+  })
+  .nullish();
+export type LivekitOverrides = z.infer<typeof LivekitOverrides>;
+
+/**
  * Provider keys by provider id (`openai`, `anthropic`, …). A missing, null or empty entry falls back to the
  * server's environment — except for a model the flow points at its own `baseURL` (see the readiness check).
  */
@@ -20,10 +33,10 @@ export type ApiKeys = z.infer<typeof ApiKeys>;
 export const AgentSessionRequest = z.object({
   nodes: z.array(SimpleNode),
   edges: z.array(SimpleEdge),
-  livekit: LivekitCredentials.optional(),
-  apiKeys: ApiKeys.optional(),
+  livekit: LivekitOverrides,
+  apiKeys: ApiKeys.nullish(),
   /** Record the run as a voice test session of this stored agent. */
-  agentId: Id.optional(),
+  agentId: Id.nullish(),
 });
 export type AgentSessionRequest = z.infer<typeof AgentSessionRequest>;
 
@@ -122,9 +135,9 @@ export type FlowValidation = z.infer<typeof FlowValidation>;
 
 export const StartTextSessionBody = z.object({
   /** A flow to try instead of the agent's latest stored one (e.g. unsaved edits). */
-  flow: Flow.optional(),
-  /** Provider keys by provider id (openai, anthropic, groq); the server environment is the fallback. */
-  apiKeys: ApiKeys.optional(),
+  flow: Flow.nullish(),
+  /** Provider keys by provider id (openai, anthropic, groq, …); the server environment is the fallback. */
+  apiKeys: ApiKeys.nullish(),
 });
 export type StartTextSessionBody = z.infer<typeof StartTextSessionBody>;
 

@@ -1,40 +1,43 @@
 import { z } from 'zod';
 import { EpochMs, Id } from './common.js';
-import { SimpleEdge, SimpleNode } from './flow.js';
+
+/**
+ * Who said something, in builder chat or a transcript: any short identifier. The usual ones are `user`,
+ * `assistant` (or `agent`), `system` and `tool`; a front end with its own vocabulary keeps it.
+ */
+export const Role = z
+  .string()
+  .min(1)
+  .max(32)
+  .regex(
+    /^[A-Za-z][A-Za-z0-9_.:-]*$/,
+    'must be a short identifier (a letter, then letters, digits, _ . : -)',
+  );
+export type Role = z.infer<typeof Role>;
 
 // ---- builder conversation ----------------------------------------------------------------------
 
-/** The graph edits one builder-chat turn produced, in the flow format's node/edge terms. */
-const EdgeRef = z.object({
-  source: z.string().min(1).max(200),
-  sourceHandle: z.string().max(100),
-  target: z.string().min(1).max(200),
-  targetHandle: z.string().max(100),
-});
-export const FlowOperation = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('add_node'), node: SimpleNode }),
-  z.object({
-    type: z.literal('update_node'),
-    nodeId: z.string().min(1).max(200),
-    /** Params merged into the node (flat, like SimpleNode params). */
-    params: z.record(z.string(), z.unknown()),
-  }),
-  z.object({ type: z.literal('remove_node'), nodeId: z.string().min(1).max(200) }),
-  z.object({ type: z.literal('add_edge'), edge: SimpleEdge }),
-  z.object({ type: z.literal('remove_edge'), edge: EdgeRef }),
-]);
-export type FlowOperation = z.infer<typeof FlowOperation>;
+/**
+ * One graph edit of a builder-chat turn. Its shape is the front end's (the spec leaves it "not shown"): any
+ * JSON object, stored and returned as sent. The shapes this project's own tools write are documented in
+ * docs/api.md (add_node, update_node, remove_node, add_edge, remove_edge).
+ */
+/**
+ * Any JSON value (a body is parsed JSON, so that is all it can hold). Declared as unknown, not as zod's
+ * recursive JSON type, so the API document and the typed client made from it stay plain.
+ */
+export const JsonValue = z.unknown().describe('Any JSON value');
 
-export const BuilderRole = z.enum(['user', 'assistant']);
-export type BuilderRole = z.infer<typeof BuilderRole>;
+export const FlowOperation = z.record(z.string(), JsonValue);
+export type FlowOperation = z.infer<typeof FlowOperation>;
 
 export const ConversationEntry = z.object({
   id: Id,
-  role: BuilderRole,
+  role: Role,
   content: z.string(),
   operations: z.array(FlowOperation),
-  /** Ids of the canvas nodes the user attached to the message. */
-  nodeAttachments: z.array(z.string()),
+  /** What the user attached to the message (usually canvas node ids): any JSON values, as sent. */
+  nodeAttachments: z.array(JsonValue),
   timestamp: EpochMs,
 });
 export type ConversationEntry = z.infer<typeof ConversationEntry>;
@@ -42,12 +45,12 @@ export type ConversationEntry = z.infer<typeof ConversationEntry>;
 export const ConversationList = z.array(ConversationEntry);
 export type ConversationList = z.infer<typeof ConversationList>;
 
-/** Limits are enforced by the sessions service (configurable there); the schema only bounds the shape. */
+/** Counts and bytes are bounded by the sessions service (configurable there); the schema bounds the shape. */
 export const CreateConversationEntryBody = z.object({
-  role: BuilderRole,
+  role: Role,
   content: z.string(),
-  operations: z.array(FlowOperation).default([]),
-  nodeAttachments: z.array(z.string().min(1).max(200)).max(100).default([]),
+  operations: z.array(FlowOperation).max(10_000).default([]),
+  nodeAttachments: z.array(JsonValue).max(1000).default([]),
 });
 export type CreateConversationEntryBody = z.infer<typeof CreateConversationEntryBody>;
 
@@ -87,11 +90,8 @@ export type CloseTestSessionBody = z.infer<typeof CloseTestSessionBody>;
 export const TestSessionParams = z.object({ id: Id, sessionId: Id });
 export type TestSessionParams = z.infer<typeof TestSessionParams>;
 
-export const MessageRole = z.enum(['user', 'assistant', 'system', 'tool']);
-export type MessageRole = z.infer<typeof MessageRole>;
-
 export const SessionMessage = z.object({
-  role: MessageRole,
+  role: Role,
   content: z.string(),
   stepId: z.string().max(200),
   timestamp: EpochMs,

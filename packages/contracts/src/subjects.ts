@@ -11,6 +11,7 @@ import {
   VersionList,
 } from './agents.js';
 import { Id, Ok } from './common.js';
+import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
   EndAgentSessionBody,
@@ -104,68 +105,114 @@ export type TextEndRequest = z.infer<typeof TextEndRequest>;
 export const OwnerEndRequest = z.object({ key: z.string().regex(SUBJECT_TOKEN), agentId: Id.optional() });
 export type OwnerEndRequest = z.infer<typeof OwnerEndRequest>;
 
-/** One map ties each subject to the schema of what it receives and what it answers. */
+/**
+ * One map ties each subject to the schema of what it receives, what it answers, and the error codes its
+ * service may answer besides (the transport's own — validation, unavailable, timeout, too large — are the
+ * bus's and the gateway's to add).
+ */
 export const contract = {
-  [Subjects.agentsCreate]: { request: CreateAgentBody, response: Agent },
-  [Subjects.agentsList]: { request: z.object({}), response: AgentList },
-  [Subjects.agentsGet]: { request: AgentRef, response: Agent },
+  [Subjects.agentsCreate]: { request: CreateAgentBody, response: Agent, errors: [] },
+  [Subjects.agentsList]: { request: z.object({}), response: AgentList, errors: [] },
+  [Subjects.agentsGet]: { request: AgentRef, response: Agent, errors: ['NOT_FOUND'] },
   [Subjects.agentsUpdate]: {
     request: z.object({ id: Id, ifMatch: IfMatch.optional(), patch: PatchAgentBody }),
     response: Agent,
+    errors: ['NOT_FOUND', 'PRECONDITION_FAILED'],
   },
-  [Subjects.agentsArchive]: { request: AgentRef, response: ArchivedAgent },
-  [Subjects.agentsLookup]: { request: AgentRef, response: AgentLookup },
-  [Subjects.agentsVersionsList]: { request: AgentRef, response: VersionList },
+  [Subjects.agentsArchive]: { request: AgentRef, response: ArchivedAgent, errors: ['NOT_FOUND'] },
+  [Subjects.agentsLookup]: { request: AgentRef, response: AgentLookup, errors: [] },
+  [Subjects.agentsVersionsList]: { request: AgentRef, response: VersionList, errors: ['NOT_FOUND'] },
   [Subjects.agentsVersionsGet]: {
     request: z.object({ id: Id, version: z.number().int().positive() }),
     response: AgentVersion,
+    errors: ['NOT_FOUND'],
   },
   [Subjects.agentsVersionsRestore]: {
     request: z.object({ id: Id, version: z.number().int().positive(), ifMatch: IfMatch.optional() }),
     response: Agent,
+    errors: ['NOT_FOUND', 'PRECONDITION_FAILED'],
   },
-  [Subjects.agentsHealth]: { request: HealthRequest, response: Health },
+  [Subjects.agentsHealth]: { request: HealthRequest, response: Health, errors: [] },
 
-  [Subjects.conversationsList]: { request: z.object({ agentId: Id }), response: ConversationList },
+  [Subjects.conversationsList]: {
+    request: z.object({ agentId: Id }),
+    response: ConversationList,
+    errors: ['NOT_FOUND'],
+  },
   [Subjects.conversationsAppend]: {
     request: z.object({ agentId: Id, entry: CreateConversationEntryBody }),
     response: ConversationEntry,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'LIMIT_EXCEEDED'],
   },
   [Subjects.testSessionsCreate]: {
     request: z.object({ agentId: Id, session: CreateTestSessionBody }),
     response: TestSession,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
   },
-  [Subjects.testSessionsList]: { request: z.object({ agentId: Id }), response: TestSessionList },
-  [Subjects.testSessionsGet]: { request: SessionRef, response: TestSession },
+  [Subjects.testSessionsList]: {
+    request: z.object({ agentId: Id }),
+    response: TestSessionList,
+    errors: ['NOT_FOUND'],
+  },
+  [Subjects.testSessionsGet]: { request: SessionRef, response: TestSession, errors: ['NOT_FOUND'] },
   [Subjects.testSessionsClose]: {
     request: SessionRef.extend({ close: CloseTestSessionBody }),
     response: TestSession,
+    errors: ['NOT_FOUND', 'CONFLICT'],
   },
-  [Subjects.messagesList]: { request: SessionRef, response: SessionMessageList },
+  [Subjects.messagesList]: { request: SessionRef, response: SessionMessageList, errors: ['NOT_FOUND'] },
   [Subjects.messagesAppend]: {
     request: SessionRef.extend({ message: AppendMessageBody }),
     response: AppendedMessage,
+    errors: ['NOT_FOUND', 'LIMIT_EXCEEDED'],
   },
-  [Subjects.deploysCreate]: { request: z.object({ agentId: Id }), response: DeployRecord },
-  [Subjects.deploysList]: { request: z.object({ agentId: Id }), response: DeployList },
+  [Subjects.deploysCreate]: {
+    request: z.object({ agentId: Id }),
+    response: DeployRecord,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.deploysList]: { request: z.object({ agentId: Id }), response: DeployList, errors: ['NOT_FOUND'] },
   [Subjects.deploysUpdate]: {
     request: z.object({ agentId: Id, deployId: Id, update: UpdateDeployBody }),
     response: DeployRecord,
+    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION'],
   },
-  [Subjects.sessionsHealth]: { request: HealthRequest, response: Health },
+  [Subjects.sessionsHealth]: { request: HealthRequest, response: Health, errors: [] },
 
-  [Subjects.flowsValidate]: { request: ValidateFlowBody, response: FlowValidation },
-  [Subjects.envKeys]: { request: z.object({}), response: ProviderKeyStatus },
-  [Subjects.playgroundHealth]: { request: HealthRequest, response: Health },
+  [Subjects.flowsValidate]: { request: ValidateFlowBody, response: FlowValidation, errors: [] },
+  [Subjects.envKeys]: { request: z.object({}), response: ProviderKeyStatus, errors: [] },
+  [Subjects.playgroundHealth]: { request: HealthRequest, response: Health, errors: [] },
   [Subjects.textSessionStart]: {
     request: z.object({ agentId: Id, body: StartTextSessionBody }),
     response: TextTurnResult,
+    errors: [
+      'NOT_FOUND',
+      'AGENT_ARCHIVED',
+      'FLOW_INVALID',
+      'MISSING_CREDENTIALS',
+      'CAPACITY_EXHAUSTED',
+      'UPSTREAM_FAILED',
+    ],
   },
-  [Subjects.textSessionTurn]: { request: TextTurnRequest, response: TextTurnResult },
-  [Subjects.textSessionEnd]: { request: TextEndRequest, response: Ok },
-  [Subjects.agentSessionCreate]: { request: AgentSessionRequest, response: PlaygroundSession },
-  [Subjects.agentSessionEnd]: { request: EndAgentSessionBody, response: Ok },
-} as const satisfies Record<Subject, { request: z.ZodType; response: z.ZodType }>;
+  [Subjects.textSessionTurn]: { request: TextTurnRequest, response: TextTurnResult, errors: ['NOT_FOUND'] },
+  [Subjects.textSessionEnd]: { request: TextEndRequest, response: Ok, errors: [] },
+  [Subjects.agentSessionCreate]: {
+    request: AgentSessionRequest,
+    response: PlaygroundSession,
+    errors: [
+      'NOT_FOUND',
+      'AGENT_ARCHIVED',
+      'FLOW_INVALID',
+      'MISSING_CREDENTIALS',
+      'CAPACITY_EXHAUSTED',
+      'UPSTREAM_FAILED',
+    ],
+  },
+  [Subjects.agentSessionEnd]: { request: EndAgentSessionBody, response: Ok, errors: ['UPSTREAM_FAILED'] },
+} as const satisfies Record<
+  Subject,
+  { request: z.ZodType; response: z.ZodType; errors: readonly ErrorCode[] }
+>;
 
 export type Contract = typeof contract;
 export type RequestOf<S extends Subject> = z.input<Contract[S]['request']>;

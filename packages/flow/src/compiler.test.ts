@@ -98,6 +98,54 @@ describe('compile: a runnable flow', () => {
     expect(codes(fullFlow())).toEqual([]);
   });
 
+  it('reads a handle a canvas left unnamed (null or absent) as the only one its side has', () => {
+    const f = fullFlow();
+    const canvas: Flow = {
+      // what React Flow serializes: one-handle sides as null, canvas fields beside the params
+      nodes: f.nodes.map((n) => ({ ...n, position: { x: 1, y: 2 }, data: { label: n.id }, selected: false })),
+      edges: f.edges.map((e, i) => ({
+        ...e,
+        id: `e${i}`,
+        type: 'smoothstep',
+        sourceHandle: e.sourceHandle === 'output' ? null : e.sourceHandle,
+        // an input the source's kind tells: `in` from a step, `llm_in` from an llm …
+        targetHandle: i % 2 === 0 ? null : e.targetHandle,
+      })),
+    };
+    const r = compile(canvas);
+    const plain = compile(f);
+    if (!r.ok || !plain.ok) throw new Error(JSON.stringify(r));
+    // the same run (the TTS node's extras carry the canvas fields along; its plugin reads only its own)
+    const runOnly = (c: typeof r.config) => ({
+      ...c,
+      providers: { ...c.providers, tts: { ...c.providers.tts, extras: {} } },
+    });
+    expect(runOnly(r.config)).toEqual(runOnly(plain.config));
+    // an if/else has two outputs: an unnamed one cannot be told
+    const ambiguous = withEdge(withoutEdge(f, 'ifelse', 'true'), 'ifelse', null as never, 'end');
+    expect(compile(ambiguous)).toMatchObject({
+      ok: false,
+      issues: expect.arrayContaining([
+        expect.objectContaining({
+          code: 'EDGE_UNKNOWN_HANDLE',
+          nodeId: 'ifelse',
+          message: 'ifelse ifelse: edge 15 names none of its outputs',
+        }),
+      ]),
+    });
+  });
+
+  it('reports a node without a nodeType as an unknown type, not a crash', () => {
+    const f = fullFlow();
+    const r = compile({ ...f, nodes: [...f.nodes, { id: 'sticky-note', data: { text: 'todo' } }] });
+    expect(r).toMatchObject({
+      ok: false,
+      issues: [
+        { code: 'UNKNOWN_NODE_TYPE', nodeId: 'sticky-note', message: 'node sticky-note has no nodeType' },
+      ],
+    });
+  });
+
   it('accepts numbers sent as text by form inputs', () => {
     expect(codes(withNode(fullFlow(), 'burst', { rounds: '3' }))).toEqual([]);
   });

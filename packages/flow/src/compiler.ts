@@ -221,6 +221,24 @@ class Params {
   }
 }
 
+/** A node as the compiler reads it: its type a string ('' when the builder sent none). */
+type TypedNode = SimpleNode & { nodeType: string };
+/** An edge with both handles named. */
+type TypedEdge = Pick<SimpleEdge, 'source' | 'target'> & { sourceHandle: string; targetHandle: string };
+
+const typed = (n: SimpleNode): TypedNode => ({
+  ...n,
+  nodeType: typeof n.nodeType === 'string' ? n.nodeType : '',
+});
+
+const PROVIDER_KINDS = new Set(Object.values(FEEDS));
+/** Whether a node of `kind` could feed input `handle`: a typed input its kind, `in` anything else. */
+const feedable = (handle: string, kind: string) =>
+  FEEDS[handle] ? FEEDS[handle] === kind : !PROVIDER_KINDS.has(kind);
+
+/** The handle a side has when it has exactly one; '' (no such handle) when it has none or several. */
+const onlyOne = (handles: string[]) => (handles.length === 1 ? handles[0]! : '');
+
 function outHandles(t: NodeType, node: SimpleNode): string[] {
   if (t.out !== 'categories') return t.out;
   const cats = (node as Record<string, unknown>).categories;
@@ -231,25 +249,30 @@ function outHandles(t: NodeType, node: SimpleNode): string[] {
  * Compiles a builder graph into a runnable config, or reports every problem at once — each with a stable
  * code, a message a builder can show, and the node or edge it concerns. Never throws on a draft.
  */
-export function compile(flow: Flow): CompileResult {
+export function compile(stored: Flow): CompileResult {
   const out = new Collector();
-  const nodes = new Map<string, SimpleNode>();
+  const flow = { nodes: stored.nodes.map(typed), edges: stored.edges };
+  const nodes = new Map<string, TypedNode>();
   for (const n of flow.nodes) {
     if (nodes.has(n.id)) out.add('DUPLICATE_NODE_ID', `two nodes share the id ${n.id}`, { nodeId: n.id });
     nodes.set(n.id, n);
     if (!NODE_TYPES[n.nodeType])
-      out.add('UNKNOWN_NODE_TYPE', `unknown node type "${n.nodeType}"`, { nodeId: n.id });
+      out.add(
+        'UNKNOWN_NODE_TYPE',
+        n.nodeType === '' ? `node ${n.id} has no nodeType` : `unknown node type "${n.nodeType}"`,
+        { nodeId: n.id },
+      );
   }
 
   // ---- edges: endpoints, handles, and which kinds may connect ----
-  const valid: (SimpleEdge & { index: number })[] = [];
-  flow.edges.forEach((e, index) => {
-    const src = nodes.get(e.source);
-    const dst = nodes.get(e.target);
+  const valid: (TypedEdge & { index: number })[] = [];
+  flow.edges.forEach((edge, index) => {
+    const src = nodes.get(edge.source);
+    const dst = nodes.get(edge.target);
     if (!src || !dst) {
       out.add(
         'EDGE_UNKNOWN_NODE',
-        `edge ${index + 1} connects to a node that does not exist (${!src ? e.source : e.target})`,
+        `edge ${index + 1} connects to a node that does not exist (${!src ? edge.source : edge.target})`,
         { edgeIndex: index },
       );
       return;
@@ -257,18 +280,33 @@ export function compile(flow: Flow): CompileResult {
     const st = NODE_TYPES[src.nodeType];
     const dt = NODE_TYPES[dst.nodeType];
     if (!st || !dt) return; // already reported as an unknown node type
+    // a canvas leaves a handle unnamed (null or absent) where the side has one the edge can mean
+    const e: TypedEdge = {
+      source: edge.source,
+      target: edge.target,
+      sourceHandle: edge.sourceHandle ?? onlyOne(outHandles(st, src)),
+      targetHandle: edge.targetHandle ?? onlyOne(dt.in.filter((h) => feedable(h, src.nodeType))),
+    };
     if (
       !outHandles(st, src).includes(e.sourceHandle) &&
       !(st.out === 'categories' && CATEGORY_HANDLE.test(e.sourceHandle))
     ) {
-      out.add('EDGE_UNKNOWN_HANDLE', `${src.nodeType} ${src.id} has no output "${e.sourceHandle}"`, {
+      const what =
+        e.sourceHandle === ''
+          ? 'edge ' + (index + 1) + ' names none of its outputs'
+          : `has no output "${e.sourceHandle}"`;
+      out.add('EDGE_UNKNOWN_HANDLE', `${src.nodeType} ${src.id}: ${what}`, {
         edgeIndex: index,
         nodeId: src.id,
       });
       return;
     }
     if (!dt.in.includes(e.targetHandle)) {
-      out.add('EDGE_UNKNOWN_HANDLE', `${dst.nodeType} ${dst.id} has no input "${e.targetHandle}"`, {
+      const what =
+        e.targetHandle === ''
+          ? 'edge ' + (index + 1) + ' names none of its inputs'
+          : `has no input "${e.targetHandle}"`;
+      out.add('EDGE_UNKNOWN_HANDLE', `${dst.nodeType} ${dst.id}: ${what}`, {
         edgeIndex: index,
         nodeId: dst.id,
       });

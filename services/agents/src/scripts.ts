@@ -60,6 +60,10 @@ local now = math.max(tonumber(ARGV[2]), tonumber(a[5]))
 export const UPDATE = `${GUARD}
 local head = a[4]
 local name = a[6]
+-- nothing to change ({} is a valid PATCH): the agent as it is, no new version, no updatedAt bump
+if ARGV[4] == '' and ARGV[5] == '' then
+  return { name, a[7], a[5], tostring(version), tostring(rev), head }
+end
 if ARGV[5] ~= '' then
   version = version + 1
   redis.call('SET', KEYS[3], ARGV[6], 'NX')

@@ -2,36 +2,27 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, createAccessLog, type AccessLog, type Logger } from '@vab/bus';
-import { AppError, Headers, healthSubjectOf, ServiceNames, toFieldIssues } from '@vab/contracts';
+import { AppError, Headers, healthSubjectOf, IfMatch, ServiceNames } from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { createEdge } from './edge.js';
-import { buildOpenApi } from './openapi.js';
+import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
+import { registerUpstream } from './proxy.js';
 import { routes, type AnyRoute } from './route-table.js';
 import { DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
 
-export type AppConfig = Pick<
-  GatewayConfig,
-  'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'
-> & {
-  security?: Partial<SecurityConfig>;
-};
+export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'> &
+  Partial<Pick<GatewayConfig, 'UPSTREAM_URL' | 'UPSTREAM_TIMEOUT_MS'>> & {
+    security?: Partial<SecurityConfig>;
+  };
 
 /** What an app factory caller does not set: the configuration's defaults (no tokens, no CORS). */
 const DEFAULT_SECURITY: SecurityConfig = securityOf(loadConfig({}));
 
-const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
-
-function parseInput<T>(schema: z.ZodType<T>, value: unknown, where: 'params' | 'body'): T {
-  const result = schema.safeParse(value);
-  if (!result.success) {
-    throw new AppError('VALIDATION_FAILED', `invalid ${where}`, {
-      issues: toFieldIssues(result.error, where),
-    });
-  }
-  return result.data;
-}
+const IdempotencyKey = z
+  .string()
+  .regex(/^[A-Za-z0-9._:-]{1,200}$/, 'must be 1–200 characters of letters, digits and -_.:');
 
 /**
  * The gateway: HTTP in, one NATS request per route, the service's reply bytes out untouched. It holds no
@@ -58,10 +49,9 @@ export async function buildGateway(deps: {
     );
   }
 
-  const document = buildOpenApi(routes);
-  await app.register(swagger, { mode: 'static', specification: { document: document as never } });
+  await app.register(swagger, swaggerOptions(routes));
   await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, staticCSP: true });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => document);
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
@@ -90,46 +80,93 @@ export async function buildGateway(deps: {
   });
 
   for (const r of routes) registerRoute(app, bus, r, config, security);
+  if (config.UPSTREAM_URL) {
+    await registerUpstream(app, {
+      url: config.UPSTREAM_URL,
+      timeoutMs: config.UPSTREAM_TIMEOUT_MS ?? 30_000,
+    });
+    log.info(
+      { upstream: new URL(config.UPSTREAM_URL).origin },
+      'requests outside the route table go upstream',
+    );
+  }
   return app;
+}
+
+/**
+ * The API document, made as the running gateway makes it (the same routes and schemas) without a bus:
+ * what `npm run generate` writes to docs/openapi.json for linting and for the typed client.
+ */
+export async function apiDocument(): Promise<Record<string, unknown>> {
+  const { pino } = await import('pino');
+  const log = pino({ level: 'silent' });
+  const config = loadConfig({});
+  const app = await createEdge({
+    log,
+    accessLog: { request: () => undefined },
+    bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    security: DEFAULT_SECURITY,
+  });
+  await app.register(swagger, swaggerOptions(routes));
+  for (const r of routes) registerRoute(app, undefined, r, config, DEFAULT_SECURITY);
+  await app.ready();
+  const doc = app.swagger() as unknown as Record<string, unknown>;
+  await app.close();
+  return doc;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route-table entry a route was made from (the API document reads it). */
+    api?: AnyRoute;
+  }
+}
+
+/** The headers a route reads, as its schema declares (and documents) them. */
+function headersOf(r: AnyRoute): z.ZodType | undefined {
+  const shape: Record<string, z.ZodType> = {};
+  if (r.etag && r.method !== 'GET') {
+    shape['if-match'] = IfMatch.optional().describe('An ETag from an earlier answer, or `*`');
+  }
+  if (r.idempotent) {
+    shape['idempotency-key'] = IdempotencyKey.optional().describe(
+      'A retry with the same key gets the first answer again and creates nothing',
+    );
+  }
+  return Object.keys(shape).length > 0 ? z.looseObject(shape) : undefined;
 }
 
 function registerRoute(
   app: FastifyInstance,
-  bus: BusClient,
+  /** Absent: a document-only app, whose routes are never called. */
+  bus: BusClient | undefined,
   r: AnyRoute,
   config: AppConfig,
   security: SecurityConfig,
 ): void {
+  const headers = headersOf(r);
   app.route({
     method: r.method,
     url: r.url,
-    schema: { hide: true },
-    ...(r.expensive ? { config: { rateLimit: sessionRateLimit(security) } } : {}),
+    // the route's own schemas: validated with zod here, and the API document made of the same
+    schema: {
+      operationId: operationIdOf(r),
+      summary: r.summary,
+      tags: [r.tag],
+      ...(r.params ? { params: r.params } : {}),
+      // no body at all reaches the validator as null
+      ...(r.body ? { body: r.bodyOptional ? r.body.nullish() : r.body } : {}),
+      ...(headers ? { headers } : {}),
+      response: responsesOf(r),
+    },
+    config: { api: r, ...(r.expensive ? { rateLimit: sessionRateLimit(security) } : {}) },
     handler: async (req: FastifyRequest, reply) => {
-      const params = r.params ? parseInput(r.params, req.params, 'params') : {};
-      let body: unknown = undefined;
-      if (r.body) {
-        const raw = req.body === undefined && r.bodyOptional ? {} : req.body;
-        body = parseInput(r.body, raw, 'body');
-      }
+      if (!bus) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
       const ifMatch = r.etag ? req.headers['if-match'] : undefined;
       const idempotencyKey = r.idempotent ? req.headers['idempotency-key'] : undefined;
-      if (
-        idempotencyKey !== undefined &&
-        (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))
-      ) {
-        throw new AppError('VALIDATION_FAILED', 'invalid Idempotency-Key', {
-          issues: [
-            {
-              path: 'headers.idempotency-key',
-              message: 'must be 1–200 characters of letters, digits and -_.:',
-            },
-          ],
-        });
-      }
       const payload = r.toRequest({
-        params,
-        body,
+        params: req.params ?? {},
+        body: r.body ? (req.body ?? {}) : undefined,
         ifMatch: typeof ifMatch === 'string' ? ifMatch : undefined,
       });
       let result;
@@ -137,7 +174,7 @@ function registerRoute(
         result = await bus.requestRaw(r.subject, payload, {
           timeoutMs: r.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
           requestId: String(req.id),
-          idempotencyKey,
+          idempotencyKey: typeof idempotencyKey === 'string' ? idempotencyKey : undefined,
         });
       } catch (err) {
         if (

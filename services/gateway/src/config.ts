@@ -25,6 +25,13 @@ const Env = z.object({
   SESSION_RATE_LIMIT_MAX: envInt(20, 1),
   /** Redis for rate-limit counters shared by every gateway instance (only counters, never API data). */
   RATE_LIMIT_REDIS_URL: z.string().optional(),
+  /**
+   * The backend this one runs beside: every request the route table does not serve is proxied there
+   * (HTTP, streamed answers and WebSocket upgrades). Unset: such requests answer 404.
+   */
+  UPSTREAM_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /** How long a proxied request waits for the upstream's answer to begin (504 after). */
+  UPSTREAM_TIMEOUT_MS: envInt(30_000, 100),
 });
 
 /** The security settings a configuration asks for (the shared rate-limit store is the caller's to add). */

@@ -1,6 +1,7 @@
 import { lazyChild, type AccessLog, type Logger } from '@vab/bus';
 import { AppError } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { randomUUID } from 'node:crypto';
 import { errorHandler } from './errors.js';
 import { registerSecurity, type SecurityConfig } from './security.js';
@@ -40,8 +41,20 @@ export async function createEdge(opts: {
     return503OnClosing: true,
   });
 
-  // Bodies are JSON only (spec): without this Fastify would accept text/plain as a string.
+  // Bodies are JSON only (spec): without this Fastify would accept text/plain as a string. A text/plain POST
+  // needs no CORS preflight, so accepting it would open the API to cross-site requests from any page.
   app.removeContentTypeParser('text/plain');
+  // Fastify's own JSON parser (prototype poisoning refused), except that an empty body is no body: a fetch
+  // wrapper that always sets Content-Type must not break the routes that take none.
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (body === '') done(null, undefined);
+    else void json(req, body as string, done);
+  });
+  // Route schemas are the contracts' zod schemas: validated with zod, documented from the same schemas.
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler((req, reply) =>
     errorHandler(
@@ -58,7 +71,8 @@ export async function createEdge(opts: {
     accessLog.request({
       reqId: String(req.id),
       method: req.method,
-      url: req.routeOptions.url ?? req.url.split('?')[0]!,
+      // a proxied request's route is a wildcard: its path says more
+      url: (!req.routeOptions.config.proxied && req.routeOptions.url) || req.url.split('?')[0]!,
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime),
     });

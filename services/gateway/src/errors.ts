@@ -15,9 +15,21 @@ const fastifyCodes: Record<string, () => AppError> = {
   FST_ERR_BAD_URL: () => new AppError('VALIDATION_FAILED', 'the path is not a valid URL'),
 };
 
+/** A route schema refused the request: the same `{ code, issues }` the services answer. */
+function validationError(fe: FastifyError): AppError {
+  const where = fe.validationContext ?? 'body';
+  return new AppError('VALIDATION_FAILED', `invalid ${where}`, {
+    issues: (fe.validation ?? []).map((v) => ({
+      path: [where, ...v.instancePath.split('/').filter(Boolean)].join('.'),
+      message: v.message ?? 'invalid',
+    })),
+  });
+}
+
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   const fe = err as Partial<FastifyError> | undefined;
+  if (fe?.validation) return validationError(fe as FastifyError);
   const byCode = fe?.code ? fastifyCodes[fe.code] : undefined;
   if (byCode) return byCode();
   if (

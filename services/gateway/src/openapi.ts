@@ -1,62 +1,211 @@
-import { HttpErrorBody } from '@vab/contracts';
+import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
+import {
+  Agent,
+  AgentSummary,
+  AgentVersion,
+  contract,
+  ConversationEntry,
+  DeployRecord,
+  Flow,
+  FlowIssue,
+  FlowValidation,
+  httpStatusOf,
+  HttpErrorBody,
+  JsonValue,
+  PlaygroundSession,
+  ProviderKeyStatus,
+  SessionMessage,
+  SimpleEdge,
+  SimpleNode,
+  Subjects,
+  TestSession,
+  TextTurnResult,
+  VersionSummary,
+  type ErrorCode,
+} from '@vab/contracts';
+import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import type { OpenAPIV3_1 } from 'openapi-types';
 import { z } from 'zod';
-import { responseSchemaOf, type AnyRoute } from './route-table.js';
+import type { AnyRoute } from './route-table.js';
 
-const toJson = (schema: z.ZodType, io: 'input' | 'output') =>
-  z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' }) as Record<string, unknown>;
+// Named once, referenced everywhere: the document (and the typed client made from it) calls them so.
+const NAMED: [z.ZodType, string][] = [
+  [HttpErrorBody, 'Error'],
+  [Agent, 'Agent'],
+  [AgentSummary, 'AgentSummary'],
+  [AgentVersion, 'AgentVersion'],
+  [VersionSummary, 'VersionSummary'],
+  [Flow, 'Flow'],
+  [SimpleNode, 'SimpleNode'],
+  [SimpleEdge, 'SimpleEdge'],
+  [ConversationEntry, 'ConversationEntry'],
+  [TestSession, 'TestSession'],
+  [SessionMessage, 'SessionMessage'],
+  [DeployRecord, 'DeployRecord'],
+  [FlowIssue, 'FlowIssue'],
+  [FlowValidation, 'FlowValidation'],
+  [TextTurnResult, 'TextTurnResult'],
+  [PlaygroundSession, 'PlaygroundSession'],
+  [ProviderKeyStatus, 'ProviderKeyStatus'],
+  [JsonValue, 'JsonValue'],
+];
+for (const [schema, id] of NAMED) if (!z.globalRegistry.has(schema)) z.globalRegistry.add(schema, { id });
 
-const errorResponse = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-});
+/** The operation id of a route: its subject's name in `Subjects` (`agentsCreate`, …). */
+const OPERATION_IDS = new Map<string, string>(
+  Object.entries(Subjects).map(([name, subject]) => [subject, name]),
+);
+export const operationIdOf = (r: AnyRoute): string => OPERATION_IDS.get(r.subject) ?? r.subject;
 
-/** OpenAPI 3.1 generated from the route table and the contracts' zod schemas: it cannot drift from them. */
-export function buildOpenApi(routes: readonly AnyRoute[]): Record<string, unknown> {
-  const paths: Record<string, Record<string, unknown>> = {};
-  for (const r of routes) {
-    const path = r.url.replace(/:([A-Za-z]+)/g, '{$1}');
-    const params = r.params ? toJson(r.params, 'input') : undefined;
-    const properties = (params?.properties ?? {}) as Record<string, unknown>;
-    const op: Record<string, unknown> = {
-      summary: r.summary,
-      tags: [r.tag],
-      operationId: r.subject,
-      parameters: [
-        ...Object.entries(properties).map(([name, schema]) => ({ name, in: 'path', required: true, schema })),
-        ...(r.etag && r.method !== 'GET'
-          ? [{ name: 'If-Match', in: 'header', required: false, schema: { type: 'string' } }]
-          : []),
-      ],
-      responses: {
-        [String(r.status ?? 200)]: {
-          description: 'Success',
-          ...(r.etag ? { headers: { ETag: { schema: { type: 'string' } } } } : {}),
-          content: { 'application/json': { schema: toJson(responseSchemaOf(r), 'output') } },
-        },
-        '400': errorResponse('Invalid input; `issues` lists each field'),
-        ...(r.params ? { '404': errorResponse('Not found') } : {}),
-        ...(r.etag && r.method !== 'GET' ? { '412': errorResponse('If-Match is stale') } : {}),
-        ...(r.body ? { '413': errorResponse('Body too large') } : {}),
-        '503': errorResponse('The service behind this route is unavailable'),
-        '504': errorResponse('The service did not answer in time'),
-      },
-    };
-    if (r.body) {
-      op.requestBody = {
-        required: !r.bodyOptional,
-        content: { 'application/json': { schema: toJson(r.body, 'input') } },
-      };
-    }
-    paths[path] = { ...paths[path], [r.method.toLowerCase()]: op };
+/** What any API route may answer besides its service's own errors: the edge's and the bus's. */
+const TRANSPORT_ERRORS: ErrorCode[] = [
+  'VALIDATION_FAILED',
+  'INVALID_JSON',
+  'UNAUTHORIZED',
+  'PAYLOAD_TOO_LARGE',
+  'RATE_LIMITED',
+  'INTERNAL',
+  'SERVICE_UNAVAILABLE',
+  'TIMEOUT',
+];
+
+/** Every error code a route can answer, by HTTP status. */
+export function errorsOf(r: AnyRoute): Map<number, ErrorCode[]> {
+  const codes = new Set<ErrorCode>([
+    ...TRANSPORT_ERRORS,
+    // a body on a route that takes none is still parsed, so a non-JSON one is refused anywhere but GET
+    ...(r.method !== 'GET' ? (['UNSUPPORTED_MEDIA_TYPE'] as const) : []),
+    ...(r.idempotent ? (['CONFLICT'] as const) : []),
+    ...(r.etag && r.method !== 'GET' ? (['PRECONDITION_FAILED'] as const) : []),
+    ...(r.noResponders ? [r.noResponders.code] : []),
+    ...contract[r.subject].errors,
+  ]);
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) {
+    const status = httpStatusOf[code];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
   }
+  return new Map([...byStatus].sort(([a], [b]) => a - b));
+}
+
+const TAGS = [
+  { name: 'agents', description: 'Agents, their flows and version snapshots' },
+  { name: 'conversations', description: "The builder's chat history of an agent" },
+  { name: 'test-sessions', description: 'Test sessions and their transcripts' },
+  { name: 'deploys', description: 'Deploy records' },
+  { name: 'playground', description: 'Flow validation, the voice playground and provider key status' },
+  { name: 'text-sessions', description: 'Typed test conversations with a flow' },
+];
+
+type TransformInput = Parameters<typeof jsonSchemaTransform>[0] & {
+  route: { config?: { api?: AnyRoute } };
+};
+type OpenApiDocument = OpenAPIV3_1.Document;
+
+/**
+ * @fastify/swagger, from the routes' own zod schemas (fastify-type-provider-zod turns them into JSON
+ * Schema); the two transforms only add what a zod schema cannot say: response headers, a request example,
+ * and that an optional body is optional.
+ */
+export function swaggerOptions(routes: readonly AnyRoute[]): FastifyDynamicSwaggerOptions {
+  const optionalBodies = new Set(routes.filter((r) => r.bodyOptional).map(operationIdOf));
   return {
-    openapi: '3.1.0',
-    info: {
-      title: 'Voice agent builder backend',
-      version: '0.1.0',
-      description: 'REST API of the agent builder. Errors share one shape (components.schemas.Error).',
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Voice agent builder backend',
+        version: '0.2.0',
+        description:
+          'REST API of the agent builder: agents and their version snapshots, builder chat, test sessions, ' +
+          'deploys, the voice playground and flow validation. Every error has one shape (Error).',
+        license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
+      },
+      servers: [{ url: 'http://127.0.0.1:3000', description: 'The gateway as `npm start` runs it' }],
+      tags: TAGS,
+      components: {
+        securitySchemes: {
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'One of the API tokens of the gateway (API_TOKENS). Needed only when the server sets them; ' +
+              'otherwise the API is open and the header is ignored.',
+          },
+        },
+      },
+      security: [{ bearerAuth: [] }],
     },
-    paths,
-    components: { schemas: { Error: toJson(HttpErrorBody, 'output') } },
+    transform: (input) => {
+      const out = jsonSchemaTransform(input);
+      const r = (input as TransformInput).route.config?.api;
+      const schema = out.schema as Record<string, unknown> & {
+        body?: Record<string, unknown>;
+        response?: Record<string, Record<string, unknown>>;
+      };
+      if (!r || schema.hide) return out;
+      const success = schema.response?.[String(r.status ?? 200)];
+      if (success) {
+        success.headers = {
+          'X-Request-Id': { type: 'string', description: 'The request id (the caller’s, or made here)' },
+          ...(r.etag
+            ? { ETag: { type: 'string', description: 'The agent’s entity tag, for If-Match' } }
+            : {}),
+          ...(r.idempotent
+            ? { 'Idempotent-Replayed': { type: 'string', description: '`true` on a replayed answer' } }
+            : {}),
+        };
+      }
+      if (schema.body && r.example !== undefined) schema.body.examples = [r.example];
+      return out;
+    },
+    transformObject: (input) => {
+      const doc = jsonSchemaTransformObject(input) as OpenApiDocument;
+      for (const item of Object.values(doc.paths ?? {})) {
+        for (const op of Object.values(item ?? {}) as (OpenAPIV3_1.OperationObject | undefined)[]) {
+          if (op?.operationId && optionalBodies.has(op.operationId) && op.requestBody) {
+            (op.requestBody as OpenAPIV3_1.RequestBodyObject).required = false;
+          }
+        }
+      }
+      return withoutUnused(doc) as never;
+    },
   };
+}
+
+/** The document without the component schemas nothing refers to (zod's input and output twins). */
+function withoutUnused(doc: OpenApiDocument): OpenApiDocument {
+  const schemas = doc.components?.schemas ?? {};
+  const used = new Set<string>();
+  const refsIn = (value: unknown): void => {
+    if (Array.isArray(value)) value.forEach(refsIn);
+    else if (value && typeof value === 'object') {
+      for (const [k, v] of Object.entries(value)) {
+        if (k === '$ref' && typeof v === 'string' && v.startsWith('#/components/schemas/')) {
+          const name = v.slice('#/components/schemas/'.length);
+          if (!used.has(name)) {
+            used.add(name);
+            refsIn(schemas[name]);
+          }
+        } else refsIn(v);
+      }
+    }
+  };
+  refsIn(doc.paths);
+  const kept = Object.fromEntries(Object.entries(schemas).filter(([name]) => used.has(name)));
+  return { ...doc, components: { ...doc.components, schemas: kept } };
+}
+
+/** The response schemas of a route: its success, and one entry per error status naming the codes. */
+export function responsesOf(r: AnyRoute): Record<number, unknown> {
+  const json = (schema: z.ZodType) => ({ 'application/json': { schema } });
+  const responses: Record<number, unknown> = {
+    [r.status ?? 200]: { description: 'Success', content: json(contract[r.subject].response) },
+  };
+  for (const [status, codes] of errorsOf(r)) {
+    responses[status] = {
+      description: codes.map((c) => `\`${c}\``).join(', '),
+      content: json(HttpErrorBody),
+    };
+  }
+  return responses;
 }

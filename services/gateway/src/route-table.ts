@@ -41,6 +41,8 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
   body?: z.ZodType<B>;
   /** Body may be omitted entirely (treated as `{}`). */
   bodyOptional?: boolean;
+  /** An example body, for the API document. */
+  example?: B;
   toRequest: (input: RouteInput<P, B>) => RequestOf<S>;
   status?: number;
   /**
@@ -61,6 +63,37 @@ const AT_CAPACITY = {
   code: 'CAPACITY_EXHAUSTED',
   message: 'playground at capacity: no instance can take a new session now, retry shortly',
 } as const;
+
+/** A small runnable flow, for the document's examples. */
+const EXAMPLE_FLOW = {
+  nodes: [
+    {
+      id: 'agent-1',
+      nodeType: 'agent',
+      name: 'Front desk',
+      instructions: 'Be brief and kind.',
+      language: 'en',
+    },
+    { id: 'llm-1', nodeType: 'llm', provider: 'openai', model: 'gpt-4o-mini' },
+    { id: 'tts-1', nodeType: 'tts', provider: 'elevenlabs', voiceId: 'Rachel' },
+    { id: 'stt-1', nodeType: 'stt', provider: 'deepgram', model: 'nova-3' },
+    {
+      id: 'start-1',
+      nodeType: 'start',
+      command: 'Hello! How can I help?',
+      isLiteral: true,
+      position: { x: 0, y: 0 },
+    },
+    { id: 'end-1', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
+  ],
+  edges: [
+    { source: 'llm-1', sourceHandle: 'output', target: 'agent-1', targetHandle: 'llm_in' },
+    { source: 'tts-1', sourceHandle: 'output', target: 'agent-1', targetHandle: 'tts_in' },
+    { source: 'stt-1', sourceHandle: 'output', target: 'agent-1', targetHandle: 'stt_in' },
+    { source: 'agent-1', sourceHandle: 'output', target: 'start-1', targetHandle: 'in' },
+    { id: 'e-start-end', source: 'start-1', sourceHandle: null, target: 'end-1', targetHandle: null },
+  ],
+};
 
 function route<S extends Subject, P = Record<string, never>, B = undefined>(
   def: RouteDef<S, P, B>,
@@ -88,6 +121,7 @@ export const routeTable = [
     idempotent: true,
     tag: 'agents',
     summary: 'Create an agent and its first version snapshot',
+    example: { name: 'Front desk', flow: EXAMPLE_FLOW },
     body: CreateAgentBody,
     status: 201,
     etag: true,
@@ -109,6 +143,7 @@ export const routeTable = [
     subject: Subjects.agentsUpdate,
     tag: 'agents',
     summary: 'Rename and/or save a new snapshot (If-Match for optimistic concurrency)',
+    example: { name: 'Front desk (weekends)', flow: EXAMPLE_FLOW },
     params: AgentIdParams,
     body: PatchAgentBody,
     etag: true,
@@ -147,6 +182,7 @@ export const routeTable = [
     subject: Subjects.agentsVersionsRestore,
     tag: 'agents',
     summary: 'Save an old snapshot as the new latest version',
+    example: {},
     params: VersionParams,
     body: EmptyBody,
     bodyOptional: true,
@@ -168,6 +204,12 @@ export const routeTable = [
     subject: Subjects.conversationsAppend,
     tag: 'conversations',
     summary: 'Append a builder chat entry',
+    example: {
+      role: 'assistant',
+      content: 'I added a greeting.',
+      operations: [{ type: 'add_node', node: { id: 'start-1', nodeType: 'start', command: 'Hello!' } }],
+      nodeAttachments: ['agent-1'],
+    },
     params: AgentIdParams,
     body: CreateConversationEntryBody,
     status: 201,
@@ -189,6 +231,7 @@ export const routeTable = [
     idempotent: true,
     tag: 'test-sessions',
     summary: 'Open a test session',
+    example: { sessionType: 'voice', roomName: 'vab-pg-2f0c' },
     params: AgentIdParams,
     body: CreateTestSessionBody,
     status: 201,
@@ -209,6 +252,7 @@ export const routeTable = [
     subject: Subjects.testSessionsClose,
     tag: 'test-sessions',
     summary: 'Close a test session (idempotent with the same values)',
+    example: { endedAt: 1767225600000, durationMs: 93000 },
     params: TestSessionParams,
     body: CloseTestSessionBody,
     toRequest: ({ params, body }) => ({ agentId: params.id, sessionId: params.sessionId, close: body }),
@@ -228,6 +272,7 @@ export const routeTable = [
     subject: Subjects.messagesAppend,
     tag: 'test-sessions',
     summary: 'Append a transcript message',
+    example: { role: 'user', content: 'I would like to book.', stepId: 'start-1', timestamp: 1767225601000 },
     params: TestSessionParams,
     body: AppendMessageBody,
     status: 201,
@@ -249,6 +294,7 @@ export const routeTable = [
     idempotent: true,
     tag: 'deploys',
     summary: "Create a deploy record pinning the agent's current version",
+    example: {},
     params: AgentIdParams,
     body: EmptyBody,
     bodyOptional: true,
@@ -261,6 +307,7 @@ export const routeTable = [
     subject: Subjects.deploysUpdate,
     tag: 'deploys',
     summary: 'Move a deploy to its next status (pending → building → live | failed)',
+    example: { status: 'building' as const },
     params: DeployParams,
     body: UpdateDeployBody,
     toRequest: ({ params, body }) => ({ agentId: params.id, deployId: params.deployId, update: body }),
@@ -271,6 +318,7 @@ export const routeTable = [
     subject: Subjects.flowsValidate,
     tag: 'playground',
     summary: 'Lint a flow: every problem that would stop it from running, with codes and node/edge ids',
+    example: { ...EXAMPLE_FLOW, sessionType: 'voice' },
     body: ValidateFlowBody,
     toRequest: ({ body }) => body,
   }),
@@ -281,6 +329,7 @@ export const routeTable = [
     idempotent: true,
     tag: 'text-sessions',
     summary: 'Start a text test session with the agent (its stored flow, or `flow` to try unsaved edits)',
+    example: { apiKeys: { openai: '<PROVIDER_KEY>' } },
     params: AgentIdParams,
     body: StartTextSessionBody,
     bodyOptional: true,
@@ -297,6 +346,11 @@ export const routeTable = [
     idempotent: true,
     tag: 'playground',
     summary: "Create a media room, start the flow's agent in it, and return the browser's credentials",
+    example: {
+      ...EXAMPLE_FLOW,
+      livekit: { url: 'wss://example.livekit.cloud', apiKey: '<API_KEY>', apiSecret: '<API_SECRET>' },
+      apiKeys: { openai: '<PROVIDER_KEY>', elevenlabs: '<PROVIDER_KEY>', deepgram: '<PROVIDER_KEY>' },
+    },
     body: AgentSessionRequest,
     timeoutMs: 30_000,
     noResponders: AT_CAPACITY,
@@ -309,6 +363,7 @@ export const routeTable = [
     subject: Subjects.agentSessionEnd,
     tag: 'playground',
     summary: 'Stop the agent and delete the room (idempotent)',
+    example: { roomName: 'vab-pg-2f0c9a44-7d1e-4b6e-9a51-3c2f1e0d8b7a' },
     body: EndAgentSessionBody,
     timeoutMs: 15_000,
     toRequest: ({ body }) => body,
@@ -319,6 +374,7 @@ export const routeTable = [
     subject: Subjects.textSessionTurn,
     tag: 'text-sessions',
     summary: "Say something: the agent's replies, the current step and the steps entered",
+    example: { text: 'I would like to book an appointment.' },
     params: TestSessionParams,
     body: TextTurnBody,
     timeoutMs: 60_000,

@@ -32,7 +32,12 @@ export function tokenMatcher(tokens: string[]): (presented: string) => boolean {
   };
 }
 
-const isApi = (req: FastifyRequest) => req.url.startsWith('/api/');
+/** Health, readiness and the API's documents are open; everything else (the API, anything proxied) is not. */
+const OPEN_PATHS = new Set(['/healthz', '/readyz', '/openapi.json']);
+const isOpen = (req: FastifyRequest) => {
+  const path = req.url.split('?')[0]!;
+  return OPEN_PATHS.has(path) || path === DOCS_PREFIX || path.startsWith(`${DOCS_PREFIX}/`);
+};
 
 function bearer(req: FastifyRequest): string | undefined {
   const h = req.headers.authorization;
@@ -40,8 +45,9 @@ function bearer(req: FastifyRequest): string | undefined {
 }
 
 /**
- * Who may call and how often: optional API tokens on /api/* (health and docs stay open), CORS with an
- * allow-list, security headers, and rate limits (stricter on session starts) with Retry-After.
+ * Who may call and how often: optional API tokens on the API and anything proxied (health, readiness and
+ * the docs stay open), CORS with an allow-list, security headers, and rate limits (stricter on session
+ * starts) with Retry-After.
  */
 export async function registerSecurity(app: FastifyInstance, config: SecurityConfig): Promise<void> {
   const pageHeaders = securityHeaders();
@@ -62,7 +68,7 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
   } else {
     const matches = tokenMatcher(config.apiTokens);
     app.addHook('onRequest', async (req) => {
-      if (!isApi(req) || req.method === 'OPTIONS') return;
+      if (isOpen(req) || req.method === 'OPTIONS') return;
       const token = bearer(req);
       if (token === undefined || !matches(token))
         throw new AppError('UNAUTHORIZED', 'authentication required');
@@ -74,7 +80,7 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
     max: config.rateLimitMax,
     timeWindow: config.rateLimitWindowMs,
     hook: 'onRequest',
-    allowList: (req) => !isApi(req),
+    allowList: (req) => isOpen(req),
     // by caller: the token when there is one (hashed), else the address
     keyGenerator: (req) => {
       const token = bearer(req);

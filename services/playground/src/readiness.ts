@@ -103,7 +103,12 @@ export class ReadinessCheck {
   }
 
   /** A flow that can start now with these keys, or the error a client gets (422 before 400). */
-  require(flow: Flow, sessionType: SessionType, env: KeyEnv, apiKeys: ApiKeys | undefined): RunnableFlow {
+  require(
+    flow: Flow,
+    sessionType: SessionType,
+    env: KeyEnv,
+    apiKeys: ApiKeys | null | undefined,
+  ): RunnableFlow {
     const { issues, config } = this.assess(flow, sessionType, env);
     if (!config) throw new AppError('FLOW_INVALID', 'the flow cannot run', { details: issues });
     const uses = modelUses(config, sessionType);
@@ -111,7 +116,7 @@ export class ReadinessCheck {
     const missing: string[] = [];
     for (const use of uses) {
       if (endpoints.has(useKey(use))) continue;
-      const resolved = this.deps.keys.resolve(use.provider, use.baseURL, apiKeys, env);
+      const resolved = this.deps.keys.resolve(use.provider, use.baseURL, apiKeys ?? undefined, env);
       if (!resolved) {
         missing.push(
           use.baseURL === undefined
@@ -141,7 +146,8 @@ export class ReadinessCheck {
     const issues: FlowIssue[] = [];
     for (const node of flow.nodes) {
       const params = node as Record<string, unknown>;
-      const modality = MODALITY_OF[node.nodeType];
+      const nodeType = typeof node.nodeType === 'string' ? node.nodeType : '';
+      const modality = MODALITY_OF[nodeType];
       const provider = typeof params.provider === 'string' ? params.provider : '';
       const used = modality === 'llm' || sessionType === 'voice';
       if (modality && used && provider !== '') {
@@ -170,7 +176,7 @@ export class ReadinessCheck {
           continue;
         }
       }
-      const param = URL_PARAMS[node.nodeType];
+      const param = URL_PARAMS[nodeType];
       const url = param ? params[param] : undefined;
       if (typeof url !== 'string' || url === '' || !URL.canParse(url)) continue; // the compiler reports those
       const verdict = this.deps.policy.checkUrl(url);

@@ -79,6 +79,7 @@ export function startPlaygroundService(deps: {
     env,
     log,
     config,
+    policy,
     runner: deps.runner ?? new LiveKitAgentRunner(),
   });
 

@@ -14,6 +14,9 @@ const Env = z.object({
   MAX_MESSAGES_PER_SESSION: envInt(20_000, 1),
   MAX_CONVERSATION_CONTENT_CHARS: envInt(32_000, 1),
   MAX_OPERATIONS_PER_ENTRY: envInt(200, 0),
+  MAX_ATTACHMENTS_PER_ENTRY: envInt(100, 0),
+  /** A whole builder-chat entry as stored (content, operations, attachments), in bytes of JSON. */
+  MAX_CONVERSATION_ENTRY_BYTES: envInt(256 * 1024, 1024),
   MAX_CONVERSATION_ENTRIES: envInt(5_000, 1),
 });
 
@@ -24,6 +27,8 @@ export interface SessionsLimits {
   maxMessagesPerSession: number;
   maxConversationContentChars: number;
   maxOperationsPerEntry: number;
+  maxAttachmentsPerEntry: number;
+  maxConversationEntryBytes: number;
   maxConversationEntries: number;
   agentLookupTimeoutMs: number;
 }
@@ -38,6 +43,8 @@ export function limitsFrom(config: SessionsConfig): SessionsLimits {
     maxMessagesPerSession: config.MAX_MESSAGES_PER_SESSION,
     maxConversationContentChars: config.MAX_CONVERSATION_CONTENT_CHARS,
     maxOperationsPerEntry: config.MAX_OPERATIONS_PER_ENTRY,
+    maxAttachmentsPerEntry: config.MAX_ATTACHMENTS_PER_ENTRY,
+    maxConversationEntryBytes: config.MAX_CONVERSATION_ENTRY_BYTES,
     maxConversationEntries: config.MAX_CONVERSATION_ENTRIES,
     agentLookupTimeoutMs: config.AGENT_LOOKUP_TIMEOUT_MS,
   };

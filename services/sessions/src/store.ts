@@ -84,11 +84,18 @@ export class SessionsStore {
     if (body.operations.length > this.limits.maxOperationsPerEntry) {
       throw tooLarge('number of operations', this.limits.maxOperationsPerEntry);
     }
+    if (body.nodeAttachments.length > this.limits.maxAttachmentsPerEntry) {
+      throw tooLarge('number of node attachments', this.limits.maxAttachmentsPerEntry);
+    }
     const entry: ConversationEntry = { id: randomUUID(), timestamp: this.now(), ...body };
+    const json = JSON.stringify(entry);
+    if (Buffer.byteLength(json) > this.limits.maxConversationEntryBytes) {
+      throw tooLarge('size of the entry in bytes', this.limits.maxConversationEntryBytes);
+    }
     try {
       await this.redis.ssAppendEntry(
         keys.conversation(agentId),
-        JSON.stringify(entry),
+        json,
         String(this.limits.maxConversationEntries),
       );
     } catch (err) {

@@ -40,7 +40,7 @@ export class TextTransport {
         const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
         const conv = await kit.converse({
           flow: runnable,
-          apiKeys: body.apiKeys,
+          apiKeys: body.apiKeys ?? undefined,
           session,
           startSession: (agent) => session.start({ agent }),
           record: (m) => ctx.recorder?.record(m),

@@ -5,17 +5,20 @@ import {
   PLAYGROUND_INSTANCES_SUBJECT,
   SUBJECT_TOKEN,
   type AgentSessionRequest,
+  type LivekitCredentials,
+  type LivekitOverrides,
   type Ok,
   type PlaygroundSession,
 } from '@vab/contracts';
 import { randomUUID } from 'node:crypto';
-import { envLivekit } from '../../env-keys.js';
+import type { EgressPolicy } from '../../egress/policy.js';
+import { envLivekit, LIVEKIT_ENV_VARS } from '../../env-keys.js';
 import { Recorder } from '../../host/recorder.js';
 import type { SessionHost } from '../../host/session-host.js';
 import type { KeyEnv } from '../../keys.js';
 import type { ReadinessCheck } from '../../readiness.js';
 import type { ConversationKit } from '../../runtime/conversations.js';
-import { MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';
+import { httpUrlOf, MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';
 import type { AgentRunner, RunnerStartOptions, RunningAgent } from './runner.js';
 
 export interface LiveKitTransportConfig {
@@ -44,6 +47,8 @@ export class LiveKitTransport {
       readiness: ReadinessCheck;
       kit: ConversationKit;
       runner: AgentRunner;
+      /** A media server named in the request is a URL of the caller's too. */
+      policy: EgressPolicy;
       env(): Promise<KeyEnv>;
       log: Logger;
       config: LiveKitTransportConfig;
@@ -54,21 +59,14 @@ export class LiveKitTransport {
     const { host, readiness, kit, config } = this.deps;
     const env = await this.deps.env();
     const runnable = readiness.require({ nodes: req.nodes, edges: req.edges }, 'voice', env, req.apiKeys);
-    const creds = req.livekit ?? envLivekit(env);
-    if (!creds) {
-      const missing = ['LIVEKIT_URL', 'LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET'].filter((n) => !env[n]?.trim());
-      throw new AppError(
-        'MISSING_CREDENTIALS',
-        `missing media server credentials: ${missing.join(', ')} (send livekit {url, apiKey, apiSecret} or set them on the server)`,
-      );
-    }
+    const creds = this.credentials(req.livekit, env);
     const roomName = `${ROOM_PREFIX}${randomUUID()}`;
     const media = new MediaServer(creds, config.MEDIA_SERVER_TIMEOUT_MS);
     const { result } = await host.open(
       {
         sessionType: 'voice',
         key: roomName,
-        agentId: req.agentId,
+        agentId: req.agentId ?? undefined,
         roomName,
         requestId,
         failure: 'the agent could not join the room',
@@ -76,7 +74,7 @@ export class LiveKitTransport {
       async (ctx) => {
         const meta: RoomMetadata = {
           owner: config.INSTANCE_ID,
-          agentId: req.agentId,
+          agentId: req.agentId ?? undefined,
           testSessionId: ctx.recorder?.sessionId,
           startedAt: Date.now(),
         };
@@ -101,7 +99,7 @@ export class LiveKitTransport {
             kit.converse({
               ...side,
               flow: runnable,
-              apiKeys: req.apiKeys,
+              apiKeys: req.apiKeys ?? undefined,
               record,
               onEnded: () => ctx.stop('end step'),
               log: ctx.log,
@@ -118,6 +116,42 @@ export class LiveKitTransport {
       },
     );
     return result;
+  }
+
+  /**
+   * The request's media server credentials, field by field over the server's. The server's key and secret
+   * only ever sign for the server's own media server: a request that names another URL brings its own.
+   */
+  private credentials(sent: LivekitOverrides, env: KeyEnv): LivekitCredentials {
+    const given = (v: string | null | undefined) => (v?.trim() ? v.trim() : undefined);
+    const url = given(sent?.url);
+    if (url !== undefined) {
+      const verdict = this.deps.policy.checkUrl(httpUrlOf(url));
+      if (!verdict.ok) {
+        throw new AppError('VALIDATION_FAILED', 'invalid body', {
+          issues: [{ path: 'body.livekit.url', message: verdict.reason }],
+        });
+      }
+    }
+    const [envUrl, envKey, envSecret] = LIVEKIT_ENV_VARS.map((name) => given(env[name]));
+    const serverSide = url === undefined || url === envUrl;
+    const fields = {
+      url: url ?? envUrl,
+      apiKey: given(sent?.apiKey) ?? (serverSide ? envKey : undefined),
+      apiSecret: given(sent?.apiSecret) ?? (serverSide ? envSecret : undefined),
+    };
+    const { url: u, apiKey, apiSecret } = fields;
+    if (u && apiKey && apiSecret) return { url: u, apiKey, apiSecret };
+    const missing = (['url', 'apiKey', 'apiSecret'] as const)
+      .map((field, i) => (fields[field] ? undefined : serverSide ? LIVEKIT_ENV_VARS[i] : `livekit.${field}`))
+      .filter(Boolean);
+    throw new AppError(
+      'MISSING_CREDENTIALS',
+      `missing media server credentials: ${missing.join(', ')} ` +
+        (serverSide
+          ? '(send livekit {url, apiKey, apiSecret} or set them on the server)'
+          : '(a media server named in the request needs its own key and secret)'),
+    );
   }
 
   /** An agent that has not joined in time is stopped, also if it joins later. */
