@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -26,7 +26,42 @@ const failsHalfWay = `
   throw new Error('set-up failed half-way');
 `;
 
+// One that is stopped by a signal while it runs (Ctrl-C on a benchmark).
+const waitsForever = `
+  const { startLocalNats, startLocalRedis } = await import(${JSON.stringify(dist)});
+  const nats = await startLocalNats();
+  const redis = await startLocalRedis();
+  console.log(JSON.stringify({ nats: nats.port, redis: redis.port }));
+  setInterval(() => undefined, 1000);
+`;
+
+async function allRefused(ports: { nats: number; redis: number }): Promise<boolean> {
+  const deadline = Date.now() + 5_000;
+  while (!((await refused(ports.nats)) && (await refused(ports.redis))) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return (await refused(ports.nats)) && (await refused(ports.redis));
+}
+
 describe.skipIf(!existsSync(dist))('local servers', () => {
+  it.each(['SIGTERM', 'SIGINT'] as const)(
+    'are stopped when the process that started them gets %s',
+    async (signal) => {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      const line = await new Promise<string>((resolve) =>
+        child.stdout.once('data', (d: Buffer) => resolve(d.toString())),
+      );
+      const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+        child.once('exit', (_code, sig) => resolve(sig)),
+      );
+      child.kill(signal);
+      expect(await exited).toBe(signal); // it still ends as the signal says
+      expect(await allRefused(JSON.parse(line) as { nats: number; redis: number })).toBe(true);
+    },
+  );
+
   it('are stopped when the process that started them fails before disposing of them', async () => {
     const run = promisify(execFile);
     const failed = await run(process.execPath, ['--input-type=module', '-e', failsHalfWay]).catch(

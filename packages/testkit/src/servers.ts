@@ -33,20 +33,35 @@ const running = new Set<ChildProcess>();
 
 /**
  * Sends SIGTERM to `child` when this process exits, unless it is gone by then: a test or benchmark that
- * throws half-way through its set-up never reaches its dispose(), and its servers would outlive it.
+ * throws half-way through its set-up never reaches its dispose(), and its servers would outlive it. A
+ * process stopped by SIGINT or SIGTERM (Ctrl-C on a benchmark) never emits `exit` by default, so those
+ * signals stop the children first and then end the process as the signal would have.
  */
 export function stopOnExit(child: ChildProcess): ChildProcess {
-  if (running.size === 0) process.once('exit', stopAll);
+  if (running.size === 0) {
+    process.once('exit', stopAll);
+    for (const signal of SIGNALS) process.once(signal, onSignal);
+  }
   running.add(child);
   child.once('exit', () => {
     running.delete(child);
-    if (running.size === 0) process.removeListener('exit', stopAll);
+    if (running.size === 0) {
+      process.removeListener('exit', stopAll);
+      for (const signal of SIGNALS) process.removeListener(signal, onSignal);
+    }
   });
   return child;
 }
 
+const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+
 function stopAll(): void {
   for (const child of running) child.kill('SIGTERM');
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  stopAll();
+  process.kill(process.pid, signal);
 }
 
 class LocalProcessServer implements TestServer {

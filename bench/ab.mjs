@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+// Same-run A/B of the gateway path between two builds of this repository: this checkout (B) and another one
+// (A, `--base <dir>`, e.g. a `git worktree` of an earlier commit, built). Each gets its own nats-server,
+// redis-server, agents (and sessions) and gateway processes; autocannon (50 connections, its own process)
+// runs against them alternately, A B A B …, so both meet the same machine. Prints each round and the median
+// ratio B/A. Scenario 1 by default (GET /api/agents/:id of a 20-node agent); `--append` for scenario 4
+// (POST …/messages).
+// Usage: npm run build && node bench/ab.mjs --base ../base [--seconds 5] [--rounds 5] [--append]
+import { spawn } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
+import { benchFlow, perRequest, sendJson, startProcess, usage } from './processes.mjs';
+
+const here = join(dirname(fileURLToPath(import.meta.url)), '..');
+const argv = process.argv;
+const arg = (name, def) => {
+  const i = argv.indexOf(`--${name}`);
+  return i > 0 ? argv[i + 1] : def;
+};
+const base = arg('base');
+if (!base) {
+  console.error(
+    'usage: node bench/ab.mjs --base <another built checkout> [--seconds 5] [--rounds 5] [--append]',
+  );
+  process.exit(2);
+}
+const SECONDS = Number(arg('seconds', 5));
+const ROUNDS = Number(arg('rounds', 5));
+const APPEND = argv.includes('--append');
+
+async function stack(root) {
+  const nats = await startLocalNats();
+  const redis = await startLocalRedis();
+  const env = { NATS_URL: nats.url, REDIS_URL: redis.url, MAX_MESSAGES_PER_SESSION: '100000000' };
+  const port = await freePort();
+  const agents = await startProcess(join(root, 'services/agents/dist/main.js'), env, '"msg":"serving"');
+  const sessions = await startProcess(join(root, 'services/sessions/dist/main.js'), env, '"msg":"serving"');
+  const gateway = await startProcess(
+    join(root, 'services/gateway/dist/main.js'),
+    { ...env, PORT: String(port), RATE_LIMIT_MAX: '1000000000', BODY_LIMIT_BYTES: '4194304' },
+    'gateway listening',
+  );
+  // the processes whose CPU a request costs: the gateway, the service behind it, and the bus
+  const pids = [gateway.pid, (APPEND ? sessions : agents).pid, nats.child.pid];
+  const url = `http://127.0.0.1:${port}`;
+  const agent = await sendJson('POST', `${url}/api/agents`, { name: 'Bench', flow: benchFlow() });
+  if (!APPEND) return { pids, url: `${url}/api/agents/${agent.id}` };
+  const session = await sendJson('POST', `${url}/api/agents/${agent.id}/test-sessions`, {
+    sessionType: 'text',
+  });
+  return {
+    pids,
+    url: `${url}/api/agents/${agent.id}/test-sessions/${session.id}/messages`,
+    body: JSON.stringify({ role: 'user', content: 'hello there', stepId: 'start', timestamp: Date.now() }),
+  };
+}
+
+function autocannon({ url, body, pids = [], seconds = SECONDS }) {
+  const before = pids.map(usage);
+  const args = [join(here, 'node_modules/autocannon/autocannon.js'), '-c', '50', '-d', String(seconds), '-j'];
+  if (body) args.push('-m', 'POST', '-H', 'content-type=application/json', '-b', body);
+  args.push(url);
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('exit', () => {
+      try {
+        const r = JSON.parse(out);
+        if (r.non2xx > 0 || r.errors > 0)
+          console.log(`> ⚠ ${r.non2xx} non-2xx, ${r.errors} errors: not valid`);
+        // CPU µs per request of each process: steadier than req/s on a machine that others share
+        const us = pids.map((pid, i) => perRequest(before[i], usage(pid), r.requests.total).us);
+        done({ rps: r.requests.average, p99: r.latency.p99, us, cpu: us.reduce((x, y) => x + y, 0) });
+      } catch (err) {
+        fail(err);
+      }
+    });
+  });
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const a = await stack(resolve(base));
+const b = await stack(here);
+console.log(
+  `# A/B ${APPEND ? 'scenario 4 (appends)' : 'scenario 1 (GET /api/agents/:id)'} — A ${resolve(base)}, B ${here}; ` +
+    `${SECONDS} s per run, ${ROUNDS} rounds, warm-up first`,
+);
+await autocannon({ ...a, seconds: 2 });
+await autocannon({ ...b, seconds: 2 });
+console.log(
+  '| round | A req/s | A p99 ms | A µs/req (gateway+service+nats) | B req/s | B p99 ms | B µs/req | B/A req/s | B/A µs |',
+);
+console.log('|---|---|---|---|---|---|---|---|---|');
+const ratios = [];
+const cpuRatios = [];
+const split = (r) => `${r.cpu.toFixed(1)} (${r.us.map((u) => u.toFixed(1)).join('+')})`;
+for (let i = 1; i <= ROUNDS; i++) {
+  // alternate which goes first, so neither always meets a warmer machine
+  let ra;
+  let rb;
+  if (i % 2) {
+    ra = await autocannon(a);
+    rb = await autocannon(b);
+  } else {
+    rb = await autocannon(b);
+    ra = await autocannon(a);
+  }
+  ratios.push(rb.rps / ra.rps);
+  cpuRatios.push(rb.cpu / ra.cpu);
+  console.log(
+    `| ${i} | ${ra.rps.toFixed(0)} | ${ra.p99} | ${split(ra)} | ${rb.rps.toFixed(0)} | ${rb.p99} | ${split(rb)} | ` +
+      `${ratios.at(-1).toFixed(3)} | ${cpuRatios.at(-1).toFixed(3)} |`,
+  );
+}
+const range = (xs) => `${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)}`;
+console.log(`\nmedian B/A req/s: ${median(ratios).toFixed(3)} (rounds ${range(ratios)})`);
+console.log(`median B/A CPU per request: ${median(cpuRatios).toFixed(3)} (rounds ${range(cpuRatios)})`);
+process.exit(0);
