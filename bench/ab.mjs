@@ -5,6 +5,8 @@
 // runs against them alternately, A B A B …, so both meet the same machine. Prints each round and the median
 // ratio B/A. Scenario 1 by default (GET /api/agents/:id of a 20-node agent); `--append` for scenario 4
 // (POST …/messages).
+// `--env-a K=V,…` / `--env-b K=V,…` add variables to one side's processes (an option measured against
+// itself: `--base .` with a different setting on each side).
 // Usage: npm run build && node bench/ab.mjs --base ../base [--seconds 5] [--rounds 5] [--append]
 import { spawn } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
@@ -29,10 +31,23 @@ const SECONDS = Number(arg('seconds', 5));
 const ROUNDS = Number(arg('rounds', 5));
 const APPEND = argv.includes('--append');
 
-async function stack(root) {
+const envOf = (text) =>
+  Object.fromEntries(
+    (text ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => kv.split('=')),
+  );
+
+async function stack(root, extraEnv) {
   const nats = await startLocalNats();
   const redis = await startLocalRedis();
-  const env = { NATS_URL: nats.url, REDIS_URL: redis.url, MAX_MESSAGES_PER_SESSION: '100000000' };
+  const env = {
+    NATS_URL: nats.url,
+    REDIS_URL: redis.url,
+    MAX_MESSAGES_PER_SESSION: '100000000',
+    ...extraEnv,
+  };
   const port = await freePort();
   const agents = await startProcess(join(root, 'services/agents/dist/main.js'), env, '"msg":"serving"');
   const sessions = await startProcess(join(root, 'services/sessions/dist/main.js'), env, '"msg":"serving"');
@@ -81,11 +96,12 @@ function autocannon({ url, body, pids = [], seconds = SECONDS }) {
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const a = await stack(resolve(base));
-const b = await stack(here);
+const a = await stack(resolve(base), envOf(arg('env-a')));
+const b = await stack(here, envOf(arg('env-b')));
 console.log(
   `# A/B ${APPEND ? 'scenario 4 (appends)' : 'scenario 1 (GET /api/agents/:id)'} — A ${resolve(base)}, B ${here}; ` +
-    `${SECONDS} s per run, ${ROUNDS} rounds, warm-up first`,
+    `${SECONDS} s per run, ${ROUNDS} rounds, warm-up first` +
+    (arg('env-a') || arg('env-b') ? `; env A: ${arg('env-a') ?? '-'}, B: ${arg('env-b') ?? '-'}` : ''),
 );
 await autocannon({ ...a, seconds: 2 });
 await autocannon({ ...b, seconds: 2 });

@@ -188,6 +188,28 @@ describe('BusClient replies', () => {
 });
 
 describe('coalesced socket writes', () => {
+  it('still finds the nats.js internals it patches (a nats.js upgrade that moves them must fail here)', async () => {
+    const own = await connectNats({ url: nats.url, name: 'internals', service: 'test' }, log);
+    try {
+      const transport = (own as unknown as { protocol?: { transport?: Record<string | symbol, unknown> } })
+        .protocol?.transport;
+      const proto = transport ? (Object.getPrototypeOf(transport) as Record<string | symbol, unknown>) : {};
+      const found = {
+        transport: transport !== undefined,
+        socket: transport !== undefined && 'socket' in transport,
+        _send: typeof proto._send === 'function',
+        patched: proto[Symbol.for('vab.nats.coalesced-writes')] === true,
+      };
+      expect(
+        found,
+        'nats.js internals changed: coalesceWrites in connect.ts no longer applies; re-measure it (bench/ab.mjs) and adapt or drop it',
+      ).toEqual({ transport: true, socket: true, _send: true, patched: true });
+      expect(lines.join('\n')).not.toContain('nats transport internals not as expected');
+    } finally {
+      await own.close();
+    }
+  });
+
   it('sends what one turn of the event loop publishes in one write, and loses nothing on drain', async () => {
     const received: string[] = [];
     const sub = nc.subscribe('coalesce.test', { callback: (_e, m) => void received.push(m.string()) });

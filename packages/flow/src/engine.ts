@@ -1,4 +1,5 @@
-import type { CompiledFlow, PostStep, Step, StepKind } from './types.js';
+import { isBranch } from './node-types.js';
+import type { BranchStep, CompiledFlow, PostStep, Step, StepKind } from './types.js';
 
 /**
  * The step engine: pure logic, no I/O, no clock. A function of (compiled flow, state, event) that returns
@@ -83,11 +84,11 @@ export function instructionsFor(flow: CompiledFlow, step: Step): string {
 }
 
 /** The exit a branch takes when its evaluation keeps failing: `false`, or the last category (often "other"). */
-export function defaultExit(step: Extract<Step, { kind: 'ifelse' | 'categorize' }>): number {
+export function defaultExit(step: BranchStep): number {
   return step.kind === 'ifelse' ? 1 : step.exits.length - 1;
 }
 
-function exitsOf(step: Extract<Step, { kind: 'ifelse' | 'categorize' }>): {
+function exitsOf(step: BranchStep): {
   labels: string[];
   targets: string[];
 } {
@@ -96,11 +97,7 @@ function exitsOf(step: Extract<Step, { kind: 'ifelse' | 'categorize' }>): {
     : { labels: step.categories, targets: step.exits };
 }
 
-function evaluateAction(
-  step: Extract<Step, { kind: 'ifelse' | 'categorize' }>,
-  fromOpentalk: boolean,
-  attempt: number,
-): EngineAction {
+function evaluateAction(step: BranchStep, fromOpentalk: boolean, attempt: number): EngineAction {
   return {
     type: 'evaluate_branch',
     stepId: step.id,
@@ -146,7 +143,7 @@ function enter(
     case 'burst':
     case 'opentalk':
     case 'timer': {
-      const completionTool = step.kind === 'opentalk' && !isBranch(flow, step.next);
+      const completionTool = step.kind === 'opentalk' && !isBranch(flow.steps[step.next]?.kind);
       actions.push({ type: 'set_instructions', instructions: instructionsFor(flow, step), completionTool });
       if (step.kind === 'timer')
         actions.push({ type: 'schedule_timer', stepId, dueAt: at + step.durationMs });
@@ -177,129 +174,124 @@ function enter(
   }
 }
 
-function isBranch(flow: CompiledFlow, stepId: string): boolean {
-  const k = flow.steps[stepId]?.kind;
-  return k === 'ifelse' || k === 'categorize';
-}
-
 const none = (state: EngineState): EngineResult => ({ state, actions: [] });
+
+type Handler<E extends EngineEvent['type']> = (
+  flow: CompiledFlow,
+  state: EngineState,
+  current: Step,
+  event: Extract<EngineEvent, { type: E }>,
+) => EngineResult;
+
+/** A user turn in an active step, by the step's kind. */
+const USER_TURN: Partial<Record<StepKind, Handler<'user_turn'>>> = {
+  start: (flow, state, current, event) =>
+    enter(flow, state, (current as { next: string }).next, event.at, true),
+  burst: (flow, state, current, event) => {
+    const step = current as Extract<Step, { kind: 'burst' }>;
+    const roundsDone = state.roundsDone + 1;
+    if (roundsDone >= step.rounds) return enter(flow, state, step.next, event.at, true);
+    return { state: { ...state, roundsDone }, actions: [{ type: 'generate_reply' }] };
+  },
+  timer: (flow, state, current, event) => {
+    const step = current as Extract<Step, { kind: 'timer' }>;
+    if (state.timerElapsed || event.at - state.stepStartedAt >= step.durationMs) {
+      return enter(flow, state, step.next, event.at, true);
+    }
+    return { state, actions: [{ type: 'generate_reply' }] };
+  },
+  opentalk: (flow, state, current) => {
+    const nextStep = flow.steps[(current as { next: string }).next];
+    if (isBranch(nextStep)) {
+      const evaluating = { stepId: nextStep.id, fromOpentalk: true, attempt: 1 };
+      return {
+        state: { ...state, phase: 'evaluating', evaluating },
+        actions: [evaluateAction(nextStep, true, 1)],
+      };
+    }
+    return { state, actions: [{ type: 'generate_reply' }] };
+  },
+};
+
+/** The answer to a branch evaluation: the chosen exit, or staying, retrying, or the default exit. */
+const onBranchDecided: Handler<'branch_decided'> = (flow, state, _current, event) => {
+  const ev = state.evaluating;
+  if (state.phase !== 'evaluating' || !ev || ev.stepId !== event.stepId) return none(state); // stale answer
+  const b = flow.steps[ev.stepId];
+  if (!isBranch(b)) return none(state);
+  const { targets } = exitsOf(b);
+  const chosen =
+    typeof event.exit === 'number' && Number.isInteger(event.exit) ? targets[event.exit] : undefined;
+  if (chosen && ev.fromOpentalk) {
+    // pass through the branch (so the builder sees it light up), then into the chosen exit
+    const through = enter(flow, { ...state, stepId: b.id }, chosen, event.at, true);
+    return {
+      state: through.state,
+      actions: [{ type: 'step_changed', stepId: b.id, stepType: b.kind }, ...through.actions],
+    };
+  }
+  if (chosen) return enter(flow, state, chosen, event.at, true);
+  if (ev.fromOpentalk) {
+    // "stay", a failed call or an unknown exit: keep talking; the next user turn asks again
+    return {
+      state: { ...state, phase: 'active', evaluating: undefined },
+      actions: [{ type: 'generate_reply' }],
+    };
+  }
+  if (ev.attempt < MAX_BRANCH_ATTEMPTS) {
+    const attempt = ev.attempt + 1;
+    return {
+      state: { ...state, evaluating: { ...ev, attempt } },
+      actions: [evaluateAction(b, false, attempt)],
+    };
+  }
+  return enter(flow, state, targets[defaultExit(b)]!, event.at, true);
+};
+
+/** Each event: what it does in the current state. */
+const ON: { [E in EngineEvent['type']]: Handler<E> } = {
+  session_started: (flow, state, _current, event) =>
+    state.phase !== 'idle' ? none(state) : enter(flow, state, flow.startStepId, event.at, false),
+  // evaluating, transferring, closing: the turn is only recorded
+  user_turn: (flow, state, current, event) =>
+    state.phase !== 'active'
+      ? none(state)
+      : (USER_TURN[current.kind]?.(flow, state, current, event) ?? none(state)),
+  assistant_turn: (flow, state) => {
+    if (state.phase !== 'closing') return none(state);
+    const end = flow.steps[state.closingStepId ?? ''];
+    const actions: EngineAction[] = [{ type: 'end_session', reason: end ? 'completed' : 'transfer_failed' }];
+    if (end?.kind === 'end' && end.post.length > 0)
+      actions.push({ type: 'run_post_processing', steps: end.post });
+    return { state: { ...state, phase: 'ended' }, actions };
+  },
+  // never cuts the agent off: the step moves on at the first user turn after this
+  timer_elapsed: (_flow, state, current, event) =>
+    current.kind === 'timer' && event.stepId === current.id && state.phase === 'active'
+      ? none({ ...state, timerElapsed: true })
+      : none(state),
+  branch_decided: onBranchDecided,
+  tool_called: (flow, state, current, event) => {
+    const completes =
+      event.name === COMPLETE_STEP_TOOL &&
+      current.kind === 'opentalk' &&
+      event.stepId === current.id &&
+      state.phase === 'active' &&
+      !isBranch(flow.steps[current.next]?.kind);
+    return completes ? enter(flow, state, current.next, event.at, false) : none(state);
+  },
+  transfer_failed: (_flow, state, current, event) => {
+    if (state.phase !== 'transferring' || event.stepId !== current.id) return none(state);
+    return {
+      state: { ...state, phase: 'closing', closingStepId: undefined },
+      actions: [{ type: 'speak', literal: false, instruction: TRANSFER_FAILED_INSTRUCTION }],
+    };
+  },
+};
 
 export function step(flow: CompiledFlow, state: EngineState, event: EngineEvent): EngineResult {
   if (state.phase === 'ended') return none(state);
   const current = flow.steps[state.stepId];
   if (!current) throw new Error(`step ${state.stepId} is not in the compiled flow`);
-
-  switch (event.type) {
-    case 'session_started':
-      if (state.phase !== 'idle') return none(state);
-      return enter(flow, state, flow.startStepId, event.at, false);
-
-    case 'user_turn': {
-      if (state.phase !== 'active') return none(state); // evaluating, transferring, closing: the turn is only recorded
-      switch (current.kind) {
-        case 'start':
-          return enter(flow, state, current.next, event.at, true);
-        case 'burst': {
-          const roundsDone = state.roundsDone + 1;
-          if (roundsDone >= current.rounds) return enter(flow, state, current.next, event.at, true);
-          return { state: { ...state, roundsDone }, actions: [{ type: 'generate_reply' }] };
-        }
-        case 'timer':
-          if (state.timerElapsed || event.at - state.stepStartedAt >= current.durationMs) {
-            return enter(flow, state, current.next, event.at, true);
-          }
-          return { state, actions: [{ type: 'generate_reply' }] };
-        case 'opentalk': {
-          const nextStep = flow.steps[current.next];
-          if (nextStep && (nextStep.kind === 'ifelse' || nextStep.kind === 'categorize')) {
-            return {
-              state: {
-                ...state,
-                phase: 'evaluating',
-                evaluating: { stepId: nextStep.id, fromOpentalk: true, attempt: 1 },
-              },
-              actions: [evaluateAction(nextStep, true, 1)],
-            };
-          }
-          return { state, actions: [{ type: 'generate_reply' }] };
-        }
-        default:
-          return none(state);
-      }
-    }
-
-    case 'assistant_turn':
-      if (state.phase === 'closing') {
-        const end = flow.steps[state.closingStepId ?? ''];
-        const actions: EngineAction[] = [
-          { type: 'end_session', reason: end ? 'completed' : 'transfer_failed' },
-        ];
-        if (end?.kind === 'end' && end.post.length > 0)
-          actions.push({ type: 'run_post_processing', steps: end.post });
-        return { state: { ...state, phase: 'ended' }, actions };
-      }
-      return none(state);
-
-    case 'timer_elapsed':
-      // Never cuts the agent off: the step moves on the first user turn after this.
-      if (current.kind === 'timer' && event.stepId === current.id && state.phase === 'active') {
-        return none({ ...state, timerElapsed: true });
-      }
-      return none(state);
-
-    case 'branch_decided': {
-      const ev = state.evaluating;
-      if (state.phase !== 'evaluating' || !ev || ev.stepId !== event.stepId) return none(state); // stale answer
-      const branch = flow.steps[ev.stepId];
-      if (!branch || (branch.kind !== 'ifelse' && branch.kind !== 'categorize')) return none(state);
-      const { targets } = exitsOf(branch);
-      const chosen =
-        typeof event.exit === 'number' && Number.isInteger(event.exit) ? targets[event.exit] : undefined;
-      if (chosen) {
-        if (ev.fromOpentalk) {
-          // pass through the branch (so the builder sees it light up), then into the chosen exit
-          const through = enter(flow, { ...state, stepId: branch.id }, chosen, event.at, true);
-          return {
-            state: through.state,
-            actions: [{ type: 'step_changed', stepId: branch.id, stepType: branch.kind }, ...through.actions],
-          };
-        }
-        return enter(flow, state, chosen, event.at, true);
-      }
-      if (ev.fromOpentalk) {
-        // "stay", a failed call or an unknown exit: keep talking; the next user turn asks again
-        return {
-          state: { ...state, phase: 'active', evaluating: undefined },
-          actions: [{ type: 'generate_reply' }],
-        };
-      }
-      if (ev.attempt < MAX_BRANCH_ATTEMPTS) {
-        const attempt = ev.attempt + 1;
-        return {
-          state: { ...state, evaluating: { ...ev, attempt } },
-          actions: [evaluateAction(branch, false, attempt)],
-        };
-      }
-      return enter(flow, state, targets[defaultExit(branch)]!, event.at, true);
-    }
-
-    case 'tool_called':
-      if (
-        event.name === COMPLETE_STEP_TOOL &&
-        current.kind === 'opentalk' &&
-        event.stepId === current.id &&
-        state.phase === 'active' &&
-        !isBranch(flow, current.next)
-      ) {
-        return enter(flow, state, current.next, event.at, false);
-      }
-      return none(state);
-
-    case 'transfer_failed':
-      if (state.phase !== 'transferring' || event.stepId !== current.id) return none(state);
-      return {
-        state: { ...state, phase: 'closing', closingStepId: undefined },
-        actions: [{ type: 'speak', literal: false, instruction: TRANSFER_FAILED_INSTRUCTION }],
-      };
-  }
+  return (ON[event.type] as Handler<EngineEvent['type']>)(flow, state, current, event);
 }

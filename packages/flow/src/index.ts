@@ -1,3 +1,4 @@
 export * from './types.js';
 export { compile } from './compiler.js';
 export * from './engine.js';
+export { isBranch, isTerminal } from './node-types.js';

@@ -82,6 +82,9 @@ export type Step =
 
 export type StepKind = Step['kind'];
 
+/** The steps that ask a model where the run goes next. */
+export type BranchStep = Extract<Step, { kind: 'ifelse' | 'categorize' }>;
+
 export interface CompiledFlow {
   agent: { id: string; name: string; instructions: string; language: string; allowInterruptions: boolean };
   providers: { llm: LlmConfig; tts: TtsConfig; stt: SttConfig };

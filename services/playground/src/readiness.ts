@@ -8,7 +8,7 @@ import {
   type ProviderRequirement,
   type SessionType,
 } from '@vab/contracts';
-import { compile, type CompiledFlow, type LlmConfig } from '@vab/flow';
+import { compile, isBranch, type CompiledFlow, type LlmConfig } from '@vab/flow';
 import type { EgressFetch } from './egress/client.js';
 import type { EgressPolicy } from './egress/policy.js';
 import type { KeyEnv, KeyRule } from './keys.js';
@@ -58,7 +58,7 @@ function modelUses(config: CompiledFlow, sessionType: SessionType): ModelUse[] {
   });
   const uses = [llmUse(config.providers.llm)];
   for (const s of Object.values(config.steps)) {
-    if ((s.kind === 'ifelse' || s.kind === 'categorize') && s.llm) uses.push(llmUse(s.llm));
+    if (isBranch(s) && s.llm) uses.push(llmUse(s.llm));
     if (s.kind === 'end') {
       for (const p of s.post) if (p.kind === 'structured_output' && p.llm) uses.push(llmUse(p.llm));
     }

@@ -3,6 +3,7 @@ import type { SessionMessage, SessionType, StepChange, TextTurnResult } from '@v
 import {
   COMPLETE_STEP_TOOL,
   initialState,
+  isBranch,
   step as engineStep,
   type EngineAction,
   type EngineEvent,
@@ -234,7 +235,7 @@ export class FlowConversation {
     },
     evaluate_branch: async (a, pass) => {
       const step = this.flow.config.steps[a.stepId];
-      const own = step && (step.kind === 'ifelse' || step.kind === 'categorize') ? step.llm : undefined;
+      const own = isBranch(step) ? step.llm : undefined;
       const model = this.flow.llm(own ?? this.flow.config.providers.llm);
       const exit = await evaluateBranch(model, this.transcript, a, this.deps.branchTimeoutMs);
       this.deps.log.info({ stepId: a.stepId, exit, attempt: a.attempt }, 'branch evaluated');
