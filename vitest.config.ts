@@ -9,6 +9,7 @@ export default defineConfig({
     alias: {
       '@vab/contracts': src('./packages/contracts/src/index.ts'),
       '@vab/bus': src('./packages/bus/src/index.ts'),
+      '@vab/service-kit': src('./packages/service-kit/src/index.ts'),
       '@vab/storage': src('./packages/storage/src/index.ts'),
       '@vab/flow': src('./packages/flow/src/index.ts'),
       '@vab/testkit': src('./packages/testkit/src/index.ts'),

@@ -14,7 +14,8 @@ const role = process.argv[2];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 if (role === 'responder' || role === 'requester') {
-  const { connectNats, BusClient, createLogger } = await import('@vab/bus');
+  const { connectNats, BusClient } = await import('@vab/bus');
+  const { createLogger } = await import('@vab/service-kit');
   const log = createLogger(role, 'warn');
   const nc = await connectNats({ url: process.argv[3], name: role, service: role }, log);
   if (role === 'responder') {

@@ -5,7 +5,7 @@
 // Usage: npm run build && node bench/list-agents.mjs [sizes...]   (default: 1000 10000 50000)
 import { connect } from '@nats-io/transport-node';
 import { AgentStore, startAgentsService } from '@vab/agents';
-import { createLogger } from '@vab/bus';
+import { createLogger } from '@vab/service-kit';
 import { buildGateway } from '@vab/gateway';
 import { createRedis } from '@vab/storage';
 import { startLocalNats, startLocalRedis } from '@vab/testkit';

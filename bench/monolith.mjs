@@ -4,7 +4,8 @@
 // EDGE=1: behind the gateway's own HTTP edge (request ids, access log, security headers, CORS, rate limit,
 // error shape; `createEdge`), so that it differs from the gateway path by the bus alone.
 import { agentsHandlers, AgentStore } from '@vab/agents';
-import { createAccessLog, createLogger, RawJson } from '@vab/bus';
+import { RawJson } from '@vab/bus';
+import { createAccessLog, createLogger } from '@vab/service-kit';
 import { AppError, contract, httpStatusOf } from '@vab/contracts';
 import { createEdge, loadConfig, securityOf } from '@vab/gateway';
 import { createRedis } from '@vab/storage';

@@ -5,7 +5,7 @@
 // as a heap that does not return to its baseline.
 // Usage: npm run build && node --expose-gc bench/playground-memory.mjs [N]
 import { connect } from '@nats-io/transport-node';
-import { createLogger } from '@vab/bus';
+import { createLogger } from '@vab/service-kit';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';

@@ -7,7 +7,7 @@
 //    most 1000/JOIN_MS sessions/s and throughput grows only if the queue group spreads creates.
 // Usage: npm run build && node bench/playground-scale.mjs [--join-ms 50] [--sessions 120]
 import { connect } from '@nats-io/transport-node';
-import { createLogger } from '@vab/bus';
+import { createLogger } from '@vab/service-kit';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { KEY_ENV_VARS } from '@vab/playground';
+import { BaseEnv, RedisEnv } from '@vab/service-kit';
 
 // No Docker engine runs on these machines: this checks that docker-compose.yml and the Dockerfile agree
 // with the code, so the compose stack is not left to rot.
@@ -40,7 +41,9 @@ describe('docker-compose.yml', () => {
       const service = svc.build?.args?.SERVICE ?? name;
       const config = readFileSync(join(root, 'services', service, 'src', 'config.ts'), 'utf8');
       for (const key of Object.keys(svc.environment ?? {})) {
-        // the playground also reads the provider key variables its provider table names
+        // every service reads the service kit's base (and Redis) variables; the playground also the provider
+        // key variables its provider table names
+        if (key in BaseEnv.shape || key in RedisEnv) continue;
         if (service === 'playground' && KEY_ENV_VARS.includes(key)) continue;
         expect(config, `${service} reads ${key}`).toMatch(new RegExp(`\\b${key}\\b`));
       }

@@ -1,5 +1,6 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { createAccessLog, createLogger, inboxPrefixOf, type Logger, type Served } from '@vab/bus';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectNats, type Logger, type Served } from '@vab/bus';
+import { createAccessLog, createLogger, idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import { startAgentsService } from '@vab/agents';
 import { buildGateway, type SecurityConfig } from '@vab/gateway';
 import {
@@ -11,7 +12,7 @@ import {
   type Resolver,
 } from '@vab/playground';
 import { startSessionsService, type SessionsLimits } from '@vab/sessions';
-import { createRedis, RedisIdempotencyStore, type Redis } from '@vab/storage';
+import { createRedis, type Redis } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
 import { lineSink, startNats, startRedis } from '@vab/testkit';
 import { documentCheck } from './openapi-check.js';
@@ -67,6 +68,12 @@ export interface StackOptions {
   upstream?: { url: string; timeoutMs?: number };
 }
 
+/** A service's NATS user and password, when the test's server requires them. */
+function natsUserOf(opts: StackOptions, service: 'gateway' | ServiceName) {
+  const c = opts.natsCredentials?.[service];
+  return c ? { user: c.user, pass: c.pass } : {};
+}
+
 /**
  * The real request path, in this process: gateway (HTTP on a free port) → NATS → agents/sessions services
  * → Redis, each with its own connections, as separate processes would have.
@@ -105,14 +112,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     const this_: RunningService = {
       async start() {
         const log = captureLogger(name, logs);
-        nc = await connect({
-          servers: natsUrl,
-          name,
-          maxReconnectAttempts: -1,
-          reconnectTimeWait: 100,
-          inboxPrefix: inboxPrefixOf(name),
-          ...opts.natsCredentials?.[name],
-        });
+        // the transport production runs: connectNats, its reconnects and its coalesced writes
+        nc = await connectNats({ url: natsUrl, name, service: name, ...natsUserOf(opts, name) }, log);
         redis = createRedis(redisUrl, log, { name });
         const started =
           name === 'agents'
@@ -128,7 +129,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
                   },
                   ...(opts.runner ? { runner: opts.runner } : {}),
                   ...(opts.resolve ? { resolve: opts.resolve } : {}),
-                  idempotency: new RedisIdempotencyStore(redis, 'pg:'),
+                  idempotency: idempotency(new RedisIdempotencyStore(redis, 'pg:')),
                 }));
         await started.ready;
         served = started;
@@ -168,17 +169,14 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     return svc;
   };
 
-  const gwNc = await connect({
-    servers: natsUrl,
-    name: 'gateway',
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 100,
-    inboxPrefix: inboxPrefixOf('gateway'),
-    ...opts.natsCredentials?.gateway,
-  });
+  const gwLog = captureLogger('gateway', logs);
+  const gwNc = await connectNats(
+    { url: natsUrl, name: 'gateway', service: 'gateway', ...natsUserOf(opts, 'gateway') },
+    gwLog,
+  );
   const gateway = await buildGateway({
     nc: gwNc,
-    log: captureLogger('gateway', logs),
+    log: gwLog,
     accessLog: createAccessLog('gateway', testLogLevel(), lineSink(logs)),
     config: {
       BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 2 * 1024 * 1024,

@@ -1,5 +1,5 @@
 import { connect } from '@nats-io/transport-node';
-import { createLogger } from '@vab/bus';
+import { createLogger } from '@vab/service-kit';
 import { buildGateway } from '@vab/gateway';
 import { startLocalRedis } from '@vab/testkit';
 import { Redis } from 'ioredis';

@@ -4,13 +4,13 @@ import { countSocketWrites, lineSink, startNats, type DisposableServer } from '@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from './client.js';
 import { connectNats } from './connect.js';
-import { createLogger } from './logger.js';
+import { pino } from 'pino';
 import { serve, type HandlerTable } from './server.js';
 
 let nc: NatsConnection;
 let nats: DisposableServer;
 const lines: string[] = [];
-const log = createLogger('bus-test', 'debug', lineSink(lines));
+const log = pino({ level: 'debug' }, lineSink(lines));
 
 beforeAll(async () => {
   nats = await startNats();

@@ -1,8 +1,6 @@
-export * from './logger.js';
-export * from './env.js';
 export * from './connect.js';
 export * from './codec.js';
 export * from './server.js';
 export * from './client.js';
-export * from './lifecycle.js';
-export * from './idempotency.js';
+export * from './lazy-child.js';
+export type { Logger } from 'pino';

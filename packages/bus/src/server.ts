@@ -9,6 +9,7 @@ import {
   contract,
   Headers,
   httpStatusOf,
+  specOf,
   toFieldIssues,
   type ErrorBody,
   type ParsedRequestOf,
@@ -17,10 +18,9 @@ import {
   type SubjectsOf,
 } from '@vab/contracts';
 import type { Logger } from 'pino';
-import { lazyChild } from './logger.js';
-import { decodeText, encodeJson, encodeReply, type RawJson } from './codec.js';
-import { createHash, randomUUID } from 'node:crypto';
-import type { IdempotencyStore } from './idempotency.js';
+import { lazyChild } from './lazy-child.js';
+import { encodeJson, encodeReply, decodeText, type RawJson } from './codec.js';
+import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 
 export interface HandlerContext {
@@ -38,12 +38,30 @@ export type Handler<S extends SubjectsOf<ServiceName>> = (
 /** A service's handler table: exactly one handler per subject it owns, checked by the compiler. */
 export type HandlerTable<Svc extends ServiceName> = { [S in SubjectsOf<Svc>]: Handler<S> };
 
+/** A reply as it goes out: its bytes, and the headers its handler set (e.g. ETag). */
+export interface Reply {
+  data: Uint8Array;
+  headers: Record<string, string>;
+}
+
+/** One request, as an interceptor sees it: where it came, a header of it, what it asked, and its handling. */
+export interface InterceptedCall {
+  subject: string;
+  header(name: string): string | undefined;
+  request: unknown;
+  log: Logger;
+  run(): Promise<Reply>;
+}
+
+/** Wraps the handling of a request: it may answer itself, or run the handler (and keep what it answered). */
+export type Interceptor = (call: InterceptedCall) => Promise<Reply>;
+
 export interface ServeOptions<Svc extends ServiceName> {
   service: Svc;
   handlers: HandlerTable<Svc>;
   log: Logger;
-  /** Subjects that honour an Idempotency-Key, and where the keys are kept. */
-  idempotent?: { store: IdempotencyStore; subjects: SubjectsOf<Svc>[] } | undefined;
+  /** Wraps the subjects the contract calls idempotent (the service kit's Idempotency-Key handling). */
+  idempotency?: Interceptor | undefined;
 }
 
 export interface Served {
@@ -88,11 +106,10 @@ export async function answer<Req, Res>(
   subject: string,
   schema: z.ZodType<Req>,
   handler: (request: Req, ctx: HandlerContext) => Promise<Res | RawJson<Res>>,
-  idempotency?: IdempotencyStore,
+  intercept?: Interceptor,
 ): Promise<void> {
   const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
   const reqLog = lazyChild(log, { requestId, subject });
-  const replyHeaders = natsHeaders();
   let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
   try {
     let raw: unknown;
@@ -107,29 +124,27 @@ export async function answer<Req, Res>(
         issues: toFieldIssues(parsed.error),
       });
     }
-    const setHeaders: Record<string, string> = {};
-    const ctx: HandlerContext = {
-      requestId,
-      log: reqLog,
-      setHeader: (name, value) => {
-        replyHeaders.set(name, value);
-        setHeaders[name] = value;
-      },
+    const run = async (): Promise<Reply> => {
+      const headers: Record<string, string> = {};
+      const ctx: HandlerContext = {
+        requestId,
+        log: reqLog,
+        setHeader: (name, value) => void (headers[name] = value),
+      };
+      return { data: encodeReply(await handler(parsed.data, ctx)), headers };
     };
-    const key = idempotency ? msg.headers?.get(Headers.idempotencyKey) : undefined;
-    if (idempotency && key) {
-      reply = await runIdempotent(
-        idempotency,
-        `${subject}:${key}`,
-        parsed.data,
-        ctx,
-        replyHeaders,
-        setHeaders,
-        () => handler(parsed.data, ctx),
-      );
-    } else {
-      reply = { data: encodeReply(await handler(parsed.data, ctx)), headers: replyHeaders };
-    }
+    const done = intercept
+      ? await intercept({
+          subject,
+          header: (name) => msg.headers?.get(name) || undefined,
+          request: parsed.data,
+          log: reqLog,
+          run,
+        })
+      : await run();
+    const h = natsHeaders();
+    for (const [name, value] of Object.entries(done.headers)) h.set(name, value);
+    reply = { data: done.data, headers: h };
     const max = nc.info?.max_payload;
     if (max !== undefined && reply.data.byteLength > max - 4096) {
       reqLog.error({ bytes: reply.data.byteLength, maxPayload: max }, 'reply exceeds bus payload limit');
@@ -156,45 +171,6 @@ export async function answer<Req, Res>(
 }
 
 /**
- * Runs a request that carries an Idempotency-Key: the first one runs and its reply is kept; a retry with
- * the same key and the same request gets that reply again (and creates nothing); the same key with another
- * request, or while the first is still running, answers 409.
- */
-async function runIdempotent(
-  store: IdempotencyStore,
-  key: string,
-  request: unknown,
-  ctx: HandlerContext,
-  replyHeaders: ReturnType<typeof natsHeaders>,
-  setHeaders: Record<string, string>,
-  run: () => Promise<unknown>,
-): Promise<{ data: Uint8Array; headers: ReturnType<typeof natsHeaders> }> {
-  const fingerprint = createHash('sha256').update(JSON.stringify(request)).digest('base64url');
-  const begun = await store.begin(key, fingerprint);
-  if (begun.state === 'mismatch') {
-    throw new AppError('CONFLICT', 'this Idempotency-Key was already used with a different request');
-  }
-  if (begun.state === 'pending') {
-    throw new AppError('CONFLICT', 'a request with this Idempotency-Key is still in progress; retry shortly');
-  }
-  if (begun.state === 'done') {
-    for (const [name, value] of Object.entries(begun.headers)) replyHeaders.set(name, value);
-    replyHeaders.set(Headers.idempotentReplayed, 'true');
-    ctx.log.info('idempotent replay');
-    return { data: new TextEncoder().encode(begun.json), headers: replyHeaders };
-  }
-  let data: Uint8Array;
-  try {
-    data = encodeReply(await run());
-  } catch (err) {
-    await store.abort(key).catch(() => undefined);
-    throw err;
-  }
-  await store.complete(key, fingerprint, decodeText(data), setHeaders);
-  return { data, headers: replyHeaders };
-}
-
-/**
  * Serves every subject of one service in a queue group named after it. Each request is re-validated with
  * the contract's schema, the handler is awaited, and a reply is always sent: nats.js only catches
  * synchronous throws in callbacks, so a lost reply would leave the caller waiting for its timeout.
@@ -204,7 +180,6 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
   const inflight = new Set<Promise<void>>();
   const subs = new Map<string, Subscription>();
 
-  const idempotentSubjects = new Set<string>(opts.idempotent?.subjects ?? []);
   const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> =>
     // The table's type ties each handler to its subject's schema; the union is widened here on purpose.
     answer(
@@ -217,7 +192,7 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
         req: unknown,
         ctx: HandlerContext,
       ) => Promise<unknown>,
-      idempotentSubjects.has(subject) ? opts.idempotent?.store : undefined,
+      specOf(subject).idempotent ? opts.idempotency : undefined,
     );
 
   const subscribe = (subject: SubjectsOf<Svc>) =>
@@ -232,7 +207,11 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
         inflight.add(p);
       },
     });
-  for (const subject of Object.keys(handlers) as SubjectsOf<Svc>[]) subs.set(subject, subscribe(subject));
+  const subjects = Object.keys(handlers) as SubjectsOf<Svc>[];
+  if (!opts.idempotency && subjects.some((subject) => specOf(subject).idempotent)) {
+    log.warn({ service }, 'no idempotency store: retries with an Idempotency-Key run again');
+  }
+  for (const subject of subjects) subs.set(subject, subscribe(subject));
   const ready = nc.flush().then(() => log.info({ subjects: subs.size, queue: service }, 'serving'));
   let stopped = false;
 

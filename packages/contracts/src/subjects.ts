@@ -105,19 +105,57 @@ export type TextEndRequest = z.infer<typeof TextEndRequest>;
 export const OwnerEndRequest = z.object({ key: z.string().regex(SUBJECT_TOKEN), agentId: Id.optional() });
 export type OwnerEndRequest = z.infer<typeof OwnerEndRequest>;
 
-/**
- * One map ties each subject to the schema of what it receives, what it answers, and the error codes its
- * service may answer besides (the transport's own — validation, unavailable, timeout, too large — are the
- * bus's and the gateway's to add).
- */
+/** Everything declared about a subject, once: the gateway, `serve()` and the services read it here. */
+export interface SubjectSpec {
+  request: z.ZodType;
+  response: z.ZodType;
+  /**
+   * The error codes its service may answer besides the transport's own (validation, unavailable, timeout,
+   * too large — the bus's and the gateway's to add).
+   */
+  errors: readonly ErrorCode[];
+  /** A request with an Idempotency-Key is run once; a retry gets the first answer. */
+  idempotent?: true;
+  /** The answer carries the agent's ETag; a write may carry If-Match. */
+  etag?: true;
+  /** How long a caller waits for the answer; default: the caller's own (the gateway's REQUEST_TIMEOUT_MS). */
+  timeoutMs?: number;
+  /** What "no responders" means here, when it is not "the service is down". */
+  noResponders?: { code: ErrorCode; message: string };
+}
+
+/** Every playground instance left the queue group of the subjects that start sessions: all are full. */
+const AT_CAPACITY = {
+  code: 'CAPACITY_EXHAUSTED',
+  message: 'playground at capacity: no instance can take a new session now, retry shortly',
+} as const;
+
+/** The errors of a session start: the flow, the keys, the capacity, the media server or the model. */
+const START_ERRORS = [
+  'NOT_FOUND',
+  'AGENT_ARCHIVED',
+  'FLOW_INVALID',
+  'MISSING_CREDENTIALS',
+  'CAPACITY_EXHAUSTED',
+  'UPSTREAM_FAILED',
+] as const;
+
+/** One map ties each subject to its spec (`SubjectSpec`). */
 export const contract = {
-  [Subjects.agentsCreate]: { request: CreateAgentBody, response: Agent, errors: [] },
+  [Subjects.agentsCreate]: {
+    request: CreateAgentBody,
+    response: Agent,
+    errors: [],
+    idempotent: true,
+    etag: true,
+  },
   [Subjects.agentsList]: { request: z.object({}), response: AgentList, errors: [] },
-  [Subjects.agentsGet]: { request: AgentRef, response: Agent, errors: ['NOT_FOUND'] },
+  [Subjects.agentsGet]: { request: AgentRef, response: Agent, errors: ['NOT_FOUND'], etag: true },
   [Subjects.agentsUpdate]: {
     request: z.object({ id: Id, ifMatch: IfMatch.optional(), patch: PatchAgentBody }),
     response: Agent,
     errors: ['NOT_FOUND', 'PRECONDITION_FAILED'],
+    etag: true,
   },
   [Subjects.agentsArchive]: { request: AgentRef, response: ArchivedAgent, errors: ['NOT_FOUND'] },
   [Subjects.agentsLookup]: { request: AgentRef, response: AgentLookup, errors: [] },
@@ -131,6 +169,7 @@ export const contract = {
     request: z.object({ id: Id, version: z.number().int().positive(), ifMatch: IfMatch.optional() }),
     response: Agent,
     errors: ['NOT_FOUND', 'PRECONDITION_FAILED'],
+    etag: true,
   },
   [Subjects.agentsHealth]: { request: HealthRequest, response: Health, errors: [] },
 
@@ -148,6 +187,7 @@ export const contract = {
     request: z.object({ agentId: Id, session: CreateTestSessionBody }),
     response: TestSession,
     errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+    idempotent: true,
   },
   [Subjects.testSessionsList]: {
     request: z.object({ agentId: Id }),
@@ -170,6 +210,7 @@ export const contract = {
     request: z.object({ agentId: Id }),
     response: DeployRecord,
     errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+    idempotent: true,
   },
   [Subjects.deploysList]: { request: z.object({ agentId: Id }), response: DeployList, errors: ['NOT_FOUND'] },
   [Subjects.deploysUpdate]: {
@@ -185,34 +226,38 @@ export const contract = {
   [Subjects.textSessionStart]: {
     request: z.object({ agentId: Id, body: StartTextSessionBody }),
     response: TextTurnResult,
-    errors: [
-      'NOT_FOUND',
-      'AGENT_ARCHIVED',
-      'FLOW_INVALID',
-      'MISSING_CREDENTIALS',
-      'CAPACITY_EXHAUSTED',
-      'UPSTREAM_FAILED',
-    ],
+    errors: START_ERRORS,
+    idempotent: true,
+    timeoutMs: 30_000,
+    noResponders: AT_CAPACITY,
   },
-  [Subjects.textSessionTurn]: { request: TextTurnRequest, response: TextTurnResult, errors: ['NOT_FOUND'] },
+  // a turn may take a few model calls
+  [Subjects.textSessionTurn]: {
+    request: TextTurnRequest,
+    response: TextTurnResult,
+    errors: ['NOT_FOUND'],
+    timeoutMs: 60_000,
+  },
   [Subjects.textSessionEnd]: { request: TextEndRequest, response: Ok, errors: [] },
   [Subjects.agentSessionCreate]: {
     request: AgentSessionRequest,
     response: PlaygroundSession,
-    errors: [
-      'NOT_FOUND',
-      'AGENT_ARCHIVED',
-      'FLOW_INVALID',
-      'MISSING_CREDENTIALS',
-      'CAPACITY_EXHAUSTED',
-      'UPSTREAM_FAILED',
-    ],
+    errors: START_ERRORS,
+    idempotent: true,
+    // creating the room and waiting for the agent to join
+    timeoutMs: 30_000,
+    noResponders: AT_CAPACITY,
   },
-  [Subjects.agentSessionEnd]: { request: EndAgentSessionBody, response: Ok, errors: ['UPSTREAM_FAILED'] },
-} as const satisfies Record<
-  Subject,
-  { request: z.ZodType; response: z.ZodType; errors: readonly ErrorCode[] }
->;
+  [Subjects.agentSessionEnd]: {
+    request: EndAgentSessionBody,
+    response: Ok,
+    errors: ['UPSTREAM_FAILED'],
+    timeoutMs: 15_000,
+  },
+} as const satisfies Record<Subject, SubjectSpec>;
+
+/** A subject's spec, with every optional field visible. */
+export const specOf = (subject: Subject): SubjectSpec => contract[subject];
 
 export type Contract = typeof contract;
 export type RequestOf<S extends Subject> = z.input<Contract[S]['request']>;

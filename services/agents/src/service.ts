@@ -1,6 +1,7 @@
 import { serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { RedisIdempotencyStore, type Redis } from '@vab/storage';
+import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
+import type { Redis } from '@vab/storage';
 import { agentsArchive } from './handlers/agents-archive.js';
 import { agentsCreate } from './handlers/agents-create.js';
 import { agentsGet } from './handlers/agents-get.js';
@@ -35,6 +36,6 @@ export function startAgentsService(deps: { nc: NatsConnection; redis: Redis; log
     service: 'agents',
     handlers: agentsHandlers(store, deps.redis),
     log: deps.log,
-    idempotent: { store: new RedisIdempotencyStore(deps.redis, 'ag:'), subjects: ['agents.create'] },
+    idempotency: idempotency(new RedisIdempotencyStore(deps.redis, 'ag:')),
   });
 }

@@ -1,8 +1,9 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, createAccessLog, type AccessLog, type Logger } from '@vab/bus';
-import { AppError, Headers, healthSubjectOf, IfMatch, ServiceNames } from '@vab/contracts';
+import { BusClient, type Logger } from '@vab/bus';
+import { createAccessLog, type AccessLog } from '@vab/service-kit';
+import { AppError, Headers, healthSubjectOf, IfMatch, ServiceNames, specOf } from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
@@ -124,11 +125,12 @@ declare module 'fastify' {
 
 /** The headers a route reads, as its schema declares (and documents) them. */
 function headersOf(r: AnyRoute): z.ZodType | undefined {
+  const spec = specOf(r.subject);
   const shape: Record<string, z.ZodType> = {};
-  if (r.etag && r.method !== 'GET') {
+  if (spec.etag && r.method !== 'GET') {
     shape['if-match'] = IfMatch.optional().describe('An ETag from an earlier answer, or `*`');
   }
-  if (r.idempotent) {
+  if (spec.idempotent) {
     shape['idempotency-key'] = IdempotencyKey.optional().describe(
       'A retry with the same key gets the first answer again and creates nothing',
     );
@@ -145,6 +147,7 @@ function registerRoute(
   security: SecurityConfig,
 ): void {
   const headers = headersOf(r);
+  const spec = specOf(r.subject);
   app.route({
     method: r.method,
     url: r.url,
@@ -162,8 +165,8 @@ function registerRoute(
     config: { api: r, ...(r.expensive ? { rateLimit: sessionRateLimit(security) } : {}) },
     handler: async (req: FastifyRequest, reply) => {
       if (!bus) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
-      const ifMatch = r.etag ? req.headers['if-match'] : undefined;
-      const idempotencyKey = r.idempotent ? req.headers['idempotency-key'] : undefined;
+      const ifMatch = spec.etag ? req.headers['if-match'] : undefined;
+      const idempotencyKey = spec.idempotent ? req.headers['idempotency-key'] : undefined;
       const payload = r.toRequest({
         params: req.params ?? {},
         body: r.body ? (req.body ?? {}) : undefined,
@@ -172,23 +175,19 @@ function registerRoute(
       let result;
       try {
         result = await bus.requestRaw(r.subject, payload, {
-          timeoutMs: r.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
+          timeoutMs: spec.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
           requestId: String(req.id),
           idempotencyKey: typeof idempotencyKey === 'string' ? idempotencyKey : undefined,
         });
       } catch (err) {
-        if (
-          r.noResponders &&
-          err instanceof AppError &&
-          err.code === 'SERVICE_UNAVAILABLE' &&
-          bus.isConnected()
-        ) {
-          throw new AppError(r.noResponders.code, r.noResponders.message);
+        const meaning = spec.noResponders;
+        if (meaning && err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE' && bus.isConnected()) {
+          throw new AppError(meaning.code, meaning.message);
         }
         throw err;
       }
       if (result.headers?.get(Headers.idempotentReplayed)) reply.header('idempotent-replayed', 'true');
-      if (r.etag) {
+      if (spec.etag) {
         const etag = result.headers?.get(Headers.etag);
         if (etag) reply.header('etag', etag);
       }

@@ -1,20 +1,15 @@
-import { envInt, LogLevel, parseEnv } from '@vab/bus';
+import { envInt, loadConfig as load } from '@vab/service-kit';
 import { z } from 'zod';
 import type { SecurityConfig } from './security.js';
 
-const Env = z.object({
+const Env = {
   HOST: z.string().default('127.0.0.1'),
   PORT: envInt(3000, 0),
-  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
-  NATS_USER: z.string().optional(),
-  NATS_PASS: z.string().optional(),
-  LOG_LEVEL: LogLevel,
   /** Largest accepted request body; kept below the bus payload limit (checked at start). */
   BODY_LIMIT_BYTES: envInt(1024 * 1024, 1024),
   /** How long the gateway waits for a service's reply before answering 504. */
   REQUEST_TIMEOUT_MS: envInt(5000, 50),
   READY_TIMEOUT_MS: envInt(1000, 50),
-  SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
   /** Comma-separated bearer tokens required on /api/*; unset: the API is open. */
   API_TOKENS: z.string().optional(),
   /** Comma-separated origins allowed by CORS; unset: no cross-origin access. */
@@ -32,7 +27,7 @@ const Env = z.object({
   UPSTREAM_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** How long a proxied request waits for the upstream's answer to begin (504 after). */
   UPSTREAM_TIMEOUT_MS: envInt(30_000, 100),
-});
+};
 
 /** The security settings a configuration asks for (the shared rate-limit store is the caller's to add). */
 export function securityOf(config: GatewayConfig): Omit<SecurityConfig, 'rateLimitRedis'> {
@@ -51,8 +46,8 @@ export const list = (v: string | undefined): string[] =>
     .map((s) => s.trim())
     .filter(Boolean);
 
-export type GatewayConfig = z.output<typeof Env>;
+export type GatewayConfig = ReturnType<typeof loadConfig>;
 
-export function loadConfig(env: NodeJS.ProcessEnv): GatewayConfig {
-  return parseEnv(Env, env);
+export function loadConfig(env: NodeJS.ProcessEnv) {
+  return load(Env, env);
 }

@@ -1,4 +1,5 @@
-import { lazyChild, type AccessLog, type Logger } from '@vab/bus';
+import { lazyChild, type Logger } from '@vab/bus';
+import type { AccessLog } from '@vab/service-kit';
 import { AppError } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';

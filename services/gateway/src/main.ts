@@ -1,4 +1,5 @@
-import { connectNats, createAccessLog, createLogger, runService } from '@vab/bus';
+import { connectNats } from '@vab/bus';
+import { createAccessLog, createLogger, natsOptionsOf, runService } from '@vab/service-kit';
 import { buildGateway } from './app.js';
 import { Redis } from 'ioredis';
 import { loadConfig, securityOf } from './config.js';
@@ -7,16 +8,7 @@ const config = loadConfig(process.env);
 const log = createLogger('gateway', config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
-  const nc = await connectNats(
-    {
-      url: config.NATS_URL,
-      name: 'gateway',
-      service: 'gateway',
-      user: config.NATS_USER,
-      pass: config.NATS_PASS,
-    },
-    log,
-  );
+  const nc = await connectNats(natsOptionsOf('gateway', config), log);
   const rateLimitRedis = config.RATE_LIMIT_REDIS_URL
     ? new Redis(config.RATE_LIMIT_REDIS_URL, {
         maxRetriesPerRequest: 1,

@@ -17,6 +17,7 @@ import {
   SessionMessage,
   SimpleEdge,
   SimpleNode,
+  specOf,
   Subjects,
   TestSession,
   TextTurnResult,
@@ -71,14 +72,15 @@ const TRANSPORT_ERRORS: ErrorCode[] = [
 
 /** Every error code a route can answer, by HTTP status. */
 export function errorsOf(r: AnyRoute): Map<number, ErrorCode[]> {
+  const spec = specOf(r.subject);
   const codes = new Set<ErrorCode>([
     ...TRANSPORT_ERRORS,
     // a body on a route that takes none is still parsed, so a non-JSON one is refused anywhere but GET
     ...(r.method !== 'GET' ? (['UNSUPPORTED_MEDIA_TYPE'] as const) : []),
-    ...(r.idempotent ? (['CONFLICT'] as const) : []),
-    ...(r.etag && r.method !== 'GET' ? (['PRECONDITION_FAILED'] as const) : []),
-    ...(r.noResponders ? [r.noResponders.code] : []),
-    ...contract[r.subject].errors,
+    ...(spec.idempotent ? (['CONFLICT'] as const) : []),
+    ...(spec.etag && r.method !== 'GET' ? (['PRECONDITION_FAILED'] as const) : []),
+    ...(spec.noResponders ? [spec.noResponders.code] : []),
+    ...spec.errors,
   ]);
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) {
@@ -138,6 +140,7 @@ export function swaggerOptions(routes: readonly AnyRoute[]): FastifyDynamicSwagg
     transform: (input) => {
       const out = jsonSchemaTransform(input);
       const r = (input as TransformInput).route.config?.api;
+      const spec = r && specOf(r.subject);
       const schema = out.schema as Record<string, unknown> & {
         body?: Record<string, unknown>;
         response?: Record<string, Record<string, unknown>>;
@@ -147,10 +150,10 @@ export function swaggerOptions(routes: readonly AnyRoute[]): FastifyDynamicSwagg
       if (success) {
         success.headers = {
           'X-Request-Id': { type: 'string', description: 'The request id (the caller’s, or made here)' },
-          ...(r.etag
+          ...(spec?.etag
             ? { ETag: { type: 'string', description: 'The agent’s entity tag, for If-Match' } }
             : {}),
-          ...(r.idempotent
+          ...(spec?.idempotent
             ? { 'Idempotent-Replayed': { type: 'string', description: '`true` on a replayed answer' } }
             : {}),
         };

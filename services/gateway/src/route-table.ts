@@ -18,7 +18,6 @@ import {
   TestSessionParams,
   UpdateDeployBody,
   VersionParams,
-  type ErrorCode,
   type RequestOf,
   type Subject,
 } from '@vab/contracts';
@@ -45,24 +44,9 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
   example?: B;
   toRequest: (input: RouteInput<P, B>) => RequestOf<S>;
   status?: number;
-  /**
-   * What "no responders" means on this route, when not "service down": e.g. every playground instance left
-   * the create subject's queue group because it is full.
-   */
-  noResponders?: { code: ErrorCode; message: string };
-  /** Honours an Idempotency-Key header: a retry with the same key gets the first result. */
-  idempotent?: boolean;
   /** Starts something that spends money (a session): the stricter rate limit applies. */
   expensive?: boolean;
-  /** The reply carries an ETag header from the service; the request may carry If-Match. */
-  etag?: boolean;
-  timeoutMs?: number;
 }
-
-const AT_CAPACITY = {
-  code: 'CAPACITY_EXHAUSTED',
-  message: 'playground at capacity: no instance can take a new session now, retry shortly',
-} as const;
 
 /** A small runnable flow, for the document's examples. */
 const EXAMPLE_FLOW = {
@@ -118,13 +102,11 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agents',
     subject: Subjects.agentsCreate,
-    idempotent: true,
     tag: 'agents',
     summary: 'Create an agent and its first version snapshot',
     example: { name: 'Front desk', flow: EXAMPLE_FLOW },
     body: CreateAgentBody,
     status: 201,
-    etag: true,
     toRequest: ({ body }) => body,
   }),
   route({
@@ -134,7 +116,6 @@ export const routeTable = [
     tag: 'agents',
     summary: 'Read an agent with its latest snapshot',
     params: AgentIdParams,
-    etag: true,
     toRequest: ({ params }) => ({ id: params.id }),
   }),
   route({
@@ -146,7 +127,6 @@ export const routeTable = [
     example: { name: 'Front desk (weekends)', flow: EXAMPLE_FLOW },
     params: AgentIdParams,
     body: PatchAgentBody,
-    etag: true,
     toRequest: ({ params, body, ifMatch }) => ({ id: params.id, patch: body, ifMatch }),
   }),
   route({
@@ -186,7 +166,6 @@ export const routeTable = [
     params: VersionParams,
     body: EmptyBody,
     bodyOptional: true,
-    etag: true,
     toRequest: ({ params, ifMatch }) => ({ id: params.id, version: params.version, ifMatch }),
   }),
   route({
@@ -228,7 +207,6 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agents/:id/test-sessions',
     subject: Subjects.testSessionsCreate,
-    idempotent: true,
     tag: 'test-sessions',
     summary: 'Open a test session',
     example: { sessionType: 'voice', roomName: 'vab-pg-2f0c' },
@@ -291,7 +269,6 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agents/:id/deploys',
     subject: Subjects.deploysCreate,
-    idempotent: true,
     tag: 'deploys',
     summary: "Create a deploy record pinning the agent's current version",
     example: {},
@@ -326,7 +303,6 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agents/:id/text-sessions',
     subject: Subjects.textSessionStart,
-    idempotent: true,
     tag: 'text-sessions',
     summary: 'Start a text test session with the agent (its stored flow, or `flow` to try unsaved edits)',
     example: { apiKeys: { openai: '<PROVIDER_KEY>' } },
@@ -334,8 +310,6 @@ export const routeTable = [
     body: StartTextSessionBody,
     bodyOptional: true,
     status: 201,
-    timeoutMs: 30_000,
-    noResponders: AT_CAPACITY,
     expensive: true,
     toRequest: ({ params, body }) => ({ agentId: params.id, body }),
   }),
@@ -343,7 +317,6 @@ export const routeTable = [
     method: 'POST',
     url: '/api/agent-session',
     subject: Subjects.agentSessionCreate,
-    idempotent: true,
     tag: 'playground',
     summary: "Create a media room, start the flow's agent in it, and return the browser's credentials",
     example: {
@@ -352,8 +325,6 @@ export const routeTable = [
       apiKeys: { openai: '<PROVIDER_KEY>', elevenlabs: '<PROVIDER_KEY>', deepgram: '<PROVIDER_KEY>' },
     },
     body: AgentSessionRequest,
-    timeoutMs: 30_000,
-    noResponders: AT_CAPACITY,
     expensive: true,
     toRequest: ({ body }) => body,
   }),
@@ -365,7 +336,6 @@ export const routeTable = [
     summary: 'Stop the agent and delete the room (idempotent)',
     example: { roomName: 'vab-pg-2f0c9a44-7d1e-4b6e-9a51-3c2f1e0d8b7a' },
     body: EndAgentSessionBody,
-    timeoutMs: 15_000,
     toRequest: ({ body }) => body,
   }),
   route({
@@ -377,7 +347,6 @@ export const routeTable = [
     example: { text: 'I would like to book an appointment.' },
     params: TestSessionParams,
     body: TextTurnBody,
-    timeoutMs: 60_000,
     toRequest: ({ params, body }) => ({ agentId: params.id, sessionId: params.sessionId, text: body.text }),
   }),
   route({

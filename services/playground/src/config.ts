@@ -1,4 +1,4 @@
-import { envInt, LogLevel, parseEnv } from '@vab/bus';
+import { envInt, loadConfig as load } from '@vab/service-kit';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -23,14 +23,9 @@ const listOf = <T>(parse: (text: string | undefined) => T[]) =>
       }
     });
 
-const Env = z.object({
-  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
-  NATS_USER: z.string().optional(),
-  NATS_PASS: z.string().optional(),
-  LOG_LEVEL: LogLevel,
+const Env = {
   /** Optional: Idempotency-Keys of session starts are kept here (shared by instances) instead of in memory. */
   REDIS_URL: z.string().optional(),
-  SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
   /** The server's local environment file, read afresh on each GET /api/env-keys (merged over the process env). */
   ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),
   /** Sessions this instance runs at once; past it, new ones answer 503. */
@@ -72,13 +67,13 @@ const Env = z.object({
   REAPER_INTERVAL_MS: envInt(60_000, 1000),
   /** A room whose owner is not alive is reaped once it is at least this old (spares rooms being created). */
   REAPER_MIN_AGE_MS: envInt(30_000, 0),
-});
+};
 
-export type PlaygroundConfig = z.output<typeof Env> & {
+export type PlaygroundConfig = ReturnType<typeof load<typeof Env>> & {
   /** The provider key variables as the process environment had them at start. */
   providerEnv: Readonly<Record<string, string>>;
 };
 
-export function loadConfig(env: NodeJS.ProcessEnv): PlaygroundConfig {
-  return { ...parseEnv(Env, env), providerEnv: keyVarsOf(env) };
+export function loadConfig(env: NodeJS.ProcessEnv): Readonly<PlaygroundConfig> {
+  return Object.freeze({ ...load(Env, env), providerEnv: Object.freeze(keyVarsOf(env)) });
 }

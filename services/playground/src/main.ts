@@ -1,6 +1,13 @@
 import { dispose } from '@livekit/rtc-node';
-import { connectNats, createLogger, runService } from '@vab/bus';
-import { createRedis, RedisIdempotencyStore } from '@vab/storage';
+import { connectNats } from '@vab/bus';
+import {
+  createLogger,
+  idempotency,
+  natsOptionsOf,
+  RedisIdempotencyStore,
+  runService,
+} from '@vab/service-kit';
+import { createRedis } from '@vab/storage';
 import { loadConfig } from './config.js';
 import { startPlaygroundService } from './service.js';
 
@@ -8,22 +15,13 @@ const config = loadConfig(process.env);
 const log = createLogger('playground', config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
-  const nc = await connectNats(
-    {
-      url: config.NATS_URL,
-      name: `playground-${config.INSTANCE_ID}`,
-      service: 'playground',
-      user: config.NATS_USER,
-      pass: config.NATS_PASS,
-    },
-    log,
-  );
+  const nc = await connectNats(natsOptionsOf('playground', config, `playground-${config.INSTANCE_ID}`), log);
   const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log, { name: 'playground' }) : undefined;
   const service = startPlaygroundService({
     nc,
     log,
     config,
-    ...(redis ? { idempotency: new RedisIdempotencyStore(redis, 'pg:') } : {}),
+    ...(redis ? { idempotency: idempotency(new RedisIdempotencyStore(redis, 'pg:')) } : {}),
   });
   await service.ready;
   log.info({ instanceId: config.INSTANCE_ID, maxSessions: config.MAX_SESSIONS }, 'playground instance up');

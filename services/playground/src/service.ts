@@ -1,14 +1,14 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   BusClient,
-  MemoryIdempotencyStore,
   safeError,
   serve,
   type HandlerTable,
-  type IdempotencyStore,
+  type Interceptor,
   type Logger,
   type Served,
 } from '@vab/bus';
+import { idempotency, MemoryIdempotencyStore } from '@vab/service-kit';
 import { PLAYGROUND_INSTANCES_SUBJECT, Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, type Resolver } from './egress/client.js';
@@ -45,8 +45,8 @@ export function startPlaygroundService(deps: {
   log: Logger;
   config: PlaygroundServiceConfig;
   runner?: AgentRunner;
-  /** Where Idempotency-Keys are kept; default: this instance's memory (a retry must reach the same instance). */
-  idempotency?: IdempotencyStore;
+  /** Idempotency-Key handling; default: keys kept in this instance's memory (a retry must reach it again). */
+  idempotency?: Interceptor;
   /** How names in flow URLs resolve (tests); default: the system's resolver. */
   resolve?: Resolver;
 }): PlaygroundService {
@@ -98,10 +98,7 @@ export function startPlaygroundService(deps: {
     service: 'playground',
     handlers,
     log,
-    idempotent: {
-      store: deps.idempotency ?? new MemoryIdempotencyStore(24 * 3600_000),
-      subjects: ['playground.session.create', 'playground.text.start'],
-    },
+    idempotency: deps.idempotency ?? idempotency(new MemoryIdempotencyStore(24 * 3600_000)),
   });
   host.attach(served);
   // who is alive, for every instance's reaper

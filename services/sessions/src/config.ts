@@ -1,13 +1,7 @@
-import { envInt, LogLevel, parseEnv } from '@vab/bus';
-import { z } from 'zod';
+import { envInt, loadConfig as load, RedisEnv } from '@vab/service-kit';
 
-const Env = z.object({
-  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
-  NATS_USER: z.string().optional(),
-  NATS_PASS: z.string().optional(),
-  REDIS_URL: z.string().min(1).default('redis://127.0.0.1:6379'),
-  LOG_LEVEL: LogLevel,
-  SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
+const Env = {
+  ...RedisEnv,
   /** How long to wait for the agents service when checking that an agent exists. */
   AGENT_LOOKUP_TIMEOUT_MS: envInt(2000, 50),
   MAX_MESSAGE_CHARS: envInt(16_000, 1),
@@ -18,9 +12,9 @@ const Env = z.object({
   /** A whole builder-chat entry as stored (content, operations, attachments), in bytes of JSON. */
   MAX_CONVERSATION_ENTRY_BYTES: envInt(256 * 1024, 1024),
   MAX_CONVERSATION_ENTRIES: envInt(5_000, 1),
-});
+};
 
-export type SessionsConfig = z.output<typeof Env>;
+export type SessionsConfig = ReturnType<typeof loadConfig>;
 
 export interface SessionsLimits {
   maxMessageChars: number;
@@ -33,8 +27,8 @@ export interface SessionsLimits {
   agentLookupTimeoutMs: number;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv): SessionsConfig {
-  return parseEnv(Env, env);
+export function loadConfig(env: NodeJS.ProcessEnv) {
+  return load(Env, env);
 }
 
 export function limitsFrom(config: SessionsConfig): SessionsLimits {

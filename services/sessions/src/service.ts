@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
-import { RedisIdempotencyStore, type Redis } from '@vab/storage';
+import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
+import type { Redis } from '@vab/storage';
 import { AgentsDirectory } from './agents-directory.js';
 import { DEFAULT_LIMITS, type SessionsLimits } from './config.js';
 import type { Deps } from './deps.js';
@@ -51,9 +52,6 @@ export function startSessionsService(deps: {
     service: 'sessions',
     handlers: sessionsHandlers(handlerDeps),
     log: deps.log,
-    idempotent: {
-      store: new RedisIdempotencyStore(deps.redis, 'ss:'),
-      subjects: ['sessions.test.create', 'sessions.deploys.create'],
-    },
+    idempotency: idempotency(new RedisIdempotencyStore(deps.redis, 'ss:')),
   });
 }

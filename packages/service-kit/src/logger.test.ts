@@ -1,7 +1,8 @@
 import { lineSink } from '@vab/testkit';
 import type { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createAccessLog, createLogger, lazyChild } from './logger.js';
+import { lazyChild } from '@vab/bus';
+import { createAccessLog, createLogger } from './logger.js';
 
 function capture(): { out: string[]; stream: Writable } {
   const out: string[] = [];

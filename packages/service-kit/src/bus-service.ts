@@ -1,0 +1,40 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectNats, type NatsOptions, type Served } from '@vab/bus';
+import { createRedis, type Redis } from '@vab/storage';
+import type { Logger } from 'pino';
+import type { BaseConfig } from './config.js';
+import { runService } from './lifecycle.js';
+import { createLogger } from './logger.js';
+
+/** How a service process connects to the bus, as its configuration says. */
+export const natsOptionsOf = (service: string, config: BaseConfig, name = service): NatsOptions => ({
+  url: config.NATS_URL,
+  name,
+  service,
+  user: config.NATS_USER,
+  pass: config.NATS_PASS,
+});
+
+/**
+ * The whole process of a service that serves subjects from its Redis: logger, Redis and NATS connections,
+ * the service, and the lifecycle (on SIGTERM: stop taking work, finish what is in flight, drain NATS, close
+ * Redis, within SHUTDOWN_TIMEOUT_MS).
+ */
+export function runBusService(
+  service: string,
+  config: BaseConfig & { REDIS_URL: string },
+  start: (deps: { nc: NatsConnection; redis: Redis; log: Logger }) => Served,
+): void {
+  const log = createLogger(service, config.LOG_LEVEL);
+  runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
+    const redis = createRedis(config.REDIS_URL, log, { name: service });
+    const nc = await connectNats(natsOptionsOf(service, config), log);
+    const served = start({ nc, redis, log });
+    await served.ready;
+    return async () => {
+      await served.stop(config.SHUTDOWN_TIMEOUT_MS - 1000);
+      await nc.drain();
+      await redis.quit();
+    };
+  });
+}

@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { envInt, loadConfig } from './config.js';
+
+describe('loadConfig', () => {
+  const shape = { PORT: envInt(3000, 1), URL: z.string().min(1) };
+
+  it('applies the base and the service defaults, coerces, and freezes', () => {
+    const config = loadConfig(shape, { URL: 'x', PORT: '8080' });
+    expect(config).toEqual({
+      URL: 'x',
+      PORT: 8080,
+      NATS_URL: 'nats://127.0.0.1:4222',
+      LOG_LEVEL: 'info',
+      SHUTDOWN_TIMEOUT_MS: 10_000,
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(() => {
+      (config as { PORT: number }).PORT = 1;
+    }).toThrow();
+  });
+
+  it('names every bad variable, the base ones too', () => {
+    expect(() => loadConfig(shape, { PORT: 'abc', LOG_LEVEL: 'loud' })).toThrow(
+      /PORT[\s\S]*URL|LOG_LEVEL[\s\S]*PORT|PORT[\s\S]*LOG_LEVEL/,
+    );
+    const err = (() => {
+      try {
+        loadConfig(shape, { PORT: 'abc', LOG_LEVEL: 'loud' });
+      } catch (e) {
+        return String(e);
+      }
+    })();
+    for (const name of ['PORT', 'URL', 'LOG_LEVEL']) expect(err).toContain(name);
+  });
+});

@@ -1,0 +1,42 @@
+import { z } from 'zod';
+
+/** Environment values are strings; these coerce them with a readable error. */
+export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+
+export const LogLevel = z
+  .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+  .default('info');
+
+/** What every service reads: where the bus is and who it is there, how it logs, how long it may take to stop. */
+export const BaseEnv = z.object({
+  /** One server, or several comma-separated (a cluster): the client moves to another when one goes. */
+  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  NATS_USER: z.string().optional(),
+  NATS_PASS: z.string().optional(),
+  LOG_LEVEL: LogLevel,
+  /** Bound on a graceful stop; the process exits after it regardless. */
+  SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
+});
+export type BaseConfig = z.output<typeof BaseEnv>;
+
+/** For a service that stores data. */
+export const RedisEnv = {
+  REDIS_URL: z.string().min(1).default('redis://127.0.0.1:6379'),
+};
+
+/**
+ * A service's configuration: the base schema extended by `shape`, parsed from the environment once, failing
+ * fast and naming each bad variable, and frozen. Only `config.ts` files call this; nothing else reads
+ * `process.env`.
+ */
+export function loadConfig<S extends z.ZodRawShape>(
+  shape: S,
+  env: NodeJS.ProcessEnv,
+): Readonly<z.output<ReturnType<typeof BaseEnv.extend<S>>>> {
+  const result = BaseEnv.extend(shape).safeParse(env);
+  if (!result.success) {
+    const lines = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new Error(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return Object.freeze(result.data);
+}

@@ -1,0 +1,5 @@
+export * from './config.js';
+export * from './logger.js';
+export * from './lifecycle.js';
+export * from './idempotency.js';
+export * from './bus-service.js';
