@@ -8,11 +8,10 @@
 // `--env-a K=V,…` / `--env-b K=V,…` add variables to one side's processes (an option measured against
 // itself: `--base .` with a different setting on each side).
 // Usage: npm run build && node bench/ab.mjs --base ../base [--seconds 5] [--rounds 5] [--append]
-import { spawn } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, perRequest, sendJson, startProcess, usage } from './processes.mjs';
+import { autocannon, benchFlow, sendJson, startProcess } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv;
@@ -71,29 +70,8 @@ async function stack(root, extraEnv) {
   };
 }
 
-function autocannon({ url, body, pids = [], seconds = SECONDS }) {
-  const before = pids.map(usage);
-  const args = [join(here, 'node_modules/autocannon/autocannon.js'), '-c', '50', '-d', String(seconds), '-j'];
-  if (body) args.push('-m', 'POST', '-H', 'content-type=application/json', '-b', body);
-  args.push(url);
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('exit', () => {
-      try {
-        const r = JSON.parse(out);
-        if (r.non2xx > 0 || r.errors > 0)
-          console.log(`> ⚠ ${r.non2xx} non-2xx, ${r.errors} errors: not valid`);
-        // CPU µs per request of each process: steadier than req/s on a machine that others share
-        const us = pids.map((pid, i) => perRequest(before[i], usage(pid), r.requests.total).us);
-        done({ rps: r.requests.average, p99: r.latency.p99, us, cpu: us.reduce((x, y) => x + y, 0) });
-      } catch (err) {
-        fail(err);
-      }
-    });
-  });
-}
+const load = ({ url, body, pids }, seconds = SECONDS) =>
+  autocannon({ url, seconds, pids, ...(body ? { method: 'POST', body } : {}) });
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const a = await stack(resolve(base), envOf(arg('env-a')));
@@ -103,8 +81,8 @@ console.log(
     `${SECONDS} s per run, ${ROUNDS} rounds, warm-up first` +
     (arg('env-a') || arg('env-b') ? `; env A: ${arg('env-a') ?? '-'}, B: ${arg('env-b') ?? '-'}` : ''),
 );
-await autocannon({ ...a, seconds: 2 });
-await autocannon({ ...b, seconds: 2 });
+await load(a, 2);
+await load(b, 2);
 console.log(
   '| round | A req/s | A p99 ms | A µs/req (gateway+service+nats) | B req/s | B p99 ms | B µs/req | B/A req/s | B/A µs |',
 );
@@ -117,11 +95,11 @@ for (let i = 1; i <= ROUNDS; i++) {
   let ra;
   let rb;
   if (i % 2) {
-    ra = await autocannon(a);
-    rb = await autocannon(b);
+    ra = await load(a);
+    rb = await load(b);
   } else {
-    rb = await autocannon(b);
-    ra = await autocannon(a);
+    rb = await load(b);
+    ra = await load(a);
   }
   ratios.push(rb.rps / ra.rps);
   cpuRatios.push(rb.cpu / ra.cpu);

@@ -2,6 +2,8 @@
 // the API, and the realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { fullFlow, stopOnExit } from '@vab/testkit';
 
 /**
@@ -86,4 +88,52 @@ export async function sendJson(method, url, body) {
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${url} answered ${res.status}: ${text.slice(0, 300)}`);
   return text ? JSON.parse(text) : undefined;
+}
+
+const AUTOCANNON = join(
+  dirname(fileURLToPath(import.meta.url)),
+  '..',
+  'node_modules/autocannon/autocannon.js',
+);
+
+/**
+ * Runs autocannon (in its own process) against `url` for `seconds` with `connections`, a JSON `body` sent
+ * with `method` when given, and resolves to req/s, p50/p99 ms, the request count and the refusals; with
+ * `pids`, also each of those processes' CPU µs per request (steadier than req/s on a shared machine). A run
+ * that met refusals says so next to its figures: a rate of refusals is not a rate of work.
+ */
+export function autocannon({ url, seconds, connections = 50, method, body, pids = [] }) {
+  const args = [AUTOCANNON, '-c', String(connections), '-d', String(seconds), '-j'];
+  if (method) args.push('-m', method);
+  if (body) args.push('-H', 'content-type=application/json', '-b', body);
+  args.push(url);
+  const before = pids.map(usage);
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('exit', () => {
+      try {
+        const r = JSON.parse(out);
+        if (r.non2xx > 0 || r.errors > 0) {
+          console.log(
+            `> ⚠ ${url}: ${r.non2xx} non-2xx answers, ${r.errors} errors — figures below are not valid`,
+          );
+        }
+        const us = pids.map((pid, i) => perRequest(before[i], usage(pid), r.requests.total).us);
+        resolve({
+          rps: r.requests.average,
+          p50: r.latency.p50,
+          p99: r.latency.p99,
+          total: r.requests.total,
+          non2xx: r.non2xx,
+          errors: r.errors,
+          us,
+          cpu: us.reduce((x, y) => x + y, 0),
+        });
+      } catch (err) {
+        reject(err);
+      }
+    });
+  });
 }

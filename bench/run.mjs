@@ -3,11 +3,10 @@
 // in one run, with autocannon (a separate process) at 50 connections, and prints req/s, p50/p99 and the
 // ratio per pair with the median. Starts its own nats-server, redis-server and service processes.
 // Usage: npm run build && node bench/run.mjs [--seconds 5] [--rounds 3]
-import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, sendJson, startProcess } from './processes.mjs';
+import { autocannon, benchFlow, sendJson, startProcess } from './processes.mjs';
 import { Redis } from 'ioredis';
 import { performance } from 'node:perf_hooks';
 
@@ -27,43 +26,8 @@ async function start(file, env, ready) {
   return child;
 }
 
-function autocannon(url, opts = {}) {
-  const args = [
-    join(root, 'node_modules/autocannon/autocannon.js'),
-    '-c',
-    String(CONNECTIONS),
-    '-d',
-    String(opts.seconds ?? SECONDS),
-    '-j',
-  ];
-  if (opts.method) args.push('-m', opts.method);
-  if (opts.body) args.push('-H', 'content-type=application/json', '-b', opts.body);
-  args.push(url);
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('exit', () => {
-      try {
-        const r = JSON.parse(out);
-        // a rate of refusals is not a rate of work: say so next to the figures
-        if (r.non2xx > 0 || r.errors > 0)
-          console.log(
-            `> ⚠ ${url}: ${r.non2xx} non-2xx answers, ${r.errors} errors — figures below are not valid`,
-          );
-        resolve({
-          rps: r.requests.average,
-          p50: r.latency.p50,
-          p99: r.latency.p99,
-          non2xx: r.non2xx,
-          errors: r.errors,
-        });
-      } catch (err) {
-        reject(err);
-      }
-    });
-  });
-}
+/** This benchmark's load: 50 connections for SECONDS, unless said otherwise. */
+const load = (url, opts = {}) => autocannon({ url, seconds: SECONDS, connections: CONNECTIONS, ...opts });
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (n, d = 0) => Number(n).toFixed(d);
@@ -121,13 +85,13 @@ console.log(
 console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
 const path = `/api/agents/${agent.id}`;
 // JIT warm-up of every process, so round 1 is not a measure of compilation
-for (const base of [gw, mono, monoEdge]) await autocannon(`${base}${path}`, { seconds: 2 });
+for (const base of [gw, mono, monoEdge]) await load(`${base}${path}`, { seconds: 2 });
 const ratios = [];
 const edgeRatios = [];
 for (let r = 1; r <= ROUNDS; r++) {
-  const a = await autocannon(`${gw}${path}`);
-  const b = await autocannon(`${mono}${path}`);
-  const c = await autocannon(`${monoEdge}${path}`);
+  const a = await load(`${gw}${path}`);
+  const b = await load(`${mono}${path}`);
+  const c = await load(`${monoEdge}${path}`);
   ratios.push(a.rps / b.rps);
   edgeRatios.push(a.rps / c.rps);
   console.log(
@@ -144,7 +108,7 @@ const big = {
   nodes: [...flow.nodes, { id: 'blob', nodeType: 'note', text: 'x'.repeat(100 * 1024) }],
 };
 const patchBody = JSON.stringify({ flow: big });
-const p = await autocannon(`${gw}/api/agents/${agent.id}`, { method: 'PATCH', body: patchBody });
+const p = await load(`${gw}/api/agents/${agent.id}`, { method: 'PATCH', body: patchBody });
 console.log(
   `unchanged 100 KB saves: ${fmt(p.rps)} saves/s, p50 ${p.p50} ms, p99 ${p.p99} ms, non-2xx ${p.non2xx}`,
 );
@@ -175,7 +139,7 @@ const msg = JSON.stringify({
   stepId: 'talk',
   timestamp: Date.now(),
 });
-const m = await autocannon(`${gw}/api/agents/${agent.id}/test-sessions/${session.id}/messages`, {
+const m = await load(`${gw}/api/agents/${agent.id}/test-sessions/${session.id}/messages`, {
   method: 'POST',
   body: msg,
 });

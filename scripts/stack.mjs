@@ -2,11 +2,11 @@
 // Starts the whole local stack: NATS and Redis (the configured ones when they answer, else local servers
 // started here), then every service as its own process. Prints the gateway URL once it is ready.
 // Ctrl-C stops everything it started.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
-import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { natsConfig, requireBinary, tcpProbe, waitFor } from '@vab/testkit';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const stateDir = join(root, '.stack');
@@ -25,44 +25,28 @@ function hostPort(url, defPort) {
   return { host: u.hostname || '127.0.0.1', port: Number(u.port || defPort) };
 }
 
-function answers({ host, port }, send, expect) {
-  return new Promise((resolve) => {
-    const sock = connect({ host, port });
-    let buf = '';
-    const done = (ok) => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(500, () => done(false));
-    sock.on('error', () => done(false));
-    sock.on('connect', () => send && sock.write(send));
-    sock.on('data', (d) => {
-      buf += d;
-      if (buf.includes(expect)) done(true);
-    });
-  });
-}
+const answers = ({ host, port }, send, expect) => tcpProbe(port, send, expect, host);
 
-async function waitUntil(what, probe, timeoutMs = 15000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`${what} did not become ready in ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function requireBinary(bin, pkg) {
-  if (spawnSync('sh', ['-c', `command -v ${bin}`]).status !== 0) {
-    console.error(`[stack] ${bin} is not installed and nothing answers at its URL.`);
-    console.error(
-      `[stack] Install it with: sudo apt-get install -y ${pkg}   (or set the URL of a running server)`,
-    );
+/** Stops with the install command when a server binary is missing (testkit says which package). */
+function needBinary(bin, pkg) {
+  try {
+    requireBinary(bin, pkg);
+  } catch (err) {
+    console.error(`[stack] nothing answers at its URL, and ${err.message}`);
     process.exit(1);
   }
 }
 
 function run(name, cmd, args, extraEnv = {}) {
-  const child = spawn(cmd, args, { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // The servers get a process group of their own: Ctrl-C signals the whole terminal group at once, and a
+  // nats-server or redis-server stopping at the same moment as the services would cut them off mid-drain.
+  // shutdown() stops them after the services are done.
+  const server = name.endsWith('-server');
+  const child = spawn(cmd, args, {
+    env: { ...env, ...extraEnv },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: server,
+  });
   const prefix = `[${name}] `;
   const pipe = (stream, out) =>
     stream.on('data', (d) =>
@@ -89,13 +73,13 @@ async function ensureNats() {
     log(`using NATS at ${NATS_URL}`);
     return;
   }
-  requireBinary('nats-server', 'nats-server');
+  needBinary('nats-server', 'nats-server');
   mkdirSync(stateDir, { recursive: true });
   const conf = join(stateDir, 'nats.conf');
   // 8 MiB: flows and transcripts above NATS' 1 MB default cross the bus (docs/api.md, Limits).
-  writeFileSync(conf, `host: ${target.host}\nport: ${target.port}\nmax_payload: 8388608\n`);
+  writeFileSync(conf, natsConfig(target.host, target.port));
   run('nats-server', 'nats-server', ['-c', conf]);
-  await waitUntil('nats-server', () => answers(target, undefined, 'INFO'));
+  await waitFor('nats-server', () => answers(target, undefined, 'INFO'), 15000);
   log(`started nats-server on ${target.host}:${target.port}`);
 }
 
@@ -105,7 +89,7 @@ async function ensureRedis() {
     log(`using Redis at ${REDIS_URL}`);
     return;
   }
-  requireBinary('redis-server', 'redis-server');
+  needBinary('redis-server', 'redis-server');
   const dir = join(stateDir, 'redis');
   mkdirSync(dir, { recursive: true });
   run('redis-server', 'redis-server', [
@@ -120,7 +104,7 @@ async function ensureRedis() {
     '--save',
     '',
   ]);
-  await waitUntil('redis-server', () => answers(target, 'PING\r\n', 'PONG'));
+  await waitFor('redis-server', () => answers(target, 'PING\r\n', 'PONG'), 15000);
   log(`started redis-server on ${target.host}:${target.port} (append-only file in .stack/redis)`);
 }
 
@@ -147,6 +131,10 @@ async function shutdown(code) {
 
 process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
+// A crash of this script must not leave the detached servers behind.
+process.on('exit', () => {
+  for (const { child } of children) if (child.exitCode === null) child.kill('SIGTERM');
+});
 
 for (const svc of ['agents', 'sessions', 'playground', 'gateway']) {
   if (!existsSync(join(root, 'services', svc, 'dist', 'main.js'))) {
@@ -167,7 +155,7 @@ run('sessions', 'node', [join(root, 'services/sessions/dist/main.js')], common);
 run('playground', 'node', [join(root, 'services/playground/dist/main.js')], { ...common, FLOW_EGRESS_ALLOW });
 run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], { ...common, PORT, HOST });
 const base = `http://${HOST === '0.0.0.0' ? '127.0.0.1' : HOST}:${PORT}`;
-await waitUntil(
+await waitFor(
   'gateway',
   async () => {
     try {

@@ -75,23 +75,11 @@ function natsUserOf(opts: StackOptions, service: 'gateway' | ServiceName) {
 }
 
 /**
- * The real request path, in this process: gateway (HTTP on a free port) → NATS → agents/sessions services
- * → Redis, each with its own connections, as separate processes would have.
+ * The playground's own defaults, with what a test needs: no .env of the machine, quick failure paths, no
+ * reaper run unless a test asks for one, and flows may reach loopback (the stubs), as in local development.
  */
-export async function startStack(opts: StackOptions = {}): Promise<Stack> {
-  const logs: string[] = [];
-  const toClose: (() => Promise<void>)[] = [];
-  const own = async (start: () => Promise<{ url: string; dispose(): Promise<void> }>) => {
-    const server = await start();
-    toClose.push(() => server.dispose());
-    return server.url;
-  };
-  const natsUrl = opts.natsUrl ?? process.env.NATS_URL ?? (await own(() => startNats()));
-  const redisUrl = opts.redisUrl ?? process.env.REDIS_URL ?? (await own(() => startRedis()));
-
-  // the playground's own defaults, with what a test needs: no .env of the machine, quick failure paths,
-  // no reaper run unless a test asks for one, and flows may reach loopback (the stubs), as in local development
-  const playgroundConfig: PlaygroundServiceConfig = {
+function playgroundConfigOf(opts: StackOptions): PlaygroundServiceConfig {
+  return {
     ...loadPlaygroundConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1' }),
     ENV_FILE: opts.envFile ?? '/nonexistent/.env',
     providerEnv: opts.providerEnv ?? {},
@@ -104,80 +92,82 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     REAPER_MIN_AGE_MS: 0,
     ...opts.playground,
   };
-  let playgroundCount = 0;
-  const serviceRunner = (name: ServiceName): RunningService => {
-    let nc: NatsConnection | undefined;
-    let redis: Redis | undefined;
-    let served: Served | undefined;
-    const this_: RunningService = {
-      async start() {
-        const log = captureLogger(name, logs);
-        // the transport production runs: connectNats, its reconnects and its coalesced writes
-        nc = await connectNats({ url: natsUrl, name, service: name, ...natsUserOf(opts, name) }, log);
-        redis = createRedis(redisUrl, log, { name });
-        const started =
-          name === 'agents'
-            ? startAgentsService({ nc, redis, log })
-            : name === 'sessions'
-              ? startSessionsService({ nc, redis, log, limits: opts.sessionsLimits })
-              : (this_.playground = startPlaygroundService({
-                  nc,
-                  log,
-                  config: {
-                    ...playgroundConfig,
-                    INSTANCE_ID: `${playgroundConfig.INSTANCE_ID}-${++playgroundCount}`,
-                  },
-                  ...(opts.runner ? { runner: opts.runner } : {}),
-                  ...(opts.resolve ? { resolve: opts.resolve } : {}),
-                  idempotency: idempotency(new RedisIdempotencyStore(redis, 'pg:')),
-                }));
-        await started.ready;
-        served = started;
-      },
-      async stop() {
-        await served?.stop(2000);
-        await nc?.drain();
-        await redis?.quit().catch(() => undefined);
-        served = undefined;
-        nc = undefined;
-      },
-      async crash() {
-        // as a killed process: no stop, no cleanup; its connections just go away
-        await nc?.close();
-        await redis?.quit().catch(() => undefined);
-        served = undefined;
-        nc = undefined;
-      },
-    };
-    return this_;
-  };
+}
 
-  const services: Record<ServiceName, RunningService> = {
-    agents: serviceRunner('agents'),
-    sessions: serviceRunner('sessions'),
-    playground: serviceRunner('playground'),
-  };
-  for (const svc of Object.values(services)) {
-    await svc.start();
-    toClose.push(() => svc.stop());
-  }
-  /** Another playground instance with its own connection, as a separate process would have. */
-  const addPlayground = async () => {
-    const svc = serviceRunner('playground');
-    await svc.start();
-    toClose.push(() => svc.stop());
-    return svc;
-  };
+/** What every service of one stack shares: its servers, options, log lines, and playground numbering. */
+interface StackContext {
+  natsUrl: string;
+  redisUrl: string;
+  opts: StackOptions;
+  logs: string[];
+  playgroundConfig: PlaygroundServiceConfig;
+  playgroundCount: number;
+}
 
-  const gwLog = captureLogger('gateway', logs);
-  const gwNc = await connectNats(
-    { url: natsUrl, name: 'gateway', service: 'gateway', ...natsUserOf(opts, 'gateway') },
-    gwLog,
+function startService(ctx: StackContext, name: ServiceName, nc: NatsConnection, redis: Redis, log: Logger) {
+  const { opts } = ctx;
+  if (name === 'agents') return { served: startAgentsService({ nc, redis, log }) };
+  if (name === 'sessions')
+    return { served: startSessionsService({ nc, redis, log, limits: opts.sessionsLimits }) };
+  const playground = startPlaygroundService({
+    nc,
+    log,
+    config: {
+      ...ctx.playgroundConfig,
+      INSTANCE_ID: `${ctx.playgroundConfig.INSTANCE_ID}-${++ctx.playgroundCount}`,
+    },
+    ...(opts.runner ? { runner: opts.runner } : {}),
+    ...(opts.resolve ? { resolve: opts.resolve } : {}),
+    idempotency: idempotency(new RedisIdempotencyStore(redis, 'pg:')),
+  });
+  return { served: playground, playground };
+}
+
+/** One service instance with its own connections, as a separate process would have. */
+function serviceRunner(ctx: StackContext, name: ServiceName): RunningService {
+  let nc: NatsConnection | undefined;
+  let redis: Redis | undefined;
+  let served: Served | undefined;
+  const runner: RunningService = {
+    async start() {
+      const log = captureLogger(name, ctx.logs);
+      // the transport production runs: connectNats, its reconnects and its coalesced writes
+      nc = await connectNats({ url: ctx.natsUrl, name, service: name, ...natsUserOf(ctx.opts, name) }, log);
+      redis = createRedis(ctx.redisUrl, log, { name });
+      const started = startService(ctx, name, nc, redis, log);
+      if (started.playground) runner.playground = started.playground;
+      await started.served.ready;
+      served = started.served;
+    },
+    async stop() {
+      await served?.stop(2000);
+      await nc?.drain();
+      await redis?.quit().catch(() => undefined);
+      served = undefined;
+      nc = undefined;
+    },
+    async crash() {
+      // as a killed process: no stop, no cleanup; its connections just go away
+      await nc?.close();
+      await redis?.quit().catch(() => undefined);
+      served = undefined;
+      nc = undefined;
+    },
+  };
+  return runner;
+}
+
+async function startGateway(ctx: StackContext) {
+  const { opts } = ctx;
+  const log = captureLogger('gateway', ctx.logs);
+  const nc = await connectNats(
+    { url: ctx.natsUrl, name: 'gateway', service: 'gateway', ...natsUserOf(opts, 'gateway') },
+    log,
   );
   const gateway = await buildGateway({
-    nc: gwNc,
-    log: gwLog,
-    accessLog: createAccessLog('gateway', testLogLevel(), lineSink(logs)),
+    nc,
+    log,
+    accessLog: createAccessLog('gateway', testLogLevel(), lineSink(ctx.logs)),
     config: {
       BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 2 * 1024 * 1024,
       REQUEST_TIMEOUT_MS: opts.requestTimeoutMs ?? 5000,
@@ -191,22 +181,58 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   await gateway.listen({ host: '127.0.0.1', port: 0 });
   const addr = gateway.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
-  toClose.push(async () => {
+  const close = async () => {
     await gateway.close();
-    await gwNc.drain();
-  });
+    await nc.drain();
+  };
+  return { gateway, baseUrl: `http://127.0.0.1:${port}`, close };
+}
 
-  const redis = createRedis(redisUrl, captureLogger('test', logs), { name: 'test' });
+/**
+ * The real request path, in this process: gateway (HTTP on a free port) → NATS → agents/sessions services
+ * → Redis, each with its own connections, as separate processes would have.
+ */
+export async function startStack(opts: StackOptions = {}): Promise<Stack> {
+  const logs: string[] = [];
+  const toClose: (() => Promise<void>)[] = [];
+  const own = async (start: () => Promise<{ url: string; dispose(): Promise<void> }>) => {
+    const server = await start();
+    toClose.push(() => server.dispose());
+    return server.url;
+  };
+  const ctx: StackContext = {
+    natsUrl: opts.natsUrl ?? process.env.NATS_URL ?? (await own(() => startNats())),
+    redisUrl: opts.redisUrl ?? process.env.REDIS_URL ?? (await own(() => startRedis())),
+    opts,
+    logs,
+    playgroundConfig: playgroundConfigOf(opts),
+    playgroundCount: 0,
+  };
+  const started = async (name: ServiceName) => {
+    const svc = serviceRunner(ctx, name);
+    await svc.start();
+    toClose.push(() => svc.stop());
+    return svc;
+  };
+  const services: Record<ServiceName, RunningService> = {
+    agents: await started('agents'),
+    sessions: await started('sessions'),
+    playground: await started('playground'),
+  };
+  const { gateway, baseUrl, close } = await startGateway(ctx);
+  toClose.push(close);
+  const redis = createRedis(ctx.redisUrl, captureLogger('test', logs), { name: 'test' });
   toClose.push(async () => void (await redis.quit().catch(() => undefined)));
 
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
-    natsUrl,
+    baseUrl,
+    natsUrl: ctx.natsUrl,
     logs,
     gateway,
     redis,
     services,
-    addPlayground,
+    /** Another playground instance with its own connection, as a separate process would have. */
+    addPlayground: () => started('playground'),
     async close() {
       for (const c of toClose.reverse()) await c();
     },

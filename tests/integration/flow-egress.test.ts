@@ -1,5 +1,5 @@
 import type { Flow } from '@vab/contracts';
-import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
+import { fullFlow, listenOnLoopback, startLivekitFake, withNode } from '@vab/testkit';
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
@@ -38,9 +38,7 @@ beforeAll(async () => {
     hookHits.push(req.url ?? '');
     res.writeHead(204).end();
   });
-  await new Promise<void>((r) => hooks.listen(0, '127.0.0.1', () => r()));
-  const addr = hooks.address();
-  hookPort = typeof addr === 'object' && addr ? addr.port : 0;
+  hookPort = await listenOnLoopback(hooks);
 });
 afterAll(async () => {
   for (const s of stacks) await s.close();

@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { listenOnLoopback } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { api, startStack, type Stack } from '../helpers/stack.js';
@@ -53,9 +54,7 @@ beforeAll(async () => {
   });
   const wss = new WebSocketServer({ server: upstream });
   wss.on('connection', (socket) => socket.on('message', (m) => socket.send(`echo: ${m.toString()}`)));
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
-  const addr = upstream.address();
-  upstreamUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+  upstreamUrl = `http://127.0.0.1:${await listenOnLoopback(upstream)}`;
   stack = await startStack({
     upstream: { url: upstreamUrl, timeoutMs: 500 },
     security: { apiTokens: [TOKEN], rateLimitMax: 40, rateLimitWindowMs: 60_000 },

@@ -117,7 +117,7 @@ interface Pending {
  * Request/reply over one wildcard inbox subscription per connection, as nats.js's own muxed request does,
  * minus what that costs per request and we don't use: when it retires a request that got its reply it
  * still builds a RequestError (stack trace included) to reject an already-settled promise, plus a random
- * token and two deferreds — ~5 % of the gateway's CPU under load (docs/performance.md). Replies come to
+ * token and two deferreds: measured in docs/performance.md. Replies come to
  * `<inboxPrefix>.<nuid>.<n>`, inside the service's own inbox namespace (deploy/nats.conf).
  */
 class ReplyMux {

@@ -15,7 +15,7 @@ export interface NatsOptions {
  * Per-service reply inboxes: with NATS permissions (deploy/nats.conf), a service may subscribe only to its
  * own inbox, so a compromised service cannot read the replies meant for another.
  */
-export const inboxPrefixOf = (service: string) => `_INBOX_${service}`;
+const inboxPrefixOf = (service: string) => `_INBOX_${service}`;
 
 /**
  * Connects with unlimited reconnects: a restarted nats-server must never need a restart of ours.
@@ -29,7 +29,7 @@ export async function connectNats(opts: NatsOptions, log: Logger): Promise<NatsC
     pass: opts.pass,
     inboxPrefix: inboxPrefixOf(opts.service),
     // nats.js otherwise builds a RequestError and a TimeoutError (stack traces included) for every request,
-    // just in case: ~10 % of the gateway's CPU under load (measured, docs/performance.md)
+    // just in case; what that costs is measured in docs/performance.md
     noAsyncTraces: true,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
@@ -61,9 +61,10 @@ const COALESCED = Symbol.for('vab.nats.coalesced-writes');
  * request arrives in its own I/O callback) and every reply a service sends costs one socket write: one
  * syscall, and one read by nats-server, per message. Corking the socket until the end of this turn of the
  * event loop (setImmediate runs right after the I/O phase) sends everything written in one turn as one
- * write; under load that is tens of messages per syscall, at idle it adds no measurable delay. Measured in
- * docs/performance.md. The transport class is patched once (reconnects make new instances of it); nats.js
- * is pinned, and if its internals ever change shape this is skipped with a warning, not a failure.
+ * write; under load that is tens of messages per syscall, at idle it adds no measurable delay. nats.js has
+ * no option for this; measured against no patch in docs/performance.md › Libraries before patches. The
+ * transport class is patched once (reconnects make new instances of it); nats.js is pinned, and if its
+ * internals ever change shape, production skips this with a warning while bus.test.ts fails, naming it.
  */
 export function coalesceWrites(nc: NatsConnection, log: Logger): void {
   const transport = (nc as unknown as { protocol?: { transport?: TransportInternals } }).protocol?.transport;

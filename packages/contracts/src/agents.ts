@@ -2,11 +2,7 @@ import { z } from 'zod';
 import { EpochMs, Id } from './common.js';
 import { Flow } from './flow.js';
 
-export const AgentName = z
-  .string()
-  .trim()
-  .min(1, 'must not be empty')
-  .max(200, 'must be at most 200 characters');
+const AgentName = z.string().trim().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
 
 export const AgentSummary = z.object({
   id: Id,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * SimpleNode / SimpleEdge as the builder sends them (shared/spec/flow-format.md), canvas fields and all
+ * SimpleNode / SimpleEdge as the builder sends them (the flow format: docs/api.md), canvas fields and all
  * (`position`, `data`, `measured`, `selected`, edge `id`, `type`, `style`, …). Storage keeps exactly what was
  * sent, every field and every null: only what storage itself needs is checked here. Whether a flow can run
  * is the readiness check's business (the playground), not storage's.

@@ -267,12 +267,6 @@ export type ResponseOf<S extends Subject> = z.output<Contract[S]['response']>;
 /** Subjects served by one service: its handler table must cover exactly these. */
 export type SubjectsOf<Svc extends ServiceName> = Extract<Subject, `${Svc}.${string}`>;
 
-export function subjectsOf<Svc extends ServiceName>(service: Svc): SubjectsOf<Svc>[] {
-  return (Object.values(Subjects) as Subject[]).filter((s): s is SubjectsOf<Svc> =>
-    s.startsWith(`${service}.`),
-  );
-}
-
 export const healthSubjectOf: Record<ServiceName, Subject> = {
   agents: Subjects.agentsHealth,
   sessions: Subjects.sessionsHealth,

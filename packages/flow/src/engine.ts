@@ -78,13 +78,13 @@ export function initialState(flow: CompiledFlow): EngineState {
   return { stepId: flow.startStepId, phase: 'idle', stepStartedAt: 0, roundsDone: 0, timerElapsed: false };
 }
 
-export function instructionsFor(flow: CompiledFlow, step: Step): string {
+function instructionsFor(flow: CompiledFlow, step: Step): string {
   const command = 'command' in step ? step.command : '';
   return [flow.agent.instructions, command].filter((s) => s.trim() !== '').join('\n\n');
 }
 
 /** The exit a branch takes when its evaluation keeps failing: `false`, or the last category (often "other"). */
-export function defaultExit(step: BranchStep): number {
+function defaultExit(step: BranchStep): number {
   return step.kind === 'ifelse' ? 1 : step.exits.length - 1;
 }
 

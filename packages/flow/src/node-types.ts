@@ -10,7 +10,7 @@ export interface NodeType {
 }
 
 /** Every node type of the flow format, with the handles it has (docs/api.md › Flows). */
-export const NODE_TYPES: Readonly<Record<string, NodeType>> = {
+const NODE_TYPES: Readonly<Record<string, NodeType>> = {
   agent: { role: 'agent', in: ['llm_in', 'tts_in', 'stt_in', 'tools_in'], out: ['output'] },
   // The older serialization: a `framework` node where `agent` would be, plus a `persona` node with its params.
   framework: { role: 'agent', in: ['llm_in', 'tts_in', 'stt_in', 'tools_in', 'persona_in'], out: ['output'] },
@@ -35,7 +35,7 @@ export const nodeTypeOf = (nodeType: string): NodeType | undefined =>
   Object.hasOwn(NODE_TYPES, nodeType) ? NODE_TYPES[nodeType] : undefined;
 
 /** Which node type may feed each typed input handle; `in` takes anything else that may connect. */
-export const FEEDS: Readonly<Record<string, string>> = {
+const FEEDS: Readonly<Record<string, string>> = {
   llm_in: 'llm',
   tts_in: 'tts',
   stt_in: 'stt',

@@ -3,9 +3,7 @@ import { z } from 'zod';
 /** Environment values are strings; these coerce them with a readable error. */
 export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
-export const LogLevel = z
-  .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
-  .default('info');
+const LogLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info');
 
 /** What every service reads: where the bus is and who it is there, how it logs, how long it may take to stop. */
 export const BaseEnv = z.object({

@@ -6,7 +6,7 @@ export type { Logger } from 'pino';
  * Paths pino blanks wherever they appear in a log object. Credentials must never reach a log line, even
  * when a careless call logs a whole request body.
  */
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'apiKeys',
   '*.apiKeys',
   '*.*.apiKeys',
@@ -50,14 +50,14 @@ export interface AccessLog {
   request(entry: AccessEntry): void;
 }
 
-export const ACCESS_LOG_FLUSH_MS = 200;
+const ACCESS_LOG_FLUSH_MS = 200;
 
 /**
  * The gateway's one line per request, in the same JSON shape as the pino lines around it. It is built
  * directly rather than through pino (its fields are fixed and never carry a credential, so there is
  * nothing to redact), the timestamp string is reused within a millisecond, and lines are written in
  * batches of 4 KB, or every `ACCESS_LOG_FLUSH_MS` when traffic is light (what is left is written on exit).
- * Through pino, one write per line, it was ~15 % of the gateway's CPU (docs/performance.md).
+ * Through pino, one write per line, it was the gateway's largest cost (docs/performance.md).
  */
 export function createAccessLog(
   service: string,

@@ -40,7 +40,8 @@ const COALESCED = Symbol.for('vab.redis.coalesced-writes');
  * Redis. A service answering a batch of bus requests issues tens of commands in one turn of the event
  * loop; corking the socket until setImmediate (right after the I/O phase) sends them in one write, and
  * Redis answers them in one. Order is kept (it is one stream); nothing waits longer than the rest of the
- * current turn. Measured in docs/performance.md (the gateway path +24 %).
+ * current turn. Kept over ioredis's own `enableAutoPipelining`, which cost the service more CPU per request
+ * than this did, measured side by side (docs/performance.md › Libraries before patches).
  */
 function coalesceWrites(stream: Socket | undefined, log: Logger): void {
   if (!stream || typeof stream.cork !== 'function') {
@@ -61,7 +62,7 @@ function coalesceWrites(stream: Socket | undefined, log: Logger): void {
 }
 
 /** Redis failures of connectivity become SERVICE_UNAVAILABLE; anything else is left to the bus (INTERNAL). */
-export function translateRedisError(err: unknown): unknown {
+function translateRedisError(err: unknown): unknown {
   if (err instanceof AppError) return err;
   if (err instanceof Error) {
     const name = err.name;

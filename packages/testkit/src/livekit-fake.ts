@@ -1,5 +1,6 @@
 import { TokenVerifier } from 'livekit-server-sdk';
 import { createServer, type Server } from 'node:http';
+import { listenOnLoopback } from './ports.js';
 
 export interface FakeRoom {
   name: string;
@@ -66,9 +67,7 @@ export async function startLivekitFake(apiKey = 'devkey', apiSecret = 'devsecret
       return send(404, { code: 'bad_route', msg: 'no such method' });
     })();
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const addr = server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  const port = await listenOnLoopback(server);
   return {
     url: `ws://127.0.0.1:${port}`,
     apiKey,

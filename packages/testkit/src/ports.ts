@@ -1,4 +1,4 @@
-import { createServer, connect } from 'node:net';
+import { createServer, connect, type Server } from 'node:net';
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -11,6 +11,13 @@ export async function freePort(): Promise<number> {
       srv.close(() => resolve(port));
     });
   });
+}
+
+/** Starts `server` listening on a free port of 127.0.0.1 and resolves to that port. */
+export async function listenOnLoopback(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const addr = server.address();
+  return typeof addr === 'object' && addr ? addr.port : 0;
 }
 
 /** Polls until `probe` succeeds; never sleeps a fixed time hoping the server is up. */
@@ -28,9 +35,14 @@ export async function waitFor(
 }
 
 /** Sends `send` (if any) and resolves true when the reply contains `expect`. */
-export function tcpProbe(port: number, send: string | undefined, expect: string): Promise<boolean> {
+export function tcpProbe(
+  port: number,
+  send: string | undefined,
+  expect: string,
+  host = '127.0.0.1',
+): Promise<boolean> {
   return new Promise((resolve) => {
-    const sock = connect({ port, host: '127.0.0.1' });
+    const sock = connect({ port, host });
     let buf = '';
     const done = (ok: boolean) => {
       sock.destroy();

@@ -110,6 +110,10 @@ class LocalProcessServer implements TestServer {
   }
 }
 
+/** A nats-server configuration: where it listens, and the payload limit every stack of ours uses. */
+export const natsConfig = (host: string, port: number, maxPayload = TEST_NATS_MAX_PAYLOAD) =>
+  `host: ${host}\nport: ${port}\nmax_payload: ${maxPayload}\n`;
+
 /**
  * `configFile`: run the server with that file (e.g. the deployment's, with its users and permissions), its
  * `$VARIABLES` taken from `env`; host and ports are still this test's own (command-line flags win).
@@ -121,10 +125,7 @@ export async function startLocalNats(
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'vab-nats-'));
   const conf = join(dir, 'nats.conf');
-  writeFileSync(
-    conf,
-    `host: 127.0.0.1\nport: ${port}\nmax_payload: ${opts.maxPayload ?? TEST_NATS_MAX_PAYLOAD}\n`,
-  );
+  writeFileSync(conf, natsConfig('127.0.0.1', port, opts.maxPayload));
   const args = opts.configFile
     ? ['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(port), '-m', String(await freePort())]
     : ['-c', conf];

@@ -26,7 +26,7 @@ function validationError(fe: FastifyError): AppError {
   });
 }
 
-export function toAppError(err: unknown): AppError {
+function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   const fe = err as Partial<FastifyError> | undefined;
   if (fe?.validation) return validationError(fe as FastifyError);
@@ -58,7 +58,7 @@ export function errorHandler(err: unknown, req: FastifyRequest, reply: FastifyRe
     req.log.info({ code: appErr.code }, 'request rejected');
   }
   const body: HttpErrorBody = { ...appErr.toBody(), requestId: String(req.id) };
-  // also here: router-level failures never reach the onSend hook that sets it
+  // also here: router-level failures never reach the onRequest hook that sets it
   reply.header('x-request-id', String(req.id));
   if (appErr.code === 'SERVICE_UNAVAILABLE' || appErr.code === 'CAPACITY_EXHAUSTED')
     reply.header('retry-after', '1');

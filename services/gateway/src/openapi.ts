@@ -71,7 +71,7 @@ const TRANSPORT_ERRORS: ErrorCode[] = [
 ];
 
 /** Every error code a route can answer, by HTTP status. */
-export function errorsOf(r: AnyRoute): Map<number, ErrorCode[]> {
+function errorsOf(r: AnyRoute): Map<number, ErrorCode[]> {
   const spec = specOf(r.subject);
   const codes = new Set<ErrorCode>([
     ...TRANSPORT_ERRORS,

@@ -111,7 +111,7 @@ export const DOCS_PREFIX = '/docs';
  * helmet's other headers (referrer policy, DNS prefetch, COOP, origin-agent-cluster, the legacy IE and
  * Flash ones) only act on HTML documents: on JSON they are bytes every client parses on every response.
  */
-export const apiSecurityHeaders: Readonly<Record<string, string>> = {
+const apiSecurityHeaders: Readonly<Record<string, string>> = {
   'cache-control': 'no-store',
   'content-security-policy': "frame-ancestors 'none'",
   'strict-transport-security': 'max-age=31536000; includeSubDomains',
@@ -121,10 +121,10 @@ export const apiSecurityHeaders: Readonly<Record<string, string>> = {
 
 /**
  * helmet's headers with its defaults, for the HTML of the docs pages (CSP off: that page sets its own),
- * computed once: running helmet's dozen middlewares per request cost ~2 % of the gateway's CPU under load
+ * computed once: running helmet's dozen middlewares per request had a measurable cost under load
  * (docs/performance.md).
  */
-export function securityHeaders(): Record<string, string> {
+function securityHeaders(): Record<string, string> {
   const headers: Record<string, string> = {};
   const recorder = {
     setHeader: (name: string, value: unknown) => void (headers[name.toLowerCase()] = String(value)),

@@ -10,7 +10,7 @@ import { PROVIDERS, ttsOptions, type Modality } from './providers.js';
 initializeLogger({ pretty: false, level: 'error' });
 const log = pino({ level: 'silent' });
 
-/** What shared/spec/flow-format.md names for each role. */
+/** What the flow format (docs/api.md) names for each role. */
 const NAMED: [string, Modality][] = [
   ['openai', 'llm'],
   ['anthropic', 'llm'],

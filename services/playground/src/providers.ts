@@ -121,7 +121,7 @@ export const ttsOptions = {
 };
 
 /**
- * Every provider the flow format names (shared/spec/flow-format.md), what it runs here, and where its key
+ * Every provider the flow format names (docs/api.md › Flows at run time), what it runs here, and where its key
  * comes from and may go. The one table behind the key status, the key rule, the readiness check and the
  * runtime.
  */

@@ -3,7 +3,7 @@ import type { Flow, SessionMessage } from '@vab/contracts';
 import { createServer } from 'node:http';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fullFlow, withNode } from '@vab/testkit';
+import { fullFlow, listenOnLoopback, withNode } from '@vab/testkit';
 import { createEgressFetch } from '../src/egress/client.js';
 import { EgressPolicy, parseAllowList } from '../src/egress/policy.js';
 import { KeyRule } from '../src/keys.js';
@@ -59,9 +59,7 @@ beforeAll(async () => {
       res.writeHead(204).end();
     });
   });
-  await new Promise<void>((r) => hookServer.listen(0, '127.0.0.1', () => r()));
-  const addr = hookServer.address();
-  hookUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/hook`;
+  hookUrl = `http://127.0.0.1:${await listenOnLoopback(hookServer)}/hook`;
 });
 afterAll(async () => {
   await stub.close();

@@ -1,3 +1,4 @@
+import { listenOnLoopback } from '@vab/testkit';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -76,9 +77,7 @@ export async function startMcpServer(opts: { transport: 'streamable' | 'sse'; to
       res.writeHead(404).end();
     })();
   });
-  await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
-  const addr = http.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  const port = await listenOnLoopback(http);
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     calls,

@@ -1,3 +1,4 @@
+import { listenOnLoopback } from '@vab/testkit';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 
 /** What the stub was asked: the messages, the tools offered, and whether a tool call was forced. */
@@ -112,9 +113,7 @@ export async function startOpenAiStub(script: Script): Promise<{
       res.end('data: [DONE]\n\n');
     })();
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const addr = server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  const port = await listenOnLoopback(server);
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     requests,

@@ -7,7 +7,7 @@ export interface Turn {
   content: string;
 }
 
-export const STAY = 'none yet';
+const STAY = 'none yet';
 
 function render(transcript: Turn[]): string {
   return transcript.map((t) => `${t.role === 'user' ? 'User' : 'Agent'}: ${t.content}`).join('\n');
@@ -99,7 +99,7 @@ function fieldSchema(f: SchemaField): z.ZodType {
   return (f.description ? base.describe(f.description) : base).nullable();
 }
 
-/** Extracts the schema's fields from the transcript; `undefined` when the model fails (logged by the caller). */
+/** Extracts the schema's fields from the transcript; throws when the model fails (the caller logs it). */
 export async function extractStructuredOutput(
   model: llm.LLM,
   transcript: Turn[],
