@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats, type Logger, type Served } from '@vab/bus';
 import { createAccessLog, createLogger, idempotency, RedisIdempotencyStore } from '@vab/service-kit';
-import { startAgentsService } from '@vab/agents';
+import { startAgentsService, type AgentsService } from '@vab/agents';
 import { buildGateway, type SecurityConfig } from '@vab/gateway';
 import {
   loadConfig as loadPlaygroundConfig,
@@ -11,8 +11,15 @@ import {
   type PlaygroundServiceConfig,
   type Resolver,
 } from '@vab/playground';
-import { startSessionsService, type SessionsLimits } from '@vab/sessions';
-import { createRedis, type Redis } from '@vab/storage';
+import { startSessionsService, type SessionsLimits, type SessionsService } from '@vab/sessions';
+import {
+  createRedis,
+  redisTargetOf,
+  scanKeys,
+  WriteConcern,
+  type RedisClient,
+  type RedisTarget,
+} from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
 import { lineSink, startNats, startRedis } from '@vab/testkit';
 import { documentCheck } from './openapi-check.js';
@@ -22,9 +29,10 @@ export interface Stack {
   natsUrl: string;
   logs: string[];
   gateway: FastifyInstance;
-  redis: Redis;
+  /** A client of the stack's Redis (or Redis Cluster), for tests that look under the API. */
+  redis: RedisClient;
   services: Record<ServiceName, RunningService>;
-  addPlayground(): Promise<RunningService>;
+  addPlayground(natsUrl?: string): Promise<RunningService>;
   close(): Promise<void>;
 }
 
@@ -37,6 +45,9 @@ export interface RunningService {
   crash(): Promise<void>;
   /** The playground instance's handle (sessions, reaper), when this is one. */
   playground?: PlaygroundService;
+  /** The agents or sessions instance's handle (retention), when this is one. */
+  agents?: AgentsService;
+  sessions?: SessionsService;
 }
 
 const testLogLevel = () => process.env.TEST_LOG_LEVEL ?? 'debug';
@@ -46,8 +57,19 @@ function captureLogger(name: string, sink: string[]): Logger {
 }
 
 export interface StackOptions {
+  /** One server or several comma-separated (a cluster), as NATS_URL. */
   natsUrl?: string;
+  /** Per process, where it differs from natsUrl (a NATS cluster test puts each on its own node). */
+  natsUrls?: Partial<Record<'gateway' | ServiceName, string>>;
   redisUrl?: string;
+  /** A Redis Cluster's seed nodes, as REDIS_CLUSTER_NODES (wins over redisUrl). */
+  redisCluster?: { host: string; port: number }[];
+  /** REDIS_WAIT_REPLICAS for the storing services. */
+  waitReplicas?: number;
+  /** The agents service's MAX_VERSIONS_PER_AGENT. */
+  maxVersions?: number;
+  /** The sessions service's test-session retention (default: off; tests sweep by hand). */
+  testSessionDays?: number;
   bodyLimitBytes?: number;
   requestTimeoutMs?: number;
   sessionsLimits?: Partial<SessionsLimits>;
@@ -97,18 +119,37 @@ function playgroundConfigOf(opts: StackOptions): PlaygroundServiceConfig {
 /** What every service of one stack shares: its servers, options, log lines, and playground numbering. */
 interface StackContext {
   natsUrl: string;
-  redisUrl: string;
+  redis: RedisTarget;
   opts: StackOptions;
   logs: string[];
   playgroundConfig: PlaygroundServiceConfig;
   playgroundCount: number;
 }
 
-function startService(ctx: StackContext, name: ServiceName, nc: NatsConnection, redis: Redis, log: Logger) {
+function startService(
+  ctx: StackContext,
+  name: ServiceName,
+  nc: NatsConnection,
+  redis: RedisClient,
+  log: Logger,
+) {
   const { opts } = ctx;
-  if (name === 'agents') return { served: startAgentsService({ nc, redis, log }) };
-  if (name === 'sessions')
-    return { served: startSessionsService({ nc, redis, log, limits: opts.sessionsLimits }) };
+  const writes = new WriteConcern(redis, opts.waitReplicas ?? 0, 1000);
+  if (name === 'agents') {
+    const agents = startAgentsService({ nc, redis, log, writes, maxVersions: opts.maxVersions });
+    return { served: agents, agents };
+  }
+  if (name === 'sessions') {
+    const sessions = startSessionsService({
+      nc,
+      redis,
+      log,
+      writes,
+      limits: opts.sessionsLimits,
+      retention: { testSessionDays: opts.testSessionDays ?? 0, intervalMs: 3_600_000 },
+    });
+    return { served: sessions, sessions };
+  }
   const playground = startPlaygroundService({
     nc,
     log,
@@ -124,18 +165,21 @@ function startService(ctx: StackContext, name: ServiceName, nc: NatsConnection, 
 }
 
 /** One service instance with its own connections, as a separate process would have. */
-function serviceRunner(ctx: StackContext, name: ServiceName): RunningService {
+function serviceRunner(ctx: StackContext, name: ServiceName, natsUrl?: string): RunningService {
+  const url = natsUrl ?? ctx.opts.natsUrls?.[name] ?? ctx.natsUrl;
   let nc: NatsConnection | undefined;
-  let redis: Redis | undefined;
+  let redis: RedisClient | undefined;
   let served: Served | undefined;
   const runner: RunningService = {
     async start() {
       const log = captureLogger(name, ctx.logs);
       // the transport production runs: connectNats, its reconnects and its coalesced writes
-      nc = await connectNats({ url: ctx.natsUrl, name, service: name, ...natsUserOf(ctx.opts, name) }, log);
-      redis = createRedis(ctx.redisUrl, log, { name });
+      nc = await connectNats({ url, name, service: name, ...natsUserOf(ctx.opts, name) }, log);
+      redis = createRedis(ctx.redis, log, { name });
       const started = startService(ctx, name, nc, redis, log);
       if (started.playground) runner.playground = started.playground;
+      if (started.agents) runner.agents = started.agents;
+      if (started.sessions) runner.sessions = started.sessions;
       await started.served.ready;
       served = started.served;
     },
@@ -161,7 +205,12 @@ async function startGateway(ctx: StackContext) {
   const { opts } = ctx;
   const log = captureLogger('gateway', ctx.logs);
   const nc = await connectNats(
-    { url: ctx.natsUrl, name: 'gateway', service: 'gateway', ...natsUserOf(opts, 'gateway') },
+    {
+      url: opts.natsUrls?.gateway ?? ctx.natsUrl,
+      name: 'gateway',
+      service: 'gateway',
+      ...natsUserOf(opts, 'gateway'),
+    },
     log,
   );
   const gateway = await buildGateway({
@@ -189,6 +238,29 @@ async function startGateway(ctx: StackContext) {
 }
 
 /**
+ * The Redis a stack uses: the test's own cluster or server, else the one the environment names (a run of
+ * the suite against a Redis Cluster sets REDIS_CLUSTER_NODES: scripts/test-cluster.mjs), else a new server.
+ */
+async function redisOf(
+  opts: StackOptions,
+  own: (start: () => Promise<{ url: string; dispose(): Promise<void> }>) => Promise<string>,
+): Promise<RedisTarget> {
+  if (opts.redisCluster) return { clusterNodes: opts.redisCluster };
+  if (opts.redisUrl) return { url: opts.redisUrl };
+  if (process.env.REDIS_CLUSTER_NODES) {
+    return redisTargetOf({ REDIS_URL: '', REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES });
+  }
+  return { url: process.env.REDIS_URL ?? (await own(() => startRedis())) };
+}
+
+/** Every key matching `pattern`, on one server or on every master of a cluster (KEYS sees one node). */
+export async function keysMatching(redis: RedisClient, pattern: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const batch of scanKeys(redis, pattern)) out.push(...batch);
+  return out;
+}
+
+/**
  * The real request path, in this process: gateway (HTTP on a free port) → NATS → agents/sessions services
  * → Redis, each with its own connections, as separate processes would have.
  */
@@ -202,14 +274,14 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   };
   const ctx: StackContext = {
     natsUrl: opts.natsUrl ?? process.env.NATS_URL ?? (await own(() => startNats())),
-    redisUrl: opts.redisUrl ?? process.env.REDIS_URL ?? (await own(() => startRedis())),
+    redis: await redisOf(opts, own),
     opts,
     logs,
     playgroundConfig: playgroundConfigOf(opts),
     playgroundCount: 0,
   };
-  const started = async (name: ServiceName) => {
-    const svc = serviceRunner(ctx, name);
+  const started = async (name: ServiceName, natsUrl?: string) => {
+    const svc = serviceRunner(ctx, name, natsUrl);
     await svc.start();
     toClose.push(() => svc.stop());
     return svc;
@@ -221,7 +293,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   };
   const { gateway, baseUrl, close } = await startGateway(ctx);
   toClose.push(close);
-  const redis = createRedis(ctx.redisUrl, captureLogger('test', logs), { name: 'test' });
+  const redis = createRedis(ctx.redis, captureLogger('test', logs), { name: 'test' });
   toClose.push(async () => void (await redis.quit().catch(() => undefined)));
 
   return {
@@ -232,7 +304,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     redis,
     services,
     /** Another playground instance with its own connection, as a separate process would have. */
-    addPlayground: () => started('playground'),
+    addPlayground: (natsUrl?: string) => started('playground', natsUrl),
     async close() {
       for (const c of toClose.reverse()) await c();
     },

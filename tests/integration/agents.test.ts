@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, sampleFlow, startStack, type Stack } from '../helpers/stack.js';
+import { api, keysMatching, sampleFlow, startStack, type Stack } from '../helpers/stack.js';
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
@@ -132,15 +132,54 @@ describe('GET /api/agents', () => {
     });
   });
 
-  it('lists agents stored before list summaries existed, and writes their summaries back', async () => {
-    const a = await createAgent('Old A');
-    const b = await createAgent('Old B');
-    await stack.redis.hdel('ag:summaries', a.body.id, b.body.id);
-    const ids = (await http.get('/api/agents')).body.map((x: { id: string }) => x.id);
-    expect(ids.slice(0, 2)).toEqual([b.body.id, a.body.id]);
-    expect(JSON.parse((await stack.redis.hget('ag:summaries', a.body.id))!)).toMatchObject({
+  it('moves a list stored before the view had its own slot, at start, and nothing is lost', async () => {
+    const a = await createAgent('Legacy A');
+    const b = await createAgent('Legacy B');
+    const before = (await http.get('/api/agents')).body;
+    // the store as an earlier release left it: the view under ag:index / ag:summaries only
+    const rows = await stack.redis.hgetall('ag:{views}:summaries');
+    const scores = await stack.redis.zrange('ag:{views}:index', 0, -1, 'WITHSCORES');
+    await stack.redis.del('ag:{views}:index', 'ag:{views}:summaries', 'ag:{views}:revs');
+    await stack.redis.hset('ag:summaries', rows);
+    await stack.redis.zadd(
+      'ag:index',
+      ...scores.map((v, i) => (i % 2 === 0 ? scores[i + 1]! : scores[i - 1]!)),
+    );
+    await stack.services.agents.stop();
+    await stack.services.agents.start();
+    const after = (await http.get('/api/agents')).body;
+    expect(after).toEqual(before);
+    expect(after.slice(0, 2).map((x: { id: string }) => x.id)).toEqual([b.body.id, a.body.id]);
+    expect(await stack.redis.exists('ag:index')).toBe(0);
+    expect(await stack.redis.exists('ag:summaries')).toBe(0);
+    expect(stack.logs.some((l) => l.includes('list view moved to its own slot'))).toBe(true);
+  });
+
+  it('a view left one step behind by an interrupted write is rebuilt by the repair', async () => {
+    const a = await createAgent('Interrupted');
+    const renamed = await http.patch(`/api/agents/${a.body.id}`, { name: 'Interrupted, renamed' });
+    const gone = await createAgent('Archived, view behind');
+    await http.delete(`/api/agents/${gone.body.id}`);
+    // as if each request had stopped between its agent's script and the view: the view shows older states
+    await stack.redis.zrem('ag:{views}:index', a.body.id);
+    await stack.redis.hdel('ag:{views}:summaries', a.body.id);
+    await stack.redis.hdel('ag:{views}:revs', a.body.id);
+    await stack.redis.zadd('ag:{views}:index', gone.body.updatedAt, gone.body.id);
+    const { id, name, createdAt, updatedAt } = gone.body;
+    await stack.redis.hset('ag:{views}:summaries', id, JSON.stringify({ id, name, createdAt, updatedAt }));
+    const behind = (await http.get('/api/agents')).body.map((x: { id: string }) => x.id);
+    expect(behind).not.toContain(a.body.id);
+    expect(behind).toContain(gone.body.id);
+
+    const repaired = await stack.services.agents.agents!.repairViews();
+    expect(repaired.agents).toBeGreaterThanOrEqual(2);
+    const list = (await http.get('/api/agents')).body;
+    expect(list.map((x: { id: string }) => x.id)).not.toContain(gone.body.id);
+    expect(list.find((x: { id: string }) => x.id === a.body.id)).toEqual({
       id: a.body.id,
-      name: 'Old A',
+      name: 'Interrupted, renamed',
+      createdAt: a.body.createdAt,
+      updatedAt: renamed.body.updatedAt,
     });
   });
 });
@@ -284,7 +323,7 @@ describe('PATCH /api/agents/:id', () => {
     const versions = await http.get(`/api/agents/${id}/versions`);
     expect(versions.body).toHaveLength(6);
     expect(new Set(versions.body.map((v: { contentHash: string }) => v.contentHash)).size).toBe(1);
-    const contentKeys = await stack.redis.keys(`ag:{${id}}:c:*`);
+    const contentKeys = await keysMatching(stack.redis, `ag:{${id}}:c:*`);
     expect(contentKeys).toHaveLength(1);
   });
 });

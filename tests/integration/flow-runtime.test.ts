@@ -178,11 +178,12 @@ describe('transfer in a text session', () => {
     expect(systemText(asked)).toContain('You are the front desk.');
     expect(systemText(asked)).not.toContain('You book appointments.');
 
+    // the transcript is written behind the conversation; ending the session waits for all of it
+    await s.end();
     const messages = await http.get(`/api/agents/${s.agentId}/test-sessions/${s.sessionId}/messages`);
     expect(
       messages.body.slice(-3).map((m: { role: string; stepId: string }) => `${m.role}@${m.stepId}`),
     ).toEqual(['assistant@fd-start', 'user@fd-start', 'assistant@fd-burst']);
-    await s.end();
   });
 
   it('to an agent this server cannot run: the agent apologizes and the session ends', async () => {

@@ -149,7 +149,7 @@ describe('every route under generated input', () => {
       expect(Number(version)).toBeGreaterThanOrEqual(1);
       expect(await stack.redis.zcard(`ag:{${id}}:v`)).toBe(Number(version));
       expect(await stack.redis.exists(`ag:{${id}}:c:${head}`)).toBe(1);
-      expect((await stack.redis.zscore('ag:index', id)) === null).toBe(archived === '1');
+      expect((await stack.redis.zscore('ag:{views}:index', id)) === null).toBe(archived === '1');
     }
     expect(statuses.get(500)).toBeUndefined();
   }, 120_000);

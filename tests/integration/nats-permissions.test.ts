@@ -31,7 +31,7 @@ beforeAll(async () => {
       NATS_PLAYGROUND_PASSWORD: passwords.playground,
     },
   });
-  stack = await startStack({ natsUrl: nats.url, natsCredentials: credentials });
+  stack = await startStack({ natsUrl: nats.url, natsCredentials: credentials, maxVersions: 2 });
   http = api(stack.baseUrl);
 });
 afterAll(async () => {
@@ -53,6 +53,13 @@ describe('NATS with per-service users and permissions', () => {
     const session = await http.post(`/api/agents/${agent.body.id}/test-sessions`, { sessionType: 'text' });
     expect(session.status).toBe(201); // sessions asked agents.lookup
     expect((await http.get('/api/env-keys')).status).toBe(200);
+    // agents asks sessions which versions deploys pin before its retention removes any
+    for (const label of ['b', 'c']) {
+      await http.patch(`/api/agents/${agent.body.id}`, { flow: { nodes: [{ id: label }], edges: [] } });
+    }
+    await stack.services.agents.agents!.retention.idle();
+    const versions = (await http.get(`/api/agents/${agent.body.id}/versions`)).body;
+    expect(versions.map((v: { version: number }) => v.version)).toEqual([2, 3]);
     expect((await http.get('/readyz')).body.services).toEqual({
       agents: 'up',
       sessions: 'up',

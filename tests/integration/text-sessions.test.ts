@@ -1,7 +1,7 @@
 import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
-import { api, startStack, type Stack } from '../helpers/stack.js';
+import { api, keysMatching, startStack, type Stack } from '../helpers/stack.js';
 
 const KEY = 'sk-test-never-logged-0123456789';
 let stack: Stack;
@@ -116,7 +116,7 @@ describe('text test sessions', () => {
     // the key was used, and appears nowhere
     expect(stub.requests.length).toBeGreaterThan(0);
     const redisDump = JSON.stringify(
-      await Promise.all((await stack.redis.keys('*')).map((k) => stack.redis.dump(k))),
+      await Promise.all((await keysMatching(stack.redis, '*')).map((k) => stack.redis.dump(k))),
     );
     expect(
       stack.logs.join('\n') + redisDump + JSON.stringify([started.body, t1.body, book.body]),

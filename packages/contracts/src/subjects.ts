@@ -63,6 +63,7 @@ export const Subjects = {
   deploysCreate: 'sessions.deploys.create',
   deploysList: 'sessions.deploys.list',
   deploysUpdate: 'sessions.deploys.update',
+  deploysPinned: 'sessions.deploys.pinned',
   sessionsHealth: 'sessions.health',
 
   flowsValidate: 'playground.flows.validate',
@@ -217,6 +218,12 @@ export const contract = {
     request: z.object({ agentId: Id, deployId: Id, update: UpdateDeployBody }),
     response: DeployRecord,
     errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION'],
+  },
+  /** The versions an agent's deploy records name: what the agents service's retention must keep. */
+  [Subjects.deploysPinned]: {
+    request: z.object({ agentId: Id }),
+    response: z.object({ versions: z.array(z.number().int().positive()) }),
+    errors: [],
   },
   [Subjects.sessionsHealth]: { request: HealthRequest, response: Health, errors: [] },
 

@@ -1,8 +1,8 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats, type NatsOptions, type Served } from '@vab/bus';
-import { createRedis, type Redis } from '@vab/storage';
+import { createRedis, describeTarget, redisTargetOf, WriteConcern, type RedisClient } from '@vab/storage';
 import type { Logger } from 'pino';
-import type { BaseConfig } from './config.js';
+import type { BaseConfig, RedisConfig } from './config.js';
 import { runService } from './lifecycle.js';
 import { createLogger } from './logger.js';
 
@@ -22,14 +22,17 @@ export const natsOptionsOf = (service: string, config: BaseConfig, name = servic
  */
 export function runBusService(
   service: string,
-  config: BaseConfig & { REDIS_URL: string },
-  start: (deps: { nc: NatsConnection; redis: Redis; log: Logger }) => Served,
+  config: BaseConfig & RedisConfig,
+  start: (deps: { nc: NatsConnection; redis: RedisClient; writes: WriteConcern; log: Logger }) => Served,
 ): void {
   const log = createLogger(service, config.LOG_LEVEL);
   runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
-    const redis = createRedis(config.REDIS_URL, log, { name: service });
+    const target = redisTargetOf(config);
+    log.info({ redis: describeTarget(target), waitReplicas: config.REDIS_WAIT_REPLICAS }, 'storage');
+    const redis = createRedis(target, log, { name: service });
+    const writes = new WriteConcern(redis, config.REDIS_WAIT_REPLICAS, config.REDIS_WAIT_TIMEOUT_MS);
     const nc = await connectNats(natsOptionsOf(service, config), log);
-    const served = start({ nc, redis, log });
+    const served = start({ nc, redis, writes, log });
     await served.ready;
     return async () => {
       await served.stop(config.SHUTDOWN_TIMEOUT_MS - 1000);

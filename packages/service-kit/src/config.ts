@@ -20,7 +20,17 @@ export type BaseConfig = z.output<typeof BaseEnv>;
 /** For a service that stores data. */
 export const RedisEnv = {
   REDIS_URL: z.string().min(1).default('redis://127.0.0.1:6379'),
+  /** Seed nodes of a Redis Cluster (`host:port,host:port,…`); set, it wins over REDIS_URL. */
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .regex(/^\s*[^\s,:]+:\d{1,5}\s*(,\s*[^\s,:]+:\d{1,5}\s*)*$/, 'expected host:port,host:port,…')
+    .optional(),
+  /** Replicas that must hold a write before it is answered (Redis WAIT); 0 = do not wait. */
+  REDIS_WAIT_REPLICAS: envInt(0),
+  /** How long a write waits for those replicas before it answers 503. */
+  REDIS_WAIT_TIMEOUT_MS: envInt(500, 1),
 };
+export type RedisConfig = z.output<z.ZodObject<typeof RedisEnv>>;
 
 /**
  * A service's configuration: the base schema extended by `shape`, parsed from the environment once, failing

@@ -1,6 +1,6 @@
 import type { Interceptor } from '@vab/bus';
 import { AppError, Headers } from '@vab/contracts';
-import { storage, type Redis } from '@vab/storage';
+import { storage, type RedisClient } from '@vab/storage';
 import { createHash } from 'node:crypto';
 
 /** What a store remembers of a request made with an Idempotency-Key. */
@@ -71,7 +71,7 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
  */
 export class RedisIdempotencyStore implements IdempotencyStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly ttlS = 24 * 3600,
   ) {}

@@ -4,3 +4,4 @@ export * from './containers.js';
 export * from './flows.js';
 export * from './livekit-fake.js';
 export * from './logs.js';
+export * from './clusters.js';

@@ -64,7 +64,8 @@ function onSignal(signal: NodeJS.Signals): void {
   process.kill(process.pid, signal);
 }
 
-class LocalProcessServer implements TestServer {
+/** A server this process runs as a child (nats-server, redis-server), stopped when this process exits. */
+export class LocalProcessServer implements TestServer {
   private child: ChildProcess | undefined;
   constructor(
     readonly port: number,

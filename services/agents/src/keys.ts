@@ -6,8 +6,17 @@ export const keys = {
   agent: (id: string) => `ag:{${id}}`,
   versions: (id: string) => `ag:{${id}}:v`,
   content: (id: string, hash: string) => `ag:{${id}}:c:${hash}`,
-  /** Active agents by updatedAt. A single global key: on a cluster it lives in its own slot (see README). */
-  index: 'ag:index',
-  /** The list's row of each active agent as JSON, by id: a derived view kept next to the index. */
-  summaries: 'ag:summaries',
+  /**
+   * The list's view: active agents by updatedAt, their list rows as JSON, and the rev of each agent's state
+   * the view shows. Global keys sharing one hash tag (`{views}`), so VIEW updates them atomically on a
+   * cluster too; ids are UUIDs, so no agent's tag can be `views`.
+   */
+  index: 'ag:{views}:index',
+  summaries: 'ag:{views}:summaries',
+  revs: 'ag:{views}:revs',
+  /** Before the view had its own slot (one Redis only): moved by `repairViews` at start. */
+  legacy: ['ag:index', 'ag:summaries'],
 };
+
+/** An agent's hash key, as SCAN finds it (its other keys carry a suffix). */
+export const AGENT_KEY = /^ag:\{([^}]+)\}$/;

@@ -2,4 +2,7 @@ import { runBusService } from '@vab/service-kit';
 import { loadConfig } from './config.js';
 import { startAgentsService } from './service.js';
 
-runBusService('agents', loadConfig(process.env), startAgentsService);
+const config = loadConfig(process.env);
+runBusService('agents', config, (deps) =>
+  startAgentsService({ ...deps, maxVersions: config.MAX_VERSIONS_PER_AGENT }),
+);

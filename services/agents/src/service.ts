@@ -1,7 +1,8 @@
 import { serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
-import type { Redis } from '@vab/storage';
+import type { RedisClient, WriteConcern } from '@vab/storage';
+import { VersionRetention } from './retention.js';
 import { agentsArchive } from './handlers/agents-archive.js';
 import { agentsCreate } from './handlers/agents-create.js';
 import { agentsGet } from './handlers/agents-get.js';
@@ -12,9 +13,9 @@ import { agentsUpdate } from './handlers/agents-update.js';
 import { agentsVersionsGet } from './handlers/agents-versions-get.js';
 import { agentsVersionsList } from './handlers/agents-versions-list.js';
 import { agentsVersionsRestore } from './handlers/agents-versions-restore.js';
-import { AgentStore } from './store.js';
+import { AgentStore, DEFAULT_MAX_VERSIONS } from './store.js';
 
-export function agentsHandlers(store: AgentStore, redis: Redis): HandlerTable<'agents'> {
+export function agentsHandlers(store: AgentStore, redis: RedisClient): HandlerTable<'agents'> {
   return {
     'agents.create': agentsCreate(store),
     'agents.list': agentsList(store),
@@ -29,13 +30,46 @@ export function agentsHandlers(store: AgentStore, redis: Redis): HandlerTable<'a
   };
 }
 
+export interface AgentsServiceDeps {
+  nc: NatsConnection;
+  redis: RedisClient;
+  log: Logger;
+  writes?: WriteConcern;
+  /** Newest snapshots kept per agent (MAX_VERSIONS_PER_AGENT); versions deploys pin are kept too. */
+  maxVersions?: number;
+}
+
+export interface AgentsService extends Served {
+  retention: VersionRetention;
+  /** Rebuilds the list's view from the agents' hashes (`npm run repair` runs the same). */
+  repairViews(): Promise<{ agents: number; listed: number }>;
+}
+
 /** Serves the agents subjects on an open NATS connection; `main.ts` owns the connections' lifecycle. */
-export function startAgentsService(deps: { nc: NatsConnection; redis: Redis; log: Logger }): Served {
-  const store = new AgentStore(deps.redis);
-  return serve(deps.nc, {
+export function startAgentsService(deps: AgentsServiceDeps): AgentsService {
+  const store = new AgentStore(deps.redis, {
+    ...(deps.writes ? { writes: deps.writes } : {}),
+    // called only after a save, by when `retention` below exists
+    onSnapshots: (id, stored) => retention.onSnapshots(id, stored),
+  });
+  const retention = new VersionRetention(deps.nc, store, deps.maxVersions ?? DEFAULT_MAX_VERSIONS, deps.log);
+  const served = serve(deps.nc, {
     service: 'agents',
     handlers: agentsHandlers(store, deps.redis),
     log: deps.log,
     idempotency: idempotency(new RedisIdempotencyStore(deps.redis, 'ag:')),
   });
+  return {
+    ...served,
+    ready: Promise.all([served.ready, moveLegacyView(store, deps.log)]).then(() => {}),
+    retention,
+    repairViews: () => store.repairViews(),
+  };
+}
+
+/** A store written before the list's view had its own slot: rebuilt into the new keys once, at start. */
+async function moveLegacyView(store: AgentStore, log: Logger): Promise<void> {
+  if (!(await store.hasLegacyView())) return;
+  const done = await store.repairViews();
+  log.info(done, 'list view moved to its own slot');
 }

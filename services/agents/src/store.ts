@@ -8,10 +8,10 @@ import {
   type VersionSummary,
 } from '@vab/contracts';
 import { RawJson } from '@vab/bus';
-import { scriptError, storage, type Redis } from '@vab/storage';
+import { scanKeys, scriptError, storage, WriteConcern, type RedisClient } from '@vab/storage';
 import { createHash, randomUUID } from 'node:crypto';
-import { keys } from './keys.js';
-import { ARCHIVE, CREATE, GET, RESTORE, UPDATE } from './scripts.js';
+import { AGENT_KEY, keys } from './keys.js';
+import { ARCHIVE, CREATE, GET, PRUNE, RESTORE, UPDATE, VIEW } from './scripts.js';
 
 /** The agent as it is stored, plus the entity tag that identifies this exact state of it. */
 export interface StoredAgent {
@@ -23,12 +23,17 @@ interface Scripts {
   agentCreate(...keysThenArgv: string[]): Promise<number>;
   agentUpdate(...keysThenArgv: string[]): Promise<string[]>;
   agentRestore(...keysThenArgv: string[]): Promise<string[]>;
-  agentArchive(...keysThenArgv: string[]): Promise<string>;
+  agentArchive(...keysThenArgv: string[]): Promise<[string, string]>;
+  agentView(...keysThenArgv: string[]): Promise<number>;
+  agentPrune(...keysThenArgv: string[]): Promise<number>;
   agentGet(
     k1: string,
     contentPrefix: string,
   ): Promise<[string, string, string, string, string, string] | null>;
 }
+
+/** Newest snapshots kept per agent unless configured (the product this API comes from keeps 50). */
+export const DEFAULT_MAX_VERSIONS = 50;
 
 /** Ids per HMGET when listing: bounds one command's size on very large lists. */
 const LIST_CHUNK = 10_000;
@@ -50,21 +55,61 @@ function parseVersionMember(member: string): VersionSummary {
   };
 }
 
+/** The list's row of an agent, as the list replies it. */
+const summaryJson = (id: string, name: string, createdAt: number, updatedAt: number) =>
+  JSON.stringify({ id, name, createdAt, updatedAt } satisfies AgentSummary);
+
+export interface AgentStoreOptions {
+  now?: () => number;
+  /** Replicas a write must reach before it is answered (REDIS_WAIT_REPLICAS); default: none. */
+  writes?: WriteConcern;
+  /**
+   * Called after a save leaves an agent with more snapshots than it keeps: retention runs apart from the
+   * request (it asks the sessions service which versions deploys pin).
+   */
+  onSnapshots?: (id: string, stored: number) => void;
+}
+
 const notFound = (id: string) => new AppError('NOT_FOUND', `agent ${id} not found`);
 
 export class AgentStore {
-  private readonly redis: Redis & Scripts;
+  private readonly redis: RedisClient & Scripts;
+  private readonly now: () => number;
+  private readonly writes: WriteConcern;
+  private readonly onSnapshots: (id: string, stored: number) => void;
 
-  constructor(
-    redis: Redis,
-    private readonly now: () => number = Date.now,
-  ) {
-    redis.defineCommand('agentCreate', { numberOfKeys: 5, lua: CREATE });
-    redis.defineCommand('agentUpdate', { numberOfKeys: 5, lua: UPDATE });
-    redis.defineCommand('agentRestore', { numberOfKeys: 4, lua: RESTORE });
-    redis.defineCommand('agentArchive', { numberOfKeys: 3, lua: ARCHIVE });
+  constructor(redis: RedisClient, opts: AgentStoreOptions = {}) {
+    redis.defineCommand('agentCreate', { numberOfKeys: 3, lua: CREATE });
+    redis.defineCommand('agentUpdate', { numberOfKeys: 3, lua: UPDATE });
+    redis.defineCommand('agentRestore', { numberOfKeys: 2, lua: RESTORE });
+    redis.defineCommand('agentArchive', { numberOfKeys: 1, lua: ARCHIVE });
     redis.defineCommand('agentGet', { numberOfKeys: 1, lua: GET });
-    this.redis = redis as Redis & Scripts;
+    redis.defineCommand('agentView', { numberOfKeys: 3, lua: VIEW });
+    redis.defineCommand('agentPrune', { numberOfKeys: 2, lua: PRUNE });
+    this.redis = redis as RedisClient & Scripts;
+    this.now = opts.now ?? Date.now;
+    this.writes = opts.writes ?? new WriteConcern(redis, 0, 0);
+    this.onSnapshots = opts.onSnapshots ?? (() => {});
+  }
+
+  /**
+   * Brings the list's view to an agent's state (its own script has run): the second step of every write
+   * that changes what the list shows. A request interrupted between the two leaves the view one step
+   * behind for that agent until its next write or `repairViews`.
+   */
+  private async view(id: string, rev: number, updatedAt: number, summary: string, force = false) {
+    await storage(() =>
+      this.redis.agentView(
+        keys.index,
+        keys.summaries,
+        keys.revs,
+        id,
+        String(rev),
+        String(updatedAt),
+        summary,
+        force ? '1' : '0',
+      ),
+    );
   }
 
   private refusals(id: string) {
@@ -87,8 +132,6 @@ export class AgentStore {
         keys.agent(id),
         keys.versions(id),
         keys.content(id, hash),
-        keys.index,
-        keys.summaries,
         id,
         name,
         String(now),
@@ -99,13 +142,14 @@ export class AgentStore {
     } catch (err) {
       throw scriptError(err, this.refusals(id));
     }
+    await this.writes.confirm(keys.agent(id));
+    await this.view(id, 1, now, summaryJson(id, name, now, now));
     return { agent: { id, name, createdAt: now, updatedAt: now, version: 1, flow }, etag: etagOf(1, 1) };
   }
 
   /**
    * Two reads whatever the number of agents: the index, then every listed agent's pre-built summary in one
-   * HMGET, joined into the reply JSON without parsing. An agent whose summary is missing (stored before
-   * summaries existed) is read from its hash once and its summary written back.
+   * HMGET, joined into the reply JSON without parsing.
    */
   async list(): Promise<RawJson<AgentSummary[]>> {
     return storage(async () => {
@@ -115,42 +159,85 @@ export class AgentStore {
       for (let i = 0; i < ids.length; i += LIST_CHUNK) {
         rows.push(...(await this.redis.hmget(keys.summaries, ...ids.slice(i, i + LIST_CHUNK))));
       }
-      const missing = ids.filter((_, i) => rows[i] === null);
-      if (missing.length > 0) {
-        const rebuilt = await this.rebuildSummaries(missing);
-        ids.forEach((id, i) => {
-          if (rows[i] === null) rows[i] = rebuilt.get(id) ?? null;
-        });
-      }
       // An agent archived between the two reads has no summary any more: left out, not shown half-read.
       return new RawJson<AgentSummary[]>(`[${rows.filter((r) => r !== null).join(',')}]`);
     });
   }
 
-  private async rebuildSummaries(ids: string[]): Promise<Map<string, string>> {
-    const pipe = this.redis.pipeline();
-    for (const id of ids) pipe.hmget(keys.agent(id), 'name', 'createdAt', 'updatedAt', 'archived');
-    const rows = (await pipe.exec()) ?? [];
-    const out = new Map<string, string>();
-    rows.forEach(([err, row], i) => {
-      if (err) throw err;
-      const [name, createdAt, updatedAt, archived] = row as (string | null)[];
-      if (name === null || name === undefined || archived === '1') return;
-      const summary: AgentSummary = {
-        id: ids[i]!,
-        name,
-        createdAt: Number(createdAt),
-        updatedAt: Number(updatedAt),
-      };
-      out.set(summary.id, JSON.stringify(summary));
-    });
-    // HSETNX: a script may have written a newer summary meanwhile, which must win
-    if (out.size > 0) {
-      const write = this.redis.pipeline();
-      for (const [id, json] of out) write.hsetnx(keys.summaries, id, json);
-      await write.exec();
+  /**
+   * Rebuilds the list's view from the agents' own hashes, in batches (SCAN over every master): the repair
+   * after interrupted writes left it behind, and the move of the view from the keys it had before it got
+   * its own slot (`keys.legacy`, removed once rebuilt). Safe while the service serves: an agent written
+   * meanwhile has a higher rev, which VIEW keeps. Returns how many agents it looked at.
+   */
+  async repairViews(): Promise<{ agents: number; listed: number }> {
+    let agents = 0;
+    let listed = 0;
+    for await (const found of scanKeys(this.redis, 'ag:{*}')) {
+      const ids = found.flatMap((k) => AGENT_KEY.exec(k)?.[1] ?? []).filter((id) => id !== 'views');
+      // one command per agent, not a pipeline: on a cluster the agents' keys sit in different slots
+      const rows = await storage(() =>
+        Promise.all(
+          ids.map((id) =>
+            this.redis.hmget(keys.agent(id), 'name', 'createdAt', 'updatedAt', 'archived', 'rev'),
+          ),
+        ),
+      );
+      for (const [i, [name, createdAt, updatedAt, archived, rev]] of rows.entries()) {
+        const id = ids[i]!;
+        if (name === null || name === undefined) continue;
+        agents++;
+        const live = archived !== '1';
+        if (live) listed++;
+        const summary = live ? summaryJson(id, name, Number(createdAt), Number(updatedAt)) : '';
+        await this.view(id, Number(rev ?? 1), Number(updatedAt), summary, true);
+      }
     }
-    return out;
+    // index entries of agents that are gone entirely (none are deleted today; a hand-edited store may have them)
+    const indexed = await storage(() => this.redis.zrange(keys.index, 0, -1));
+    for (let i = 0; i < indexed.length; i += LIST_CHUNK) {
+      const chunk = indexed.slice(i, i + LIST_CHUNK);
+      const exists = await storage(() => Promise.all(chunk.map((id) => this.redis.exists(keys.agent(id)))));
+      const orphans = chunk.filter((_, j) => exists[j] === 0);
+      if (orphans.length > 0) {
+        await storage(() =>
+          this.redis
+            .multi()
+            .zrem(keys.index, ...orphans)
+            .hdel(keys.summaries, ...orphans)
+            .exec(),
+        );
+      }
+    }
+    for (const legacy of keys.legacy) await storage(() => this.redis.unlink(legacy));
+    return { agents, listed };
+  }
+
+  /** True when the view still sits in the keys it had before it got its own slot. */
+  async hasLegacyView(): Promise<boolean> {
+    return (await storage(() => this.redis.exists(keys.legacy[0]!))) === 1;
+  }
+
+  /**
+   * Retention for one agent: removes its oldest snapshots beyond the newest `keep`, never one of `pinned`
+   * (versions deploy records name) nor the latest, in batches of `batch`. Returns how many went.
+   */
+  async prune(id: string, keep: number, pinned: number[], batch = 100): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const removed = await storage(() =>
+        this.redis.agentPrune(
+          keys.agent(id),
+          keys.versions(id),
+          keys.content(id, ''),
+          String(keep),
+          String(batch),
+          pinned.join(','),
+        ),
+      );
+      total += removed;
+      if (removed < batch) return total;
+    }
   }
 
   /**
@@ -182,8 +269,6 @@ export class AgentStore {
         keys.agent(id),
         keys.versions(id),
         patch.flow ? keys.content(id, hash) : keys.versions(id),
-        keys.index,
-        keys.summaries,
         id,
         String(this.now()),
         ifMatch,
@@ -195,7 +280,7 @@ export class AgentStore {
     } catch (err) {
       throw scriptError(err, this.refusals(id));
     }
-    return this.fromScriptRow(id, row, patch.flow);
+    return this.afterSave(id, row, patch.flow);
   }
 
   async restore(id: string, version: number, ifMatch = ''): Promise<StoredAgent> {
@@ -204,8 +289,6 @@ export class AgentStore {
       row = await this.redis.agentRestore(
         keys.agent(id),
         keys.versions(id),
-        keys.index,
-        keys.summaries,
         id,
         String(this.now()),
         ifMatch,
@@ -214,23 +297,20 @@ export class AgentStore {
     } catch (err) {
       throw scriptError(err, this.refusals(id));
     }
-    return this.fromScriptRow(id, row, undefined);
+    return this.afterSave(id, row, undefined);
   }
 
   async archive(id: string): Promise<{ id: string; archived: true; archivedAt: number }> {
+    let at: string;
+    let rev: string;
     try {
-      const at = await this.redis.agentArchive(
-        keys.agent(id),
-        keys.index,
-        keys.summaries,
-        id,
-        String(this.now()),
-        '',
-      );
-      return { id, archived: true, archivedAt: Number(at) };
+      [at, rev] = await this.redis.agentArchive(keys.agent(id), id, String(this.now()), '');
     } catch (err) {
       throw scriptError(err, this.refusals(id));
     }
+    await this.writes.confirm(keys.agent(id));
+    await this.view(id, Number(rev), Number(at), '');
+    return { id, archived: true, archivedAt: Number(at) };
   }
 
   async lookup(id: string): Promise<AgentLookup> {
@@ -276,8 +356,19 @@ export class AgentStore {
     return JSON.parse(json) as Flow;
   }
 
-  private async fromScriptRow(id: string, row: string[], flow: Flow | undefined): Promise<StoredAgent> {
-    const [name, createdAt, updatedAt, version, rev, head] = row;
+  /** After an update or restore script: confirm, the view, retention's cue, the answer. */
+  private async afterSave(id: string, row: string[], flow: Flow | undefined): Promise<StoredAgent> {
+    const [name, createdAt, updatedAt, version, rev, head, snapshots, changed] = row;
+    if (changed === '1') {
+      await this.writes.confirm(keys.agent(id));
+      await this.view(
+        id,
+        Number(rev),
+        Number(updatedAt),
+        summaryJson(id, name ?? '', Number(createdAt), Number(updatedAt)),
+      );
+      this.onSnapshots(id, Number(snapshots));
+    }
     const content = flow ?? (await storage(() => this.loadContent(id, head ?? '')));
     return {
       agent: {

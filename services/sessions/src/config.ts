@@ -11,7 +11,12 @@ const Env = {
   MAX_ATTACHMENTS_PER_ENTRY: envInt(100, 0),
   /** A whole builder-chat entry as stored (content, operations, attachments), in bytes of JSON. */
   MAX_CONVERSATION_ENTRY_BYTES: envInt(256 * 1024, 1024),
+  /** Builder-chat entries kept per agent: beyond it the oldest go. */
   MAX_CONVERSATION_ENTRIES: envInt(5_000, 1),
+  /** Test sessions (with their messages) are deleted this many days after they started; 0 = kept forever. */
+  TEST_SESSION_RETENTION_DAYS: envInt(30, 0),
+  /** How often one instance (a lock picks it) sweeps for test sessions past their retention. */
+  RETENTION_SWEEP_INTERVAL_MS: envInt(3_600_000, 1000),
 };
 
 export type SessionsConfig = ReturnType<typeof loadConfig>;

@@ -1,9 +1,9 @@
-import type { Redis } from '@vab/storage';
+import type { RedisClient } from '@vab/storage';
 import type { AgentsDirectory } from './agents-directory.js';
 import type { SessionsStore } from './store.js';
 
 export interface Deps {
   store: SessionsStore;
   agents: AgentsDirectory;
-  redis: Redis;
+  redis: RedisClient;
 }

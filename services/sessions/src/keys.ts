@@ -15,5 +15,8 @@ export const keys = {
   subdomains: 'ss:subdomains',
 };
 
+/** An agent's test-session index, as SCAN finds it. */
+export const SESSIONS_KEY = /^ss:\{([^}]+)\}:ts$/;
+
 /** Message members are `<seq, 10 digits>|<json>`: equal timestamps then sort in arrival order. */
 export const SEQ_WIDTH = 10;

@@ -3,4 +3,13 @@ import { limitsFrom, loadConfig } from './config.js';
 import { startSessionsService } from './service.js';
 
 const config = loadConfig(process.env);
-runBusService('sessions', config, (deps) => startSessionsService({ ...deps, limits: limitsFrom(config) }));
+runBusService('sessions', config, (deps) =>
+  startSessionsService({
+    ...deps,
+    limits: limitsFrom(config),
+    retention: {
+      testSessionDays: config.TEST_SESSION_RETENTION_DAYS,
+      intervalMs: config.RETENTION_SWEEP_INTERVAL_MS,
+    },
+  }),
+);

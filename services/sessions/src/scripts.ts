@@ -1,7 +1,12 @@
-/** KEYS: conversation list. ARGV: entryJson, maxEntries. */
+/**
+ * KEYS: conversation list. ARGV: entryJson, maxEntries. Appends; beyond maxEntries the oldest go, at most
+ * 1,000 per append (a lowered cap is reached over a few appends, never in one long command).
+ */
 export const APPEND_ENTRY = `
-if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return redis.error_reply('LIMIT_EXCEEDED') end
-return redis.call('RPUSH', KEYS[1], ARGV[1])
+local n = redis.call('RPUSH', KEYS[1], ARGV[1])
+local over = n - tonumber(ARGV[2])
+if over > 0 then redis.call('LTRIM', KEYS[1], math.min(over, 1000), -1) end
+return n
 `;
 
 /** KEYS: session hash, messages zset. ARGV: timestamp, messageJson, maxMessages. Returns the arrival seq. */
@@ -30,23 +35,14 @@ return redis.call('HGETALL', KEYS[1])
 `;
 
 /**
- * KEYS: deploy meta hash, deploys zset, new deploy hash, global subdomain hash.
- * ARGV: agentId, deployId, now, version, subdomainBase.
- * The deploy number and, on first deploy, the subdomain claim happen in one atomic step: numbers have no
- * gaps under concurrent creates, and two agents can never claim one subdomain.
+ * KEYS: deploy meta hash, deploys zset, new deploy hash. ARGV: agentId, deployId, now, version, subdomain
+ * (claimed for this agent in the global hash before this runs; used if the agent has none yet).
+ * The deploy number is taken atomically: numbers have no gaps under concurrent creates.
  */
 export const CREATE_DEPLOY = `
 local sub = redis.call('HGET', KEYS[1], 'subdomain')
 if not sub then
-  local base = ARGV[5]
-  local candidate = base
-  local n = 1
-  while redis.call('HSETNX', KEYS[4], candidate, ARGV[1]) == 0 do
-    if redis.call('HGET', KEYS[4], candidate) == ARGV[1] then break end
-    n = n + 1
-    candidate = base .. '-' .. n
-  end
-  sub = candidate
+  sub = ARGV[5]
   redis.call('HSET', KEYS[1], 'subdomain', sub)
 end
 local num = redis.call('HINCRBY', KEYS[1], 'seq', 1)

@@ -8,10 +8,10 @@ import {
   type SessionType,
   type TestSession,
 } from '@vab/contracts';
-import { scriptError, storage, type Redis } from '@vab/storage';
+import { scanKeys, scriptError, storage, WriteConcern, type RedisClient } from '@vab/storage';
 import { randomUUID } from 'node:crypto';
 import type { SessionsLimits } from './config.js';
-import { keys, SEQ_WIDTH } from './keys.js';
+import { keys, SEQ_WIDTH, SESSIONS_KEY } from './keys.js';
 import { APPEND_ENTRY, APPEND_MESSAGE, CLOSE_SESSION, CREATE_DEPLOY, UPDATE_DEPLOY } from './scripts.js';
 
 interface Scripts {
@@ -60,19 +60,23 @@ const tooLarge = (what: string, limit: number) =>
   new AppError('LIMIT_EXCEEDED', `${what} exceeds the limit of ${limit}`);
 
 export class SessionsStore {
-  private readonly redis: Redis & Scripts;
+  private readonly redis: RedisClient & Scripts;
+
+  private readonly writes: WriteConcern;
 
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly limits: SessionsLimits,
+    writes?: WriteConcern,
     private readonly now: () => number = Date.now,
   ) {
+    this.writes = writes ?? new WriteConcern(redis, 0, 0);
     redis.defineCommand('ssAppendEntry', { numberOfKeys: 1, lua: APPEND_ENTRY });
     redis.defineCommand('ssAppendMessage', { numberOfKeys: 2, lua: APPEND_MESSAGE });
     redis.defineCommand('ssCloseSession', { numberOfKeys: 1, lua: CLOSE_SESSION });
-    redis.defineCommand('ssCreateDeploy', { numberOfKeys: 4, lua: CREATE_DEPLOY });
+    redis.defineCommand('ssCreateDeploy', { numberOfKeys: 3, lua: CREATE_DEPLOY });
     redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 2, lua: UPDATE_DEPLOY });
-    this.redis = redis as Redis & Scripts;
+    this.redis = redis as RedisClient & Scripts;
   }
 
   // ---- builder conversation ----
@@ -99,10 +103,9 @@ export class SessionsStore {
         String(this.limits.maxConversationEntries),
       );
     } catch (err) {
-      throw scriptError(err, {
-        LIMIT_EXCEEDED: () => tooLarge('number of conversation entries', this.limits.maxConversationEntries),
-      });
+      throw scriptError(err, {});
     }
+    await this.writes.confirm(keys.conversation(agentId));
     return entry;
   }
 
@@ -144,6 +147,7 @@ export class SessionsStore {
         .zadd(keys.sessions(agentId), session.startedAt, session.id)
         .exec(),
     );
+    await this.writes.confirm(keys.sessions(agentId));
     return session;
   }
 
@@ -170,6 +174,7 @@ export class SessionsStore {
         String(endedAt),
         String(durationMs),
       );
+      await this.writes.confirm(keys.session(agentId, sessionId));
       return toSession(pairs(flat));
     } catch (err) {
       throw scriptError(err, {
@@ -195,13 +200,15 @@ export class SessionsStore {
       timestamp: message.timestamp,
     });
     try {
-      return await this.redis.ssAppendMessage(
+      const seq = await this.redis.ssAppendMessage(
         keys.session(agentId, sessionId),
         keys.messages(agentId, sessionId),
         String(message.timestamp),
         json,
         String(this.limits.maxMessagesPerSession),
       );
+      await this.writes.confirm(keys.session(agentId, sessionId));
+      return seq;
     } catch (err) {
       throw scriptError(err, {
         NOT_FOUND: () => sessionNotFound(sessionId),
@@ -229,22 +236,79 @@ export class SessionsStore {
 
   async createDeploy(agentId: string, version: number, subdomainBase: string): Promise<DeployRecord> {
     const deployId = randomUUID();
+    const subdomain = await this.claimSubdomain(agentId, subdomainBase);
     try {
       const flat = await this.redis.ssCreateDeploy(
         keys.deployMeta(agentId),
         keys.deploys(agentId),
         keys.deploy(agentId, deployId),
-        keys.subdomains,
         agentId,
         deployId,
         String(this.now()),
         String(version),
-        subdomainBase,
+        subdomain,
       );
+      await this.writes.confirm(keys.deployMeta(agentId));
       return toDeploy(pairs(flat));
     } catch (err) {
       throw scriptError(err, {});
     }
+  }
+
+  /**
+   * The agent's subdomain: the one it has, else the first of `base`, `base-2`, `base-3`… free in the global
+   * hash (HSETNX: two agents never hold one). Claimed before the deploy script records it, because the
+   * global hash lives in a slot of its own on a cluster: a request interrupted in between leaves a claim
+   * its agent has not recorded yet, which the agent's next deploy finds (the claim names it) and uses.
+   */
+  private async claimSubdomain(agentId: string, base: string): Promise<string> {
+    return storage(async () => {
+      const current = await this.redis.hget(keys.deployMeta(agentId), 'subdomain');
+      if (current) return current;
+      for (let n = 1; ; n++) {
+        const candidate = n === 1 ? base : `${base}-${n}`;
+        if ((await this.redis.hsetnx(keys.subdomains, candidate, agentId)) === 1) return candidate;
+        if ((await this.redis.hget(keys.subdomains, candidate)) === agentId) return candidate;
+      }
+    });
+  }
+
+  /**
+   * Retention: deletes the test sessions that started before `cutoff` (epoch ms), with their messages, in
+   * batches of `batch` sessions (one MULTI each, UNLINK so Redis frees big transcripts in the background),
+   * over every agent (SCAN of every master). Returns how many went.
+   */
+  async sweepSessions(cutoff: number, batch = 100): Promise<number> {
+    let removed = 0;
+    for await (const found of scanKeys(this.redis, 'ss:{*}:ts')) {
+      for (const key of found) {
+        const agentId = SESSIONS_KEY.exec(key)?.[1];
+        if (!agentId) continue;
+        for (;;) {
+          const ids = await storage(() =>
+            this.redis.zrangebyscore(key, '-inf', `(${cutoff}`, 'LIMIT', 0, batch),
+          );
+          if (ids.length === 0) break;
+          const doomed = ids.flatMap((id) => [keys.session(agentId, id), keys.messages(agentId, id)]);
+          await storage(() =>
+            this.redis
+              .multi()
+              .unlink(...doomed)
+              .zrem(key, ...ids)
+              .exec(),
+          );
+          removed += ids.length;
+          if (ids.length < batch) break;
+        }
+      }
+    }
+    return removed;
+  }
+
+  /** Every version a deploy record of the agent names, whatever its status. */
+  async pinnedVersions(agentId: string): Promise<number[]> {
+    const deploys = (await this.listDeploys(agentId)) ?? [];
+    return [...new Set(deploys.map((d) => d.version))].sort((a, b) => a - b);
   }
 
   async listDeploys(agentId: string): Promise<DeployRecord[] | undefined> {
@@ -287,6 +351,7 @@ export class SessionsStore {
         deployId,
         keys.deployPrefix(agentId),
       );
+      await this.writes.confirm(keys.deployMeta(agentId));
       return toDeploy(pairs(flat));
     } catch (err) {
       throw scriptError(err, {

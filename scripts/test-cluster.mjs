@@ -1,0 +1,36 @@
+#!/usr/bin/env node
+// The integration tests of every service's writes and reads, once more on a real Redis Cluster (3 masters,
+// 3 replicas, started here on free ports): each test stack connects with REDIS_CLUSTER_NODES instead of its
+// own single Redis. Files run one after another: they share the cluster, and one of them rewrites the
+// agents' list view. Part of `npm test`.
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startLocalRedisCluster } from '@vab/testkit';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const SUBSET = [
+  'tests/integration/agents.test.ts',
+  'tests/integration/sessions.test.ts',
+  'tests/integration/client.test.ts',
+  'tests/integration/idempotency.test.ts',
+  'tests/integration/retention.test.ts',
+  'tests/integration/text-sessions.test.ts',
+];
+
+const cluster = await startLocalRedisCluster();
+console.log(`[test-cluster] Redis Cluster of ${cluster.nodes.length} nodes at ${cluster.seeds}`);
+let status = 1;
+try {
+  const env = { ...process.env, REDIS_CLUSTER_NODES: cluster.seeds };
+  delete env.REDIS_URL;
+  const run = spawnSync('npx', ['vitest', 'run', '--no-file-parallelism', ...SUBSET], {
+    cwd: root,
+    env,
+    stdio: 'inherit',
+  });
+  status = run.status ?? 1;
+} finally {
+  await cluster.dispose();
+}
+process.exit(status);
