@@ -1,12 +1,12 @@
 # One image for every service; SERVICE picks which one runs (agents, sessions, gateway).
-FROM node:22-bookworm-slim AS build
+FROM node:22.12.0-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json turbo.json tsconfig.base.json ./
 COPY packages ./packages
 COPY services ./services
 RUN npm ci --no-audit --no-fund && npx turbo run build && npm prune --omit=dev
 
-FROM node:22-bookworm-slim
+FROM node:22.12.0-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=build --chown=node:node /app /app

@@ -37,6 +37,8 @@ export default tseslint.config(
         setTimeout: 'readonly',
         clearTimeout: 'readonly',
         fetch: 'readonly',
+        Buffer: 'readonly',
+        performance: 'readonly',
       },
     },
   },

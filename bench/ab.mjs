@@ -6,11 +6,19 @@
 // ratio B/A. Scenario 1 by default (GET /api/agents/:id of a 20-node agent); `--append` for scenario 4
 // (POST …/messages).
 // `--env-a K=V,…` / `--env-b K=V,…` add variables to one side's processes (an option measured against
-// itself: `--base .` with a different setting on each side).
+// itself: `--base .` with a different setting on each side). `--cluster-a` / `--cluster-b` run that side on
+// a Redis Cluster (3 masters + 3 replicas) and a 3-node NATS cluster instead of one server of each (its CPU
+// figure then counts every nats-server; Redis is counted on neither side).
 // Usage: npm run build && node bench/ab.mjs --base ../base [--seconds 5] [--rounds 5] [--append]
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
+import {
+  freePort,
+  startLocalNats,
+  startLocalNatsCluster,
+  startLocalRedis,
+  startLocalRedisCluster,
+} from '@vab/testkit';
 import { autocannon, benchFlow, sendJson, startProcess } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -38,12 +46,25 @@ const envOf = (text) =>
       .map((kv) => kv.split('=')),
   );
 
-async function stack(root, extraEnv) {
-  const nats = await startLocalNats();
-  const redis = await startLocalRedis();
+/** One NATS and one Redis, or a cluster of each: the environment the services get, and the NATS pids. */
+async function servers(cluster) {
+  if (!cluster) {
+    const nats = await startLocalNats();
+    const redis = await startLocalRedis();
+    return { env: { NATS_URL: nats.url, REDIS_URL: redis.url }, natsPids: [nats.child.pid] };
+  }
+  const nats = await startLocalNatsCluster({ size: 3 });
+  const redis = await startLocalRedisCluster();
+  return {
+    env: { NATS_URL: nats.urls, REDIS_CLUSTER_NODES: redis.seeds },
+    natsPids: nats.nodes.map((n) => n.server.child.pid),
+  };
+}
+
+async function stack(root, extraEnv, cluster) {
+  const { env: serverEnv, natsPids } = await servers(cluster);
   const env = {
-    NATS_URL: nats.url,
-    REDIS_URL: redis.url,
+    ...serverEnv,
     MAX_MESSAGES_PER_SESSION: '100000000',
     ...extraEnv,
   };
@@ -56,7 +77,7 @@ async function stack(root, extraEnv) {
     'gateway listening',
   );
   // the processes whose CPU a request costs: the gateway, the service behind it, and the bus
-  const pids = [gateway.pid, (APPEND ? sessions : agents).pid, nats.child.pid];
+  const pids = [gateway.pid, (APPEND ? sessions : agents).pid, ...natsPids];
   const url = `http://127.0.0.1:${port}`;
   const agent = await sendJson('POST', `${url}/api/agents`, { name: 'Bench', flow: benchFlow() });
   if (!APPEND) return { pids, url: `${url}/api/agents/${agent.id}` };
@@ -74,17 +95,19 @@ const load = ({ url, body, pids }, seconds = SECONDS) =>
   autocannon({ url, seconds, pids, ...(body ? { method: 'POST', body } : {}) });
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const a = await stack(resolve(base), envOf(arg('env-a')));
-const b = await stack(here, envOf(arg('env-b')));
+const a = await stack(resolve(base), envOf(arg('env-a')), argv.includes('--cluster-a'));
+const b = await stack(here, envOf(arg('env-b')), argv.includes('--cluster-b'));
 console.log(
   `# A/B ${APPEND ? 'scenario 4 (appends)' : 'scenario 1 (GET /api/agents/:id)'} — A ${resolve(base)}, B ${here}; ` +
     `${SECONDS} s per run, ${ROUNDS} rounds, warm-up first` +
-    (arg('env-a') || arg('env-b') ? `; env A: ${arg('env-a') ?? '-'}, B: ${arg('env-b') ?? '-'}` : ''),
+    (arg('env-a') || arg('env-b') ? `; env A: ${arg('env-a') ?? '-'}, B: ${arg('env-b') ?? '-'}` : '') +
+    (argv.includes('--cluster-a') ? '; A on clusters' : '') +
+    (argv.includes('--cluster-b') ? '; B on clusters' : ''),
 );
 await load(a, 2);
 await load(b, 2);
 console.log(
-  '| round | A req/s | A p99 ms | A µs/req (gateway+service+nats) | B req/s | B p99 ms | B µs/req | B/A req/s | B/A µs |',
+  '| round | A req/s | A p50/p99 ms | A µs/req (gateway+service+nats) | B req/s | B p50/p99 ms | B µs/req | B/A req/s | B/A µs |',
 );
 console.log('|---|---|---|---|---|---|---|---|---|');
 const ratios = [];
@@ -104,7 +127,7 @@ for (let i = 1; i <= ROUNDS; i++) {
   ratios.push(rb.rps / ra.rps);
   cpuRatios.push(rb.cpu / ra.cpu);
   console.log(
-    `| ${i} | ${ra.rps.toFixed(0)} | ${ra.p99} | ${split(ra)} | ${rb.rps.toFixed(0)} | ${rb.p99} | ${split(rb)} | ` +
+    `| ${i} | ${ra.rps.toFixed(0)} | ${ra.p50}/${ra.p99} | ${split(ra)} | ${rb.rps.toFixed(0)} | ${rb.p50}/${rb.p99} | ${split(rb)} | ` +
       `${ratios.at(-1).toFixed(3)} | ${cpuRatios.at(-1).toFixed(3)} |`,
   );
 }

@@ -21,7 +21,17 @@ export function startProcess(file, env, ready, nodeArgs = []) {
     );
     let out = '';
     let isReady = false;
+    // what it printed while starting (e.g. which NATS server it connected to), for benchmarks that ask
+    child.startupOutput = '';
+    // its error lines (pino level 50 and up), the first 20, for benchmarks that explain a failure
+    child.errorLines = [];
     const onData = (d) => {
+      if (child.errorLines.length < 20) {
+        for (const line of String(d).split('\n')) {
+          if (/"level":(50|60)/.test(line) && child.errorLines.length < 20) child.errorLines.push(line);
+        }
+      }
+      if (!isReady) child.startupOutput = (child.startupOutput + d).slice(0, 16384);
       const text = out + d;
       out = text.slice(-4096);
       if (!isReady && text.includes(ready)) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Starts the whole local stack: NATS and Redis (the configured ones when they answer, else local servers
 // started here), then every service as its own process. Prints the gateway URL once it is ready.
-// Ctrl-C stops everything it started.
+// NATS_URL may name several servers (a cluster: used when one of them answers); REDIS_CLUSTER_NODES names a
+// Redis Cluster, which is then used as it is (no Redis is started). Ctrl-C stops everything it started.
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -13,6 +14,7 @@ const stateDir = join(root, '.stack');
 const env = process.env;
 const NATS_URL = env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const REDIS_URL = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_CLUSTER_NODES = env.REDIS_CLUSTER_NODES?.trim() ?? '';
 const PORT = env.PORT ?? '3000';
 const HOST = env.HOST ?? '127.0.0.1';
 const children = [];
@@ -68,11 +70,18 @@ function run(name, cmd, args, extraEnv = {}) {
 }
 
 async function ensureNats() {
-  const target = hostPort(NATS_URL, 4222);
-  if (await answers(target, undefined, 'INFO')) {
-    log(`using NATS at ${NATS_URL}`);
-    return;
+  const urls = NATS_URL.split(',').map((u) => u.trim());
+  for (const url of urls) {
+    if (await answers(hostPort(url, 4222), undefined, 'INFO')) {
+      log(`using NATS at ${NATS_URL}`);
+      return;
+    }
   }
+  if (urls.length > 1) {
+    console.error(`[stack] no NATS server of NATS_URL=${NATS_URL} answers; start the cluster first`);
+    process.exit(1);
+  }
+  const target = hostPort(NATS_URL, 4222);
   needBinary('nats-server', 'nats-server');
   mkdirSync(stateDir, { recursive: true });
   const conf = join(stateDir, 'nats.conf');
@@ -84,6 +93,23 @@ async function ensureNats() {
 }
 
 async function ensureRedis() {
+  if (REDIS_CLUSTER_NODES) {
+    const seeds = REDIS_CLUSTER_NODES.split(',').map((hp) => hostPort(`redis://${hp.trim()}`, 6379));
+    // a cluster with a password answers NOAUTH: it is there all the same
+    const up = await Promise.all(
+      seeds.map(
+        async (seed) => (await answers(seed, 'PING\r\n', 'PONG')) || answers(seed, 'PING\r\n', 'NOAUTH'),
+      ),
+    );
+    if (!up.some(Boolean)) {
+      console.error(
+        `[stack] no node of REDIS_CLUSTER_NODES=${REDIS_CLUSTER_NODES} answers; start the cluster first`,
+      );
+      process.exit(1);
+    }
+    log(`using the Redis Cluster at ${REDIS_CLUSTER_NODES}`);
+    return;
+  }
   const target = hostPort(REDIS_URL, 6379);
   if (await answers(target, 'PING\r\n', 'PONG')) {
     log(`using Redis at ${REDIS_URL}`);
@@ -144,7 +170,7 @@ for (const svc of ['agents', 'sessions', 'playground', 'gateway']) {
 }
 await ensureNats();
 await ensureRedis();
-const common = { NATS_URL, REDIS_URL };
+const common = { NATS_URL, REDIS_URL, REDIS_CLUSTER_NODES };
 // Local development: flows may call services on this machine (a webhook receiver, a local model server, an
 // MCP server under development). A deployment leaves FLOW_EGRESS_ALLOW unset, so flows reach no internal
 // address (docs/operations.md).

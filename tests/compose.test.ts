@@ -55,6 +55,35 @@ describe('docker-compose.yml', () => {
     expect(gw.healthcheck).toBeDefined();
   });
 
+  it("pins every image to a version, the Dockerfile's base too", () => {
+    const full = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+      services: Record<string, { image?: string }>;
+    };
+    const images = Object.values(full.services).flatMap((svc) => (svc.image ? [svc.image] : []));
+    const bases = [...readFileSync(join(root, 'Dockerfile'), 'utf8').matchAll(/^FROM (\S+)/gm)].map(
+      (m) => m[1]!,
+    );
+    for (const image of [...images, ...bases]) expect(image).toMatch(/:v?\d+\.\d+\.\d+(-[a-z0-9.-]+)?$/);
+  });
+
+  it('has a cluster profile: 3 NATS nodes on the cluster variant, 6 Redis Cluster nodes, services pointed there', () => {
+    const full = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+      services: Record<string, { profiles?: string[]; command?: string[] | string; image?: string }>;
+    };
+    const inProfile = Object.entries(full.services).filter(([, svc]) => svc.profiles?.includes('cluster'));
+    const nats = inProfile.filter(([, svc]) => svc.image?.startsWith('nats:'));
+    const redis = inProfile.filter(([, svc]) => JSON.stringify(svc.command).includes('--cluster-enabled'));
+    expect(nats.map(([n]) => n)).toEqual(['nats-1', 'nats-2', 'nats-3']);
+    for (const [, svc] of nats) expect(svc.command).toEqual(['-c', '/etc/nats/nats-cluster.conf']);
+    expect(redis).toHaveLength(6);
+    const env = readFileSync(join(root, 'deploy', 'cluster.env'), 'utf8');
+    expect(env).toContain('NATS_URL=nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222');
+    expect(env).toMatch(/REDIS_CLUSTER_NODES=redis-1:6379,.*redis-6:6379/);
+    for (const svc of ['agents', 'sessions', 'playground']) {
+      expect(compose.services[svc]!.environment?.REDIS_CLUSTER_NODES).toBe('${REDIS_CLUSTER_NODES:-}');
+    }
+  });
+
   it('points at files that exist', () => {
     expect(existsSync(join(root, 'Dockerfile'))).toBe(true);
     expect(existsSync(join(root, 'deploy', 'nats.conf'))).toBe(true);

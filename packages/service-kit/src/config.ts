@@ -23,8 +23,10 @@ export const RedisEnv = {
   /** Seed nodes of a Redis Cluster (`host:port,host:port,…`); set, it wins over REDIS_URL. */
   REDIS_CLUSTER_NODES: z
     .string()
-    .regex(/^\s*[^\s,:]+:\d{1,5}\s*(,\s*[^\s,:]+:\d{1,5}\s*)*$/, 'expected host:port,host:port,…')
+    .regex(/^(\s*[^\s,:]+:\d{1,5}\s*(,\s*[^\s,:]+:\d{1,5}\s*)*)?$/, 'expected host:port,host:port,…')
     .optional(),
+  /** The cluster's password (`requirepass`/`masterauth`), when it has one; REDIS_URL carries its own. */
+  REDIS_CLUSTER_PASSWORD: z.string().optional(),
   /** Replicas that must hold a write before it is answered (Redis WAIT); 0 = do not wait. */
   REDIS_WAIT_REPLICAS: envInt(0),
   /** How long a write waits for those replicas before it answers 503. */

@@ -9,15 +9,18 @@ export { Redis, Cluster } from 'ioredis';
 export type RedisClient = Redis | Cluster;
 
 /** Where a service's data lives: one server (`url`) or a cluster (`clusterNodes`, seed `host:port`s). */
-export type RedisTarget = { url: string } | { clusterNodes: { host: string; port: number }[] };
+export type RedisTarget =
+  { url: string } | { clusterNodes: { host: string; port: number }[]; password?: string | undefined };
 
 /** `REDIS_CLUSTER_NODES` (`host:port,host:port,…`) wins over `REDIS_URL` when set. */
 export function redisTargetOf(config: {
   REDIS_URL: string;
   REDIS_CLUSTER_NODES?: string | undefined;
+  REDIS_CLUSTER_PASSWORD?: string | undefined;
 }): RedisTarget {
-  if (!config.REDIS_CLUSTER_NODES) return { url: config.REDIS_URL };
+  if (!config.REDIS_CLUSTER_NODES?.trim()) return { url: config.REDIS_URL };
   return {
+    password: config.REDIS_CLUSTER_PASSWORD,
     clusterNodes: config.REDIS_CLUSTER_NODES.split(',').map((hp) => {
       const at = hp.trim().lastIndexOf(':');
       return { host: hp.trim().slice(0, at), port: Number(hp.trim().slice(at + 1)) };
@@ -65,7 +68,7 @@ export function createRedis(target: RedisTarget | string, log: Logger, opts: { n
     return redis;
   }
   const cluster = new Cluster(t.clusterNodes, {
-    redisOptions: connectionOptions(opts.name),
+    redisOptions: { ...connectionOptions(opts.name), ...(t.password ? { password: t.password } : {}) },
     enableOfflineQueue: true,
     // a failover takes the cluster's node timeout plus an election: wait for it instead of failing at once
     retryDelayOnFailover: 200,
@@ -177,6 +180,7 @@ function translateRedisError(err: unknown): unknown {
       msg.includes("Cluster isn't ready") ||
       msg.includes('None of startup nodes is available') ||
       msg.includes('Failed to refresh slots cache') ||
+      msg.includes('Too many Cluster redirections') ||
       msg.includes("Stream isn't writeable")
     ) {
       return new AppError('SERVICE_UNAVAILABLE', 'storage is unavailable, retry shortly');

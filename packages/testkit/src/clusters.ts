@@ -164,9 +164,13 @@ export interface LocalNatsCluster {
 
 /**
  * A real NATS cluster on free ports: `size` nats-servers joined by routes (each names every other), one
- * cluster name, the payload limit our stacks use.
+ * cluster name, the payload limit our stacks use. `configFile`: each node runs that file (e.g. the
+ * deployment's cluster variant, with its users and permissions; `$VARIABLES` from `env`), with this test's
+ * own addresses, ports and routes (command-line flags win).
  */
-export async function startLocalNatsCluster(opts: { size?: number } = {}): Promise<LocalNatsCluster> {
+export async function startLocalNatsCluster(
+  opts: { size?: number; configFile?: string; env?: Record<string, string> } = {},
+): Promise<LocalNatsCluster> {
   requireBinary('nats-server', 'nats-server');
   const size = opts.size ?? 3;
   const dir = mkdtempSync(join(tmpdir(), 'vab-nats-cluster-'));
@@ -192,13 +196,21 @@ export async function startLocalNatsCluster(opts: { size?: number } = {}): Promi
           `http_port: ${p.monitor}\n` +
           `cluster {\n  name: vab\n  listen: 127.0.0.1:${p.route}\n  routes: [${routes.join(', ')}]\n}\n`,
       );
+      const args = opts.configFile
+        ? [
+            ...['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(p.client), '-m', String(p.monitor)],
+            ...['--cluster', `nats://127.0.0.1:${p.route}`, '--cluster_name', 'vab'],
+            ...['--routes', routes.map((r) => r.replaceAll('"', '')).join(',')],
+          ]
+        : ['-c', conf];
       const server = new LocalProcessServer(
         p.client,
         `nats://127.0.0.1:${p.client}`,
         'nats-server',
-        ['-c', conf],
+        args,
         () => tcpProbe(p.client, undefined, 'INFO'),
         () => undefined,
+        { NATS_NODE_NAME: `node-${i}`, ...opts.env },
       );
       await server.start();
       nodes.push({ host: '127.0.0.1', port: p.client, url: server.url, server });

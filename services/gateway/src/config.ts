@@ -1,4 +1,4 @@
-import { envInt, loadConfig as load } from '@vab/service-kit';
+import { envInt, loadConfig as load, RedisEnv } from '@vab/service-kit';
 import { z } from 'zod';
 import type { SecurityConfig } from './security.js';
 
@@ -20,6 +20,8 @@ const Env = {
   SESSION_RATE_LIMIT_MAX: envInt(20, 1),
   /** Redis for rate-limit counters shared by every gateway instance (only counters, never API data). */
   RATE_LIMIT_REDIS_URL: z.string().optional(),
+  /** The same counters on a Redis Cluster (seed `host:port,…`); wins over RATE_LIMIT_REDIS_URL. */
+  RATE_LIMIT_REDIS_CLUSTER_NODES: RedisEnv.REDIS_CLUSTER_NODES,
   /**
    * The backend this one runs beside: every request the route table does not serve is proxied there
    * (HTTP, streamed answers and WebSocket upgrades). Unset: such requests answer 404.

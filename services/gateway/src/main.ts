@@ -1,7 +1,8 @@
 import { connectNats } from '@vab/bus';
 import { createAccessLog, createLogger, natsOptionsOf, runService } from '@vab/service-kit';
 import { buildGateway } from './app.js';
-import { Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { redisTargetOf } from '@vab/storage';
 import { loadConfig, securityOf } from './config.js';
 
 const config = loadConfig(process.env);
@@ -9,13 +10,20 @@ const log = createLogger('gateway', config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const nc = await connectNats(natsOptionsOf('gateway', config), log);
-  const rateLimitRedis = config.RATE_LIMIT_REDIS_URL
-    ? new Redis(config.RATE_LIMIT_REDIS_URL, {
-        maxRetriesPerRequest: 1,
-        connectTimeout: 2000,
-        enableOfflineQueue: false,
-      })
-    : undefined;
+  // counters only: a request never waits for a Redis that is down (no offline queue, one retry)
+  const options: RedisOptions = { maxRetriesPerRequest: 1, connectTimeout: 2000, enableOfflineQueue: false };
+  const target =
+    config.RATE_LIMIT_REDIS_CLUSTER_NODES || config.RATE_LIMIT_REDIS_URL
+      ? redisTargetOf({
+          REDIS_URL: config.RATE_LIMIT_REDIS_URL ?? '',
+          REDIS_CLUSTER_NODES: config.RATE_LIMIT_REDIS_CLUSTER_NODES,
+        })
+      : undefined;
+  const rateLimitRedis = !target
+    ? undefined
+    : 'url' in target
+      ? new Redis(target.url, options)
+      : new Cluster(target.clusterNodes, { redisOptions: options, enableOfflineQueue: false });
   rateLimitRedis?.on('error', (err: Error) => log.warn({ err: err.message }, 'rate-limit redis error'));
   const app = await buildGateway({
     nc,

@@ -3,7 +3,7 @@ import helmet from 'helmet';
 import rateLimit from '@fastify/rate-limit';
 import { AppError } from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
 
 export interface SecurityConfig {
@@ -16,7 +16,7 @@ export interface SecurityConfig {
   /** The stricter limit of routes that start sessions (they spend the operator's money). */
   sessionRateLimitMax: number;
   /** Shared store so limits hold across gateway instances; without it each instance counts alone. */
-  rateLimitRedis?: Redis | undefined;
+  rateLimitRedis?: Redis | Cluster | undefined;
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();

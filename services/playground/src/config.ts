@@ -1,4 +1,4 @@
-import { envInt, loadConfig as load } from '@vab/service-kit';
+import { envInt, loadConfig as load, RedisEnv } from '@vab/service-kit';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -26,6 +26,9 @@ const listOf = <T>(parse: (text: string | undefined) => T[]) =>
 const Env = {
   /** Optional: Idempotency-Keys of session starts are kept here (shared by instances) instead of in memory. */
   REDIS_URL: z.string().optional(),
+  /** The same on a Redis Cluster (seed `host:port,…`), as the storing services take it; wins over REDIS_URL. */
+  REDIS_CLUSTER_NODES: RedisEnv.REDIS_CLUSTER_NODES,
+  REDIS_CLUSTER_PASSWORD: RedisEnv.REDIS_CLUSTER_PASSWORD,
   /** The server's local environment file, read afresh on each GET /api/env-keys (merged over the process env). */
   ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),
   /** Sessions this instance runs at once; past it, new ones answer 503. */

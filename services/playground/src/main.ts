@@ -7,7 +7,7 @@ import {
   RedisIdempotencyStore,
   runService,
 } from '@vab/service-kit';
-import { createRedis } from '@vab/storage';
+import { createRedis, redisTargetOf } from '@vab/storage';
 import { loadConfig } from './config.js';
 import { startPlaygroundService } from './service.js';
 
@@ -16,7 +16,12 @@ const log = createLogger('playground', config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const nc = await connectNats(natsOptionsOf('playground', config, `playground-${config.INSTANCE_ID}`), log);
-  const redis = config.REDIS_URL ? createRedis(config.REDIS_URL, log, { name: 'playground' }) : undefined;
+  const redis =
+    config.REDIS_URL || config.REDIS_CLUSTER_NODES
+      ? createRedis(redisTargetOf({ ...config, REDIS_URL: config.REDIS_URL ?? '' }), log, {
+          name: 'playground',
+        })
+      : undefined;
   const service = startPlaygroundService({
     nc,
     log,
