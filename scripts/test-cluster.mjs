@@ -16,6 +16,7 @@ const SUBSET = [
   'tests/integration/idempotency.test.ts',
   'tests/integration/retention.test.ts',
   'tests/integration/text-sessions.test.ts',
+  'tests/integration/test-runs.test.ts',
 ];
 
 const cluster = await startLocalRedisCluster();

@@ -70,6 +70,8 @@ export interface StackOptions {
   maxVersions?: number;
   /** The sessions service's test-session retention (default: off; tests sweep by hand). */
   testSessionDays?: number;
+  /** The sessions service's test-run settings (TEST_RUN_CONCURRENCY, TEST_CASE_TIMEOUT_MS, …). */
+  testRuns?: Partial<{ concurrency: number; caseTimeoutMs: number; attempts: number; heartbeatMs: number }>;
   bodyLimitBytes?: number;
   requestTimeoutMs?: number;
   sessionsLimits?: Partial<SessionsLimits>;
@@ -147,6 +149,7 @@ function startService(
       writes,
       limits: opts.sessionsLimits,
       retention: { testSessionDays: opts.testSessionDays ?? 0, intervalMs: 3_600_000 },
+      ...(opts.testRuns ? { testRuns: opts.testRuns } : {}),
     });
     return { served: sessions, sessions };
   }
@@ -348,6 +351,7 @@ export function api(baseUrl: string) {
   return {
     get: <T = any>(p: string, h?: Record<string, string>) => call<T>('GET', p, undefined, h),
     post: <T = any>(p: string, b?: unknown, h?: Record<string, string>) => call<T>('POST', p, b, h),
+    put: <T = any>(p: string, b?: unknown, h?: Record<string, string>) => call<T>('PUT', p, b, h),
     patch: <T = any>(p: string, b?: unknown, h?: Record<string, string>) => call<T>('PATCH', p, b, h),
     delete: <T = any>(p: string, b?: unknown, h?: Record<string, string>) => call<T>('DELETE', p, b, h),
     raw: call,

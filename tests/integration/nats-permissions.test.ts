@@ -1,5 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { startLocalNats } from '@vab/testkit';
+import { startLocalNats, startLocalNatsCluster } from '@vab/testkit';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, startStack, type Stack } from '../helpers/stack.js';
@@ -114,5 +114,55 @@ describe('NATS with per-service users and permissions', () => {
     for (let i = 0; i < 10; i++) expect((await http.get(`/api/agents/${agent}`)).status).toBe(200);
     expect(served).toBe(0);
     expect(denied.join(' ')).toMatch(/permissions violation/i);
+  });
+});
+
+describe('the cluster variant (deploy/nats-cluster.conf): the same users and permissions on 3 nodes', () => {
+  it('serves every path across nodes and still refuses what a service may not do', async () => {
+    const cluster = await startLocalNatsCluster({
+      size: 3,
+      configFile: join(import.meta.dirname, '..', '..', 'deploy', 'nats-cluster.conf'),
+      env: {
+        NATS_GATEWAY_PASSWORD: passwords.gateway,
+        NATS_AGENTS_PASSWORD: passwords.agents,
+        NATS_SESSIONS_PASSWORD: passwords.sessions,
+        NATS_PLAYGROUND_PASSWORD: passwords.playground,
+      },
+    });
+    const [a, b, c] = cluster.nodes.map((n) => n.url);
+    const spread = await startStack({
+      natsUrl: a,
+      natsUrls: { gateway: a, agents: b, sessions: c, playground: b },
+      natsCredentials: credentials,
+    });
+    try {
+      const h = api(spread.baseUrl);
+      const agent = await h.post('/api/agents', { name: 'Clustered' });
+      expect(agent.status).toBe(201);
+      expect(
+        (await h.post(`/api/agents/${agent.body.id}/test-sessions`, { sessionType: 'text' })).status,
+      ).toBe(201);
+      expect((await h.get('/readyz')).body.services).toEqual({
+        agents: 'up',
+        sessions: 'up',
+        playground: 'up',
+      });
+      // an impostor on another node still cannot serve the agents' subjects
+      const impostor = await connect({ servers: c, user: 'gateway', pass: passwords.gateway });
+      const denied: string[] = [];
+      impostor.subscribe('agents.get', {
+        queue: 'agents',
+        callback: (err) => {
+          if (err) denied.push(err.message);
+        },
+      });
+      await impostor.flush().catch(() => undefined);
+      for (let i = 0; i < 5; i++) expect((await h.get(`/api/agents/${agent.body.id}`)).status).toBe(200);
+      expect(denied.join(' ')).toMatch(/permissions violation/i);
+      await impostor.close();
+    } finally {
+      await spread.close();
+      await cluster.dispose();
+    }
   });
 });

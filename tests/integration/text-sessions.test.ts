@@ -1,6 +1,6 @@
 import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
+import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { api, keysMatching, startStack, type Stack } from '../helpers/stack.js';
 
 const KEY = 'sk-test-never-logged-0123456789';
@@ -8,29 +8,7 @@ let stack: Stack;
 let http: ReturnType<typeof api>;
 let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
 
-/** Classifies from the user's lines; replies "ok: <what the user said>". */
-function script(req: ChatRequest) {
-  const prompt = textOf(req.messages.at(-1)?.content).toLowerCase();
-  const users = prompt
-    .split('\n')
-    .filter((l) => l.startsWith('user:'))
-    .join(' ');
-  if (req.tools?.some((t) => t.function.name === 'decide')) {
-    if (prompt.includes('why do they call')) {
-      const choice = users.includes('book')
-        ? 'booking'
-        : users.includes('question')
-          ? 'question'
-          : 'none yet';
-      return { toolCalls: [{ name: 'decide', args: { choice } }] };
-    }
-    return { toolCalls: [{ name: 'decide', args: { choice: users.includes('yes') ? 'true' : 'false' } }] };
-  }
-  if (req.tools?.some((t) => t.function.name === 'extract'))
-    return { toolCalls: [{ name: 'extract', args: { name: 'Ada', urgent: true } }] };
-  const lastUser = req.messages.filter((m) => m.role === 'user').at(-1);
-  return { content: `ok: ${textOf(lastUser?.content)}` };
-}
+const script = clinicScript;
 
 const flowFor = () =>
   withNode(withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' }), 'hook', {

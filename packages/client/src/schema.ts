@@ -74,6 +74,24 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/agents/{id}/deploy-gate': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Whether a deploy may go live only on a version whose last test run passed */
+    get: operations['deployGateGet'];
+    /** Turn the deploy gate on or off */
+    put: operations['deployGateSet'];
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/deploys': {
     parameters: {
       query?: never;
@@ -107,6 +125,78 @@ export interface paths {
     head?: never;
     /** Move a deploy to its next status (pending → building → live | failed) */
     patch: operations['deploysUpdate'];
+    trace?: never;
+  };
+  '/api/agents/{id}/test-cases': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The agent's regression test cases, oldest first */
+    get: operations['testCasesList'];
+    put?: never;
+    /** Create a test case: by hand, or from a recorded test session (replay) */
+    post: operations['testCasesCreate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/test-cases/{caseId}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One test case */
+    get: operations['testCasesGet'];
+    put?: never;
+    post?: never;
+    /** Delete a test case (idempotent) */
+    delete: operations['testCasesDelete'];
+    options?: never;
+    head?: never;
+    /** Change a test case (the fields sent) */
+    patch: operations['testCasesUpdate'];
+    trace?: never;
+  };
+  '/api/agents/{id}/test-runs': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Test runs, newest first, each with its verdicts so far */
+    get: operations['testRunsList'];
+    put?: never;
+    /** Run test cases against a version (default: the latest, every case); answers at once */
+    post: operations['testRunsCreate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/test-runs/{runId}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One test run: status, counts, and per case the verdict and what differed */
+    get: operations['testRunsGet'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
     trace?: never;
   };
   '/api/agents/{id}/test-sessions': {
@@ -231,6 +321,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/agents/{id}/versions/{a}/diff/{b}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** What changed between two versions: nodes added, removed and changed (params), edges */
+    get: operations['agentsVersionsDiff'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/versions/{version}': {
     parameters: {
       query?: never;
@@ -339,6 +446,10 @@ export interface components {
       agentId: string;
       createdAt: number;
       deployNumber: number;
+      gateOverride?: {
+        at: number;
+        reason: string;
+      };
       id: string;
       /** @enum {string} */
       status: 'pending' | 'building' | 'live' | 'failed' | 'superseded';
@@ -356,6 +467,7 @@ export interface components {
         | 'AGENT_ARCHIVED'
         | 'CONFLICT'
         | 'ILLEGAL_TRANSITION'
+        | 'TESTS_NOT_PASSED'
         | 'PRECONDITION_FAILED'
         | 'PAYLOAD_TOO_LARGE'
         | 'LIMIT_EXCEEDED'
@@ -432,7 +544,7 @@ export interface components {
         provider: string;
       }[];
       /** @enum {string} */
-      sessionType: 'voice' | 'text';
+      sessionType: 'voice' | 'text' | 'test';
       valid: boolean;
     };
     PlaygroundSession: {
@@ -495,7 +607,7 @@ export interface components {
       id: string;
       roomName: string | null;
       /** @enum {string} */
-      sessionType: 'voice' | 'text';
+      sessionType: 'voice' | 'text' | 'test';
       startedAt: number;
       /** @enum {string} */
       status: 'open' | 'closed';
@@ -1839,6 +1951,231 @@ export interface operations {
       };
     };
   };
+  deployGateGet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            enabled: boolean;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  deployGateSet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "enabled": true
+         *     }
+         */
+        'application/json': {
+          enabled: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            enabled: boolean;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   deploysList: {
     parameters: {
       query?: never;
@@ -2077,6 +2414,9 @@ export interface operations {
          *     }
          */
         'application/json': {
+          override?: {
+            reason: string;
+          };
           /** @enum {string} */
           status: 'building' | 'live' | 'failed';
         };
@@ -2121,7 +2461,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `ILLEGAL_TRANSITION` */
+      /** @description `ILLEGAL_TRANSITION`, `TESTS_NOT_PASSED` */
       409: {
         headers: {
           [name: string]: unknown;
@@ -2141,6 +2481,1127 @@ export interface operations {
       };
       /** @description `UNSUPPORTED_MEDIA_TYPE` */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  testCasesList: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            expect: {
+              ends?: boolean;
+              endsAt?: string;
+              replyContains?: string[];
+              steps?: string[];
+              structured?: {
+                [key: string]: unknown;
+              };
+            };
+            fromSession: string | null;
+            id: string;
+            name: string;
+            temperature: number | null;
+            turns: string[];
+            updatedAt: number;
+          }[];
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  testCasesCreate: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description A retry with the same key gets the first answer again and creates nothing */
+        'idempotency-key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "name": "Books an appointment",
+         *       "turns": [
+         *         "Hi",
+         *         "I would like to book for Tuesday"
+         *       ],
+         *       "expect": {
+         *         "steps": [
+         *           "start",
+         *           "booking"
+         *         ],
+         *         "ends": true,
+         *         "replyContains": [
+         *           "Tuesday"
+         *         ]
+         *       },
+         *       "temperature": 0
+         *     }
+         */
+        'application/json':
+          | {
+              /** @default {} */
+              expect?: {
+                ends?: boolean;
+                endsAt?: string;
+                replyContains?: string[];
+                steps?: string[];
+                structured?: {
+                  [key: string]: unknown;
+                };
+              };
+              name: string;
+              temperature?: number;
+              turns: string[];
+            }
+          | {
+              fromSession: string;
+              name?: string;
+              temperature?: number;
+            };
+      };
+    };
+    responses: {
+      /** @description Success */
+      201: {
+        headers: {
+          /** @description `true` on a replayed answer */
+          'Idempotent-Replayed'?: string;
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            expect: {
+              ends?: boolean;
+              endsAt?: string;
+              replyContains?: string[];
+              steps?: string[];
+              structured?: {
+                [key: string]: unknown;
+              };
+            };
+            fromSession: string | null;
+            id: string;
+            name: string;
+            temperature: number | null;
+            turns: string[];
+            updatedAt: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `CONFLICT`, `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE`, `LIMIT_EXCEEDED` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  testCasesGet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        caseId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            expect: {
+              ends?: boolean;
+              endsAt?: string;
+              replyContains?: string[];
+              steps?: string[];
+              structured?: {
+                [key: string]: unknown;
+              };
+            };
+            fromSession: string | null;
+            id: string;
+            name: string;
+            temperature: number | null;
+            turns: string[];
+            updatedAt: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  testCasesDelete: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        caseId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            ok: true;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  testCasesUpdate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        caseId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "expect": {
+         *         "steps": [
+         *           "start",
+         *           "booking"
+         *         ],
+         *         "ends": true
+         *       }
+         *     }
+         */
+        'application/json': {
+          expect?: {
+            ends?: boolean;
+            endsAt?: string;
+            replyContains?: string[];
+            steps?: string[];
+            structured?: {
+              [key: string]: unknown;
+            };
+          };
+          name?: string;
+          temperature?: number | null;
+          turns?: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            expect: {
+              ends?: boolean;
+              endsAt?: string;
+              replyContains?: string[];
+              steps?: string[];
+              structured?: {
+                [key: string]: unknown;
+              };
+            };
+            fromSession: string | null;
+            id: string;
+            name: string;
+            temperature: number | null;
+            turns: string[];
+            updatedAt: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  testRunsList: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            cases: {
+              attempts: number;
+              caseId: string;
+              error: string | null;
+              failures: {
+                /** @description Any JSON value */
+                actual: unknown;
+                /** @enum {string} */
+                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured';
+                /** @description Any JSON value */
+                expected: unknown;
+                message: string;
+              }[];
+              name: string;
+              observed: {
+                ended: boolean;
+                endedAt: string | null;
+                replies: string[][];
+                sessionId: string;
+                steps: string[];
+                structured: {
+                  [key: string]: unknown;
+                } | null;
+              } | null;
+              /** @enum {string} */
+              verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+            }[];
+            counts: {
+              errored: number;
+              failed: number;
+              passed: number;
+              queued: number;
+              running: number;
+              total: number;
+            };
+            createdAt: number;
+            finishedAt: number | null;
+            id: string;
+            /** @enum {string} */
+            status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+            updatedAt: number;
+            version: number;
+          }[];
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  testRunsCreate: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description A retry with the same key gets the first answer again and creates nothing */
+        'idempotency-key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        /**
+         * @example {
+         *       "version": 3
+         *     }
+         */
+        'application/json': {
+          apiKeys?: {
+            [key: string]: string | null;
+          };
+          caseIds?: string[];
+          version?: number;
+        } | null;
+      };
+    };
+    responses: {
+      /** @description Success */
+      202: {
+        headers: {
+          /** @description `true` on a replayed answer */
+          'Idempotent-Replayed'?: string;
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            cases: {
+              attempts: number;
+              caseId: string;
+              error: string | null;
+              failures: {
+                /** @description Any JSON value */
+                actual: unknown;
+                /** @enum {string} */
+                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured';
+                /** @description Any JSON value */
+                expected: unknown;
+                message: string;
+              }[];
+              name: string;
+              observed: {
+                ended: boolean;
+                endedAt: string | null;
+                replies: string[][];
+                sessionId: string;
+                steps: string[];
+                structured: {
+                  [key: string]: unknown;
+                } | null;
+              } | null;
+              /** @enum {string} */
+              verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+            }[];
+            counts: {
+              errored: number;
+              failed: number;
+              passed: number;
+              queued: number;
+              running: number;
+              total: number;
+            };
+            createdAt: number;
+            finishedAt: number | null;
+            id: string;
+            /** @enum {string} */
+            status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+            updatedAt: number;
+            version: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `CONFLICT`, `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE`, `LIMIT_EXCEEDED` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  testRunsGet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        runId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            cases: {
+              attempts: number;
+              caseId: string;
+              error: string | null;
+              failures: {
+                /** @description Any JSON value */
+                actual: unknown;
+                /** @enum {string} */
+                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured';
+                /** @description Any JSON value */
+                expected: unknown;
+                message: string;
+              }[];
+              name: string;
+              observed: {
+                ended: boolean;
+                endedAt: string | null;
+                replies: string[][];
+                sessionId: string;
+                steps: string[];
+                structured: {
+                  [key: string]: unknown;
+                } | null;
+              } | null;
+              /** @enum {string} */
+              verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+            }[];
+            counts: {
+              errored: number;
+              failed: number;
+              passed: number;
+              queued: number;
+              running: number;
+              total: number;
+            };
+            createdAt: number;
+            finishedAt: number | null;
+            id: string;
+            /** @enum {string} */
+            status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+            updatedAt: number;
+            version: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
         headers: {
           [name: string]: unknown;
         };
@@ -2305,7 +3766,7 @@ export interface operations {
         'application/json': {
           roomName?: string;
           /** @enum {string} */
-          sessionType: 'voice' | 'text';
+          sessionType: 'voice' | 'text' | 'test';
         };
       };
     };
@@ -3316,6 +4777,144 @@ export interface operations {
       };
     };
   };
+  agentsVersionsDiff: {
+    parameters: {
+      query?: {
+        canvas?: 'true' | 'false';
+      };
+      header?: never;
+      path: {
+        a: number;
+        b: number;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            canvas: {
+              fields: {
+                after?: unknown;
+                before?: unknown;
+                name: string;
+              }[];
+              id: string;
+            }[];
+            edges: {
+              added: {
+                source: string;
+                sourceHandle: string | null;
+                target: string;
+                targetHandle: string | null;
+              }[];
+              removed: {
+                source: string;
+                sourceHandle: string | null;
+                target: string;
+                targetHandle: string | null;
+              }[];
+            };
+            from: number;
+            nodes: {
+              added: string[];
+              changed: {
+                fields: {
+                  after?: unknown;
+                  before?: unknown;
+                  name: string;
+                }[];
+                id: string;
+              }[];
+              removed: string[];
+            };
+            to: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   agentsVersionsGet: {
     parameters: {
       query?: never;
@@ -3720,7 +5319,7 @@ export interface operations {
            * @default voice
            * @enum {string}
            */
-          sessionType?: 'voice' | 'text';
+          sessionType?: 'voice' | 'text' | 'test';
         } & {
           [key: string]: unknown;
         };

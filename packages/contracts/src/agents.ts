@@ -69,3 +69,52 @@ export const AgentLookup = z.object({
   version: z.number().int().positive().optional(),
 });
 export type AgentLookup = z.infer<typeof AgentLookup>;
+
+// ---- version diff ------------------------------------------------------------------------------
+
+export const VersionDiffParams = z.object({
+  id: Id,
+  a: z.coerce.number().int().positive(),
+  b: z.coerce.number().int().positive(),
+});
+export type VersionDiffParams = z.infer<typeof VersionDiffParams>;
+
+/** `canvas=true` also reports canvas-only changes (positions and the like), apart from the params. */
+export const VersionDiffQuery = z.object({ canvas: z.enum(['true', 'false']).optional() });
+export type VersionDiffQuery = z.infer<typeof VersionDiffQuery>;
+
+export const FieldChange = z.object({
+  name: z.string(),
+  /** Absent on one side: the field was added or removed. */
+  before: z.unknown().optional(),
+  after: z.unknown().optional(),
+});
+export type FieldChange = z.infer<typeof FieldChange>;
+
+export const NodeChange = z.object({ id: z.string(), fields: z.array(FieldChange) });
+export type NodeChange = z.infer<typeof NodeChange>;
+
+export const EdgeRef = z.object({
+  source: z.string(),
+  sourceHandle: z.string().nullable(),
+  target: z.string(),
+  targetHandle: z.string().nullable(),
+});
+export type EdgeRef = z.infer<typeof EdgeRef>;
+
+export const VersionDiff = z.object({
+  agentId: Id,
+  from: z.number().int().positive(),
+  to: z.number().int().positive(),
+  nodes: z.object({
+    added: z.array(z.string()),
+    removed: z.array(z.string()),
+    /** Nodes whose params (anything but canvas fields) differ: each param before and after. */
+    changed: z.array(NodeChange),
+  }),
+  /** Edges by their ends (source, handle, target, handle): an edge id or style alone is canvas. */
+  edges: z.object({ added: z.array(EdgeRef), removed: z.array(EdgeRef) }),
+  /** Canvas-only changes (position, size, selection, style…) per node; empty unless asked for. */
+  canvas: z.array(NodeChange),
+});
+export type VersionDiff = z.infer<typeof VersionDiff>;

@@ -8,6 +8,7 @@ import {
   CreateAgentBody,
   IfMatch,
   PatchAgentBody,
+  VersionDiff,
   VersionList,
 } from './agents.js';
 import { Id, Ok } from './common.js';
@@ -37,6 +38,15 @@ import {
   TestSession,
   TestSessionList,
   UpdateDeployBody,
+  CaseObservation,
+  CreateTestCaseBody,
+  CreateTestRunBody,
+  DeployGate,
+  TestCase,
+  TestCaseList,
+  TestRun,
+  TestRunList,
+  UpdateTestCaseBody,
 } from './sessions.js';
 
 /** Every subject is declared here once. The first token names the service that serves it. */
@@ -50,6 +60,7 @@ export const Subjects = {
   agentsVersionsList: 'agents.versions.list',
   agentsVersionsGet: 'agents.versions.get',
   agentsVersionsRestore: 'agents.versions.restore',
+  agentsVersionsDiff: 'agents.versions.diff',
   agentsHealth: 'agents.health',
 
   conversationsList: 'sessions.conversations.list',
@@ -64,6 +75,16 @@ export const Subjects = {
   deploysList: 'sessions.deploys.list',
   deploysUpdate: 'sessions.deploys.update',
   deploysPinned: 'sessions.deploys.pinned',
+  deployGateGet: 'sessions.deploys.gate.get',
+  deployGateSet: 'sessions.deploys.gate.set',
+  testCasesCreate: 'sessions.cases.create',
+  testCasesList: 'sessions.cases.list',
+  testCasesGet: 'sessions.cases.get',
+  testCasesUpdate: 'sessions.cases.update',
+  testCasesDelete: 'sessions.cases.delete',
+  testRunsCreate: 'sessions.runs.create',
+  testRunsList: 'sessions.runs.list',
+  testRunsGet: 'sessions.runs.get',
   sessionsHealth: 'sessions.health',
 
   flowsValidate: 'playground.flows.validate',
@@ -74,6 +95,7 @@ export const Subjects = {
   textSessionEnd: 'playground.text.end',
   agentSessionCreate: 'playground.session.create',
   agentSessionEnd: 'playground.session.end',
+  testCaseRun: 'playground.cases.run',
 } as const;
 
 /** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
@@ -95,6 +117,8 @@ export type ServiceName = (typeof ServiceNames)[number];
 
 const AgentRef = z.object({ id: Id });
 const SessionRef = z.object({ agentId: Id, sessionId: Id });
+const AgentIdRef = z.object({ agentId: Id });
+const CaseRef = z.object({ agentId: Id, caseId: Id });
 const Health = z.object({ service: z.string(), ok: z.literal(true) });
 export const HealthRequest = z.object({});
 
@@ -103,6 +127,18 @@ export type TextTurnRequest = z.infer<typeof TextTurnRequest>;
 export const TextEndRequest = z.object({ agentId: Id, sessionId: Id });
 export type TextEndRequest = z.infer<typeof TextEndRequest>;
 /** Ends a session on its owner: a text session (with its agent) or a voice room (by name). */
+/** One regression test case for a playground instance to run (the sessions service's test run sends it). */
+export const RunCaseRequest = z.object({
+  agentId: Id,
+  version: z.number().int().positive(),
+  runId: Id,
+  caseId: Id,
+  turns: z.array(z.string()).min(1),
+  temperature: z.number().min(0).max(2).nullable(),
+  apiKeys: z.record(z.string().max(100), z.string().max(2000).nullable()).optional(),
+});
+export type RunCaseRequest = z.infer<typeof RunCaseRequest>;
+
 export const OwnerEndRequest = z.object({ key: z.string().regex(SUBJECT_TOKEN), agentId: Id.optional() });
 export type OwnerEndRequest = z.infer<typeof OwnerEndRequest>;
 
@@ -172,6 +208,16 @@ export const contract = {
     errors: ['NOT_FOUND', 'PRECONDITION_FAILED'],
     etag: true,
   },
+  [Subjects.agentsVersionsDiff]: {
+    request: z.object({
+      id: Id,
+      a: z.number().int().positive(),
+      b: z.number().int().positive(),
+      canvas: z.boolean(),
+    }),
+    response: VersionDiff,
+    errors: ['NOT_FOUND'],
+  },
   [Subjects.agentsHealth]: { request: HealthRequest, response: Health, errors: [] },
 
   [Subjects.conversationsList]: {
@@ -217,7 +263,39 @@ export const contract = {
   [Subjects.deploysUpdate]: {
     request: z.object({ agentId: Id, deployId: Id, update: UpdateDeployBody }),
     response: DeployRecord,
-    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION'],
+    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION', 'TESTS_NOT_PASSED'],
+  },
+  [Subjects.deployGateGet]: { request: AgentIdRef, response: DeployGate, errors: ['NOT_FOUND'] },
+  [Subjects.deployGateSet]: {
+    request: z.object({ agentId: Id, gate: DeployGate }),
+    response: DeployGate,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.testCasesCreate]: {
+    request: z.object({ agentId: Id, body: CreateTestCaseBody }),
+    response: TestCase,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'LIMIT_EXCEEDED'],
+    idempotent: true,
+  },
+  [Subjects.testCasesList]: { request: AgentIdRef, response: TestCaseList, errors: ['NOT_FOUND'] },
+  [Subjects.testCasesGet]: { request: CaseRef, response: TestCase, errors: ['NOT_FOUND'] },
+  [Subjects.testCasesUpdate]: {
+    request: CaseRef.extend({ update: UpdateTestCaseBody }),
+    response: TestCase,
+    errors: ['NOT_FOUND'],
+  },
+  [Subjects.testCasesDelete]: { request: CaseRef, response: Ok, errors: [] },
+  [Subjects.testRunsCreate]: {
+    request: z.object({ agentId: Id, body: CreateTestRunBody }),
+    response: TestRun,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'LIMIT_EXCEEDED'],
+    idempotent: true,
+  },
+  [Subjects.testRunsList]: { request: AgentIdRef, response: TestRunList, errors: ['NOT_FOUND'] },
+  [Subjects.testRunsGet]: {
+    request: z.object({ agentId: Id, runId: Id }),
+    response: TestRun,
+    errors: ['NOT_FOUND'],
   },
   /** The versions an agent's deploy records name: what the agents service's retention must keep. */
   [Subjects.deploysPinned]: {
@@ -260,6 +338,13 @@ export const contract = {
     response: Ok,
     errors: ['UPSTREAM_FAILED'],
     timeoutMs: 15_000,
+  },
+  /** Asked by a test run, never routed: the caller sets its timeout (a whole conversation). */
+  [Subjects.testCaseRun]: {
+    request: RunCaseRequest,
+    response: CaseObservation,
+    errors: ['NOT_FOUND', 'FLOW_INVALID', 'MISSING_CREDENTIALS', 'CAPACITY_EXHAUSTED', 'UPSTREAM_FAILED'],
+    noResponders: AT_CAPACITY,
   },
 } as const satisfies Record<Subject, SubjectSpec>;
 

@@ -13,6 +13,7 @@ import { agentsUpdate } from './handlers/agents-update.js';
 import { agentsVersionsGet } from './handlers/agents-versions-get.js';
 import { agentsVersionsList } from './handlers/agents-versions-list.js';
 import { agentsVersionsRestore } from './handlers/agents-versions-restore.js';
+import { agentsVersionsDiff } from './handlers/agents-versions-diff.js';
 import { AgentStore, DEFAULT_MAX_VERSIONS } from './store.js';
 
 export function agentsHandlers(store: AgentStore, redis: RedisClient): HandlerTable<'agents'> {
@@ -26,6 +27,7 @@ export function agentsHandlers(store: AgentStore, redis: RedisClient): HandlerTa
     'agents.versions.list': agentsVersionsList(store),
     'agents.versions.get': agentsVersionsGet(store),
     'agents.versions.restore': agentsVersionsRestore(store),
+    'agents.versions.diff': agentsVersionsDiff(store),
     'agents.health': agentsHealth(redis),
   };
 }

@@ -157,6 +157,7 @@ function registerRoute(
       summary: r.summary,
       tags: [r.tag],
       ...(r.params ? { params: r.params } : {}),
+      ...(r.query ? { querystring: r.query } : {}),
       // no body at all reaches the validator as null
       ...(r.body ? { body: r.bodyOptional ? r.body.nullish() : r.body } : {}),
       ...(headers ? { headers } : {}),
@@ -169,6 +170,7 @@ function registerRoute(
       const idempotencyKey = spec.idempotent ? req.headers['idempotency-key'] : undefined;
       const payload = r.toRequest({
         params: req.params ?? {},
+        query: r.query ? ((req.query ?? {}) as Record<string, string | undefined>) : {},
         body: r.body ? (req.body ?? {}) : undefined,
         ifMatch: typeof ifMatch === 'string' ? ifMatch : undefined,
       });

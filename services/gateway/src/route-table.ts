@@ -17,6 +17,14 @@ import {
   TestSessionParams,
   UpdateDeployBody,
   VersionParams,
+  VersionDiffParams,
+  VersionDiffQuery,
+  CreateTestCaseBody,
+  UpdateTestCaseBody,
+  TestCaseParams,
+  CreateTestRunBody,
+  TestRunParams,
+  DeployGate,
   type RequestOf,
   type Subject,
 } from '@vab/contracts';
@@ -24,17 +32,21 @@ import type { z } from 'zod';
 
 export interface RouteInput<P, B> {
   params: P;
+  /** The query string, as the route's `query` schema let it through (empty without one). */
+  query: Record<string, string | undefined>;
   body: B;
   ifMatch: string | undefined;
 }
 
 export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown> {
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   url: string;
   subject: S;
   summary: string;
   tag: string;
   params?: z.ZodType<P>;
+  /** Query-string parameters (all optional strings). */
+  query?: z.ZodType<Record<string, string | undefined>>;
   /** Absent: the route takes no body (one sent anyway is ignored). */
   body?: z.ZodType<B>;
   /** Body may be omitted entirely (treated as `{}`). */
@@ -287,6 +299,128 @@ const routeTable = [
     params: DeployParams,
     body: UpdateDeployBody,
     toRequest: ({ params, body }) => ({ agentId: params.id, deployId: params.deployId, update: body }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/versions/:a/diff/:b',
+    subject: Subjects.agentsVersionsDiff,
+    tag: 'agents',
+    summary: 'What changed between two versions: nodes added, removed and changed (params), edges',
+    params: VersionDiffParams,
+    query: VersionDiffQuery,
+    toRequest: ({ params, query }) => ({
+      id: params.id,
+      a: params.a,
+      b: params.b,
+      canvas: query.canvas === 'true',
+    }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/test-cases',
+    subject: Subjects.testCasesList,
+    tag: 'tests',
+    summary: "The agent's regression test cases, oldest first",
+    params: AgentIdParams,
+    toRequest: ({ params }) => ({ agentId: params.id }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agents/:id/test-cases',
+    subject: Subjects.testCasesCreate,
+    tag: 'tests',
+    summary: 'Create a test case: by hand, or from a recorded test session (replay)',
+    example: {
+      name: 'Books an appointment',
+      turns: ['Hi', 'I would like to book for Tuesday'],
+      expect: { steps: ['start', 'booking'], ends: true, replyContains: ['Tuesday'] },
+      temperature: 0,
+    },
+    params: AgentIdParams,
+    body: CreateTestCaseBody,
+    status: 201,
+    toRequest: ({ params, body }) => ({ agentId: params.id, body }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/test-cases/:caseId',
+    subject: Subjects.testCasesGet,
+    tag: 'tests',
+    summary: 'One test case',
+    params: TestCaseParams,
+    toRequest: ({ params }) => ({ agentId: params.id, caseId: params.caseId }),
+  }),
+  route({
+    method: 'PATCH',
+    url: '/api/agents/:id/test-cases/:caseId',
+    subject: Subjects.testCasesUpdate,
+    tag: 'tests',
+    summary: 'Change a test case (the fields sent)',
+    example: { expect: { steps: ['start', 'booking'], ends: true } },
+    params: TestCaseParams,
+    body: UpdateTestCaseBody,
+    toRequest: ({ params, body }) => ({ agentId: params.id, caseId: params.caseId, update: body }),
+  }),
+  route({
+    method: 'DELETE',
+    url: '/api/agents/:id/test-cases/:caseId',
+    subject: Subjects.testCasesDelete,
+    tag: 'tests',
+    summary: 'Delete a test case (idempotent)',
+    params: TestCaseParams,
+    toRequest: ({ params }) => ({ agentId: params.id, caseId: params.caseId }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/test-runs',
+    subject: Subjects.testRunsList,
+    tag: 'tests',
+    summary: 'Test runs, newest first, each with its verdicts so far',
+    params: AgentIdParams,
+    toRequest: ({ params }) => ({ agentId: params.id }),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/agents/:id/test-runs',
+    subject: Subjects.testRunsCreate,
+    tag: 'tests',
+    summary: 'Run test cases against a version (default: the latest, every case); answers at once',
+    example: { version: 3 },
+    params: AgentIdParams,
+    body: CreateTestRunBody,
+    bodyOptional: true,
+    status: 202,
+    expensive: true,
+    toRequest: ({ params, body }) => ({ agentId: params.id, body }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/test-runs/:runId',
+    subject: Subjects.testRunsGet,
+    tag: 'tests',
+    summary: 'One test run: status, counts, and per case the verdict and what differed',
+    params: TestRunParams,
+    toRequest: ({ params }) => ({ agentId: params.id, runId: params.runId }),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/agents/:id/deploy-gate',
+    subject: Subjects.deployGateGet,
+    tag: 'deploys',
+    summary: 'Whether a deploy may go live only on a version whose last test run passed',
+    params: AgentIdParams,
+    toRequest: ({ params }) => ({ agentId: params.id }),
+  }),
+  route({
+    method: 'PUT',
+    url: '/api/agents/:id/deploy-gate',
+    subject: Subjects.deployGateSet,
+    tag: 'deploys',
+    summary: 'Turn the deploy gate on or off',
+    example: { enabled: true },
+    params: AgentIdParams,
+    body: DeployGate,
+    toRequest: ({ params, body }) => ({ agentId: params.id, gate: body }),
   }),
   route({
     method: 'POST',

@@ -39,7 +39,7 @@ export interface ProviderSpec {
 const openAiCompatible =
   (defaultModel: string, defaultBaseURL: string) =>
   (cfg: LlmConfig, endpoint: Endpoint): llm.LLM =>
-    new openai.LLM({
+    new (cfg.temperature === 0 ? ZeroTemperatureLLM : openai.LLM)({
       model: cfg.model ?? defaultModel,
       temperature: cfg.temperature,
       maxCompletionTokens: cfg.maxTokens,
@@ -52,6 +52,17 @@ const openAiCompatible =
           : {}),
       }),
     });
+
+/**
+ * The OpenAI plugin (1.9.0) sends `temperature` only when it is truthy, so a flow's `temperature: 0` — the
+ * most repeatable setting, which regression test cases ask for — would reach the model as its default (1).
+ * The plugin's own per-request `extraKwargs` carries it instead.
+ */
+class ZeroTemperatureLLM extends openai.LLM {
+  override chat(opts: Parameters<openai.LLM['chat']>[0]): ReturnType<openai.LLM['chat']> {
+    return super.chat({ ...opts, extraKwargs: { temperature: 0, ...opts.extraKwargs } });
+  }
+}
 
 /** Provider extras (flat node params beyond the flow format's own) each TTS plugin understands. */
 const lenient = <T extends z.ZodType>(schema: T) => schema.optional().catch(undefined);

@@ -20,15 +20,16 @@ import { ReadinessCheck } from './readiness.js';
 import { ConversationKit } from './runtime/conversations.js';
 import { LiveKitTransport } from './transports/livekit/livekit-transport.js';
 import { LiveKitAgentRunner, type AgentRunner } from './transports/livekit/runner.js';
+import { TestCaseTransport } from './transports/test-case.js';
 import { TextTransport } from './transports/text.js';
 
 export type PlaygroundServiceConfig = Omit<
   PlaygroundConfig,
-  'NATS_URL' | 'NATS_USER' | 'NATS_PASS' | 'REDIS_URL'
+  'NATS_URL' | 'NATS_USER' | 'NATS_PASS' | 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_CLUSTER_PASSWORD'
 >;
 
 /** The subjects that start sessions: an instance at capacity leaves their queue groups. */
-const CREATE_SUBJECTS = [Subjects.agentSessionCreate, Subjects.textSessionStart];
+const CREATE_SUBJECTS = [Subjects.agentSessionCreate, Subjects.textSessionStart, Subjects.testCaseRun];
 
 export interface PlaygroundService extends Served {
   host: SessionHost;
@@ -70,6 +71,14 @@ export function startPlaygroundService(deps: {
   const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS });
   const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
   const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
+  const cases = new TestCaseTransport({
+    host,
+    bus,
+    readiness,
+    kit,
+    env,
+    busTimeoutMs: config.BUS_TIMEOUT_MS,
+  });
   const voice = new LiveKitTransport({
     host,
     bus,
@@ -93,6 +102,7 @@ export function startPlaygroundService(deps: {
     'playground.text.end': (req, ctx) => text.end(req.agentId, req.sessionId, ctx.requestId),
     'playground.session.create': (req, ctx) => voice.create(req, ctx.requestId),
     'playground.session.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
+    'playground.cases.run': (req, ctx) => cases.run(req, ctx.requestId),
   };
   const served = serve(nc, {
     service: 'playground',

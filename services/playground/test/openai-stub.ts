@@ -17,6 +17,8 @@ export interface ChatReply {
   toolCalls?: { name: string; args: Record<string, unknown> }[];
   /** Answer with this HTTP status instead (e.g. 500 to simulate a failing model). */
   status?: number;
+  /** Answer only after this long (a slow model). */
+  delayMs?: number;
 }
 
 export type Script = (req: ChatRequest) => ChatReply;
@@ -38,6 +40,34 @@ export function systemText(req: ChatRequest): string {
     .filter((m) => m.role === 'system' || m.role === 'developer')
     .map((m) => textOf(m.content))
     .join('\n');
+}
+
+/**
+ * The model of the clinic flow (testkit's fullFlow): classifies from the user's lines (booking, question),
+ * confirms on "yes", extracts `{ name: 'Ada', urgent: true }`, and otherwise replies "ok: <what the user
+ * said>".
+ */
+export function clinicScript(req: ChatRequest): ChatReply {
+  const prompt = textOf(req.messages.at(-1)?.content).toLowerCase();
+  const users = prompt
+    .split('\n')
+    .filter((l) => l.startsWith('user:'))
+    .join(' ');
+  if (req.tools?.some((t) => t.function.name === 'decide')) {
+    if (prompt.includes('why do they call')) {
+      const choice = users.includes('book')
+        ? 'booking'
+        : users.includes('question')
+          ? 'question'
+          : 'none yet';
+      return { toolCalls: [{ name: 'decide', args: { choice } }] };
+    }
+    return { toolCalls: [{ name: 'decide', args: { choice: users.includes('yes') ? 'true' : 'false' } }] };
+  }
+  if (req.tools?.some((t) => t.function.name === 'extract'))
+    return { toolCalls: [{ name: 'extract', args: { name: 'Ada', urgent: true } }] };
+  const lastUser = req.messages.filter((m) => m.role === 'user').at(-1);
+  return { content: `ok: ${textOf(lastUser?.content)}` };
 }
 
 async function body(req: IncomingMessage): Promise<string> {
@@ -75,6 +105,7 @@ export async function startOpenAiStub(script: Script): Promise<{
       const chat = JSON.parse(await body(req)) as ChatRequest;
       requests.push(chat);
       const reply = script(chat);
+      if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
       if (reply.status) {
         res
           .writeHead(reply.status, { 'content-type': 'application/json' })

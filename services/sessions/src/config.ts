@@ -15,6 +15,18 @@ const Env = {
   MAX_CONVERSATION_ENTRIES: envInt(5_000, 1),
   /** Test sessions (with their messages) are deleted this many days after they started; 0 = kept forever. */
   TEST_SESSION_RETENTION_DAYS: envInt(30, 0),
+  /** Test cases per agent. */
+  MAX_TEST_CASES_PER_AGENT: envInt(200, 1),
+  /** Test runs kept per agent (oldest go). */
+  MAX_TEST_RUNS_PER_AGENT: envInt(50, 1),
+  /** Cases of one test run in flight at once (spread over playground instances by the bus). */
+  TEST_RUN_CONCURRENCY: envInt(4, 1),
+  /** How long one case may run on a playground instance before it counts as lost and is started again. */
+  TEST_CASE_TIMEOUT_MS: envInt(120_000, 1000),
+  /** Starts per case (a lost case is started again until this many). */
+  TEST_CASE_ATTEMPTS: envInt(2, 1),
+  /** How often the instance driving a run says so; a run unheard of for 3× this is errored. */
+  TEST_RUN_HEARTBEAT_MS: envInt(5_000, 100),
   /** How often one instance (a lock picks it) sweeps for test sessions past their retention. */
   RETENTION_SWEEP_INTERVAL_MS: envInt(3_600_000, 1000),
 };
@@ -46,6 +58,17 @@ export function limitsFrom(config: SessionsConfig): SessionsLimits {
     maxConversationEntryBytes: config.MAX_CONVERSATION_ENTRY_BYTES,
     maxConversationEntries: config.MAX_CONVERSATION_ENTRIES,
     agentLookupTimeoutMs: config.AGENT_LOOKUP_TIMEOUT_MS,
+  };
+}
+
+export function testRunsFrom(config: SessionsConfig) {
+  return {
+    concurrency: config.TEST_RUN_CONCURRENCY,
+    caseTimeoutMs: config.TEST_CASE_TIMEOUT_MS,
+    attempts: config.TEST_CASE_ATTEMPTS,
+    heartbeatMs: config.TEST_RUN_HEARTBEAT_MS,
+    maxCases: config.MAX_TEST_CASES_PER_AGENT,
+    maxRuns: config.MAX_TEST_RUNS_PER_AGENT,
   };
 }
 

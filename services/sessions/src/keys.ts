@@ -11,6 +11,12 @@ export const keys = {
   deployPrefix: (agentId: string) => `ss:{${agentId}}:dep:`,
   deploy: (agentId: string, deployId: string) => `ss:{${agentId}}:dep:${deployId}`,
   deployMeta: (agentId: string) => `ss:{${agentId}}:depmeta`,
+  cases: (agentId: string) => `ss:{${agentId}}:tc`,
+  case: (agentId: string, caseId: string) => `ss:{${agentId}}:tc:${caseId}`,
+  runs: (agentId: string) => `ss:{${agentId}}:tr`,
+  run: (agentId: string, runId: string) => `ss:{${agentId}}:tr:${runId}`,
+  /** Test runs being driven, `<agentId>/<runId>` by last heartbeat: what the stale-run sweep reads. */
+  activeRuns: 'ss:{runs}:active',
   /** subdomain → agentId, global so a subdomain is unique across agents (own slot on a cluster). */
   subdomains: 'ss:subdomains',
 };

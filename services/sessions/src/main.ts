@@ -1,5 +1,5 @@
 import { runBusService } from '@vab/service-kit';
-import { limitsFrom, loadConfig } from './config.js';
+import { limitsFrom, loadConfig, testRunsFrom } from './config.js';
 import { startSessionsService } from './service.js';
 
 const config = loadConfig(process.env);
@@ -7,6 +7,7 @@ runBusService('sessions', config, (deps) =>
   startSessionsService({
     ...deps,
     limits: limitsFrom(config),
+    testRuns: testRunsFrom(config),
     retention: {
       testSessionDays: config.TEST_SESSION_RETENTION_DAYS,
       intervalMs: config.RETENTION_SWEEP_INTERVAL_MS,

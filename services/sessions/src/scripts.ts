@@ -53,7 +53,8 @@ return redis.call('HGETALL', KEYS[3])
 `;
 
 /**
- * KEYS: deploy meta hash, deploy hash. ARGV: target status, now, deployId, deploy key prefix.
+ * KEYS: deploy meta hash, deploy hash. ARGV: target status, now, deployId, deploy key prefix, gate override
+ * JSON ('' = none; recorded when the deploy goes live).
  * pending → building | failed; building → live | failed; a new live supersedes the previous live one.
  * Asking for the status a deploy already has is a no-op (safe to retry).
  */
@@ -67,6 +68,7 @@ if not (allowed[from] and allowed[from][to]) then
   return redis.error_reply('ILLEGAL_TRANSITION ' .. from .. ' ' .. to)
 end
 redis.call('HSET', KEYS[2], 'status', to, 'updatedAt', ARGV[2])
+if to == 'live' and ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'gateOverride', ARGV[5]) end
 if to == 'live' then
   local prev = redis.call('HGET', KEYS[1], 'live')
   if prev and prev ~= ARGV[3] then

@@ -12,6 +12,18 @@ import { deploysCreate } from './handlers/deploys-create.js';
 import { deploysList } from './handlers/deploys-list.js';
 import { deploysUpdate } from './handlers/deploys-update.js';
 import { deploysPinned } from './handlers/deploys-pinned.js';
+import { deployGateGet } from './handlers/deploy-gate-get.js';
+import { deployGateSet } from './handlers/deploy-gate-set.js';
+import { testCasesCreate } from './handlers/test-cases-create.js';
+import { testCasesDelete } from './handlers/test-cases-delete.js';
+import { testCasesGet } from './handlers/test-cases-get.js';
+import { testCasesList } from './handlers/test-cases-list.js';
+import { testCasesUpdate } from './handlers/test-cases-update.js';
+import { testRunsCreate } from './handlers/test-runs-create.js';
+import { testRunsGet } from './handlers/test-runs-get.js';
+import { testRunsList } from './handlers/test-runs-list.js';
+import { TestRunner, type RunnerSettings } from './testing/runner.js';
+import { TestingStore } from './testing/store.js';
 import { messagesAppend } from './handlers/messages-append.js';
 import { messagesList } from './handlers/messages-list.js';
 import { sessionsHealth } from './handlers/sessions-health.js';
@@ -35,13 +47,34 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.deploys.list': deploysList(deps),
     'sessions.deploys.update': deploysUpdate(deps),
     'sessions.deploys.pinned': deploysPinned(deps),
+    'sessions.deploys.gate.get': deployGateGet(deps),
+    'sessions.deploys.gate.set': deployGateSet(deps),
+    'sessions.cases.create': testCasesCreate(deps),
+    'sessions.cases.list': testCasesList(deps),
+    'sessions.cases.get': testCasesGet(deps),
+    'sessions.cases.update': testCasesUpdate(deps),
+    'sessions.cases.delete': testCasesDelete(deps),
+    'sessions.runs.create': testRunsCreate(deps),
+    'sessions.runs.list': testRunsList(deps),
+    'sessions.runs.get': testRunsGet(deps),
     'sessions.health': sessionsHealth(deps),
   };
 }
 
 export interface SessionsService extends Served {
   retention: SessionRetention;
+  runner: TestRunner;
 }
+
+/** Test runs unless configured (sessions config: TEST_RUN_CONCURRENCY, TEST_CASE_TIMEOUT_MS, …). */
+export const DEFAULT_RUNNER: RunnerSettings & { maxCases: number; maxRuns: number } = {
+  concurrency: 4,
+  caseTimeoutMs: 120_000,
+  attempts: 2,
+  heartbeatMs: 5_000,
+  maxCases: 200,
+  maxRuns: 50,
+};
 
 export function startSessionsService(deps: {
   nc: NatsConnection;
@@ -50,11 +83,18 @@ export function startSessionsService(deps: {
   writes?: WriteConcern;
   limits?: Partial<SessionsLimits> | undefined;
   retention?: RetentionSettings;
+  testRuns?: Partial<typeof DEFAULT_RUNNER>;
 }): SessionsService {
   const limits = { ...DEFAULT_LIMITS, ...deps.limits };
   const store = new SessionsStore(deps.redis, limits, deps.writes);
+  const runs = { ...DEFAULT_RUNNER, ...deps.testRuns };
+  const testing = new TestingStore(deps.redis, runs);
+  const runner = new TestRunner(deps.nc, testing, runs, deps.log);
+  runner.startSweeping();
   const handlerDeps: Deps = {
     store,
+    testing,
+    runner,
     agents: new AgentsDirectory(deps.nc, limits.agentLookupTimeoutMs),
     redis: deps.redis,
   };
@@ -74,8 +114,10 @@ export function startSessionsService(deps: {
   return {
     ...served,
     retention,
+    runner,
     stop: async (timeoutMs) => {
       await retention.stop();
+      await runner.stop();
       await served.stop(timeoutMs);
     },
   };

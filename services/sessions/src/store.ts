@@ -51,6 +51,7 @@ function toDeploy(h: Record<string, string>): DeployRecord {
     subdomain: h.subdomain ?? '',
     createdAt: Number(h.createdAt),
     updatedAt: Number(h.updatedAt),
+    ...(h.gateOverride ? { gateOverride: JSON.parse(h.gateOverride) as DeployRecord['gateOverride'] } : {}),
   };
 }
 
@@ -218,6 +219,11 @@ export class SessionsStore {
     }
   }
 
+  /** The transcript, parsed (a replay reads its turns and steps). */
+  async messagesOf(agentId: string, sessionId: string): Promise<SessionMessage[]> {
+    return JSON.parse((await this.listMessages(agentId, sessionId)).json) as SessionMessage[];
+  }
+
   /** Timestamp order, ties in arrival order; one round trip, the stored JSON joined without parsing. */
   async listMessages(agentId: string, sessionId: string): Promise<RawJson<SessionMessage[]>> {
     const res = await storage(() =>
@@ -305,6 +311,12 @@ export class SessionsStore {
     return removed;
   }
 
+  async getDeploy(agentId: string, deployId: string): Promise<DeployRecord> {
+    const h = await storage(() => this.redis.hgetall(keys.deploy(agentId, deployId)));
+    if (!h.id) throw new AppError('NOT_FOUND', `deploy ${deployId} not found`);
+    return toDeploy(h);
+  }
+
   /** Every version a deploy record of the agent names, whatever its status. */
   async pinnedVersions(agentId: string): Promise<number[]> {
     const deploys = (await this.listDeploys(agentId)) ?? [];
@@ -341,6 +353,7 @@ export class SessionsStore {
     agentId: string,
     deployId: string,
     status: 'building' | 'live' | 'failed',
+    gateOverride?: { reason: string; at: number },
   ): Promise<DeployRecord> {
     try {
       const flat = await this.redis.ssUpdateDeploy(
@@ -350,6 +363,7 @@ export class SessionsStore {
         String(this.now()),
         deployId,
         keys.deployPrefix(agentId),
+        gateOverride ? JSON.stringify(gateOverride) : '',
       );
       await this.writes.confirm(keys.deployMeta(agentId));
       return toDeploy(pairs(flat));

@@ -34,7 +34,11 @@ export interface ConversationDeps {
   /** The conversation has ended (goodbye said, or a failed transfer). Called once. */
   onEnded?(): void;
   /** Runs what follows an end step, on the flow that reached it. */
-  postProcess(steps: PostStep[], conversation: Turn[], flow: FlowRuntime): Promise<void>;
+  postProcess(
+    steps: PostStep[],
+    conversation: Turn[],
+    flow: FlowRuntime,
+  ): Promise<Record<string, unknown> | undefined>;
   log: Logger;
   now?: () => number;
   branchTimeoutMs: number;
@@ -75,7 +79,7 @@ export class FlowConversation {
   private collecting: { replies: string[]; stepChanges: StepChange[] } | undefined;
   private closed = false;
   private endedNotified = false;
-  private postProcessing: Promise<void> | undefined;
+  private postProcessing: Promise<Record<string, unknown> | undefined> | undefined;
   private readonly now: () => number;
 
   constructor(private readonly deps: ConversationDeps) {
@@ -140,6 +144,11 @@ export class FlowConversation {
       this.deps.record({ role: 'user', content: text, stepId: this.state.stepId, timestamp: this.now() });
       return this.handle({ type: 'user_turn', at: this.now(), text }, opts.inContext ? undefined : text);
     });
+  }
+
+  /** The structured output of the end step's post-processing, once it is done; null without one. */
+  async structuredOutput(): Promise<Record<string, unknown> | null> {
+    return (await this.postProcessing) ?? null;
   }
 
   /** Idempotent. Waits (bounded by its own timeouts) for post-processing already under way. */

@@ -15,14 +15,14 @@ export interface PostProcessingOptions {
 /**
  * What runs after an end step: structured output extracted from the conversation, then each webhook POSTed
  * `{ conversation, structuredOutput? }`. A failure is logged and never breaks the session; a webhook whose
- * address the egress policy refuses is never called.
+ * address the egress policy refuses is never called. Returns the structured output (a test run checks it).
  */
 export async function runPostProcessing(
   steps: PostStep[],
   conversation: Turn[],
   modelFor: (cfg: LlmConfig | undefined) => llm.LLM,
   opts: PostProcessingOptions,
-): Promise<void> {
+): Promise<Record<string, unknown> | undefined> {
   let structuredOutput: Record<string, unknown> | undefined;
   for (const s of steps) {
     if (s.kind === 'structured_output') {
@@ -61,4 +61,5 @@ export async function runPostProcessing(
       }
     }
   }
+  return structuredOutput;
 }

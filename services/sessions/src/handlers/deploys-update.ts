@@ -1,10 +1,27 @@
 import type { Handler } from '@vab/bus';
+import { AppError } from '@vab/contracts';
 import type { Deps } from '../deps.js';
 
 export const deploysUpdate =
-  ({ store }: Deps): Handler<'sessions.deploys.update'> =>
+  ({ store, testing }: Deps): Handler<'sessions.deploys.update'> =>
   async (req, ctx) => {
-    const deploy = await store.updateDeploy(req.agentId, req.deployId, req.update.status);
+    const { status, override } = req.update;
+    let gateOverride: { reason: string; at: number } | undefined;
+    if (status === 'live' && (await testing.gate(req.agentId))) {
+      const deploy = await store.getDeploy(req.agentId, req.deployId);
+      // the newest finished run on the version this deploy pins decides
+      const runs = (await testing.listRuns(req.agentId)) ?? [];
+      const last = runs.find((r) => r.version === deploy.version && r.finishedAt !== null);
+      if (deploy.status !== 'live' && last?.status !== 'passed') {
+        const why = last
+          ? `test run ${last.id} on version ${deploy.version} ${last.status} (${last.counts.passed}/${last.counts.total} passed)`
+          : `no finished test run on version ${deploy.version}`;
+        if (!override) throw new AppError('TESTS_NOT_PASSED', `the deploy gate is on: ${why}`);
+        gateOverride = { reason: override.reason, at: Date.now() };
+        ctx.log.warn({ agentId: req.agentId, deployId: req.deployId, why }, 'deploy gate overridden');
+      }
+    }
+    const deploy = await store.updateDeploy(req.agentId, req.deployId, status, gateOverride);
     ctx.log.info(
       { agentId: req.agentId, deployId: req.deployId, status: deploy.status },
       'deploy status changed',

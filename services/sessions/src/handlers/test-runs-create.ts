@@ -1,0 +1,50 @@
+import type { Handler } from '@vab/bus';
+import { AppError, type CaseResult } from '@vab/contracts';
+import { randomUUID } from 'node:crypto';
+import type { Deps } from '../deps.js';
+
+export const testRunsCreate =
+  ({ testing, agents, runner }: Deps): Handler<'sessions.runs.create'> =>
+  async (req, ctx) => {
+    const agent = await agents.requireActive(req.agentId, ctx.requestId);
+    const latest = agent.version ?? 1;
+    const version = req.body.version ?? latest;
+    if (version > latest) throw new AppError('NOT_FOUND', `agent ${req.agentId} has no version ${version}`);
+    const ids = req.body.caseIds ?? (await testing.caseIds(req.agentId));
+    const cases = await testing.casesById(req.agentId, ids);
+    if (req.body.caseIds && cases.length < ids.length) {
+      const found = new Set(cases.map((c) => c.id));
+      throw new AppError('NOT_FOUND', `no test case ${ids.find((id) => !found.has(id))} on this agent`);
+    }
+    if (cases.length === 0) {
+      throw new AppError('VALIDATION_FAILED', 'the agent has no test cases to run', {
+        issues: [{ path: 'body.caseIds', message: 'no test cases' }],
+      });
+    }
+    const now = Date.now();
+    const id = randomUUID();
+    const queued: CaseResult[] = cases.map((c) => ({
+      caseId: c.id,
+      name: c.name,
+      verdict: 'queued',
+      attempts: 0,
+      failures: [],
+      observed: null,
+      error: null,
+    }));
+    const run = await testing.createRun(
+      {
+        id,
+        agentId: req.agentId,
+        version,
+        caseIds: cases.map((c) => c.id),
+        createdAt: now,
+        updatedAt: now,
+        finishedAt: null,
+      },
+      queued,
+    );
+    runner.run(req.agentId, id, version, cases, req.body.apiKeys);
+    ctx.log.info({ agentId: req.agentId, runId: id, version, cases: cases.length }, 'test run started');
+    return run;
+  };

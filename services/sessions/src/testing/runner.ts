@@ -1,0 +1,177 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { BusClient, safeError, type Logger } from '@vab/bus';
+import { AppError, Subjects, type CaseResult, type CreateTestRunBody, type TestCase } from '@vab/contracts';
+import type { TestingStore } from './store.js';
+import { judge } from './verdict.js';
+
+export interface RunnerSettings {
+  /** Cases of one run in flight at once (TEST_RUN_CONCURRENCY). */
+  concurrency: number;
+  /** How long one case may take on a playground instance before it counts as lost (TEST_CASE_TIMEOUT_MS). */
+  caseTimeoutMs: number;
+  /** Starts per case: a case whose instance died or timed out is started again, up to this many times. */
+  attempts: number;
+  /** How often a driving instance says it is alive; a run unheard of for 3× this is swept. */
+  heartbeatMs: number;
+}
+
+/** Errors after which the same case may well pass elsewhere: the instance died, was full, or was slow. */
+const RETRYABLE = new Set(['TIMEOUT', 'SERVICE_UNAVAILABLE', 'CAPACITY_EXHAUSTED']);
+
+/**
+ * Drives test runs: each case is sent to the playground's queue group (`playground.cases.run`), so the bus
+ * spreads cases over instances as it does sessions; up to `concurrency` at once per run. A case whose
+ * instance dies (no answer within its timeout) is started again, then errored. The run's record is the
+ * truth: if this instance dies, another one's sweep finds the run unheard of and errors what is left.
+ */
+export class TestRunner {
+  private readonly bus: BusClient;
+  private readonly driving = new Set<Promise<void>>();
+  private sweeper: NodeJS.Timeout | undefined;
+
+  constructor(
+    nc: NatsConnection,
+    private readonly store: TestingStore,
+    private readonly settings: RunnerSettings,
+    private readonly log: Logger,
+  ) {
+    this.bus = new BusClient(nc);
+  }
+
+  startSweeping(): void {
+    this.sweeper = setInterval(() => void this.sweep(), this.settings.heartbeatMs);
+    this.sweeper.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.sweeper);
+  }
+
+  /** Resolves when every run this instance drives has finished (tests wait on it). */
+  async idle(): Promise<void> {
+    while (this.driving.size > 0) await Promise.all(this.driving);
+  }
+
+  run(
+    agentId: string,
+    runId: string,
+    version: number,
+    cases: TestCase[],
+    apiKeys: CreateTestRunBody['apiKeys'],
+  ): void {
+    const drive = this.drive(agentId, runId, version, cases, apiKeys).finally(() =>
+      this.driving.delete(drive),
+    );
+    this.driving.add(drive);
+  }
+
+  private async drive(
+    agentId: string,
+    runId: string,
+    version: number,
+    cases: TestCase[],
+    apiKeys: CreateTestRunBody['apiKeys'],
+  ): Promise<void> {
+    const beat = setInterval(
+      () => void this.store.heartbeat(agentId, runId).catch(() => undefined),
+      this.settings.heartbeatMs,
+    );
+    beat.unref();
+    try {
+      const queue = [...cases];
+      const worker = async () => {
+        for (let c = queue.shift(); c; c = queue.shift()) {
+          await this.runCase(agentId, runId, version, c, apiKeys);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(this.settings.concurrency, cases.length) }, worker));
+      await this.store.finishRun(agentId, runId);
+      this.log.info({ agentId, runId, cases: cases.length }, 'test run finished');
+    } catch (err) {
+      this.log.error({ agentId, runId, err: safeError(err) }, 'test run driver failed');
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  private async runCase(
+    agentId: string,
+    runId: string,
+    version: number,
+    c: TestCase,
+    apiKeys: CreateTestRunBody['apiKeys'],
+  ): Promise<void> {
+    const result: CaseResult = {
+      caseId: c.id,
+      name: c.name,
+      verdict: 'running',
+      attempts: 0,
+      failures: [],
+      observed: null,
+      error: null,
+    };
+    const requestId = `${runId}/${c.id}`;
+    for (;;) {
+      result.attempts++;
+      await this.store.setCaseResult(agentId, runId, { ...result, verdict: 'running' });
+      try {
+        const observed = await this.bus.request(
+          Subjects.testCaseRun,
+          { agentId, version, runId, caseId: c.id, turns: c.turns, temperature: c.temperature, apiKeys },
+          { timeoutMs: this.settings.caseTimeoutMs, requestId },
+        );
+        const failures = judge(c.expect, observed);
+        await this.store.setCaseResult(agentId, runId, {
+          ...result,
+          verdict: failures.length === 0 ? 'passed' : 'failed',
+          failures,
+          observed,
+        });
+        return;
+      } catch (err) {
+        const code = err instanceof AppError ? err.code : 'INTERNAL';
+        const message = err instanceof AppError ? err.message : 'the case could not run';
+        if (RETRYABLE.has(code) && result.attempts < this.settings.attempts) {
+          this.log.warn(
+            { agentId, runId, caseId: c.id, code, attempt: result.attempts },
+            'test case retried',
+          );
+          await new Promise((r) => setTimeout(r, 200));
+          continue;
+        }
+        await this.store.setCaseResult(agentId, runId, {
+          ...result,
+          verdict: 'errored',
+          error: `${code}: ${message}`,
+        });
+        return;
+      }
+    }
+  }
+
+  /** Errors what is left of runs whose driver has not been heard of for three heartbeats. */
+  async sweep(): Promise<number> {
+    let swept = 0;
+    try {
+      const stale = await this.store.staleRuns(Date.now() - 3 * this.settings.heartbeatMs);
+      for (const [agentId, runId] of stale) {
+        const run = await this.store.getRun(agentId, runId).catch(() => undefined);
+        for (const c of run?.cases ?? []) {
+          if (c.verdict === 'queued' || c.verdict === 'running') {
+            await this.store.setCaseResult(agentId, runId, {
+              ...c,
+              verdict: 'errored',
+              error: 'the instance running this test run stopped before the case finished',
+            });
+          }
+        }
+        await this.store.finishRun(agentId, runId);
+        this.log.warn({ agentId, runId }, 'stale test run errored');
+        swept++;
+      }
+    } catch (err) {
+      this.log.warn({ err: safeError(err) }, 'test run sweep failed');
+    }
+    return swept;
+  }
+}

@@ -1,0 +1,240 @@
+import { RawJson } from '@vab/bus';
+import { AppError, type CaseResult, type TestCase, type TestRun, type TestRunStatus } from '@vab/contracts';
+import { scriptError, storage, type RedisClient } from '@vab/storage';
+import { keys } from '../keys.js';
+
+/** KEYS: case index, case key. ARGV: caseId, createdAt, json, max. Refuses past `max` cases. */
+const CREATE_CASE = `
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return redis.error_reply('LIMIT_EXCEEDED') end
+redis.call('SET', KEYS[2], ARGV[3])
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1
+`;
+
+/** What a run record holds besides its cases' results. */
+export interface RunMeta {
+  id: string;
+  agentId: string;
+  version: number;
+  caseIds: string[];
+  createdAt: number;
+  updatedAt: number;
+  finishedAt: number | null;
+}
+
+interface Scripts {
+  ssCreateCase(k1: string, k2: string, ...argv: string[]): Promise<number>;
+}
+
+/** The status a run's case results add up to. */
+export function runStatus(meta: RunMeta, cases: CaseResult[]): TestRunStatus {
+  if (meta.finishedAt === null) {
+    return cases.some((c) => c.verdict !== 'queued') ? 'running' : 'queued';
+  }
+  if (cases.some((c) => c.verdict === 'errored')) return 'errored';
+  if (cases.some((c) => c.verdict === 'failed')) return 'failed';
+  return 'passed';
+}
+
+function toRun(h: Record<string, string>): TestRun | undefined {
+  if (!h.meta) return undefined;
+  const meta = JSON.parse(h.meta) as RunMeta;
+  const cases = meta.caseIds.flatMap((id) => {
+    const json = h[`case:${id}`];
+    return json ? [JSON.parse(json) as CaseResult] : [];
+  });
+  const count = (v: CaseResult['verdict']) => cases.filter((c) => c.verdict === v).length;
+  return {
+    id: meta.id,
+    agentId: meta.agentId,
+    version: meta.version,
+    status: runStatus(meta, cases),
+    counts: {
+      total: cases.length,
+      queued: count('queued'),
+      running: count('running'),
+      passed: count('passed'),
+      failed: count('failed'),
+      errored: count('errored'),
+    },
+    cases,
+    createdAt: meta.createdAt,
+    updatedAt: meta.updatedAt,
+    finishedAt: meta.finishedAt,
+  };
+}
+
+/**
+ * Regression test cases and runs, in the agent's slot: a case is one JSON string (`ss:{a}:tc:<id>`, indexed
+ * by creation time), a run one hash (`ss:{a}:tr:<id>`: `meta` and one `case:<id>` field per case, so
+ * results from several playground instances land without overwriting each other).
+ */
+export class TestingStore {
+  private readonly redis: RedisClient & Scripts;
+
+  constructor(
+    redis: RedisClient,
+    private readonly limits: { maxCases: number; maxRuns: number },
+    private readonly now: () => number = Date.now,
+  ) {
+    redis.defineCommand('ssCreateCase', { numberOfKeys: 2, lua: CREATE_CASE });
+    this.redis = redis as RedisClient & Scripts;
+  }
+
+  // ---- cases ----
+
+  async createCase(c: TestCase): Promise<TestCase> {
+    try {
+      await this.redis.ssCreateCase(
+        keys.cases(c.agentId),
+        keys.case(c.agentId, c.id),
+        c.id,
+        String(c.createdAt),
+        JSON.stringify(c),
+        String(this.limits.maxCases),
+      );
+    } catch (err) {
+      throw scriptError(err, {
+        LIMIT_EXCEEDED: () =>
+          new AppError('LIMIT_EXCEEDED', `an agent has at most ${this.limits.maxCases} test cases`),
+      });
+    }
+    return c;
+  }
+
+  /** Oldest first; `undefined` when the agent has none. */
+  async listCases(agentId: string): Promise<RawJson<TestCase[]> | undefined> {
+    return storage(async () => {
+      const ids = await this.redis.zrange(keys.cases(agentId), 0, -1);
+      if (ids.length === 0) return undefined;
+      const rows = await this.redis.mget(...ids.map((id) => keys.case(agentId, id)));
+      return new RawJson(`[${rows.filter((r) => r !== null).join(',')}]`);
+    });
+  }
+
+  async getCase(agentId: string, caseId: string): Promise<TestCase> {
+    const json = await storage(() => this.redis.get(keys.case(agentId, caseId)));
+    if (json === null) throw new AppError('NOT_FOUND', `test case ${caseId} not found`);
+    return JSON.parse(json) as TestCase;
+  }
+
+  /** The cases of `ids` that exist, in that order. */
+  async casesById(agentId: string, ids: string[]): Promise<TestCase[]> {
+    if (ids.length === 0) return [];
+    const rows = await storage(() => this.redis.mget(...ids.map((id) => keys.case(agentId, id))));
+    return rows.flatMap((r) => (r === null ? [] : [JSON.parse(r) as TestCase]));
+  }
+
+  async caseIds(agentId: string): Promise<string[]> {
+    return storage(() => this.redis.zrange(keys.cases(agentId), 0, -1));
+  }
+
+  /** Last write wins (a case is edited by one builder at a time). */
+  async putCase(c: TestCase): Promise<void> {
+    await storage(() => this.redis.set(keys.case(c.agentId, c.id), JSON.stringify(c), 'XX'));
+  }
+
+  async deleteCase(agentId: string, caseId: string): Promise<void> {
+    await storage(() =>
+      this.redis.multi().del(keys.case(agentId, caseId)).zrem(keys.cases(agentId), caseId).exec(),
+    );
+  }
+
+  // ---- runs ----
+
+  /** Records a new run with every case queued; beyond `maxRuns` per agent the oldest finished ones go. */
+  async createRun(meta: RunMeta, cases: CaseResult[]): Promise<TestRun> {
+    const fields: Record<string, string> = { meta: JSON.stringify(meta) };
+    for (const c of cases) fields[`case:${c.caseId}`] = JSON.stringify(c);
+    await storage(() =>
+      this.redis
+        .multi()
+        .hset(keys.run(meta.agentId, meta.id), fields)
+        .zadd(keys.runs(meta.agentId), meta.createdAt, meta.id)
+        .exec(),
+    );
+    await this.heartbeat(meta.agentId, meta.id);
+    await this.trimRuns(meta.agentId);
+    return toRun({ meta: fields.meta!, ...fields })!;
+  }
+
+  private async trimRuns(agentId: string): Promise<void> {
+    const ids = await storage(() => this.redis.zrevrange(keys.runs(agentId), this.limits.maxRuns, -1));
+    if (ids.length === 0) return;
+    await storage(() =>
+      this.redis
+        .multi()
+        .unlink(...ids.map((id) => keys.run(agentId, id)))
+        .zrem(keys.runs(agentId), ...ids)
+        .exec(),
+    );
+  }
+
+  async setCaseResult(agentId: string, runId: string, result: CaseResult): Promise<void> {
+    const meta = await this.meta(agentId, runId);
+    if (!meta) return;
+    meta.updatedAt = this.now();
+    await storage(() =>
+      this.redis.hset(keys.run(agentId, runId), {
+        [`case:${result.caseId}`]: JSON.stringify(result),
+        meta: JSON.stringify(meta),
+      }),
+    );
+  }
+
+  async finishRun(agentId: string, runId: string): Promise<void> {
+    const meta = await this.meta(agentId, runId);
+    if (meta && meta.finishedAt === null) {
+      meta.finishedAt = meta.updatedAt = this.now();
+      await storage(() => this.redis.hset(keys.run(agentId, runId), 'meta', JSON.stringify(meta)));
+    }
+    await storage(() => this.redis.zrem(keys.activeRuns, `${agentId}/${runId}`));
+  }
+
+  private async meta(agentId: string, runId: string): Promise<RunMeta | undefined> {
+    const json = await storage(() => this.redis.hget(keys.run(agentId, runId), 'meta'));
+    return json ? (JSON.parse(json) as RunMeta) : undefined;
+  }
+
+  async heartbeat(agentId: string, runId: string): Promise<void> {
+    await storage(() => this.redis.zadd(keys.activeRuns, this.now(), `${agentId}/${runId}`));
+  }
+
+  /** Runs whose driver has not been heard of since `before`: `[agentId, runId]`. */
+  async staleRuns(before: number): Promise<[string, string][]> {
+    const members = await storage(() => this.redis.zrangebyscore(keys.activeRuns, '-inf', `(${before}`));
+    return members.map((m) => m.split('/') as [string, string]);
+  }
+
+  async getRun(agentId: string, runId: string): Promise<TestRun> {
+    const run = toRun(await storage(() => this.redis.hgetall(keys.run(agentId, runId))));
+    if (!run) throw new AppError('NOT_FOUND', `test run ${runId} not found`);
+    return run;
+  }
+
+  /** Newest first; `undefined` when the agent has none. */
+  async listRuns(agentId: string): Promise<TestRun[] | undefined> {
+    return storage(async () => {
+      const ids = await this.redis.zrevrange(keys.runs(agentId), 0, -1);
+      if (ids.length === 0) return undefined;
+      const pipe = this.redis.pipeline();
+      for (const id of ids) pipe.hgetall(keys.run(agentId, id));
+      const rows = (await pipe.exec()) ?? [];
+      return rows.flatMap(([err, h]) => {
+        if (err) throw err;
+        const run = toRun(h as Record<string, string>);
+        return run ? [run] : [];
+      });
+    });
+  }
+
+  // ---- the deploy gate ----
+
+  async gate(agentId: string): Promise<boolean> {
+    return (await storage(() => this.redis.hget(keys.deployMeta(agentId), 'gate'))) === '1';
+  }
+
+  async setGate(agentId: string, enabled: boolean): Promise<void> {
+    await storage(() => this.redis.hset(keys.deployMeta(agentId), 'gate', enabled ? '1' : '0'));
+  }
+}
