@@ -1,0 +1,206 @@
+#!/usr/bin/env node
+// Regression test runs at scale: `--cases` cases of `--turns` turns each, run through the gateway against an
+// OpenAI-compatible stub that answers at once, with 1, 2 … `--instances` playground processes (sessions
+// TEST_RUN_CONCURRENCY `--concurrency`). Prints the wall time of each run, and the time of one text turn
+// through the gateway (the runtime's own cost per turn: the stub's answer takes well under a millisecond).
+// Usage: npm run build && node bench/test-runs.mjs [--cases 100] [--turns 5] [--instances 2]
+import { readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
+import { sendJson, startProcess } from './processes.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const argv = process.argv;
+const arg = (name, def) => {
+  const i = argv.indexOf(`--${name}`);
+  return i > 0 ? Number(argv[i + 1]) : def;
+};
+const CASES = arg('cases', 100);
+const TURNS = arg('turns', 5);
+const INSTANCES = arg('instances', 2);
+const CONCURRENCY = arg('concurrency', 8);
+
+/** The clinic flow's model, answering at once: decisions as tool calls, everything else "ok: …". */
+function reply(chat) {
+  const last = chat.messages.at(-1);
+  const text = typeof last?.content === 'string' ? last.content.toLowerCase() : '';
+  const tool = chat.tools?.[0]?.function?.name;
+  if (tool === 'decide') {
+    const choice = text.includes('why do they call')
+      ? text.includes('book')
+        ? 'booking'
+        : 'question'
+      : 'false';
+    return { tool: { name: 'decide', args: { choice } } };
+  }
+  if (tool === 'extract') return { tool: { name: 'extract', args: { name: 'Ada', urgent: true } } };
+  return { content: 'ok' };
+}
+
+/** Model calls the stub answered, and the time it took on its side. */
+const served = { calls: 0, ms: 0 };
+const stub = createServer(async (req, res) => {
+  const t0 = performance.now();
+  res.on('finish', () => {
+    served.calls++;
+    served.ms += performance.now() - t0;
+  });
+  let body = '';
+  for await (const c of req) body += c;
+  if (!req.url.endsWith('/chat/completions')) return res.writeHead(404).end();
+  const chat = JSON.parse(body);
+  const r = reply(chat);
+  const base = { id: 'x', object: 'chat.completion.chunk', created: 0, model: chat.model };
+  const chunk = (delta, finish = null) =>
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  res.write(chunk({ role: 'assistant', content: r.content ?? '' }));
+  if (r.tool) {
+    res.write(
+      chunk({
+        tool_calls: [
+          {
+            index: 0,
+            id: 'call_1',
+            type: 'function',
+            function: { name: r.tool.name, arguments: JSON.stringify(r.tool.args) },
+          },
+        ],
+      }),
+    );
+  }
+  res.write(chunk({}, r.tool ? 'tool_calls' : 'stop'));
+  res.end('data: [DONE]\n\n');
+});
+await new Promise((r) => stub.listen(0, '127.0.0.1', r));
+const stubURL = `http://127.0.0.1:${stub.address().port}/v1`;
+
+const nats = await startLocalNats();
+const redis = await startLocalRedis();
+const env = {
+  NATS_URL: nats.url,
+  REDIS_URL: redis.url,
+  LOG_LEVEL: 'info',
+  FLOW_EGRESS_ALLOW: '127.0.0.1',
+  TEST_RUN_CONCURRENCY: String(CONCURRENCY),
+  MAX_TEST_CASES_PER_AGENT: String(Math.max(200, CASES)),
+  MAX_SESSIONS: '100',
+};
+const port = await freePort();
+const procs = [
+  await startProcess(join(root, 'services/agents/dist/main.js'), env, '"msg":"serving"'),
+  await startProcess(join(root, 'services/sessions/dist/main.js'), env, '"msg":"serving"'),
+  await startProcess(
+    join(root, 'services/gateway/dist/main.js'),
+    { ...env, PORT: String(port), RATE_LIMIT_MAX: '1000000000', SESSION_RATE_LIMIT_MAX: '1000000000' },
+    'gateway listening',
+  ),
+];
+const base = `http://127.0.0.1:${port}`;
+const apiKeys = { openai: 'sk-bench' };
+const flow = withNode(fullFlow(), 'llm', { baseURL: stubURL, model: 'stub' });
+const agent = await sendJson('POST', `${base}/api/agents`, { name: 'Bench clinic', flow });
+const turns = [
+  'Hi',
+  'Ada',
+  '1815',
+  'I have a question',
+  'When do you open?',
+  'Thanks',
+  'Anything else?',
+].slice(0, TURNS);
+for (let i = 0; i < CASES; i++) {
+  await sendJson('POST', `${base}/api/agents/${agent.id}/test-cases`, {
+    name: `case ${i}`,
+    turns,
+    expect: { steps: ['start', 'burst'] },
+  });
+}
+
+const playgrounds = [];
+// each model call's duration as the playground sees it (bench/llm-timing.mjs)
+const timingFile = join(tmpdir(), `vab-llm-timing-${process.pid}`);
+rmSync(timingFile, { force: true });
+console.log(
+  `# test runs: ${CASES} cases × ${turns.length} turns, TEST_RUN_CONCURRENCY=${CONCURRENCY}, instant model stub`,
+);
+console.log('| playground instances | wall time | cases/s | passed | errored |');
+console.log('|---|---|---|---|---|');
+for (let n = 1; n <= INSTANCES; n++) {
+  playgrounds.push(
+    await startProcess(
+      join(root, 'services/playground/dist/main.js'),
+      { ...env, INSTANCE_ID: `bench-${n}`, LLM_TIMING_FILE: timingFile },
+      'playground instance up',
+      ['--import', join(root, 'bench/llm-timing.mjs')],
+    ),
+  );
+  const t0 = performance.now();
+  const started = await sendJson('POST', `${base}/api/agents/${agent.id}/test-runs`, { apiKeys });
+  let run = started;
+  while (run.finishedAt === null) {
+    await new Promise((r) => setTimeout(r, 100));
+    run = await sendJson('GET', `${base}/api/agents/${agent.id}/test-runs/${started.id}`);
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(
+    `| ${n} | ${seconds.toFixed(1)} s | ${(CASES / seconds).toFixed(1)} | ${run.counts.passed} | ${run.counts.errored} |`,
+  );
+}
+
+// text turns through the gateway, the model answering at once: 60 conversations of the cases' turns (a
+// conversation's context grows with every turn, and LiveKit converts all of it for each model call, so
+// one endless conversation would measure its length, not a turn)
+const times = [];
+const before = { ...served };
+const windowStart = Date.now();
+for (let c = 0; c < 60; c++) {
+  const session = await sendJson('POST', `${base}/api/agents/${agent.id}/text-sessions`, { apiKeys });
+  for (const text of turns) {
+    const t0 = performance.now();
+    const r = await sendJson(
+      'POST',
+      `${base}/api/agents/${agent.id}/text-sessions/${session.sessionId}/turns`,
+      {
+        text,
+      },
+    );
+    times.push(performance.now() - t0);
+    if (r.ended) break;
+  }
+  await sendJson('DELETE', `${base}/api/agents/${agent.id}/text-sessions/${session.sessionId}`);
+}
+const windowEnd = Date.now();
+const modelMs = readFileSync(timingFile, 'utf8')
+  .trim()
+  .split('\n')
+  .map((l) => l.split(' ').map(Number))
+  .filter(([at]) => at >= windowStart && at <= windowEnd)
+  .reduce((sum, [, ms]) => sum + ms, 0);
+const turnMs = times.reduce((a, b) => a + b, 0);
+times.sort((a, b) => a - b);
+const at = (q) => times[Math.floor(times.length * q)].toFixed(1);
+const calls = (served.calls - before.calls) / times.length;
+console.log(
+  `\none text turn through the gateway (${times.length} turns in 60 conversations): ` +
+    `p50 ${at(0.5)} ms, p90 ${at(0.9)} ms, p99 ${at(0.99)} ms`,
+);
+console.log(
+  `mean turn ${(turnMs / times.length).toFixed(1)} ms, of which model calls (client side, LiveKit's own ` +
+    `measure) ${(modelMs / times.length).toFixed(1)} ms: ${((turnMs - modelMs) / times.length).toFixed(1)} ms ` +
+    `per turn beyond the model calls (gateway and bus included)`,
+);
+console.log(
+  `model calls per turn: ${calls.toFixed(2)}, the stub's own time per call: ` +
+    `${((served.ms - before.ms) / Math.max(1, served.calls - before.calls)).toFixed(2)} ms`,
+);
+
+for (const p of [...playgrounds, ...procs]) p.kill('SIGTERM');
+stub.close();
+rmSync(timingFile, { force: true });
+await redis.dispose();
+await nats.dispose();
+process.exit(0);
