@@ -3,7 +3,9 @@
 // OpenAI-compatible stub that answers at once, with 1, 2 … `--instances` playground processes (sessions
 // TEST_RUN_CONCURRENCY `--concurrency`). Prints the wall time of each run, and the time of one text turn
 // through the gateway (the runtime's own cost per turn: the stub's answer takes well under a millisecond).
-// Usage: npm run build && node bench/test-runs.mjs [--cases 100] [--turns 5] [--instances 2]
+// `--model-ms 50 --max-sessions 4`: a model that takes 50 ms per call and instances that hold 4 sessions
+// each, so the instances' capacity is the limit (how runs scale with instances).
+// Usage: npm run build && node bench/test-runs.mjs [--cases 100] [--turns 5] [--instances 2] [--concurrency 8]
 import { readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -22,6 +24,10 @@ const CASES = arg('cases', 100);
 const TURNS = arg('turns', 5);
 const INSTANCES = arg('instances', 2);
 const CONCURRENCY = arg('concurrency', 8);
+/** How long the stub takes per model call (0: at once; a real model takes hundreds of ms). */
+const MODEL_MS = arg('model-ms', 0);
+/** Sessions per playground instance (MAX_SESSIONS): with a slow model, the instances' capacity is the limit. */
+const MAX_SESSIONS = arg('max-sessions', 100);
 
 /** The clinic flow's model, answering at once: decisions as tool calls, everything else "ok: …". */
 function reply(chat) {
@@ -53,6 +59,7 @@ const stub = createServer(async (req, res) => {
   if (!req.url.endsWith('/chat/completions')) return res.writeHead(404).end();
   const chat = JSON.parse(body);
   const r = reply(chat);
+  if (MODEL_MS > 0) await new Promise((done) => setTimeout(done, MODEL_MS));
   const base = { id: 'x', object: 'chat.completion.chunk', created: 0, model: chat.model };
   const chunk = (delta, finish = null) =>
     `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
@@ -87,7 +94,7 @@ const env = {
   FLOW_EGRESS_ALLOW: '127.0.0.1',
   TEST_RUN_CONCURRENCY: String(CONCURRENCY),
   MAX_TEST_CASES_PER_AGENT: String(Math.max(200, CASES)),
-  MAX_SESSIONS: '100',
+  MAX_SESSIONS: String(MAX_SESSIONS),
 };
 const port = await freePort();
 const procs = [
@@ -125,7 +132,8 @@ const playgrounds = [];
 const timingFile = join(tmpdir(), `vab-llm-timing-${process.pid}`);
 rmSync(timingFile, { force: true });
 console.log(
-  `# test runs: ${CASES} cases × ${turns.length} turns, TEST_RUN_CONCURRENCY=${CONCURRENCY}, instant model stub`,
+  `# test runs: ${CASES} cases × ${turns.length} turns, TEST_RUN_CONCURRENCY=${CONCURRENCY}, ` +
+    `MAX_SESSIONS=${MAX_SESSIONS}, model stub answering ${MODEL_MS ? `after ${MODEL_MS} ms` : 'at once'}`,
 );
 console.log('| playground instances | wall time | cases/s | passed | errored |');
 console.log('|---|---|---|---|---|');
@@ -154,12 +162,12 @@ for (let n = 1; n <= INSTANCES; n++) {
 // text turns through the gateway, the model answering at once: 60 conversations of the cases' turns (a
 // conversation's context grows with every turn, and LiveKit converts all of it for each model call, so
 // one endless conversation would measure its length, not a turn)
-const times = [];
+const turnsTimed = []; // [start epoch ms, end epoch ms, duration ms]
 const before = { ...served };
-const windowStart = Date.now();
 for (let c = 0; c < 60; c++) {
   const session = await sendJson('POST', `${base}/api/agents/${agent.id}/text-sessions`, { apiKeys });
   for (const text of turns) {
+    const start = Date.now();
     const t0 = performance.now();
     const r = await sendJson(
       'POST',
@@ -168,34 +176,44 @@ for (let c = 0; c < 60; c++) {
         text,
       },
     );
-    times.push(performance.now() - t0);
+    turnsTimed.push([start, Date.now(), performance.now() - t0]);
     if (r.ended) break;
   }
   await sendJson('DELETE', `${base}/api/agents/${agent.id}/text-sessions/${session.sessionId}`);
 }
-const windowEnd = Date.now();
-const modelMs = readFileSync(timingFile, 'utf8')
+// each turn minus the model calls that ended within it
+const calls = readFileSync(timingFile, 'utf8')
   .trim()
   .split('\n')
-  .map((l) => l.split(' ').map(Number))
-  .filter(([at]) => at >= windowStart && at <= windowEnd)
-  .reduce((sum, [, ms]) => sum + ms, 0);
-const turnMs = times.reduce((a, b) => a + b, 0);
-times.sort((a, b) => a - b);
-const at = (q) => times[Math.floor(times.length * q)].toFixed(1);
-const calls = (served.calls - before.calls) / times.length;
+  .map((l) => l.split(' ').map(Number));
+const beyond = turnsTimed.map(([start, end, ms]) => {
+  const model = calls.filter(([at]) => at >= start && at <= end).reduce((sum, [, d]) => sum + d, 0);
+  return ms - model;
+});
+// the gateway path alone, the same way: a read of the agent, one at a time
+const reads = [];
+for (let i = 0; i < 300; i++) {
+  const t0 = performance.now();
+  await sendJson('GET', `${base}/api/agents/${agent.id}`);
+  reads.push(performance.now() - t0);
+}
+const p = (xs, q) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * q)].toFixed(1);
+const times = turnsTimed.map(([, , ms]) => ms);
+const perTurn = (served.calls - before.calls) / times.length;
 console.log(
-  `\none text turn through the gateway (${times.length} turns in 60 conversations): ` +
-    `p50 ${at(0.5)} ms, p90 ${at(0.9)} ms, p99 ${at(0.99)} ms`,
+  `\ntext turns through the gateway (${times.length} in 60 conversations, ${perTurn.toFixed(2)} model calls each):`,
+);
+console.log(`| per turn | p50 | p90 | p99 |`);
+console.log(`|---|---|---|---|`);
+console.log(`| whole turn | ${p(times, 0.5)} ms | ${p(times, 0.9)} ms | ${p(times, 0.99)} ms |`);
+console.log(
+  `| beyond its model calls | ${p(beyond, 0.5)} ms | ${p(beyond, 0.9)} ms | ${p(beyond, 0.99)} ms |`,
 );
 console.log(
-  `mean turn ${(turnMs / times.length).toFixed(1)} ms, of which model calls (client side, LiveKit's own ` +
-    `measure) ${(modelMs / times.length).toFixed(1)} ms: ${((turnMs - modelMs) / times.length).toFixed(1)} ms ` +
-    `per turn beyond the model calls (gateway and bus included)`,
+  `| the gateway path alone (GET /api/agents/:id) | ${p(reads, 0.5)} ms | ${p(reads, 0.9)} ms | ${p(reads, 0.99)} ms |`,
 );
 console.log(
-  `model calls per turn: ${calls.toFixed(2)}, the stub's own time per call: ` +
-    `${((served.ms - before.ms) / Math.max(1, served.calls - before.calls)).toFixed(2)} ms`,
+  `the stub's own time per model call: ${((served.ms - before.ms) / Math.max(1, served.calls - before.calls)).toFixed(2)} ms`,
 );
 
 for (const p of [...playgrounds, ...procs]) p.kill('SIGTERM');

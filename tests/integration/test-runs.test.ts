@@ -235,6 +235,32 @@ describe('test cases and runs', () => {
     }
   });
 
+  it('queues cases while every instance is full, without spending their attempts', async () => {
+    const small = await startStack({
+      playground: { MAX_SESSIONS: 1 },
+      testRuns: { concurrency: 4, attempts: 1 },
+    });
+    try {
+      const h = api(small.baseUrl);
+      const agentId = (await h.post('/api/agents', { name: 'Busy', flow: flowFor() })).body.id as string;
+      for (let i = 0; i < 4; i++)
+        await h.post(`/api/agents/${agentId}/test-cases`, { ...passing, name: `case ${i}` });
+      const started = await h.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY } });
+      let run = started.body;
+      for (let i = 0; i < 300 && run.finishedAt === null; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        run = (await h.get(`/api/agents/${agentId}/test-runs/${started.body.id}`)).body;
+      }
+      expect(run, JSON.stringify(run.cases.map((c: { error: string | null }) => c.error))).toMatchObject({
+        status: 'passed',
+        counts: { total: 4, passed: 4 },
+      });
+      expect(run.cases.map((c: { attempts: number }) => c.attempts)).toEqual([1, 1, 1, 1]);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('errors what is left of a run whose sessions instance died, instead of leaving it running', async () => {
     const agentId = await agent('Orphaned');
     await http.post(`/api/agents/${agentId}/test-cases`, { name: 'slow', turns: ['Hi', 'answer slowly'] });

@@ -219,7 +219,12 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
     ready,
     inFlight: () => inflight.size,
     pause(subject) {
-      subs.get(subject)?.unsubscribe();
+      // drained, not unsubscribed: a request the server had already routed here is still answered (by an
+      // instance at capacity: with its refusal, at once) instead of being dropped and timing out
+      void subs
+        .get(subject)
+        ?.drain()
+        .catch(() => undefined);
       subs.delete(subject);
     },
     resume(subject) {

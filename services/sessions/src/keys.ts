@@ -15,7 +15,7 @@ export const keys = {
   case: (agentId: string, caseId: string) => `ss:{${agentId}}:tc:${caseId}`,
   runs: (agentId: string) => `ss:{${agentId}}:tr`,
   run: (agentId: string, runId: string) => `ss:{${agentId}}:tr:${runId}`,
-  /** Test runs being driven, `<agentId>/<runId>` by last heartbeat: what the stale-run sweep reads. */
+  /** Test runs being driven, `<agentId>/<runId>` by their driver's deadline: what the stale-run sweep reads. */
   activeRuns: 'ss:{runs}:active',
   /** subdomain → agentId, global so a subdomain is unique across agents (own slot on a cluster). */
   subdomains: 'ss:subdomains',

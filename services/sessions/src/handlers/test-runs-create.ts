@@ -43,6 +43,7 @@ export const testRunsCreate =
         finishedAt: null,
       },
       queued,
+      runner.deadline(),
     );
     runner.run(req.agentId, id, version, cases, req.body.apiKeys);
     ctx.log.info({ agentId: req.agentId, runId: id, version, cases: cases.length }, 'test run started');

@@ -15,8 +15,12 @@ export interface RunnerSettings {
   heartbeatMs: number;
 }
 
-/** Errors after which the same case may well pass elsewhere: the instance died, was full, or was slow. */
-const RETRYABLE = new Set(['TIMEOUT', 'SERVICE_UNAVAILABLE', 'CAPACITY_EXHAUSTED']);
+/**
+ * No playground instance took the case: every one is at capacity (they leave the queue group) or none is up.
+ * A TIMEOUT is different: an instance took it and did not answer (it died, or the case ran too long), so it
+ * counts as an attempt.
+ */
+const NO_INSTANCE = new Set(['SERVICE_UNAVAILABLE', 'CAPACITY_EXHAUSTED']);
 
 /**
  * Drives test runs: each case is sent to the playground's queue group (`playground.cases.run`), so the bus
@@ -47,6 +51,11 @@ export class TestRunner {
     clearInterval(this.sweeper);
   }
 
+  /** Until when a run this instance drives counts as alive without a further heartbeat. */
+  deadline(): number {
+    return Date.now() + 3 * this.settings.heartbeatMs;
+  }
+
   /** Resolves when every run this instance drives has finished (tests wait on it). */
   async idle(): Promise<void> {
     while (this.driving.size > 0) await Promise.all(this.driving);
@@ -72,11 +81,11 @@ export class TestRunner {
     cases: TestCase[],
     apiKeys: CreateTestRunBody['apiKeys'],
   ): Promise<void> {
-    const beat = setInterval(
-      () => void this.store.heartbeat(agentId, runId).catch(() => undefined),
-      this.settings.heartbeatMs,
-    );
+    // alive for three heartbeats from each beat: a run unheard of for longer is swept
+    const beatOnce = () => this.store.heartbeat(agentId, runId, this.deadline());
+    const beat = setInterval(() => void beatOnce().catch(() => undefined), this.settings.heartbeatMs);
     beat.unref();
+    await beatOnce().catch(() => undefined);
     try {
       const queue = [...cases];
       const worker = async () => {
@@ -111,6 +120,8 @@ export class TestRunner {
       error: null,
     };
     const requestId = `${runId}/${c.id}`;
+    // no instance free (all at capacity, or none up): the case waits, queued, without using an attempt
+    const waitUntil = Date.now() + this.settings.caseTimeoutMs * this.settings.attempts;
     for (;;) {
       result.attempts++;
       await this.store.setCaseResult(agentId, runId, { ...result, verdict: 'running' });
@@ -131,12 +142,17 @@ export class TestRunner {
       } catch (err) {
         const code = err instanceof AppError ? err.code : 'INTERNAL';
         const message = err instanceof AppError ? err.message : 'the case could not run';
-        if (RETRYABLE.has(code) && result.attempts < this.settings.attempts) {
+        if (NO_INSTANCE.has(code) && Date.now() < waitUntil) {
+          result.attempts--;
+          await this.store.setCaseResult(agentId, runId, { ...result, verdict: 'queued' });
+          await new Promise((r) => setTimeout(r, 250));
+          continue;
+        }
+        if (code === 'TIMEOUT' && result.attempts < this.settings.attempts) {
           this.log.warn(
-            { agentId, runId, caseId: c.id, code, attempt: result.attempts },
-            'test case retried',
+            { agentId, runId, caseId: c.id, attempt: result.attempts },
+            'test case lost; started again',
           );
-          await new Promise((r) => setTimeout(r, 200));
           continue;
         }
         await this.store.setCaseResult(agentId, runId, {
@@ -153,7 +169,7 @@ export class TestRunner {
   async sweep(): Promise<number> {
     let swept = 0;
     try {
-      const stale = await this.store.staleRuns(Date.now() - 3 * this.settings.heartbeatMs);
+      const stale = await this.store.staleRuns(Date.now());
       for (const [agentId, runId] of stale) {
         const run = await this.store.getRun(agentId, runId).catch(() => undefined);
         for (const c of run?.cases ?? []) {

@@ -142,8 +142,8 @@ export class TestingStore {
 
   // ---- runs ----
 
-  /** Records a new run with every case queued; beyond `maxRuns` per agent the oldest finished ones go. */
-  async createRun(meta: RunMeta, cases: CaseResult[]): Promise<TestRun> {
+  /** Records a new run with every case queued; beyond `maxRuns` per agent the oldest ones go. */
+  async createRun(meta: RunMeta, cases: CaseResult[], deadline: number): Promise<TestRun> {
     const fields: Record<string, string> = { meta: JSON.stringify(meta) };
     for (const c of cases) fields[`case:${c.caseId}`] = JSON.stringify(c);
     await storage(() =>
@@ -153,7 +153,8 @@ export class TestingStore {
         .zadd(keys.runs(meta.agentId), meta.createdAt, meta.id)
         .exec(),
     );
-    await this.heartbeat(meta.agentId, meta.id);
+    // swept unless its driver beats before `deadline`: a run is never left queued by an instance that died
+    await this.heartbeat(meta.agentId, meta.id, deadline);
     await this.trimRuns(meta.agentId);
     return toRun({ meta: fields.meta!, ...fields })!;
   }
@@ -196,13 +197,17 @@ export class TestingStore {
     return json ? (JSON.parse(json) as RunMeta) : undefined;
   }
 
-  async heartbeat(agentId: string, runId: string): Promise<void> {
-    await storage(() => this.redis.zadd(keys.activeRuns, this.now(), `${agentId}/${runId}`));
+  /**
+   * The driver of a run is alive until `deadline` (epoch ms): it moves the deadline on with each heartbeat.
+   * Each run carries its own, so instances with different heartbeat settings never judge each other's.
+   */
+  async heartbeat(agentId: string, runId: string, deadline: number): Promise<void> {
+    await storage(() => this.redis.zadd(keys.activeRuns, deadline, `${agentId}/${runId}`));
   }
 
-  /** Runs whose driver has not been heard of since `before`: `[agentId, runId]`. */
-  async staleRuns(before: number): Promise<[string, string][]> {
-    const members = await storage(() => this.redis.zrangebyscore(keys.activeRuns, '-inf', `(${before}`));
+  /** Runs whose driver's deadline has passed: `[agentId, runId]`. */
+  async staleRuns(now: number): Promise<[string, string][]> {
+    const members = await storage(() => this.redis.zrangebyscore(keys.activeRuns, '-inf', `(${now}`));
     return members.map((m) => m.split('/') as [string, string]);
   }
 
