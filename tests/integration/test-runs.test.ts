@@ -170,7 +170,14 @@ describe('test cases and runs', () => {
     const onNew = await runAll(agentId);
     expect(onNew).toMatchObject({ version: 2, status: 'failed' });
     expect(onNew.cases[0].failures[0].expectation).toBe('steps');
-    expect((await runAll(agentId, { version: 1 })).status).toBe('passed');
+    expect(onNew.sinceLastPass).toBeNull();
+    const onOld = await runAll(agentId, { version: 1 });
+    expect(onOld.status).toBe('passed');
+    // failing again on the new version: next to it, the last passing run and what changed since its version
+    const again = await runAll(agentId);
+    expect(again.status).toBe('failed');
+    expect(again.sinceLastPass).toMatchObject({ runId: onOld.id, version: 1 });
+    expect(again.sinceLastPass.changes.nodes).toMatchObject({ added: ['bye'], removed: ['end'] });
   });
 
   it('gates deploys on the last finished run of their version; an override is recorded', async () => {

@@ -3247,6 +3247,49 @@ export interface operations {
             createdAt: number;
             finishedAt: number | null;
             id: string;
+            sinceLastPass: {
+              changes: {
+                agentId: string;
+                canvas: {
+                  fields: {
+                    after?: unknown;
+                    before?: unknown;
+                    name: string;
+                  }[];
+                  id: string;
+                }[];
+                edges: {
+                  added: {
+                    source: string;
+                    sourceHandle: string | null;
+                    target: string;
+                    targetHandle: string | null;
+                  }[];
+                  removed: {
+                    source: string;
+                    sourceHandle: string | null;
+                    target: string;
+                    targetHandle: string | null;
+                  }[];
+                };
+                from: number;
+                nodes: {
+                  added: string[];
+                  changed: {
+                    fields: {
+                      after?: unknown;
+                      before?: unknown;
+                      name: string;
+                    }[];
+                    id: string;
+                  }[];
+                  removed: string[];
+                };
+                to: number;
+              } | null;
+              runId: string;
+              version: number;
+            } | null;
             /** @enum {string} */
             status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             updatedAt: number;
@@ -3407,6 +3450,49 @@ export interface operations {
             createdAt: number;
             finishedAt: number | null;
             id: string;
+            sinceLastPass: {
+              changes: {
+                agentId: string;
+                canvas: {
+                  fields: {
+                    after?: unknown;
+                    before?: unknown;
+                    name: string;
+                  }[];
+                  id: string;
+                }[];
+                edges: {
+                  added: {
+                    source: string;
+                    sourceHandle: string | null;
+                    target: string;
+                    targetHandle: string | null;
+                  }[];
+                  removed: {
+                    source: string;
+                    sourceHandle: string | null;
+                    target: string;
+                    targetHandle: string | null;
+                  }[];
+                };
+                from: number;
+                nodes: {
+                  added: string[];
+                  changed: {
+                    fields: {
+                      after?: unknown;
+                      before?: unknown;
+                      name: string;
+                    }[];
+                    id: string;
+                  }[];
+                  removed: string[];
+                };
+                to: number;
+              } | null;
+              runId: string;
+              version: number;
+            } | null;
             /** @enum {string} */
             status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             updatedAt: number;
@@ -3566,6 +3652,49 @@ export interface operations {
             createdAt: number;
             finishedAt: number | null;
             id: string;
+            sinceLastPass: {
+              changes: {
+                agentId: string;
+                canvas: {
+                  fields: {
+                    after?: unknown;
+                    before?: unknown;
+                    name: string;
+                  }[];
+                  id: string;
+                }[];
+                edges: {
+                  added: {
+                    source: string;
+                    sourceHandle: string | null;
+                    target: string;
+                    targetHandle: string | null;
+                  }[];
+                  removed: {
+                    source: string;
+                    sourceHandle: string | null;
+                    target: string;
+                    targetHandle: string | null;
+                  }[];
+                };
+                from: number;
+                nodes: {
+                  added: string[];
+                  changed: {
+                    fields: {
+                      after?: unknown;
+                      before?: unknown;
+                      name: string;
+                    }[];
+                    id: string;
+                  }[];
+                  removed: string[];
+                };
+                to: number;
+              } | null;
+              runId: string;
+              version: number;
+            } | null;
             /** @enum {string} */
             status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             updatedAt: number;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { VersionDiff } from './agents.js';
 import { EpochMs, Id } from './common.js';
 
 /**
@@ -278,6 +279,13 @@ export const TestRun = z.object({
   createdAt: EpochMs,
   updatedAt: EpochMs,
   finishedAt: EpochMs.nullable(),
+  /**
+   * On a run that did not pass: the agent's newest passing run before it and what changed in the flow
+   * since that run's version (null when it was this same version). Null otherwise, or with no passing run.
+   */
+  sinceLastPass: z
+    .object({ runId: Id, version: z.number().int().positive(), changes: VersionDiff.nullable() })
+    .nullable(),
 });
 export type TestRun = z.infer<typeof TestRun>;
 

@@ -94,7 +94,7 @@ export class TestRunner {
         }
       };
       await Promise.all(Array.from({ length: Math.min(this.settings.concurrency, cases.length) }, worker));
-      await this.store.finishRun(agentId, runId);
+      await this.store.finishRun(agentId, runId, await this.sinceLastPass(agentId, runId, version));
       this.log.info({ agentId, runId, cases: cases.length }, 'test run finished');
     } catch (err) {
       this.log.error({ agentId, runId, err: safeError(err) }, 'test run driver failed');
@@ -163,6 +163,32 @@ export class TestRunner {
         return;
       }
     }
+  }
+
+  /**
+   * For a run that did not pass: the agent's newest passing run created before it, and the flow's changes
+   * from that run's version to this one (asked of the agents service; left out if it cannot answer).
+   */
+  private async sinceLastPass(agentId: string, runId: string, version: number) {
+    const runs = (await this.store.listRuns(agentId)) ?? [];
+    const self = runs.find((r) => r.id === runId);
+    if (!self || self.cases.every((c) => c.verdict === 'passed')) return undefined;
+    const passed = runs.find((r) => r.status === 'passed' && r.createdAt <= self.createdAt && r.id !== runId);
+    if (!passed) return undefined;
+    let changes = null;
+    if (passed.version !== version) {
+      changes = await this.bus
+        .request(
+          Subjects.agentsVersionsDiff,
+          { id: agentId, a: passed.version, b: version, canvas: false },
+          { timeoutMs: 5000, requestId: runId },
+        )
+        .catch((err: unknown) => {
+          this.log.warn({ agentId, runId, err: safeError(err) }, 'version diff for a failing run not loaded');
+          return null;
+        });
+    }
+    return { runId: passed.id, version: passed.version, changes };
   }
 
   /** Errors what is left of runs whose driver has not been heard of for three heartbeats. */

@@ -20,6 +20,7 @@ export interface RunMeta {
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
+  sinceLastPass?: TestRun['sinceLastPass'];
 }
 
 interface Scripts {
@@ -61,6 +62,7 @@ function toRun(h: Record<string, string>): TestRun | undefined {
     createdAt: meta.createdAt,
     updatedAt: meta.updatedAt,
     finishedAt: meta.finishedAt,
+    sinceLastPass: meta.sinceLastPass ?? null,
   };
 }
 
@@ -183,10 +185,11 @@ export class TestingStore {
     );
   }
 
-  async finishRun(agentId: string, runId: string): Promise<void> {
+  async finishRun(agentId: string, runId: string, sinceLastPass?: TestRun['sinceLastPass']): Promise<void> {
     const meta = await this.meta(agentId, runId);
     if (meta && meta.finishedAt === null) {
       meta.finishedAt = meta.updatedAt = this.now();
+      if (sinceLastPass) meta.sinceLastPass = sinceLastPass;
       await storage(() => this.redis.hset(keys.run(agentId, runId), 'meta', JSON.stringify(meta)));
     }
     await storage(() => this.redis.zrem(keys.activeRuns, `${agentId}/${runId}`));
