@@ -268,6 +268,19 @@ describe('test cases and runs', () => {
     }
   });
 
+  it('errors a case whose flow cannot run, saying what to fix', async () => {
+    const res = await http.post('/api/agents', {
+      name: 'Unrunnable',
+      flow: { nodes: [{ id: 'sticky-note', position: { x: 0, y: 0 } }], edges: [] },
+    });
+    const agentId = res.body.id as string;
+    await http.post(`/api/agents/${agentId}/test-cases`, { name: 'any', turns: ['Hi'] });
+    const started = await http.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY } });
+    const run = await finished(agentId, started.body.id);
+    expect(run.status).toBe('errored');
+    expect(run.cases[0].error).toMatch(/^FLOW_INVALID: the flow cannot run \(.*sticky-note/);
+  });
+
   it('errors what is left of a run whose sessions instance died, instead of leaving it running', async () => {
     const agentId = await agent('Orphaned');
     await http.post(`/api/agents/${agentId}/test-cases`, { name: 'slow', turns: ['Hi', 'answer slowly'] });

@@ -1,6 +1,14 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, safeError, type Logger } from '@vab/bus';
-import { AppError, Subjects, type CaseResult, type CreateTestRunBody, type TestCase } from '@vab/contracts';
+import {
+  AppError,
+  FlowIssue,
+  Subjects,
+  type CaseResult,
+  type CreateTestRunBody,
+  type TestCase,
+} from '@vab/contracts';
+import { z } from 'zod';
 import type { TestingStore } from './store.js';
 import { judge } from './verdict.js';
 
@@ -158,7 +166,7 @@ export class TestRunner {
         await this.store.setCaseResult(agentId, runId, {
           ...result,
           verdict: 'errored',
-          error: `${code}: ${message}`,
+          error: `${code}: ${message}${err instanceof AppError ? flowIssuesText(err.details) : ''}`,
         });
         return;
       }
@@ -216,4 +224,13 @@ export class TestRunner {
     }
     return swept;
   }
+}
+
+/** The readiness issues a FLOW_INVALID carries, as text: "the flow cannot run" alone does not say what to fix. */
+function flowIssuesText(details: unknown): string {
+  const parsed = z.array(FlowIssue).safeParse(details);
+  if (!parsed.success || parsed.data.length === 0) return '';
+  const shown = parsed.data.slice(0, 5).map((i) => (i.nodeId ? `${i.nodeId}: ${i.message}` : i.message));
+  const more = parsed.data.length > shown.length ? ` (+${parsed.data.length - shown.length} more)` : '';
+  return ` (${shown.join('; ')})${more}`;
 }
