@@ -19,24 +19,19 @@ import {
   startLocalRedis,
   startLocalRedisCluster,
 } from '@vab/testkit';
-import { autocannon, benchFlow, sendJson, startProcess } from './processes.mjs';
+import { autocannon, benchFlow, flag, option, sendJson, startProcess } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
-const argv = process.argv;
-const arg = (name, def) => {
-  const i = argv.indexOf(`--${name}`);
-  return i > 0 ? argv[i + 1] : def;
-};
-const base = arg('base');
+const base = option('base');
 if (!base) {
   console.error(
     'usage: node bench/ab.mjs --base <another built checkout> [--seconds 5] [--rounds 5] [--append]',
   );
   process.exit(2);
 }
-const SECONDS = Number(arg('seconds', 5));
-const ROUNDS = Number(arg('rounds', 5));
-const APPEND = argv.includes('--append');
+const SECONDS = option('seconds', 5);
+const ROUNDS = option('rounds', 5);
+const APPEND = flag('append');
 
 const envOf = (text) =>
   Object.fromEntries(
@@ -95,14 +90,16 @@ const load = ({ url, body, pids }, seconds = SECONDS) =>
   autocannon({ url, seconds, pids, ...(body ? { method: 'POST', body } : {}) });
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const a = await stack(resolve(base), envOf(arg('env-a')), argv.includes('--cluster-a'));
-const b = await stack(here, envOf(arg('env-b')), argv.includes('--cluster-b'));
+const a = await stack(resolve(base), envOf(option('env-a')), flag('cluster-a'));
+const b = await stack(here, envOf(option('env-b')), flag('cluster-b'));
 console.log(
   `# A/B ${APPEND ? 'scenario 4 (appends)' : 'scenario 1 (GET /api/agents/:id)'} — A ${resolve(base)}, B ${here}; ` +
     `${SECONDS} s per run, ${ROUNDS} rounds, warm-up first` +
-    (arg('env-a') || arg('env-b') ? `; env A: ${arg('env-a') ?? '-'}, B: ${arg('env-b') ?? '-'}` : '') +
-    (argv.includes('--cluster-a') ? '; A on clusters' : '') +
-    (argv.includes('--cluster-b') ? '; B on clusters' : ''),
+    (option('env-a') || option('env-b')
+      ? `; env A: ${option('env-a') ?? '-'}, B: ${option('env-b') ?? '-'}`
+      : '') +
+    (flag('cluster-a') ? '; A on clusters' : '') +
+    (flag('cluster-b') ? '; B on clusters' : ''),
 );
 await load(a, 2);
 await load(b, 2);

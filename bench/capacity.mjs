@@ -7,15 +7,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, sendJson, startProcess } from './processes.mjs';
+import { benchFlow, option, sendJson, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const argv = process.argv;
-const arg = (name, def) => {
-  const i = argv.indexOf(`--${name}`);
-  return i > 0 ? Number(argv[i + 1]) : def;
-};
-const AGENTS = arg('agents', 500);
+const AGENTS = option('agents', 500);
 
 const nats = await startLocalNats();
 const redisServer = await startLocalRedis();

@@ -13,17 +13,12 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, perRequest, sendJson, startProcess, usage } from './processes.mjs';
+import { benchFlow, flag, option, perRequest, sendJson, startProcess, usage } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const flag = (name) => process.argv.includes(`--${name}`);
-const arg = (name, def) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : def;
-};
-const TARGET = arg('target', 'gateway');
+const TARGET = option('target', 'gateway');
 const APPEND = flag('append');
-const SECONDS = Number(arg('seconds', 6));
+const SECONDS = option('seconds', 6);
 const profileDir = flag('cpu-prof') ? mkdtempSync(join(tmpdir(), 'vab-cpu-prof-')) : undefined;
 if (!['gateway', 'monolith', 'monolith-edge'].includes(TARGET))
   throw new Error('--target is gateway, monolith or monolith-edge');

@@ -10,20 +10,15 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNatsCluster, startLocalRedisCluster } from '@vab/testkit';
-import { sendJson, startProcess } from './processes.mjs';
+import { option, sendJson, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const argv = process.argv;
-const arg = (name, def) => {
-  const i = argv.indexOf(`--${name}`);
-  return i > 0 ? argv[i + 1] : def;
-};
-const KILL = arg('kill', 'redis');
-const WAIT = Number(arg('wait', 0));
-const SECONDS = Number(arg('seconds', 12));
-const KILL_AFTER = Number(arg('kill-after', 4));
-const CONCURRENCY = Number(arg('concurrency', 24));
-const REPLICAS = Number(arg('replicas', 1));
+const KILL = option('kill', 'redis');
+const WAIT = option('wait', 0);
+const SECONDS = option('seconds', 12);
+const KILL_AFTER = option('kill-after', 4);
+const CONCURRENCY = option('concurrency', 24);
+const REPLICAS = option('replicas', 1);
 
 const redisCluster = await startLocalRedisCluster({ nodeTimeoutMs: 1000, replicas: REPLICAS });
 const natsCluster = await startLocalNatsCluster({ size: 3 });

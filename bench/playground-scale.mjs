@@ -12,14 +12,10 @@ import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';
 import { sessionStartBody, startGateway } from './playground-gateway.mjs';
-import { sendJson } from './processes.mjs';
+import { option, sendJson } from './processes.mjs';
 
-const arg = (name, def) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
-const JOIN_MS = arg('join-ms', 50);
-const SESSIONS = arg('sessions', 120);
+const JOIN_MS = option('join-ms', 50);
+const SESSIONS = option('sessions', 120);
 const log = createLogger('bench', 'silent');
 const nats = await startLocalNats();
 const fake = await startLivekitFake();

@@ -6,6 +6,18 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fullFlow, stopOnExit } from '@vab/testkit';
 
+/** The value after `--name` on the command line, or `def` when it is not given; a number when `def` is one. */
+export function option(name, def) {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0 || i + 1 >= process.argv.length) return def;
+  return typeof def === 'number' ? Number(process.argv[i + 1]) : process.argv[i + 1];
+}
+
+/** Whether `--name` is on the command line. */
+export function flag(name) {
+  return process.argv.includes(`--${name}`);
+}
+
 /**
  * Starts `node [...nodeArgs] file` and resolves once its output contains `ready`. Only the tail of the
  * output is kept and only until ready: scanning an ever-growing string of every access-log line would spend

@@ -6,17 +6,13 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { autocannon, benchFlow, sendJson, startProcess } from './processes.mjs';
+import { autocannon, benchFlow, option, sendJson, startProcess } from './processes.mjs';
 import { Redis } from 'ioredis';
 import { performance } from 'node:perf_hooks';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const arg = (name, def) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-};
-const SECONDS = arg('seconds', 5);
-const ROUNDS = arg('rounds', 3);
+const SECONDS = option('seconds', 5);
+const ROUNDS = option('rounds', 3);
 const CONNECTIONS = 50;
 const children = [];
 

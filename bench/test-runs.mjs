@@ -12,22 +12,17 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
-import { sendJson, startProcess } from './processes.mjs';
+import { option, sendJson, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const argv = process.argv;
-const arg = (name, def) => {
-  const i = argv.indexOf(`--${name}`);
-  return i > 0 ? Number(argv[i + 1]) : def;
-};
-const CASES = arg('cases', 100);
-const TURNS = arg('turns', 5);
-const INSTANCES = arg('instances', 2);
-const CONCURRENCY = arg('concurrency', 8);
+const CASES = option('cases', 100);
+const TURNS = option('turns', 5);
+const INSTANCES = option('instances', 2);
+const CONCURRENCY = option('concurrency', 8);
 /** How long the stub takes per model call (0: at once; a real model takes hundreds of ms). */
-const MODEL_MS = arg('model-ms', 0);
+const MODEL_MS = option('model-ms', 0);
 /** Sessions per playground instance (MAX_SESSIONS): with a slow model, the instances' capacity is the limit. */
-const MAX_SESSIONS = arg('max-sessions', 100);
+const MAX_SESSIONS = option('max-sessions', 100);
 
 /** The clinic flow's model, answering at once: decisions as tool calls, everything else "ok: …". */
 function reply(chat) {
