@@ -12,14 +12,8 @@
 // Usage: npm run build && node bench/ab.mjs --base ../base [--seconds 5] [--rounds 5] [--append]
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  freePort,
-  startLocalNats,
-  startLocalNatsCluster,
-  startLocalRedis,
-  startLocalRedisCluster,
-} from '@vab/testkit';
-import { autocannon, benchFlow, flag, option, sendJson, startProcess } from './processes.mjs';
+import { startLocalNats, startLocalNatsCluster, startLocalRedis, startLocalRedisCluster } from '@vab/testkit';
+import { autocannon, benchFlow, flag, option, sendJson, startCore } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const base = option('base');
@@ -63,17 +57,9 @@ async function stack(root, extraEnv, cluster) {
     MAX_MESSAGES_PER_SESSION: '100000000',
     ...extraEnv,
   };
-  const port = await freePort();
-  const agents = await startProcess(join(root, 'services/agents/dist/main.js'), env, '"msg":"serving"');
-  const sessions = await startProcess(join(root, 'services/sessions/dist/main.js'), env, '"msg":"serving"');
-  const gateway = await startProcess(
-    join(root, 'services/gateway/dist/main.js'),
-    { ...env, PORT: String(port), RATE_LIMIT_MAX: '1000000000', BODY_LIMIT_BYTES: '4194304' },
-    'gateway listening',
-  );
+  const { url, agents, sessions, gateway } = await startCore(root, env, { BODY_LIMIT_BYTES: '4194304' });
   // the processes whose CPU a request costs: the gateway, the service behind it, and the bus
   const pids = [gateway.pid, (APPEND ? sessions : agents).pid, ...natsPids];
-  const url = `http://127.0.0.1:${port}`;
   const agent = await sendJson('POST', `${url}/api/agents`, { name: 'Bench', flow: benchFlow() });
   if (!APPEND) return { pids, url: `${url}/api/agents/${agent.id}` };
   const session = await sendJson('POST', `${url}/api/agents/${agent.id}/test-sessions`, {

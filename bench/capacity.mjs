@@ -6,8 +6,8 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, option, sendJson, startProcess } from './processes.mjs';
+import { startLocalNats, startLocalRedis } from '@vab/testkit';
+import { benchFlow, option, sendJson, startCore } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const AGENTS = option('agents', 500);
@@ -17,29 +17,10 @@ const redisServer = await startLocalRedis();
 const env = {
   NATS_URL: nats.url,
   REDIS_URL: redisServer.url,
-  LOG_LEVEL: 'warn',
   MAX_MESSAGES_PER_SESSION: '100000000',
   MAX_CONVERSATION_ENTRIES: '100000000',
 };
-const port = await freePort();
-const procs = [
-  await startProcess(
-    join(root, 'services/agents/dist/main.js'),
-    { ...env, LOG_LEVEL: 'info' },
-    '"msg":"serving"',
-  ),
-  await startProcess(
-    join(root, 'services/sessions/dist/main.js'),
-    { ...env, LOG_LEVEL: 'info' },
-    '"msg":"serving"',
-  ),
-  await startProcess(
-    join(root, 'services/gateway/dist/main.js'),
-    { ...env, LOG_LEVEL: 'info', PORT: String(port), RATE_LIMIT_MAX: '1000000000' },
-    'gateway listening',
-  ),
-];
-const base = `http://127.0.0.1:${port}`;
+const { url: base, procs } = await startCore(root, env);
 const redis = new Redis(redisServer.url);
 const used = async () => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))[1]);
 

@@ -9,8 +9,8 @@
 // Usage: npm run build && node bench/failover.mjs --kill redis [--wait 1] [--replicas 1] [--seconds 12] [--kill-after 4]
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, startLocalNatsCluster, startLocalRedisCluster } from '@vab/testkit';
-import { option, sendJson, startProcess } from './processes.mjs';
+import { startLocalNatsCluster, startLocalRedisCluster } from '@vab/testkit';
+import { option, sendJson, startCore } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const KILL = option('kill', 'redis');
@@ -28,29 +28,8 @@ const env = {
   REDIS_WAIT_REPLICAS: String(WAIT),
   REDIS_WAIT_TIMEOUT_MS: '500',
   MAX_MESSAGES_PER_SESSION: '100000000',
-  LOG_LEVEL: 'info',
 };
-const port = await freePort();
-const procs = [
-  await startProcess(join(root, 'services/agents/dist/main.js'), env, '"msg":"serving"'),
-  await startProcess(
-    join(root, 'services/sessions/dist/main.js'),
-    { ...env, LOG_LEVEL: 'info' },
-    '"msg":"serving"',
-  ),
-  await startProcess(
-    join(root, 'services/gateway/dist/main.js'),
-    {
-      ...env,
-      LOG_LEVEL: 'info',
-      PORT: String(port),
-      RATE_LIMIT_MAX: '1000000000',
-      REQUEST_TIMEOUT_MS: '5000',
-    },
-    'gateway listening',
-  ),
-];
-const base = `http://127.0.0.1:${port}`;
+const { url: base, procs } = await startCore(root, env, { REQUEST_TIMEOUT_MS: '5000' });
 
 // one agent and one test session per client: their keys hash to slots all over the cluster
 const targets = [];

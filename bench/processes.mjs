@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fullFlow, stopOnExit } from '@vab/testkit';
+import { freePort, fullFlow, stopOnExit } from '@vab/testkit';
 
 /** The value after `--name` on the command line, or `def` when it is not given; a number when `def` is one. */
 export function option(name, def) {
@@ -57,6 +57,28 @@ export function startProcess(file, env, ready, nodeArgs = []) {
       if (!isReady) reject(new Error(`${file} exited ${code}: ${out.slice(-500)}`));
     });
   });
+}
+
+/**
+ * The agents and sessions services and a gateway on a free port, started from the builds under `root` (a
+ * benchmark may start another checkout's), with `env` for all three and `gatewayEnv` on top for the gateway.
+ * The gateway's rate limit is lifted: a benchmark is one client sending as fast as it can.
+ */
+export async function startCore(root, env, gatewayEnv = {}) {
+  const port = await freePort();
+  const services = { ...env, LOG_LEVEL: 'info' };
+  const agents = await startProcess(join(root, 'services/agents/dist/main.js'), services, '"msg":"serving"');
+  const sessions = await startProcess(
+    join(root, 'services/sessions/dist/main.js'),
+    services,
+    '"msg":"serving"',
+  );
+  const gateway = await startProcess(
+    join(root, 'services/gateway/dist/main.js'),
+    { ...services, PORT: String(port), RATE_LIMIT_MAX: '1000000000', ...gatewayEnv },
+    'gateway listening',
+  );
+  return { url: `http://127.0.0.1:${port}`, agents, sessions, gateway, procs: [agents, sessions, gateway] };
 }
 
 /** A realistic 20-node flow. */

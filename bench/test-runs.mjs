@@ -11,8 +11,8 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
-import { option, sendJson, startProcess } from './processes.mjs';
+import { fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
+import { option, sendJson, startCore, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 100);
@@ -91,17 +91,7 @@ const env = {
   MAX_TEST_CASES_PER_AGENT: String(Math.max(200, CASES)),
   MAX_SESSIONS: String(MAX_SESSIONS),
 };
-const port = await freePort();
-const procs = [
-  await startProcess(join(root, 'services/agents/dist/main.js'), env, '"msg":"serving"'),
-  await startProcess(join(root, 'services/sessions/dist/main.js'), env, '"msg":"serving"'),
-  await startProcess(
-    join(root, 'services/gateway/dist/main.js'),
-    { ...env, PORT: String(port), RATE_LIMIT_MAX: '1000000000', SESSION_RATE_LIMIT_MAX: '1000000000' },
-    'gateway listening',
-  ),
-];
-const base = `http://127.0.0.1:${port}`;
+const { url: base, procs } = await startCore(root, env, { SESSION_RATE_LIMIT_MAX: '1000000000' });
 const apiKeys = { openai: 'sk-bench' };
 const flow = withNode(fullFlow(), 'llm', { baseURL: stubURL, model: 'stub' });
 const agent = await sendJson('POST', `${base}/api/agents`, { name: 'Bench clinic', flow });
