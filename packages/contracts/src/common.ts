@@ -17,3 +17,10 @@ export type AgentIdParams = z.infer<typeof AgentIdParams>;
 
 export const Ok = z.object({ ok: z.literal(true) });
 export type Ok = z.infer<typeof Ok>;
+
+/**
+ * Provider keys by provider id (`openai`, `anthropic`, …). A missing, null or empty entry falls back to the
+ * server's environment — except for a model the flow points at its own `baseURL` (see the readiness check).
+ */
+export const ApiKeys = z.record(z.string().max(100), z.string().max(2000).nullable());
+export type ApiKeys = z.infer<typeof ApiKeys>;

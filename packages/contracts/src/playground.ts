@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Id } from './common.js';
+import { ApiKeys, Id } from './common.js';
 import { Flow, SimpleEdge, SimpleNode } from './flow.js';
 import { SessionType } from './sessions.js';
 
@@ -22,13 +22,6 @@ export const LivekitOverrides = z
   })
   .nullish();
 export type LivekitOverrides = z.infer<typeof LivekitOverrides>;
-
-/**
- * Provider keys by provider id (`openai`, `anthropic`, …). A missing, null or empty entry falls back to the
- * server's environment — except for a model the flow points at its own `baseURL` (see the readiness check).
- */
-export const ApiKeys = z.record(z.string().max(100), z.string().max(2000).nullable());
-export type ApiKeys = z.infer<typeof ApiKeys>;
 
 export const AgentSessionRequest = z.object({
   nodes: z.array(SimpleNode),

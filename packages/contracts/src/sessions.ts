@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { VersionDiff } from './agents.js';
-import { EpochMs, Id } from './common.js';
+import { ApiKeys, EpochMs, Id } from './common.js';
 
 /**
  * Who said something, in builder chat or a transcript: any short identifier. The usual ones are `user`,
@@ -298,7 +298,7 @@ export const CreateTestRunBody = z.object({
   /** Default: every case of the agent. */
   caseIds: z.array(Id).min(1).max(500).optional(),
   /** Keys for this run's model calls, as on a session start; never stored. */
-  apiKeys: z.record(z.string().max(100), z.string().max(2000).nullable()).optional(),
+  apiKeys: ApiKeys.optional(),
 });
 export type CreateTestRunBody = z.infer<typeof CreateTestRunBody>;
 

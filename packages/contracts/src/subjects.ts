@@ -11,7 +11,7 @@ import {
   VersionDiff,
   VersionList,
 } from './agents.js';
-import { Id, Ok } from './common.js';
+import { ApiKeys, Id, Ok } from './common.js';
 import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
@@ -126,18 +126,19 @@ export const TextTurnRequest = z.object({ agentId: Id, sessionId: Id, text: Text
 export type TextTurnRequest = z.infer<typeof TextTurnRequest>;
 export const TextEndRequest = z.object({ agentId: Id, sessionId: Id });
 export type TextEndRequest = z.infer<typeof TextEndRequest>;
-/** Ends a session on its owner: a text session (with its agent) or a voice room (by name). */
 /** One regression test case for a playground instance to run (the sessions service's test run sends it). */
 export const RunCaseRequest = z.object({
   agentId: Id,
   version: z.number().int().positive(),
   runId: Id,
   caseId: Id,
-  turns: z.array(z.string()).min(1),
-  temperature: z.number().min(0).max(2).nullable(),
-  apiKeys: z.record(z.string().max(100), z.string().max(2000).nullable()).optional(),
+  turns: TestCase.shape.turns.min(1),
+  temperature: TestCase.shape.temperature,
+  apiKeys: ApiKeys.optional(),
 });
 export type RunCaseRequest = z.infer<typeof RunCaseRequest>;
+
+/** Ends a session on its owner: a text session (with its agent) or a voice room (by name). */
 
 export const OwnerEndRequest = z.object({ key: z.string().regex(SUBJECT_TOKEN), agentId: Id.optional() });
 export type OwnerEndRequest = z.infer<typeof OwnerEndRequest>;
@@ -299,7 +300,7 @@ export const contract = {
   },
   /** The versions an agent's deploy records name: what the agents service's retention must keep. */
   [Subjects.deploysPinned]: {
-    request: z.object({ agentId: Id }),
+    request: AgentIdRef,
     response: z.object({ versions: z.array(z.number().int().positive()) }),
     errors: [],
   },
