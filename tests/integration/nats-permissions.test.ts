@@ -60,6 +60,10 @@ describe('NATS with per-service users and permissions', () => {
     await stack.services.agents.agents!.retention.idle();
     const versions = (await http.get(`/api/agents/${agent.body.id}/versions`)).body;
     expect(versions.map((v: { version: number }) => v.version)).toEqual([2, 3]);
+    // a test run on an older version: sessions asks agents which versions are still kept
+    await http.post(`/api/agents/${agent.body.id}/test-cases`, { name: 'any', turns: ['Hi'] });
+    expect((await http.post(`/api/agents/${agent.body.id}/test-runs`, { version: 2 })).status).toBe(202);
+    expect((await http.post(`/api/agents/${agent.body.id}/test-runs`, { version: 1 })).status).toBe(404);
     expect((await http.get('/readyz')).body.services).toEqual({
       agents: 'up',
       sessions: 'up',

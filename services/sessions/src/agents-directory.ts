@@ -33,6 +33,18 @@ export class AgentsDirectory {
     return empty;
   }
 
+  /** 404 unless the agent still keeps `version` (versions past the latest never were; retention removes old ones). */
+  async requireVersion(id: string, version: number, requestId: string): Promise<void> {
+    const versions = await this.bus.request(
+      Subjects.agentsVersionsList,
+      { id },
+      { timeoutMs: this.timeoutMs, requestId },
+    );
+    if (!versions.some((v) => v.version === version)) {
+      throw new AppError('NOT_FOUND', `agent ${id} has no version ${version}`);
+    }
+  }
+
   /** For writes that start something new: the agent must exist and be active. */
   async requireActive(id: string, requestId: string): Promise<AgentLookup> {
     const found = await this.requireExisting(id, requestId);

@@ -9,7 +9,7 @@ export const testRunsCreate =
     const agent = await agents.requireActive(req.agentId, ctx.requestId);
     const latest = agent.version ?? 1;
     const version = req.body.version ?? latest;
-    if (version > latest) throw new AppError('NOT_FOUND', `agent ${req.agentId} has no version ${version}`);
+    if (version !== latest) await agents.requireVersion(req.agentId, version, ctx.requestId);
     const ids = req.body.caseIds ?? (await testing.caseIds(req.agentId));
     const cases = await testing.casesById(req.agentId, ids);
     if (req.body.caseIds && cases.length < ids.length) {
@@ -39,7 +39,6 @@ export const testRunsCreate =
         version,
         caseIds: cases.map((c) => c.id),
         createdAt: now,
-        updatedAt: now,
         finishedAt: null,
       },
       queued,

@@ -11,20 +11,31 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1
 `;
 
-/** What a run record holds besides its cases' results. */
+/**
+ * KEYS: run. ARGV: field, result json, updatedAt. One case's result, into a run that still exists (one the
+ * agent's run cap removed is not brought back as a stray hash). `meta` is not touched: a driver writing a
+ * result can never undo the `finishedAt` a sweep wrote meanwhile.
+ */
+const SET_CASE_RESULT = `
+if redis.call('HEXISTS', KEYS[1], 'meta') == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], 'updatedAt', ARGV[3])
+return 1
+`;
+
+/** What a run record holds besides its cases' results and `updatedAt` (a field of its own). */
 export interface RunMeta {
   id: string;
   agentId: string;
   version: number;
   caseIds: string[];
   createdAt: number;
-  updatedAt: number;
   finishedAt: number | null;
   sinceLastPass?: TestRun['sinceLastPass'];
 }
 
 interface Scripts {
   ssCreateCase(k1: string, k2: string, ...argv: string[]): Promise<number>;
+  ssSetCaseResult(k1: string, ...argv: string[]): Promise<number>;
 }
 
 /** The status a run's case results add up to. */
@@ -60,7 +71,7 @@ function toRun(h: Record<string, string>): TestRun | undefined {
     },
     cases,
     createdAt: meta.createdAt,
-    updatedAt: meta.updatedAt,
+    updatedAt: Number(h.updatedAt ?? meta.createdAt),
     finishedAt: meta.finishedAt,
     sinceLastPass: meta.sinceLastPass ?? null,
   };
@@ -80,6 +91,7 @@ export class TestingStore {
     private readonly now: () => number = Date.now,
   ) {
     redis.defineCommand('ssCreateCase', { numberOfKeys: 2, lua: CREATE_CASE });
+    redis.defineCommand('ssSetCaseResult', { numberOfKeys: 1, lua: SET_CASE_RESULT });
     this.redis = redis as RedisClient & Scripts;
   }
 
@@ -146,7 +158,7 @@ export class TestingStore {
 
   /** Records a new run with every case queued; beyond `maxRuns` per agent the oldest ones go. */
   async createRun(meta: RunMeta, cases: CaseResult[], deadline: number): Promise<TestRun> {
-    const fields: Record<string, string> = { meta: JSON.stringify(meta) };
+    const fields: Record<string, string> = { meta: JSON.stringify(meta), updatedAt: String(meta.createdAt) };
     for (const c of cases) fields[`case:${c.caseId}`] = JSON.stringify(c);
     await storage(() =>
       this.redis
@@ -158,7 +170,7 @@ export class TestingStore {
     // swept unless its driver beats before `deadline`: a run is never left queued by an instance that died
     await this.heartbeat(meta.agentId, meta.id, deadline);
     await this.trimRuns(meta.agentId);
-    return toRun({ meta: fields.meta!, ...fields })!;
+    return toRun(fields)!;
   }
 
   private async trimRuns(agentId: string): Promise<void> {
@@ -174,23 +186,27 @@ export class TestingStore {
   }
 
   async setCaseResult(agentId: string, runId: string, result: CaseResult): Promise<void> {
-    const meta = await this.meta(agentId, runId);
-    if (!meta) return;
-    meta.updatedAt = this.now();
     await storage(() =>
-      this.redis.hset(keys.run(agentId, runId), {
-        [`case:${result.caseId}`]: JSON.stringify(result),
-        meta: JSON.stringify(meta),
-      }),
+      this.redis.ssSetCaseResult(
+        keys.run(agentId, runId),
+        `case:${result.caseId}`,
+        JSON.stringify(result),
+        String(this.now()),
+      ),
     );
   }
 
   async finishRun(agentId: string, runId: string, sinceLastPass?: TestRun['sinceLastPass']): Promise<void> {
     const meta = await this.meta(agentId, runId);
     if (meta && meta.finishedAt === null) {
-      meta.finishedAt = meta.updatedAt = this.now();
+      meta.finishedAt = this.now();
       if (sinceLastPass) meta.sinceLastPass = sinceLastPass;
-      await storage(() => this.redis.hset(keys.run(agentId, runId), 'meta', JSON.stringify(meta)));
+      await storage(() =>
+        this.redis.hset(keys.run(agentId, runId), {
+          meta: JSON.stringify(meta),
+          updatedAt: String(meta.finishedAt),
+        }),
+      );
     }
     await storage(() => this.redis.zrem(keys.activeRuns, `${agentId}/${runId}`));
   }
