@@ -183,7 +183,7 @@ describe('test cases and runs', () => {
   it('gates deploys on the last finished run of their version; an override is recorded', async () => {
     const agentId = await agent('Gated');
     const good = await http.post(`/api/agents/${agentId}/test-cases`, passing);
-    await http.post(`/api/agents/${agentId}/test-cases`, failing);
+    const bad = await http.post(`/api/agents/${agentId}/test-cases`, failing);
     expect((await http.put(`/api/agents/${agentId}/deploy-gate`, { enabled: true })).body).toEqual({
       enabled: true,
     });
@@ -208,7 +208,13 @@ describe('test cases and runs', () => {
     expect(forced.status).toBe(200);
     expect(forced.body).toMatchObject({ status: 'live', gateOverride: { reason: 'hotfix for an outage' } });
 
+    // a run of the passing case alone does not vouch for the other one
     expect((await runAll(agentId, { caseIds: [good.body.id] })).status).toBe('passed');
+    const partial = await goLive();
+    expect(partial.status).toBe(409);
+    expect(partial.body.message).toContain("did not run 1 of the agent's cases");
+    // the builder drops the case that fails: that passing run now covers every case
+    expect((await http.delete(`/api/agents/${agentId}/test-cases/${bad.body.id}`)).status).toBe(200);
     const allowed = await goLive();
     expect(allowed.status).toBe(200);
     expect(allowed.body.gateOverride).toBeUndefined();

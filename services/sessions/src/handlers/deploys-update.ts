@@ -12,10 +12,15 @@ export const deploysUpdate =
       // the newest finished run on the version this deploy pins decides
       const runs = (await testing.listRuns(req.agentId)) ?? [];
       const last = runs.find((r) => r.version === deploy.version && r.finishedAt !== null);
-      if (deploy.status !== 'live' && last?.status !== 'passed') {
-        const why = last
-          ? `test run ${last.id} on version ${deploy.version} ${last.status} (${last.counts.passed}/${last.counts.total} passed)`
-          : `no finished test run on version ${deploy.version}`;
+      // a run of some cases only does not vouch for the others: it must have run every case the agent has
+      const ran = new Set(last?.cases.map((c) => c.caseId));
+      const notRun = (await testing.caseIds(req.agentId)).filter((id) => !ran.has(id));
+      if (deploy.status !== 'live' && (last?.status !== 'passed' || notRun.length > 0)) {
+        const why = !last
+          ? `no finished test run on version ${deploy.version}`
+          : last.status !== 'passed'
+            ? `test run ${last.id} on version ${deploy.version} ${last.status} (${last.counts.passed}/${last.counts.total} passed)`
+            : `test run ${last.id} on version ${deploy.version} did not run ${notRun.length} of the agent's cases`;
         if (!override) throw new AppError('TESTS_NOT_PASSED', `the deploy gate is on: ${why}`);
         gateOverride = { reason: override.reason, at: Date.now() };
         ctx.log.warn({ agentId: req.agentId, deployId: req.deployId, why }, 'deploy gate overridden');
