@@ -75,7 +75,7 @@ export function startPlaygroundService(deps: {
     host,
     bus,
     readiness,
-    kit,
+    text,
     env,
     busTimeoutMs: config.BUS_TIMEOUT_MS,
   });

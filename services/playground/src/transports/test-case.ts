@@ -1,11 +1,9 @@
-import { voice } from '@livekit/agents';
 import type { BusClient } from '@vab/bus';
 import { Subjects, type CaseObservation, type Flow, type RunCaseRequest } from '@vab/contracts';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck } from '../readiness.js';
-import type { FlowConversation } from '../runtime/conversation.js';
-import type { ConversationKit } from '../runtime/conversations.js';
+import type { TextTransport } from './text.js';
 
 /** Nodes whose `temperature` a case's override sets: every model the flow names. */
 const MODEL_NODE_TYPES = new Set(['llm']);
@@ -29,14 +27,14 @@ export class TestCaseTransport {
       host: SessionHost;
       bus: BusClient;
       readiness: ReadinessCheck;
-      kit: ConversationKit;
+      text: TextTransport;
       env(): Promise<KeyEnv>;
       busTimeoutMs: number;
     },
   ) {}
 
   async run(req: RunCaseRequest, requestId: string): Promise<CaseObservation> {
-    const { host, bus, readiness, kit } = this.deps;
+    const { host, bus, readiness, text } = this.deps;
     const stored = await bus.request(
       Subjects.agentsVersionsGet,
       { id: req.agentId, version: req.version },
@@ -44,38 +42,24 @@ export class TestCaseTransport {
     );
     const flow = req.temperature === null ? stored.flow : withTemperature(stored.flow, req.temperature);
     const runnable = readiness.require(flow, 'test', await this.deps.env(), req.apiKeys);
-    let conversation: FlowConversation | undefined;
-    const { key, result } = await host.open(
-      { sessionType: 'test', agentId: req.agentId, requestId, failure: 'the test case could not start' },
-      async (ctx) => {
-        const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
-        const conv = await kit.converse({
-          flow: runnable,
-          apiKeys: req.apiKeys ?? undefined,
-          session,
-          startSession: (agent) => session.start({ agent }),
-          record: (m) => ctx.recorder?.record(m),
-          onEnded: () => void ctx.recorder?.close(),
-          log: ctx.log,
-          requestId,
-        });
-        conversation = conv;
-        ctx.onStop(() => conv.close());
-        return { result: await conv.start(), turn: (text) => conv.userTurn(text) };
-      },
-    );
+    const { key, result, conversation } = await text.open(req.agentId, runnable, {
+      sessionType: 'test',
+      apiKeys: req.apiKeys,
+      failure: 'the test case could not start',
+      requestId,
+    });
     const steps = [result.stepId];
     const replies = [result.replies];
     let last = { ended: result.ended, stepId: result.stepId };
     try {
-      for (const text of req.turns) {
+      for (const said of req.turns) {
         if (last.ended) break;
-        const turn = await host.turn(key, req.agentId, text, requestId);
+        const turn = await host.turn(key, req.agentId, said, requestId);
         steps.push(...turn.stepChanges.map((c) => c.stepId));
         replies.push(turn.replies);
         last = turn;
       }
-      const structured = last.ended ? ((await conversation?.structuredOutput()) ?? null) : null;
+      const structured = last.ended ? await conversation.structuredOutput() : null;
       return {
         sessionId: key,
         steps,

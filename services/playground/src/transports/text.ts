@@ -1,9 +1,17 @@
 import { voice } from '@livekit/agents';
 import type { BusClient } from '@vab/bus';
-import { Subjects, type Ok, type StartTextSessionBody, type TextTurnResult } from '@vab/contracts';
+import {
+  Subjects,
+  type ApiKeys,
+  type Ok,
+  type SessionType,
+  type StartTextSessionBody,
+  type TextTurnResult,
+} from '@vab/contracts';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../keys.js';
-import type { ReadinessCheck } from '../readiness.js';
+import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
+import type { FlowConversation, TurnResult } from '../runtime/conversation.js';
 import type { ConversationKit } from '../runtime/conversations.js';
 
 /**
@@ -23,7 +31,7 @@ export class TextTransport {
   ) {}
 
   async start(agentId: string, body: StartTextSessionBody, requestId: string): Promise<TextTurnResult> {
-    const { host, bus, readiness, kit } = this.deps;
+    const { bus, readiness } = this.deps;
     const flow =
       body.flow ??
       (
@@ -34,13 +42,38 @@ export class TextTransport {
         )
       ).flow;
     const runnable = readiness.require(flow, 'text', await this.deps.env(), body.apiKeys);
-    const { key, result } = await host.open(
-      { sessionType: 'text', agentId, requestId, failure: 'the agent could not start' },
+    const { key, result } = await this.open(agentId, runnable, {
+      sessionType: 'text',
+      apiKeys: body.apiKeys,
+      failure: 'the agent could not start',
+      requestId,
+    });
+    return { sessionId: key, ...result };
+  }
+
+  /**
+   * A typed conversation on a LiveKit session without a room, hosted here and recorded as a test session of
+   * `sessionType`: its key, the greeting's result, and the conversation itself.
+   */
+  async open(
+    agentId: string,
+    flow: RunnableFlow,
+    opts: {
+      sessionType: SessionType;
+      apiKeys: ApiKeys | null | undefined;
+      failure: string;
+      requestId: string;
+    },
+  ): Promise<{ key: string; result: TurnResult; conversation: FlowConversation }> {
+    const { requestId } = opts;
+    let conversation: FlowConversation | undefined;
+    const { key, result } = await this.deps.host.open(
+      { sessionType: opts.sessionType, agentId, requestId, failure: opts.failure },
       async (ctx) => {
         const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
-        const conv = await kit.converse({
-          flow: runnable,
-          apiKeys: body.apiKeys ?? undefined,
+        const conv = await this.deps.kit.converse({
+          flow,
+          apiKeys: opts.apiKeys ?? undefined,
           session,
           startSession: (agent) => session.start({ agent }),
           record: (m) => ctx.recorder?.record(m),
@@ -49,11 +82,12 @@ export class TextTransport {
           log: ctx.log,
           requestId,
         });
+        conversation = conv;
         ctx.onStop(() => conv.close());
         return { result: await conv.start(), turn: (text) => conv.userTurn(text) };
       },
     );
-    return { sessionId: key, ...result };
+    return { key, result, conversation: conversation! };
   }
 
   turn(agentId: string, sessionId: string, text: string, requestId: string): Promise<TextTurnResult> {
