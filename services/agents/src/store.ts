@@ -183,15 +183,18 @@ export class AgentStore {
           ),
         ),
       );
-      for (const [i, [name, createdAt, updatedAt, archived, rev]] of rows.entries()) {
-        const id = ids[i]!;
-        if (name === null || name === undefined) continue;
-        agents++;
-        const live = archived !== '1';
-        if (live) listed++;
-        const summary = live ? summaryJson(id, name, Number(createdAt), Number(updatedAt)) : '';
-        await this.view(id, Number(rev ?? 1), Number(updatedAt), summary, true);
-      }
+      // the batch's view updates at once: all go to the one `{views}` slot, in one round trip's time
+      await Promise.all(
+        rows.map(async ([name, createdAt, updatedAt, archived, rev], i) => {
+          const id = ids[i]!;
+          if (name === null || name === undefined) return;
+          agents++;
+          const live = archived !== '1';
+          if (live) listed++;
+          const summary = live ? summaryJson(id, name, Number(createdAt), Number(updatedAt)) : '';
+          await this.view(id, Number(rev ?? 1), Number(updatedAt), summary, true);
+        }),
+      );
     }
     // index entries of agents that are gone entirely (none are deleted today; a hand-edited store may have them)
     const indexed = await storage(() => this.redis.zrange(keys.index, 0, -1));
