@@ -3,7 +3,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, tcpProbe, waitFor } from './ports.js';
-import { LocalProcessServer, natsConfig, requireBinary, type TestServer } from './servers.js';
+import {
+  LocalProcessServer,
+  localRedisServer,
+  natsConfig,
+  requireBinary,
+  type TestServer,
+} from './servers.js';
 
 export interface ClusterNode {
   host: string;
@@ -67,27 +73,20 @@ export async function startLocalRedisCluster(
   try {
     for (let i = 0; i < masters * (1 + replicas); i++) {
       const port = await freePort();
-      const server = new LocalProcessServer(
+      const server = localRedisServer(
         port,
-        `redis://127.0.0.1:${port}`,
-        'redis-server',
+        dir,
         [
           ...[
-            '--port',
-            String(port),
-            '--bind',
-            '127.0.0.1',
-            '--dir',
-            dir,
-            '--save',
-            '',
             '--appendonly',
             'no',
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            `nodes-${port}.conf`,
           ],
-          ...['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`],
           ...['--cluster-node-timeout', String(opts.nodeTimeoutMs ?? 1000)],
         ],
-        () => tcpProbe(port, 'PING\r\n', '+PONG'),
         () => undefined,
       );
       nodes.push({ host: '127.0.0.1', port, server });

@@ -143,21 +143,28 @@ export async function startLocalNats(
   return server;
 }
 
+/** A local redis-server on `port`, keeping its files in `dir`, as every test Redis runs (one or in a cluster). */
+export function localRedisServer(port: number, dir: string, extraArgs: string[], cleanup: () => void) {
+  return new LocalProcessServer(
+    port,
+    `redis://127.0.0.1:${port}`,
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', ...extraArgs],
+    () => tcpProbe(port, 'PING\r\n', '+PONG'),
+    cleanup,
+  );
+}
+
 export async function startLocalRedis(
   opts: { appendOnly?: boolean } = {},
 ): Promise<TestServer & { dispose(): Promise<void> }> {
   requireBinary('redis-server', 'redis-server');
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'vab-redis-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', ''];
-  args.push('--appendonly', opts.appendOnly ? 'yes' : 'no');
-  if (opts.appendOnly) args.push('--appendfsync', 'always');
-  const server = new LocalProcessServer(
+  const server = localRedisServer(
     port,
-    `redis://127.0.0.1:${port}`,
-    'redis-server',
-    args,
-    () => tcpProbe(port, 'PING\r\n', '+PONG'),
+    dir,
+    opts.appendOnly ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'],
     () => rmSync(dir, { recursive: true, force: true }),
   );
   await server.start();
