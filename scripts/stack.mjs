@@ -86,7 +86,7 @@ async function ensureNats() {
   mkdirSync(stateDir, { recursive: true });
   const conf = join(stateDir, 'nats.conf');
   // 8 MiB: flows and transcripts above NATS' 1 MB default cross the bus (docs/api.md, Limits).
-  writeFileSync(conf, natsConfig(target.host, target.port));
+  writeFileSync(conf, natsConfig(target.host, target.port, join(stateDir, 'jetstream')));
   run('nats-server', 'nats-server', ['-c', conf]);
   await waitFor('nats-server', () => answers(target, undefined, 'INFO'), 15000);
   log(`started nats-server on ${target.host}:${target.port}`);

@@ -191,8 +191,8 @@ export async function startLocalNatsCluster(
       const routes = ports.filter((_, j) => j !== i).map((o) => `"nats://127.0.0.1:${o.route}"`);
       writeFileSync(
         conf,
-        natsConfig('127.0.0.1', p.client) +
-          `http_port: ${p.monitor}\n` +
+        natsConfig('127.0.0.1', p.client, join(dir, `js-${i}`)) +
+          `server_name: node-${i}\nhttp_port: ${p.monitor}\n` +
           `cluster {\n  name: vab\n  listen: 127.0.0.1:${p.route}\n  routes: [${routes.join(', ')}]\n}\n`,
       );
       const args = opts.configFile
@@ -200,6 +200,7 @@ export async function startLocalNatsCluster(
             ...['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(p.client), '-m', String(p.monitor)],
             ...['--cluster', `nats://127.0.0.1:${p.route}`, '--cluster_name', 'vab'],
             ...['--routes', routes.map((r) => r.replaceAll('"', '')).join(',')],
+            ...['-js', '-sd', join(dir, `js-${i}`), '--name', `node-${i}`],
           ]
         : ['-c', conf];
       const server = new LocalProcessServer(

@@ -111,9 +111,18 @@ export class LocalProcessServer implements TestServer {
   }
 }
 
-/** A nats-server configuration: where it listens, and the payload limit every stack of ours uses. */
-export const natsConfig = (host: string, port: number, maxPayload = TEST_NATS_MAX_PAYLOAD) =>
-  `host: ${host}\nport: ${port}\nmax_payload: ${maxPayload}\n`;
+/**
+ * A nats-server configuration: where it listens, the payload limit every stack of ours uses, and JetStream
+ * (session events are kept in a stream) storing its files under `storeDir`.
+ */
+export const natsConfig = (
+  host: string,
+  port: number,
+  storeDir: string,
+  maxPayload = TEST_NATS_MAX_PAYLOAD,
+) =>
+  `host: ${host}\nport: ${port}\nmax_payload: ${maxPayload}\n` +
+  `jetstream {\n  store_dir: ${JSON.stringify(storeDir)}\n  max_memory_store: 256MB\n  max_file_store: 2GB\n}\n`;
 
 /**
  * `configFile`: run the server with that file (e.g. the deployment's, with its users and permissions), its
@@ -126,9 +135,12 @@ export async function startLocalNats(
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'vab-nats-'));
   const conf = join(dir, 'nats.conf');
-  writeFileSync(conf, natsConfig('127.0.0.1', port, opts.maxPayload));
+  writeFileSync(conf, natsConfig('127.0.0.1', port, join(dir, 'js'), opts.maxPayload));
   const args = opts.configFile
-    ? ['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(port), '-m', String(await freePort())]
+    ? [
+        ...['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(port), '-m', String(await freePort())],
+        ...['-js', '-sd', join(dir, 'js')],
+      ]
     : ['-c', conf];
   const server = new LocalProcessServer(
     port,
