@@ -5,3 +5,4 @@ export * from './flows.js';
 export * from './livekit-fake.js';
 export * from './logs.js';
 export * from './clusters.js';
+export * from './browser.js';

@@ -1,0 +1,31 @@
+import type { Browser } from 'playwright-core';
+import { hasBinary } from './servers.js';
+
+/** Debian's Chromium: the browser tests drive (no browser download can happen here). */
+export const CHROMIUM_PATH = '/usr/bin/chromium';
+
+/**
+ * A headless Debian Chromium driven by playwright-core. Without the background-networking flags Chromium
+ * keeps trying hosts this machine cannot reach; `--no-sandbox` because tests run as root.
+ */
+export async function launchChromium(): Promise<Browser> {
+  if (!hasBinary('chromium')) {
+    throw new Error(
+      'chromium is not installed: install the Debian package with `apt-get install -y chromium`',
+    );
+  }
+  const { chromium } = await import('playwright-core');
+  return chromium.launch({
+    executablePath: CHROMIUM_PATH,
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
