@@ -13,7 +13,9 @@ import Fastify from 'fastify';
 
 const log = createLogger('monolith', 'info');
 const redis = createRedis(process.env.REDIS_URL, log, { name: 'monolith' });
-const handlers = agentsHandlers(new AgentStore(redis), redis);
+// no bus here: a version diff's latency (asked of the sessions service) is not measured by this baseline
+const noBus = { request: () => Promise.reject(new Error('no bus in the monolith')) };
+const handlers = agentsHandlers(new AgentStore(redis), redis, noBus, log);
 const edge = process.env.EDGE === '1';
 const app = edge
   ? await createEdge({

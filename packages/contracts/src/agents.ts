@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EpochMs, Id } from './common.js';
 import { Flow } from './flow.js';
+import { LatencyChange } from './metrics.js';
 
 const AgentName = z.string().trim().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
 
@@ -116,5 +117,7 @@ export const VersionDiff = z.object({
   edges: z.object({ added: z.array(EdgeRef), removed: z.array(EdgeRef) }),
   /** Canvas-only changes (position, size, selection, style…) per node; empty unless asked for. */
   canvas: z.array(NodeChange),
+  /** How each figure's p50 changed from the first version's sessions to the second's (ms); empty without both. */
+  latency: z.array(LatencyChange),
 });
 export type VersionDiff = z.infer<typeof VersionDiff>;

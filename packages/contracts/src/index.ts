@@ -5,3 +5,5 @@ export * from './agents.js';
 export * from './sessions.js';
 export * from './playground.js';
 export * from './subjects.js';
+export * from './metrics.js';
+export * from './events.js';

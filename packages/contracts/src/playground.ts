@@ -129,6 +129,8 @@ export type FlowValidation = z.infer<typeof FlowValidation>;
 export const StartTextSessionBody = z.object({
   /** A flow to try instead of the agent's latest stored one (e.g. unsaved edits). */
   flow: Flow.nullish(),
+  /** A stored version to run instead of the latest (not with `flow`). */
+  version: z.number().int().positive().nullish(),
   /** Provider keys by provider id (openai, anthropic, groq, …); the server environment is the fallback. */
   apiKeys: ApiKeys.nullish(),
 });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { VersionDiff } from './agents.js';
 import { ApiKeys, EpochMs, Id } from './common.js';
+import { LatencyChange, METRIC_NAMES, SessionUsage, TurnMetrics } from './metrics.js';
 
 /**
  * Who said something, in builder chat or a transcript: any short identifier. The usual ones are `user`,
@@ -71,6 +72,10 @@ export const TestSession = z.object({
   roomName: z.string().nullable(),
   sessionType: SessionType,
   status: z.enum(['open', 'closed']),
+  /** The agent version the session ran; null for a draft flow, or a session recorded by a client. */
+  version: z.number().int().positive().nullable(),
+  /** What the session used, per provider and model (filled when it closes; empty while open). */
+  usage: SessionUsage,
 });
 export type TestSession = z.infer<typeof TestSession>;
 
@@ -80,6 +85,8 @@ export type TestSessionList = z.infer<typeof TestSessionList>;
 export const CreateTestSessionBody = z.object({
   sessionType: SessionType,
   roomName: z.string().min(1).max(200).optional(),
+  /** The agent version the session runs (the playground sets it; stats are kept per version). */
+  version: z.number().int().positive().nullish(),
 });
 export type CreateTestSessionBody = z.infer<typeof CreateTestSessionBody>;
 
@@ -89,6 +96,13 @@ export const CloseTestSessionBody = z.object({
 });
 export type CloseTestSessionBody = z.infer<typeof CloseTestSessionBody>;
 
+/** What the playground reports when it closes a session it ran: usage, and errors, for the stats. */
+export const CloseReport = z.object({
+  usage: SessionUsage,
+  errors: z.number().int().nonnegative(),
+});
+export type CloseReport = z.infer<typeof CloseReport>;
+
 export const TestSessionParams = z.object({ id: Id, sessionId: Id });
 export type TestSessionParams = z.infer<typeof TestSessionParams>;
 
@@ -97,6 +111,8 @@ export const SessionMessage = z.object({
   content: z.string(),
   stepId: z.string().max(200),
   timestamp: EpochMs,
+  /** An agent message's turn figures (ms), when the playground measured them. */
+  metrics: TurnMetrics.optional(),
 });
 export type SessionMessage = z.infer<typeof SessionMessage>;
 
@@ -231,6 +247,8 @@ export const CaseObservation = z.object({
   ended: z.boolean(),
   endedAt: z.string().nullable(),
   structured: z.record(z.string(), JsonValue).nullable(),
+  /** Each agent turn's figures, in order (the greeting first). */
+  metrics: z.array(TurnMetrics).default([]),
 });
 export type CaseObservation = z.infer<typeof CaseObservation>;
 
@@ -286,6 +304,10 @@ export const TestRun = z.object({
   sinceLastPass: z
     .object({ runId: Id, version: z.number().int().positive(), changes: VersionDiff.nullable() })
     .nullable(),
+  /** The p50 of each figure over this run's agent turns (ms), once cases have finished. */
+  latency: z.partialRecord(z.enum(METRIC_NAMES), z.number().nonnegative()),
+  /** How those p50s changed against the agent's newest passing run before this one; null without one. */
+  latencyChange: z.object({ runId: Id, changes: z.array(LatencyChange) }).nullable(),
 });
 export type TestRun = z.infer<typeof TestRun>;
 

@@ -12,6 +12,7 @@ import {
   VersionList,
 } from './agents.js';
 import { ApiKeys, Id, Ok } from './common.js';
+import { AgentStats, AgentStatsQuery } from './metrics.js';
 import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
@@ -28,6 +29,7 @@ import {
   AppendedMessage,
   AppendMessageBody,
   CloseTestSessionBody,
+  CloseReport,
   ConversationEntry,
   ConversationList,
   CreateConversationEntryBody,
@@ -85,6 +87,8 @@ export const Subjects = {
   testRunsCreate: 'sessions.runs.create',
   testRunsList: 'sessions.runs.list',
   testRunsGet: 'sessions.runs.get',
+  statsVersion: 'sessions.stats.version',
+  statsAgent: 'sessions.stats.agent',
   sessionsHealth: 'sessions.health',
 
   flowsValidate: 'playground.flows.validate',
@@ -244,7 +248,7 @@ export const contract = {
   },
   [Subjects.testSessionsGet]: { request: SessionRef, response: TestSession, errors: ['NOT_FOUND'] },
   [Subjects.testSessionsClose]: {
-    request: SessionRef.extend({ close: CloseTestSessionBody }),
+    request: SessionRef.extend({ close: CloseTestSessionBody, report: CloseReport.optional() }),
     response: TestSession,
     errors: ['NOT_FOUND', 'CONFLICT'],
   },
@@ -303,6 +307,16 @@ export const contract = {
     request: AgentIdRef,
     response: z.object({ versions: z.array(z.number().int().positive()) }),
     errors: [],
+  },
+  [Subjects.statsVersion]: {
+    request: z.object({ agentId: Id, version: z.number().int().positive() }),
+    response: AgentStats,
+    errors: ['NOT_FOUND'],
+  },
+  [Subjects.statsAgent]: {
+    request: z.object({ agentId: Id, since: AgentStatsQuery.shape.since }),
+    response: AgentStats,
+    errors: ['NOT_FOUND'],
   },
   [Subjects.sessionsHealth]: { request: HealthRequest, response: Health, errors: [] },
 

@@ -98,5 +98,7 @@ export function diffFlows(
       removed: [...edgesA].filter(([k]) => !edgesB.has(k)).map(([, e]) => e),
     },
     canvas: moved,
+    // the latency change is the sessions service's to tell: the handler adds it
+    latency: [],
   };
 }

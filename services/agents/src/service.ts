@@ -1,4 +1,4 @@
-import { serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
+import { BusClient, serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient, WriteConcern } from '@vab/storage';
@@ -16,7 +16,15 @@ import { agentsVersionsRestore } from './handlers/agents-versions-restore.js';
 import { agentsVersionsDiff } from './handlers/agents-versions-diff.js';
 import { AgentStore, DEFAULT_MAX_VERSIONS } from './store.js';
 
-export function agentsHandlers(store: AgentStore, redis: RedisClient): HandlerTable<'agents'> {
+/** Bound on asking the sessions service for a diff's version stats. */
+const STATS_TIMEOUT_MS = 2_000;
+
+export function agentsHandlers(
+  store: AgentStore,
+  redis: RedisClient,
+  bus: BusClient,
+  log: Logger,
+): HandlerTable<'agents'> {
   return {
     'agents.create': agentsCreate(store),
     'agents.list': agentsList(store),
@@ -27,7 +35,7 @@ export function agentsHandlers(store: AgentStore, redis: RedisClient): HandlerTa
     'agents.versions.list': agentsVersionsList(store),
     'agents.versions.get': agentsVersionsGet(store),
     'agents.versions.restore': agentsVersionsRestore(store),
-    'agents.versions.diff': agentsVersionsDiff(store),
+    'agents.versions.diff': agentsVersionsDiff(store, bus, log, STATS_TIMEOUT_MS),
     'agents.health': agentsHealth(redis),
   };
 }
@@ -57,7 +65,7 @@ export function startAgentsService(deps: AgentsServiceDeps): AgentsService {
   const retention = new VersionRetention(deps.nc, store, deps.maxVersions ?? DEFAULT_MAX_VERSIONS, deps.log);
   const served = serve(deps.nc, {
     service: 'agents',
-    handlers: agentsHandlers(store, deps.redis),
+    handlers: agentsHandlers(store, deps.redis, new BusClient(deps.nc), deps.log),
     log: deps.log,
     idempotency: idempotency(new RedisIdempotencyStore(deps.redis, 'ag:')),
   });

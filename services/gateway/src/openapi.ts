@@ -97,6 +97,7 @@ const TAGS = [
   { name: 'deploys', description: 'Deploy records' },
   { name: 'playground', description: 'Flow validation, the voice playground and provider key status' },
   { name: 'text-sessions', description: 'Typed test conversations with a flow' },
+  { name: 'stats', description: 'Turn figures, usage and errors per version and per agent' },
 ];
 
 type TransformInput = Parameters<typeof jsonSchemaTransform>[0] & {

@@ -10,4 +10,6 @@ export interface Deps {
   runner: TestRunner;
   agents: AgentsDirectory;
   redis: RedisClient;
+  /** How many days back agent-wide stats may reach (the retention period, or a year when kept forever). */
+  statsMaxDays: number;
 }

@@ -7,6 +7,9 @@ export const keys = {
   sessions: (agentId: string) => `ss:{${agentId}}:ts`,
   session: (agentId: string, sessionId: string) => `ss:{${agentId}}:ts:${sessionId}`,
   messages: (agentId: string, sessionId: string) => `ss:{${agentId}}:ts:${sessionId}:msg`,
+  /** Stats hashes (stats/histogram.ts): one per agent version, one per UTC day (yyyymmdd). */
+  versionStats: (agentId: string, version: number) => `ss:{${agentId}}:st:v:${version}`,
+  dayStats: (agentId: string, day: string) => `ss:{${agentId}}:st:d:${day}`,
   deploys: (agentId: string) => `ss:{${agentId}}:dep`,
   deployPrefix: (agentId: string) => `ss:{${agentId}}:dep:`,
   deploy: (agentId: string, deployId: string) => `ss:{${agentId}}:dep:${deployId}`,

@@ -9,18 +9,44 @@ if over > 0 then redis.call('LTRIM', KEYS[1], math.min(over, 1000), -1) end
 return n
 `;
 
-/** KEYS: session hash, messages zset. ARGV: timestamp, messageJson, maxMessages. Returns the arrival seq. */
+/**
+ * Adds a stats delta (JSON: \`{ incr, fincr, max }\`, see stats/histogram.ts) to every stats hash in
+ * KEYS[from..], and gives each the retention TTL (seconds; 0 = none). Inside the script that writes what the
+ * figures come from, so a figure is counted exactly when its message or close is stored.
+ */
+const APPLY_STATS = `
+local function applyStats(from, delta, ttl)
+  local d = cjson.decode(delta)
+  for i = from, #KEYS do
+    local k = KEYS[i]
+    for f, n in pairs(d.incr) do redis.call('HINCRBY', k, f, n) end
+    for f, n in pairs(d.fincr) do redis.call('HINCRBYFLOAT', k, f, tostring(n)) end
+    for f, n in pairs(d.max) do
+      local had = tonumber(redis.call('HGET', k, f))
+      if not had or n > had then redis.call('HSET', k, f, tostring(n)) end
+    end
+    if tonumber(ttl) > 0 then redis.call('EXPIRE', k, ttl) end
+  end
+end`;
+
+/**
+ * KEYS: session hash, messages zset, then the stats hashes the message counts in (if any). ARGV: timestamp,
+ * messageJson, maxMessages, [stats delta JSON, TTL seconds]. Returns the arrival seq.
+ */
 export const APPEND_MESSAGE = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return redis.error_reply('NOT_FOUND') end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return redis.error_reply('LIMIT_EXCEEDED') end
 local seq = redis.call('HINCRBY', KEYS[1], 'msgSeq', 1)
 redis.call('ZADD', KEYS[2], ARGV[1], string.format('%010d', seq) .. '|' .. ARGV[2])
+${APPLY_STATS}
+if ARGV[4] then applyStats(3, ARGV[4], ARGV[5]) end
 return seq
 `;
 
 /**
- * KEYS: session hash. ARGV: endedAt, durationMs.
- * open → closed; closing again with the same values is a no-op, with other values a conflict.
+ * KEYS: session hash, then the stats hashes the session counts in. ARGV: endedAt, durationMs, [usage JSON,
+ * stats delta JSON, TTL seconds]. open → closed (usage and errors are counted once, on that transition);
+ * closing again with the same values is a no-op, with other values a conflict.
  */
 export const CLOSE_SESSION = `
 local s = redis.call('HMGET', KEYS[1], 'startedAt', 'status', 'endedAt', 'durationMs')
@@ -31,6 +57,11 @@ if s[2] == 'closed' then
   return redis.error_reply('CONFLICT')
 end
 redis.call('HSET', KEYS[1], 'status', 'closed', 'endedAt', ARGV[1], 'durationMs', ARGV[2])
+${APPLY_STATS}
+if ARGV[3] then
+  redis.call('HSET', KEYS[1], 'usage', ARGV[3])
+  applyStats(2, ARGV[4], ARGV[5])
+end
 return redis.call('HGETALL', KEYS[1])
 `;
 

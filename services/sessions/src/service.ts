@@ -27,6 +27,8 @@ import { TestingStore } from './testing/store.js';
 import { messagesAppend } from './handlers/messages-append.js';
 import { messagesList } from './handlers/messages-list.js';
 import { sessionsHealth } from './handlers/sessions-health.js';
+import { statsAgent } from './handlers/stats-agent.js';
+import { statsVersion } from './handlers/stats-version.js';
 import { testSessionsClose } from './handlers/test-sessions-close.js';
 import { testSessionsCreate } from './handlers/test-sessions-create.js';
 import { testSessionsGet } from './handlers/test-sessions-get.js';
@@ -57,6 +59,8 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.runs.create': testRunsCreate(deps),
     'sessions.runs.list': testRunsList(deps),
     'sessions.runs.get': testRunsGet(deps),
+    'sessions.stats.version': statsVersion(deps),
+    'sessions.stats.agent': statsAgent(deps),
     'sessions.health': sessionsHealth(deps),
   };
 }
@@ -86,7 +90,9 @@ export function startSessionsService(deps: {
   testRuns?: Partial<typeof DEFAULT_RUNNER>;
 }): SessionsService {
   const limits = { ...DEFAULT_LIMITS, ...deps.limits };
-  const store = new SessionsStore(deps.redis, limits, deps.writes);
+  const retentionDays = deps.retention?.testSessionDays ?? 0;
+  // stats live as long as the sessions they count (a hash's TTL restarts with each write)
+  const store = new SessionsStore(deps.redis, limits, deps.writes, Date.now, retentionDays * 86_400);
   const runs = { ...DEFAULT_RUNNER, ...deps.testRuns };
   const testing = new TestingStore(deps.redis, runs);
   const runner = new TestRunner(deps.nc, testing, runs, deps.log);
@@ -97,6 +103,7 @@ export function startSessionsService(deps: {
     runner,
     agents: new AgentsDirectory(deps.nc, limits.agentLookupTimeoutMs),
     redis: deps.redis,
+    statsMaxDays: retentionDays > 0 ? retentionDays : 366,
   };
   const served = serve(deps.nc, {
     service: 'sessions',

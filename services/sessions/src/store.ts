@@ -4,10 +4,12 @@ import {
   type ConversationEntry,
   type CreateConversationEntryBody,
   type DeployRecord,
+  type CloseReport,
   type SessionMessage,
   type SessionType,
   type TestSession,
 } from '@vab/contracts';
+import { closeDelta, mergeInto, turnDelta } from './stats/histogram.js';
 import { scanKeys, scriptError, storage, WriteConcern, type RedisClient } from '@vab/storage';
 import { randomUUID } from 'node:crypto';
 import type { SessionsLimits } from './config.js';
@@ -16,8 +18,8 @@ import { APPEND_ENTRY, APPEND_MESSAGE, CLOSE_SESSION, CREATE_DEPLOY, UPDATE_DEPL
 
 interface Scripts {
   ssAppendEntry(k1: string, ...argv: string[]): Promise<number>;
-  ssAppendMessage(k1: string, k2: string, ...argv: string[]): Promise<number>;
-  ssCloseSession(k1: string, ...argv: string[]): Promise<string[]>;
+  ssAppendMessage(numKeys: number, ...keysThenArgv: string[]): Promise<number>;
+  ssCloseSession(numKeys: number, ...keysThenArgv: string[]): Promise<string[]>;
   ssCreateDeploy(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
   ssUpdateDeploy(k1: string, k2: string, ...argv: string[]): Promise<string[]>;
 }
@@ -27,6 +29,9 @@ function pairs(flat: string[]): Record<string, string> {
   for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]!] = flat[i + 1]!;
   return out;
 }
+
+/** The UTC day (yyyymmdd) of an instant: the day stats hash it counts in. */
+export const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10).replaceAll('-', '');
 
 function toSession(h: Record<string, string>): TestSession {
   return {
@@ -38,6 +43,8 @@ function toSession(h: Record<string, string>): TestSession {
     roomName: h.roomName ? h.roomName : null,
     sessionType: h.sessionType as SessionType,
     status: h.status === 'closed' ? 'closed' : 'open',
+    version: h.version ? Number(h.version) : null,
+    usage: h.usage ? (JSON.parse(h.usage) as TestSession['usage']) : [],
   };
 }
 
@@ -70,11 +77,14 @@ export class SessionsStore {
     private readonly limits: SessionsLimits,
     writes?: WriteConcern,
     private readonly now: () => number = Date.now,
+    /** How long stats hashes live after their last write (s); 0 = forever. */
+    private readonly statsTtlSeconds = 0,
   ) {
     this.writes = writes ?? new WriteConcern(redis, 0, 0);
     redis.defineCommand('ssAppendEntry', { numberOfKeys: 1, lua: APPEND_ENTRY });
-    redis.defineCommand('ssAppendMessage', { numberOfKeys: 2, lua: APPEND_MESSAGE });
-    redis.defineCommand('ssCloseSession', { numberOfKeys: 1, lua: CLOSE_SESSION });
+    // the number of keys varies (the stats hashes a message or close counts in): passed first
+    redis.defineCommand('ssAppendMessage', { lua: APPEND_MESSAGE });
+    redis.defineCommand('ssCloseSession', { lua: CLOSE_SESSION });
     redis.defineCommand('ssCreateDeploy', { numberOfKeys: 3, lua: CREATE_DEPLOY });
     redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 2, lua: UPDATE_DEPLOY });
     this.redis = redis as RedisClient & Scripts;
@@ -118,10 +128,17 @@ export class SessionsStore {
 
   // ---- test sessions ----
 
+  /** The stats hashes a session counts in: its start day's, and its version's when it runs a stored one. */
+  private statsKeys(agentId: string, startedAt: number, version: number | null): string[] {
+    const day = keys.dayStats(agentId, dayOf(startedAt));
+    return version === null ? [day] : [day, keys.versionStats(agentId, version)];
+  }
+
   async createSession(
     agentId: string,
     sessionType: SessionType,
     roomName: string | undefined,
+    version: number | null = null,
   ): Promise<TestSession> {
     const session: TestSession = {
       id: randomUUID(),
@@ -132,22 +149,27 @@ export class SessionsStore {
       roomName: roomName ?? null,
       sessionType,
       status: 'open',
+      version,
+      usage: [],
     };
-    await storage(() =>
-      this.redis
-        .multi()
-        .hset(keys.session(agentId, session.id), {
-          id: session.id,
-          agentId,
-          startedAt: session.startedAt,
-          roomName: roomName ?? '',
-          sessionType,
-          status: 'open',
-          msgSeq: 0,
-        })
-        .zadd(keys.sessions(agentId), session.startedAt, session.id)
-        .exec(),
-    );
+    const tx = this.redis
+      .multi()
+      .hset(keys.session(agentId, session.id), {
+        id: session.id,
+        agentId,
+        startedAt: session.startedAt,
+        roomName: roomName ?? '',
+        sessionType,
+        status: 'open',
+        msgSeq: 0,
+        ...(version === null ? {} : { version }),
+      })
+      .zadd(keys.sessions(agentId), session.startedAt, session.id);
+    for (const k of this.statsKeys(agentId, session.startedAt, version)) {
+      tx.hincrby(k, 'sessions', 1);
+      if (this.statsTtlSeconds > 0) tx.expire(k, this.statsTtlSeconds);
+    }
+    await storage(() => tx.exec());
     await this.writes.confirm(keys.sessions(agentId));
     return session;
   }
@@ -163,17 +185,37 @@ export class SessionsStore {
     return toSession(h);
   }
 
+  /** The version and start of a session (what its stats keys depend on), or NOT_FOUND. */
+  private async statsKeysOf(agentId: string, sessionId: string): Promise<string[]> {
+    const [startedAt, version] = await storage(() =>
+      this.redis.hmget(keys.session(agentId, sessionId), 'startedAt', 'version'),
+    );
+    if (!startedAt) throw sessionNotFound(sessionId);
+    return this.statsKeys(agentId, Number(startedAt), version ? Number(version) : null);
+  }
+
   async closeSession(
     agentId: string,
     sessionId: string,
     endedAt: number,
     durationMs: number,
+    report?: CloseReport,
   ): Promise<TestSession> {
     try {
+      const statsKeys = report ? await this.statsKeysOf(agentId, sessionId) : [];
       const flat = await this.redis.ssCloseSession(
+        1 + statsKeys.length,
         keys.session(agentId, sessionId),
+        ...statsKeys,
         String(endedAt),
         String(durationMs),
+        ...(report
+          ? [
+              JSON.stringify(report.usage),
+              JSON.stringify(closeDelta(report.usage, report.errors)),
+              String(this.statsTtlSeconds),
+            ]
+          : []),
       );
       await this.writes.confirm(keys.session(agentId, sessionId));
       return toSession(pairs(flat));
@@ -199,14 +241,21 @@ export class SessionsStore {
       content: message.content,
       stepId: message.stepId,
       timestamp: message.timestamp,
+      ...(message.metrics ? { metrics: message.metrics } : {}),
     });
     try {
+      const statsKeys = message.metrics ? await this.statsKeysOf(agentId, sessionId) : [];
       const seq = await this.redis.ssAppendMessage(
+        2 + statsKeys.length,
         keys.session(agentId, sessionId),
         keys.messages(agentId, sessionId),
+        ...statsKeys,
         String(message.timestamp),
         json,
         String(this.limits.maxMessagesPerSession),
+        ...(message.metrics
+          ? [JSON.stringify(turnDelta(message.metrics)), String(this.statsTtlSeconds)]
+          : []),
       );
       await this.writes.confirm(keys.session(agentId, sessionId));
       return seq;
@@ -239,6 +288,28 @@ export class SessionsStore {
   }
 
   // ---- deploys ----
+
+  // ---- stats ----
+
+  /** The merged stats hashes of one version (one hash) or of days (one per day, one round trip). */
+  async statsFields(
+    agentId: string,
+    source: { version: number } | { days: string[] },
+  ): Promise<Map<string, number>> {
+    const statsKeys =
+      'version' in source
+        ? [keys.versionStats(agentId, source.version)]
+        : source.days.map((d) => keys.dayStats(agentId, d));
+    const pipe = this.redis.pipeline();
+    for (const k of statsKeys) pipe.hgetall(k);
+    const replies = await storage(() => pipe.exec());
+    const merged = new Map<string, number>();
+    for (const [err, hash] of replies ?? []) {
+      if (err) throw err;
+      mergeInto(merged, hash as Record<string, string>);
+    }
+    return merged;
+  }
 
   async createDeploy(agentId: string, version: number, subdomainBase: string): Promise<DeployRecord> {
     const deployId = randomUUID();

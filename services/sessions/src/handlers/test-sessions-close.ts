@@ -9,6 +9,7 @@ export const testSessionsClose =
       req.sessionId,
       req.close.endedAt,
       req.close.durationMs,
+      req.report,
     );
     ctx.log.info({ agentId: req.agentId, sessionId: req.sessionId }, 'test session closed');
     return session;

@@ -3,13 +3,14 @@ import { BusClient, safeError, type Logger } from '@vab/bus';
 import {
   AppError,
   FlowIssue,
+  latencyChanges,
   Subjects,
   type CaseResult,
   type CreateTestRunBody,
   type TestCase,
 } from '@vab/contracts';
 import { z } from 'zod';
-import type { TestingStore } from './store.js';
+import { runLatency, type TestingStore } from './store.js';
 import { judge } from './verdict.js';
 
 export interface RunnerSettings {
@@ -102,7 +103,7 @@ export class TestRunner {
         }
       };
       await Promise.all(Array.from({ length: Math.min(this.settings.concurrency, cases.length) }, worker));
-      await this.store.finishRun(agentId, runId, await this.sinceLastPass(agentId, runId, version));
+      await this.store.finishRun(agentId, runId, await this.comparedToLastPass(agentId, runId, version));
       this.log.info({ agentId, runId, cases: cases.length }, 'test run finished');
     } catch (err) {
       this.log.error({ agentId, runId, err: safeError(err) }, 'test run driver failed');
@@ -174,15 +175,21 @@ export class TestRunner {
   }
 
   /**
-   * For a run that did not pass: the agent's newest passing run created before it, and the flow's changes
-   * from that run's version to this one (asked of the agents service; left out if it cannot answer).
+   * Against the agent's newest passing run created before this one: how the latency changed, and for a run
+   * that did not pass, the flow's changes from that run's version to this one (asked of the agents service;
+   * left out if it cannot answer).
    */
-  private async sinceLastPass(agentId: string, runId: string, version: number) {
+  private async comparedToLastPass(agentId: string, runId: string, version: number) {
     const runs = (await this.store.listRuns(agentId)) ?? [];
     const self = runs.find((r) => r.id === runId);
-    if (!self || self.cases.every((c) => c.verdict === 'passed')) return undefined;
+    if (!self) return {};
     const passed = runs.find((r) => r.status === 'passed' && r.createdAt <= self.createdAt && r.id !== runId);
-    if (!passed) return undefined;
+    if (!passed) return {};
+    const latencyChange = {
+      runId: passed.id,
+      changes: latencyChanges(passed.latency, runLatency(self.cases)),
+    };
+    if (self.cases.every((c) => c.verdict === 'passed')) return { latencyChange };
     let changes = null;
     if (passed.version !== version) {
       changes = await this.bus
@@ -196,7 +203,7 @@ export class TestRunner {
           return null;
         });
     }
-    return { runId: passed.id, version: passed.version, changes };
+    return { latencyChange, sinceLastPass: { runId: passed.id, version: passed.version, changes } };
   }
 
   /** Errors what is left of runs whose driver has not been heard of for three heartbeats. */

@@ -1,5 +1,13 @@
 import { RawJson } from '@vab/bus';
-import { AppError, type CaseResult, type TestCase, type TestRun, type TestRunStatus } from '@vab/contracts';
+import {
+  AppError,
+  METRIC_NAMES,
+  type CaseResult,
+  type MetricName,
+  type TestCase,
+  type TestRun,
+  type TestRunStatus,
+} from '@vab/contracts';
 import { scriptError, storage, type RedisClient } from '@vab/storage';
 import { keys } from '../keys.js';
 
@@ -31,6 +39,26 @@ export interface RunMeta {
   createdAt: number;
   finishedAt: number | null;
   sinceLastPass?: TestRun['sinceLastPass'];
+  latencyChange?: TestRun['latencyChange'];
+}
+
+/** The p50 (nearest rank) of each figure over a run's agent turns: exact, a run has few turns. */
+export function runLatency(cases: CaseResult[]): TestRun['latency'] {
+  const values = new Map<MetricName, number[]>();
+  for (const c of cases) {
+    for (const m of c.observed?.metrics ?? []) {
+      for (const name of METRIC_NAMES) {
+        const v = m[name];
+        if (v !== undefined) values.set(name, [...(values.get(name) ?? []), v]);
+      }
+    }
+  }
+  const latency: TestRun['latency'] = {};
+  for (const [name, vs] of values) {
+    vs.sort((a, b) => a - b);
+    latency[name] = vs[Math.max(0, Math.ceil(vs.length / 2) - 1)]!;
+  }
+  return latency;
 }
 
 interface Scripts {
@@ -74,6 +102,8 @@ function toRun(h: Record<string, string>): TestRun | undefined {
     updatedAt: Number(h.updatedAt ?? meta.createdAt),
     finishedAt: meta.finishedAt,
     sinceLastPass: meta.sinceLastPass ?? null,
+    latency: runLatency(cases),
+    latencyChange: meta.latencyChange ?? null,
   };
 }
 
@@ -196,11 +226,16 @@ export class TestingStore {
     );
   }
 
-  async finishRun(agentId: string, runId: string, sinceLastPass?: TestRun['sinceLastPass']): Promise<void> {
+  async finishRun(
+    agentId: string,
+    runId: string,
+    found: Pick<RunMeta, 'sinceLastPass' | 'latencyChange'> = {},
+  ): Promise<void> {
     const meta = await this.meta(agentId, runId);
     if (meta && meta.finishedAt === null) {
       meta.finishedAt = this.now();
-      if (sinceLastPass) meta.sinceLastPass = sinceLastPass;
+      if (found.sinceLastPass) meta.sinceLastPass = found.sinceLastPass;
+      if (found.latencyChange) meta.latencyChange = found.latencyChange;
       await storage(() =>
         this.redis.hset(keys.run(agentId, runId), {
           meta: JSON.stringify(meta),
