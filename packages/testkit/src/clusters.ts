@@ -200,7 +200,6 @@ export async function startLocalNatsCluster(
             ...['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(p.client), '-m', String(p.monitor)],
             ...['--cluster', `nats://127.0.0.1:${p.route}`, '--cluster_name', 'vab'],
             ...['--routes', routes.map((r) => r.replaceAll('"', '')).join(',')],
-
           ]
         : ['-c', conf];
       const server = new LocalProcessServer(
