@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats, type Logger, type Served } from '@vab/bus';
 import { createAccessLog, createLogger, idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import { startAgentsService, type AgentsService } from '@vab/agents';
-import { buildGateway, type SecurityConfig } from '@vab/gateway';
+import { buildGateway, type GatewayAppConfig, type SecurityConfig } from '@vab/gateway';
 import {
   loadConfig as loadPlaygroundConfig,
   startPlaygroundService,
@@ -90,6 +90,8 @@ export interface StackOptions {
   resolve?: Resolver;
   /** The gateway's UPSTREAM_URL (and how long it waits for it). */
   upstream?: { url: string; timeoutMs?: number };
+  /** Other gateway settings (PUBLIC_URL, UPSTREAM_FORWARD_AUTHORIZATION, TICKET_TTL_MS). */
+  gateway?: Partial<Pick<GatewayAppConfig, 'PUBLIC_URL' | 'UPSTREAM_FORWARD_AUTHORIZATION' | 'TICKET_TTL_MS'>>;
 }
 
 /** A service's NATS user and password, when the test's server requires them. */
@@ -226,6 +228,7 @@ async function startGateway(ctx: StackContext) {
       READY_TIMEOUT_MS: 500,
       UPSTREAM_URL: opts.upstream?.url,
       UPSTREAM_TIMEOUT_MS: opts.upstream?.timeoutMs,
+      ...opts.gateway,
       // load tests send thousands of requests from one address: unlimited unless a test sets limits
       security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9, ...opts.security },
     },

@@ -406,6 +406,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/tickets': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** A short-lived single-use ticket to open one path without a header (EventSource, WebSocket) */
+    post: operations['ticketsCreate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -464,6 +481,7 @@ export interface components {
         | 'INVALID_JSON'
         | 'NOT_FOUND'
         | 'ROUTE_NOT_FOUND'
+        | 'METHOD_NOT_ALLOWED'
         | 'AGENT_ARCHIVED'
         | 'CONFLICT'
         | 'ILLEGAL_TRANSITION'
@@ -5531,6 +5549,92 @@ export interface operations {
       };
       /** @description `TIMEOUT` */
       504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  ticketsCreate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description The exact path the ticket opens, e.g. `/api/agents/{id}/test-sessions/{sessionId}/events` */
+          path: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @description Epoch ms after which it is refused */
+            expiresAt: number;
+            /** @description Send it once as the `ticket` query parameter of a GET (or WebSocket) to `path` */
+            ticket: string;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
         headers: {
           [name: string]: unknown;
         };

@@ -9,17 +9,33 @@ import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { createEdge } from './edge.js';
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
-import { registerUpstream } from './proxy.js';
+import { PROXY_METHODS, registerUpstream } from './proxy.js';
 import { routes, type AnyRoute } from './route-table.js';
 import { DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
+import { createTickets, kvUsedTickets, registerTicketRoute } from './tickets.js';
 
 export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'> &
-  Partial<Pick<GatewayConfig, 'UPSTREAM_URL' | 'UPSTREAM_TIMEOUT_MS'>> & {
+  Partial<
+    Pick<
+      GatewayConfig,
+      | 'UPSTREAM_URL'
+      | 'UPSTREAM_TIMEOUT_MS'
+      | 'UPSTREAM_FORWARD_AUTHORIZATION'
+      | 'TICKET_TTL_MS'
+      | 'PUBLIC_URL'
+    >
+  > & {
     security?: Partial<SecurityConfig>;
   };
 
+/** The methods CORS allows: every one a route serves (the ticket route's POST among them), and OPTIONS. */
+export function corsMethodsOf(extra: readonly string[] = []): string[] {
+  return [...new Set([...routes.map((r) => r.method), 'POST', ...extra, 'OPTIONS'])];
+}
+
 /** What an app factory caller does not set: the configuration's defaults (no tokens, no CORS). */
-const DEFAULT_SECURITY: SecurityConfig = securityOf(loadConfig({}));
+const DEFAULT_CONFIG = loadConfig({});
+const DEFAULT_SECURITY: SecurityConfig = securityOf(DEFAULT_CONFIG);
 
 const IdempotencyKey = z
   .string()
@@ -39,7 +55,15 @@ export async function buildGateway(deps: {
   const { nc, log, config } = deps;
   const accessLog = deps.accessLog ?? createAccessLog('gateway', log.level);
   const bus = new BusClient(nc);
-  const security = { ...DEFAULT_SECURITY, ...config.security };
+  const ticketTtlMs = config.TICKET_TTL_MS ?? DEFAULT_CONFIG.TICKET_TTL_MS;
+  const apiTokens = config.security?.apiTokens ?? DEFAULT_SECURITY.apiTokens;
+  const tickets = createTickets({ apiTokens, ttlMs: ticketTtlMs, used: kvUsedTickets(nc, ticketTtlMs) });
+  const security: SecurityConfig = {
+    ...DEFAULT_SECURITY,
+    corsMethods: corsMethodsOf(config.UPSTREAM_URL ? PROXY_METHODS : []),
+    tickets,
+    ...config.security,
+  };
   const app = await createEdge({ log, accessLog, bodyLimitBytes: config.BODY_LIMIT_BYTES, security });
 
   const maxPayload = nc.info?.max_payload;
@@ -50,9 +74,16 @@ export async function buildGateway(deps: {
     );
   }
 
+  // The document is the one `npm run generate` writes (docs/openapi.json), whatever this gateway proxies:
+  // proxied paths are the upstream's, not operations of this API. PUBLIC_URL only changes `servers`.
+  const document = await apiDocument({ publicUrl: config.PUBLIC_URL });
   await app.register(swagger, swaggerOptions(routes));
-  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, staticCSP: true });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await app.register(swaggerUi, {
+    routePrefix: DOCS_PREFIX,
+    staticCSP: true,
+    transformSpecification: () => document,
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
@@ -81,11 +112,17 @@ export async function buildGateway(deps: {
   });
 
   for (const r of routes) registerRoute(app, bus, r, config, security);
+  registerTicketRoute(app, tickets);
   if (config.UPSTREAM_URL) {
-    await registerUpstream(app, {
-      url: config.UPSTREAM_URL,
-      timeoutMs: config.UPSTREAM_TIMEOUT_MS ?? 30_000,
-    });
+    await registerUpstream(
+      app,
+      {
+        url: config.UPSTREAM_URL,
+        timeoutMs: config.UPSTREAM_TIMEOUT_MS ?? 30_000,
+        forwardAuthorization: config.UPSTREAM_FORWARD_AUTHORIZATION ?? false,
+      },
+      accessLog,
+    );
     log.info(
       { upstream: new URL(config.UPSTREAM_URL).origin },
       'requests outside the route table go upstream',
@@ -98,18 +135,24 @@ export async function buildGateway(deps: {
  * The API document, made as the running gateway makes it (the same routes and schemas) without a bus:
  * what `npm run generate` writes to docs/openapi.json for linting and for the typed client.
  */
-export async function apiDocument(): Promise<Record<string, unknown>> {
+export async function apiDocument(
+  opts: { publicUrl?: string | undefined } = {},
+): Promise<Record<string, unknown>> {
   const { pino } = await import('pino');
   const log = pino({ level: 'silent' });
-  const config = loadConfig({});
+  const config = DEFAULT_CONFIG;
   const app = await createEdge({
     log,
     accessLog: { request: () => undefined },
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     security: DEFAULT_SECURITY,
   });
-  await app.register(swagger, swaggerOptions(routes));
+  await app.register(swagger, swaggerOptions(routes, opts.publicUrl));
   for (const r of routes) registerRoute(app, undefined, r, config, DEFAULT_SECURITY);
+  registerTicketRoute(
+    app,
+    createTickets({ apiTokens: [], ttlMs: config.TICKET_TTL_MS, used: { markUsed: async () => false } }),
+  );
   await app.ready();
   const doc = app.swagger() as unknown as Record<string, unknown>;
   await app.close();
