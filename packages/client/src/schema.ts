@@ -586,12 +586,6 @@ export interface components {
       stepId: string;
       timestamp: number;
     };
-    SessionMessageInput: {
-      content: string;
-      role: string;
-      stepId: string;
-      timestamp: number;
-    };
     SimpleEdge: {
       source: string;
       sourceHandle?: string | null;
@@ -2998,6 +2992,24 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
       /** @description `PAYLOAD_TOO_LARGE` */
       413: {
         headers: {
@@ -3143,6 +3155,15 @@ export interface operations {
       };
       /** @description `NOT_FOUND` */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
         headers: {
           [name: string]: unknown;
         };
@@ -4357,7 +4378,20 @@ export interface operations {
     };
     requestBody: {
       content: {
-        'application/json': components['schemas']['SessionMessageInput'];
+        /**
+         * @example {
+         *       "role": "user",
+         *       "content": "I would like to book.",
+         *       "stepId": "start-1",
+         *       "timestamp": 1767225601000
+         *     }
+         */
+        'application/json': {
+          content: string;
+          role: string;
+          stepId: string;
+          timestamp: number;
+        };
       };
     };
     responses: {

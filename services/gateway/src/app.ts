@@ -181,6 +181,46 @@ function headersOf(r: AnyRoute): z.ZodType | undefined {
   return Object.keys(shape).length > 0 ? z.looseObject(shape) : undefined;
 }
 
+/** The top-level fields a body schema knows: an object's, or every option's of a union of objects. */
+function fieldsOf(schema: z.ZodType): Set<string> | undefined {
+  if (schema instanceof z.ZodObject) return new Set(Object.keys(schema.shape));
+  if (schema instanceof z.ZodUnion) {
+    const all = (schema.options as z.ZodType[]).map(fieldsOf);
+    return all.every(Boolean) ? new Set(all.flatMap((f) => [...f!])) : undefined;
+  }
+  return undefined;
+}
+
+/** The body schema as the document shows it: no field beyond its own (so a typed client refuses a typo). */
+function strictOf(schema: z.ZodType): z.ZodType {
+  if (schema instanceof z.ZodObject) return schema.strict();
+  if (schema instanceof z.ZodUnion) return z.union((schema.options as z.ZodType[]).map(strictOf));
+  return schema;
+}
+
+/**
+ * Strict bodies: a field the route's body does not know answers 400 naming it, so a typo is never a silent
+ * no-op; the resource's read-only fields (sent back by a front end saving the whole object) are dropped.
+ * Only the top level: what is inside (a flow, an operation) stays as lenient as its schema.
+ */
+function strictBody(r: AnyRoute) {
+  const known = r.body && !r.lenientBody ? fieldsOf(r.body) : undefined;
+  if (!known) return undefined;
+  const ignored = (r.readOnly ?? []).filter((f) => !known.has(f));
+  return async (req: FastifyRequest) => {
+    const body = req.body;
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return;
+    const record = body as Record<string, unknown>;
+    for (const f of ignored) delete record[f];
+    const unknown = Object.keys(record).filter((k) => !known.has(k));
+    if (unknown.length > 0) {
+      throw new AppError('VALIDATION_FAILED', `unknown field ${unknown.map((k) => `"${k}"`).join(', ')}`, {
+        issues: unknown.map((k) => ({ path: `body.${k}`, message: `unknown field "${k}"` })),
+      });
+    }
+  };
+}
+
 function registerRoute(
   app: FastifyInstance,
   /** Absent: a document-only app, whose routes are never called. */
@@ -191,6 +231,8 @@ function registerRoute(
 ): void {
   const headers = headersOf(r);
   const spec = specOf(r.subject);
+  const strict = strictBody(r);
+  const body = r.body && strict ? strictOf(r.body) : r.body;
   app.route({
     method: r.method,
     url: r.url,
@@ -202,11 +244,12 @@ function registerRoute(
       ...(r.params ? { params: r.params } : {}),
       ...(r.query ? { querystring: r.query } : {}),
       // no body at all reaches the validator as null
-      ...(r.body ? { body: r.bodyOptional ? r.body.nullish() : r.body } : {}),
+      ...(body ? { body: r.bodyOptional ? body.nullish() : body } : {}),
       ...(headers ? { headers } : {}),
       response: responsesOf(r),
     },
     config: { api: r, ...(r.expensive ? { rateLimit: sessionRateLimit(security) } : {}) },
+    ...(strict ? { preValidation: strict } : {}),
     handler: async (req: FastifyRequest, reply) => {
       if (!bus) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
       const ifMatch = spec.etag ? req.headers['if-match'] : undefined;

@@ -129,7 +129,7 @@ export function swaggerOptions(
       },
       servers: [
         publicUrl
-          ? { url: publicUrl, description: 'This API (PUBLIC_URL)' }
+          ? { url: publicUrl.replace(/\/+$/, ''), description: 'This API (PUBLIC_URL)' }
           : { url: '/', description: 'The origin that serves this document' },
       ],
       tags: TAGS,
