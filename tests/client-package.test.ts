@@ -75,13 +75,28 @@ beforeAll(() => {
   ) as { filename: string; files: { path: string }[] }[];
   const tarball = packed[0]!;
   expect(tarball.files.map((f) => f.path).sort()).toEqual(
-    expect.arrayContaining(['README.md', 'dist/index.d.ts', 'dist/index.js', 'dist/schema.d.ts', 'package.json']),
+    expect.arrayContaining([
+      'README.md',
+      'dist/index.d.ts',
+      'dist/index.js',
+      'dist/schema.d.ts',
+      'package.json',
+    ]),
   );
   expect(tarball.files.some((f) => f.path.startsWith('src/'))).toBe(false);
-  writeFileSync(join(scratch, 'package.json'), JSON.stringify({ name: 'scratch', private: true, type: 'module' }));
+  writeFileSync(
+    join(scratch, 'package.json'),
+    JSON.stringify({ name: 'scratch', private: true, type: 'module' }),
+  );
   execFileSync(
     'npm',
-    ['install', '--no-audit', '--no-fund', '--prefer-offline', join(scratch, tarball.filename.replace(/^.*\//, ''))],
+    [
+      'install',
+      '--no-audit',
+      '--no-fund',
+      '--prefer-offline',
+      join(scratch, tarball.filename.replace(/^.*\//, '')),
+    ],
     { cwd: scratch, stdio: ['ignore', 'pipe', 'pipe'] },
   );
 }, 180_000);
@@ -94,7 +109,11 @@ describe('the client package, installed from its tarball into a project of its o
     expect(readdirSync(join(scratch, 'node_modules', '@vab', 'client', 'dist'))).toContain('index.js');
     const loaded = spawnSync(
       process.execPath,
-      ['--input-type=module', '-e', "const c = await import('@vab/client'); console.log(typeof c.createApiClient)"],
+      [
+        '--input-type=module',
+        '-e',
+        "const c = await import('@vab/client'); console.log(typeof c.createApiClient)",
+      ],
       { cwd: scratch, encoding: 'utf8' },
     );
     expect(loaded.stdout.trim()).toBe('function');

@@ -91,7 +91,9 @@ export interface StackOptions {
   /** The gateway's UPSTREAM_URL (and how long it waits for it). */
   upstream?: { url: string; timeoutMs?: number };
   /** Other gateway settings (PUBLIC_URL, UPSTREAM_FORWARD_AUTHORIZATION, TICKET_TTL_MS). */
-  gateway?: Partial<Pick<GatewayAppConfig, 'PUBLIC_URL' | 'UPSTREAM_FORWARD_AUTHORIZATION' | 'TICKET_TTL_MS'>>;
+  gateway?: Partial<
+    Pick<GatewayAppConfig, 'PUBLIC_URL' | 'UPSTREAM_FORWARD_AUTHORIZATION' | 'TICKET_TTL_MS'>
+  >;
 }
 
 /** A service's NATS user and password, when the test's server requires them. */

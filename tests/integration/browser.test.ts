@@ -70,7 +70,7 @@ describe('a builder page on another origin, in Chromium', () => {
   it('may send every method the API serves (CORS), and caches the preflight', async () => {
     const created = await call('POST', '/api/agents', { name: 'From the browser' });
     expect(created).toMatchObject({ status: 201 });
-    const id = (created as { body: { id: string } }).body.id;
+    const id = String(created.body?.id);
     expect(await call('GET', `/api/agents/${id}`)).toMatchObject({ status: 200 });
     expect(await call('PATCH', `/api/agents/${id}`, { name: 'Renamed' })).toMatchObject({
       status: 200,
@@ -80,7 +80,10 @@ describe('a builder page on another origin, in Chromium', () => {
       status: 200,
       body: { enabled: true },
     });
-    expect(await call('DELETE', `/api/agents/${id}`)).toMatchObject({ status: 200, body: { archived: true } });
+    expect(await call('DELETE', `/api/agents/${id}`)).toMatchObject({
+      status: 200,
+      body: { archived: true },
+    });
 
     const preflight = await fetch(`${stack.baseUrl}/api/agents/${id}/deploy-gate`, {
       method: 'OPTIONS',
@@ -126,8 +129,8 @@ describe('a builder page on another origin, in Chromium', () => {
     );
     expect(outcome).toEqual({ status: 201, first: 'echo: hello from the page', second: 'refused' });
     expect(upstreamUrls).toEqual(['/legacy/socket']);
-    expect(
-      stack.logs.some((l) => l.includes('"url":"/legacy/socket"') && l.includes('"status":401')),
-    ).toBe(true);
+    expect(stack.logs.some((l) => l.includes('"url":"/legacy/socket"') && l.includes('"status":401'))).toBe(
+      true,
+    );
   });
 });

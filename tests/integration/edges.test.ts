@@ -65,9 +65,14 @@ describe('strict bodies', () => {
     });
     expect(entry.status).toBe(201);
     const deploy = (await http.post(`/api/agents/${id}/deploys`)).body;
-    expect((await http.patch(`/api/agents/${id}/deploys/${deploy.id}`, { ...deploy, status: 'building' })).status).toBe(200);
+    expect(
+      (await http.patch(`/api/agents/${id}/deploys/${deploy.id}`, { ...deploy, status: 'building' })).status,
+    ).toBe(200);
     const testCase = (await http.post(`/api/agents/${id}/test-cases`, { name: 'c', turns: ['Hi'] })).body;
-    const edited = await http.patch(`/api/agents/${id}/test-cases/${testCase.id}`, { ...testCase, name: 'd' });
+    const edited = await http.patch(`/api/agents/${id}/test-cases/${testCase.id}`, {
+      ...testCase,
+      name: 'd',
+    });
     expect(edited.status).toBe(200);
     expect(edited.body.name).toBe('d');
 
@@ -126,7 +131,10 @@ describe('methods, limits and the document', () => {
   });
 
   it('says the body limit in a 413', async () => {
-    const res = await http.post('/api/agents', { name: 'big', flow: { nodes: [], edges: [], pad: 'x'.repeat(70_000) } });
+    const res = await http.post('/api/agents', {
+      name: 'big',
+      flow: { nodes: [], edges: [], pad: 'x'.repeat(70_000) },
+    });
     expect(res.status).toBe(413);
     expect(res.body.message).toContain(`${64 * 1024} bytes`);
   });
@@ -142,7 +150,9 @@ describe('methods, limits and the document', () => {
       if (res.status === 429) limited = res.body;
     }
     expect(statuses).toEqual([202, 202, 429]);
-    expect(limited?.message).toMatch(/^too many requests: at most 2 per minute; retry in \d+ (seconds?|minute)$/);
+    expect(limited?.message).toMatch(
+      /^too many requests: at most 2 per minute; retry in \d+ (seconds?|minute)$/,
+    );
   });
 
   it('names PUBLIC_URL as the server of its document', async () => {

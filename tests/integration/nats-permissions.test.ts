@@ -134,9 +134,7 @@ describe('NATS with per-service users and permissions', () => {
     ).rejects.toThrow();
     // and no other service may write the gateway's used tickets
     const agents = await as('agents');
-    await expect(
-      agents.request('$KV.gateway-tickets.forged', '', { timeout: 500 }),
-    ).rejects.toThrow();
+    await expect(agents.request('$KV.gateway-tickets.forged', '', { timeout: 500 })).rejects.toThrow();
   });
 
   it('refuses a wrong password', async () => {

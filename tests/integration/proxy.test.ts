@@ -182,7 +182,9 @@ describe('UPSTREAM_URL: what the route table does not serve goes to the backend 
     const wrongPath = (await other.json()) as { ticket: string };
     await expect(open(`ticket=${encodeURIComponent(wrongPath.ticket)}`)).rejects.toThrow('status 401');
     // over HTTP too (an EventSource is a GET), with the same shape of refusal
-    const streamed = await fetch(`${stack.baseUrl}/legacy/other?ticket=${encodeURIComponent(wrongPath.ticket)}`);
+    const streamed = await fetch(
+      `${stack.baseUrl}/legacy/other?ticket=${encodeURIComponent(wrongPath.ticket)}`,
+    );
     expect(streamed.status).toBe(200);
     expect(seen.at(-1)).toMatchObject({ url: '/legacy/other', auth: undefined });
     const again = await fetch(`${stack.baseUrl}/legacy/other?ticket=${encodeURIComponent(wrongPath.ticket)}`);

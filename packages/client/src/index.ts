@@ -17,9 +17,7 @@ export type ErrorCode = ErrorBody['code'];
 /** Whether an answer's body is this API's error shape (a proxy's HTML 502 is not). */
 export function isErrorBody(body: unknown): body is ErrorBody {
   const b = body as Partial<ErrorBody> | null;
-  return (
-    typeof b === 'object' && b !== null && typeof b.code === 'string' && typeof b.message === 'string'
-  );
+  return typeof b === 'object' && b !== null && typeof b.code === 'string' && typeof b.message === 'string';
 }
 
 /**

@@ -60,14 +60,22 @@ export async function registerUpstream(
       undici: { headersTimeout: upstream.timeoutMs, bodyTimeout: 0 },
       // A WebSocket upgrade is accepted only once the upstream takes a connection: else it answers our
       // 502 like any request (the proxy would accept it, then close with the upstream's address as reason).
-      preHandler: async (req) => {
-        if (!isUpgrade(req)) return;
-        await reachable(target.hostname, port, upstream.timeoutMs).catch((err: unknown) => {
-          req.log.warn({ err: safeError(err) }, 'upstream failed');
-          const failed = new AppError('UPSTREAM_FAILED', 'the upstream backend could not be reached');
-          throw Object.assign(failed, { cause: err });
-        });
-        logUpgrade(req, accessLog);
+      preHandler: (req, _reply, done) => {
+        if (!isUpgrade(req)) {
+          done();
+          return;
+        }
+        reachable(target.hostname, port, upstream.timeoutMs).then(
+          () => {
+            logUpgrade(req, accessLog);
+            done();
+          },
+          (err: unknown) => {
+            req.log.warn({ err: safeError(err) }, 'upstream failed');
+            const failed = new AppError('UPSTREAM_FAILED', 'the upstream backend could not be reached');
+            done(Object.assign(failed, { cause: err }));
+          },
+        );
       },
       // the library's option, missing from its types; by default a WebSocket carries only the cookie on
       wsClientOptions: {

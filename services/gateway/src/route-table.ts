@@ -315,7 +315,16 @@ const routeTable = [
     example: { status: 'building' as const },
     params: DeployParams,
     body: UpdateDeployBody,
-    readOnly: ['id', 'agentId', 'deployNumber', 'version', 'subdomain', 'createdAt', 'updatedAt', 'gateOverride'],
+    readOnly: [
+      'id',
+      'agentId',
+      'deployNumber',
+      'version',
+      'subdomain',
+      'createdAt',
+      'updatedAt',
+      'gateOverride',
+    ],
     toRequest: ({ params, body }) => ({ agentId: params.id, deployId: params.deployId, update: body }),
   }),
   route({

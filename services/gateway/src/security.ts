@@ -114,7 +114,10 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
       const ticket = ticketOf.get(req);
       if (token === undefined && ticket !== undefined && tickets && req.method === 'GET') {
         if (await tickets.redeem(ticket, req.url.split('?')[0]!)) return;
-        throw new AppError('UNAUTHORIZED', 'the ticket is not valid here: expired, used, or for another path');
+        throw new AppError(
+          'UNAUTHORIZED',
+          'the ticket is not valid here: expired, used, or for another path',
+        );
       }
       if (token === undefined || !matches(token))
         throw new AppError('UNAUTHORIZED', 'authentication required');

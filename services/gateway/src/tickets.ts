@@ -33,7 +33,11 @@ export interface UsedTickets {
 export const TICKET_PARAM = 'ticket';
 
 const VERSION = 'v1';
-const Payload = z.object({ p: z.string(), e: z.number().int(), n: z.string().regex(/^[A-Za-z0-9_-]{16,64}$/) });
+const Payload = z.object({
+  p: z.string(),
+  e: z.number().int(),
+  n: z.string().regex(/^[A-Za-z0-9_-]{16,64}$/),
+});
 
 /** The signing key, the same on every gateway with the same tokens (whatever their order). */
 function keyOf(apiTokens: string[]): Buffer {
@@ -135,7 +139,9 @@ export const CreateTicketBody = z
   })
   .strict();
 export const TicketGrantSchema = z.object({
-  ticket: z.string().describe('Send it once as the `ticket` query parameter of a GET (or WebSocket) to `path`'),
+  ticket: z
+    .string()
+    .describe('Send it once as the `ticket` query parameter of a GET (or WebSocket) to `path`'),
   expiresAt: z.number().int().describe('Epoch ms after which it is refused'),
 });
 
