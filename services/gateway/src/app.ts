@@ -76,7 +76,7 @@ export async function buildGateway(deps: {
 
   // The document is the one `npm run generate` writes (docs/openapi.json), whatever this gateway proxies:
   // proxied paths are the upstream's, not operations of this API. PUBLIC_URL only changes `servers`.
-  const document = await apiDocument({ publicUrl: config.PUBLIC_URL });
+  const document = await documentFor(config.PUBLIC_URL);
   await app.register(swagger, swaggerOptions(routes));
   await app.register(swaggerUi, {
     routePrefix: DOCS_PREFIX,
@@ -129,6 +129,19 @@ export async function buildGateway(deps: {
     );
   }
   return app;
+}
+
+/** The document depends on the code and PUBLIC_URL only: made once per process and URL. */
+const documents = new Map<string, Promise<Record<string, unknown>>>();
+function documentFor(publicUrl: string | undefined): Promise<Record<string, unknown>> {
+  const key = publicUrl ?? '';
+  let doc = documents.get(key);
+  if (!doc) {
+    doc = apiDocument({ publicUrl });
+    documents.set(key, doc);
+    doc.catch(() => documents.delete(key));
+  }
+  return doc;
 }
 
 /**
