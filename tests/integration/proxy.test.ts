@@ -164,11 +164,11 @@ describe('UPSTREAM_URL: what the route table does not serve goes to the backend 
         ws.once('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)));
         ws.once('error', reject);
       });
-    const ws = await open(`room=7&ticket=${encodeURIComponent(ticket)}`);
+    const ws = await open(`room=7&ticket=${encodeURIComponent(ticket)}&q=a%20b`);
     const reply = new Promise<string>((r) => ws.once('message', (m) => r(m.toString())));
     ws.send('with a ticket');
     expect(await reply).toBe('echo: with a ticket');
-    expect(seen.at(-1)).toMatchObject({ method: 'WS', url: '/legacy/socket?room=7' });
+    expect(seen.at(-1)).toMatchObject({ method: 'WS', url: '/legacy/socket?room=7&q=a%20b' });
     ws.close();
     // used up, on this gateway and (the KV bucket) on any other
     await expect(open(`ticket=${encodeURIComponent(ticket)}`)).rejects.toThrow('status 401');

@@ -55,11 +55,18 @@ function takeTicket(req: FastifyRequest): void {
   const url = req.raw.url ?? '';
   const q = url.indexOf('?');
   if (q < 0 || !url.includes(`${TICKET_PARAM}=`, q)) return;
-  const params = new URLSearchParams(url.slice(q + 1));
-  const ticket = params.get(TICKET_PARAM);
-  if (ticket === null) return;
-  params.delete(TICKET_PARAM);
-  const rest = params.toString();
+  // the other parameters go on byte for byte (no re-encoding of what the upstream reads)
+  const parts = url.slice(q + 1).split('&');
+  const isTicket = (part: string) => part.startsWith(`${TICKET_PARAM}=`);
+  const found = parts.find(isTicket);
+  if (found === undefined) return;
+  let ticket: string;
+  try {
+    ticket = decodeURIComponent(found.slice(TICKET_PARAM.length + 1).replace(/\+/g, ' '));
+  } catch {
+    ticket = '';
+  }
+  const rest = parts.filter((part) => !isTicket(part)).join('&');
   req.raw.url = url.slice(0, q) + (rest ? `?${rest}` : '');
   const query = req.query as Record<string, unknown> | undefined;
   if (query && typeof query === 'object') delete query[TICKET_PARAM];
