@@ -29,6 +29,10 @@ describe('strict bodies', () => {
       issues: [{ path: 'body.nmae', message: 'unknown field "nmae"' }],
     });
     expect((await http.get(`/api/agents/${id}`)).body).toMatchObject({ name: 'Edges', version: 1 });
+    const ticket = await http.post('/api/tickets', { pth: '/api/agents' });
+    expect(ticket.status).toBe(400);
+    expect(ticket.body.message).toBe('unknown field "pth"');
+    expect((await http.post('/api/tickets', { path: 'api/agents?x=1' })).status).toBe(400);
     const create = await http.post('/api/agents', { name: 'x', flwo: { nodes: [], edges: [] } });
     expect(create.status).toBe(400);
     expect(create.body.message).toBe('unknown field "flwo"');

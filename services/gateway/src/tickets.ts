@@ -169,6 +169,17 @@ export function registerTicketRoute(app: FastifyInstance, tickets: Tickets): voi
         500: error('`INTERNAL`'),
       },
     },
+    // as on every body of ours, a field it does not have is named (the schema would say "Unrecognized key")
+    preValidation: async (req) => {
+      const body = req.body;
+      if (!body || typeof body !== 'object' || Array.isArray(body)) return;
+      const unknown = Object.keys(body).filter((k) => k !== 'path');
+      if (unknown.length > 0) {
+        throw new AppError('VALIDATION_FAILED', `unknown field ${unknown.map((k) => `"${k}"`).join(', ')}`, {
+          issues: unknown.map((k) => ({ path: `body.${k}`, message: `unknown field "${k}"` })),
+        });
+      }
+    },
     handler: async (req, reply) => {
       const { path } = req.body as z.infer<typeof CreateTicketBody>;
       return reply.code(201).send(tickets.mint(path));
