@@ -10,6 +10,7 @@
 //    events flow; the gateway's RSS sampled (flat = no growth per reconnect).
 // Usage: npm run build && node bench/events.mjs [--clients 1000] [--events 1000] [--rate 200] [--churn-seconds 60]
 import { readFileSync } from 'node:fs';
+import { TextDecoder } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { jetstream } from '@nats-io/jetstream';
@@ -65,7 +66,7 @@ const emit = () => {
 
 /** An SSE reader: calls `onEvent(id, receivedAt)` per event; `close()` cuts it; resolves its last id. */
 function client(lastEventId, onEvent) {
-  const ac = new AbortController();
+  const ac = new globalThis.AbortController();
   let last = lastEventId;
   const done = (async () => {
     const res = await undiciFetch(url, {

@@ -2,7 +2,12 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats, type Logger, type Served } from '@vab/bus';
 import { createAccessLog, createLogger, idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import { startAgentsService, type AgentsService } from '@vab/agents';
-import { buildGateway, type EventStreamSettings, type SecurityConfig } from '@vab/gateway';
+import {
+  buildGateway,
+  type EventStreamSettings,
+  type GatewayAppConfig,
+  type SecurityConfig,
+} from '@vab/gateway';
 import {
   loadConfig as loadPlaygroundConfig,
   startPlaygroundService,
@@ -94,6 +99,10 @@ export interface StackOptions {
   upstream?: { url: string; timeoutMs?: number };
   /** The gateway's event stream settings (heartbeat, per-client limit, buffer bound). */
   events?: Partial<EventStreamSettings>;
+  /** Other gateway settings (PUBLIC_URL, UPSTREAM_FORWARD_AUTHORIZATION, TICKET_TTL_MS). */
+  gateway?: Partial<
+    Pick<GatewayAppConfig, 'PUBLIC_URL' | 'UPSTREAM_FORWARD_AUTHORIZATION' | 'TICKET_TTL_MS'>
+  >;
 }
 
 /** A service's NATS user and password, when the test's server requires them. */
@@ -230,6 +239,7 @@ async function startGateway(ctx: StackContext) {
       READY_TIMEOUT_MS: 500,
       UPSTREAM_URL: opts.upstream?.url,
       UPSTREAM_TIMEOUT_MS: opts.upstream?.timeoutMs,
+      ...opts.gateway,
       // load tests send thousands of requests from one address: unlimited unless a test sets limits
       security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9, ...opts.security },
       ...(opts.events ? { events: opts.events } : {}),

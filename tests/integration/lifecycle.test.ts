@@ -45,4 +45,28 @@ describe.skipIf(!built())('service processes', () => {
     expect(await q.exited).not.toBe(0);
     expect(q.output()).toContain('MAX_MESSAGES_PER_SESSION');
   });
+
+  it('say what is wrong in one line, without a stack, and exit 1', async () => {
+    for (const [svc, env, line] of [
+      [
+        'gateway',
+        { UPSTREAM_URL: 'ftp://old.example' },
+        'gateway: invalid configuration: UPSTREAM_URL must be an http(s) URL',
+      ],
+      // the misspelling that used to leave the API open with a warning
+      [
+        'gateway',
+        { API_TOKEN: 'secret' },
+        'gateway: invalid configuration: API_TOKENS is not set, but API_TOKEN is',
+      ],
+      ['agents', { LOG_LEVEL: 'loud' }, 'agents: invalid configuration: LOG_LEVEL:'],
+    ] as const) {
+      const p = runService(svc, env);
+      expect(await p.exited).toBe(1);
+      const out = p.output().trim();
+      expect(out.split('\n')).toHaveLength(1);
+      expect(out.startsWith(line), out).toBe(true);
+      expect(out).not.toMatch(/\n\s+at |\.js:\d+/);
+    }
+  });
 });

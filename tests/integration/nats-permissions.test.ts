@@ -1,4 +1,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connectNats } from '@vab/bus';
+import { buildGateway } from '@vab/gateway';
+import { createLogger } from '@vab/service-kit';
 import { startLocalNats, startLocalNatsCluster } from '@vab/testkit';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,6 +43,45 @@ afterAll(async () => {
   await nats.dispose();
 });
 
+const TOKEN = 'ticket-gateway-token-0123';
+
+/** One more gateway with API tokens on `natsUrl`, as the gateway user: where tickets are made and used. */
+async function tokenGateway(natsUrl: string) {
+  const log = createLogger('gateway', 'silent');
+  const nc = await connectNats(
+    { url: natsUrl, name: 'gateway', service: 'gateway', user: 'gateway', pass: passwords.gateway },
+    log,
+  );
+  const app = await buildGateway({
+    nc,
+    log,
+    accessLog: { request: () => undefined },
+    config: {
+      BODY_LIMIT_BYTES: 1024 * 1024,
+      REQUEST_TIMEOUT_MS: 5000,
+      READY_TIMEOUT_MS: 500,
+      security: { apiTokens: [TOKEN] },
+    },
+  });
+  const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    ticket: async (path: string) => {
+      const res = await fetch(`${baseUrl}/api/tickets`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ path }),
+      });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { ticket: string }).ticket;
+    },
+    get: async (path: string) => (await fetch(baseUrl + path)).status,
+    close: async () => {
+      await app.close();
+      await nc.drain();
+    },
+  };
+}
+
 async function as(user: keyof typeof passwords, inbox = `_INBOX_${user}`) {
   const nc = await connect({ servers: nats.url, user, pass: passwords[user], inboxPrefix: inbox });
   impostors.push(nc);
@@ -69,6 +111,30 @@ describe('NATS with per-service users and permissions', () => {
       sessions: 'up',
       playground: 'up',
     });
+  });
+
+  it('lets the gateway keep used tickets in its JetStream bucket, and nothing else of JetStream', async () => {
+    const gw = await tokenGateway(nats.url);
+    try {
+      const ticket = await gw.ticket('/api/env-keys');
+      expect(await gw.get(`/api/env-keys?ticket=${encodeURIComponent(ticket)}`)).toBe(200);
+      expect(await gw.get(`/api/env-keys?ticket=${encodeURIComponent(ticket)}`)).toBe(401);
+    } finally {
+      await gw.close();
+    }
+    const js = await as('gateway');
+    // another stream, or the bucket's deletion, is not the gateway's to ask for
+    await expect(
+      js.request('$JS.API.STREAM.CREATE.STOLEN', JSON.stringify({ name: 'STOLEN', subjects: ['x.>'] }), {
+        timeout: 500,
+      }),
+    ).rejects.toThrow();
+    await expect(
+      js.request('$JS.API.STREAM.DELETE.KV_gateway-tickets', '', { timeout: 500 }),
+    ).rejects.toThrow();
+    // and no other service may write the gateway's used tickets
+    const agents = await as('agents');
+    await expect(agents.request('$KV.gateway-tickets.forged', '', { timeout: 500 })).rejects.toThrow();
   });
 
   it('refuses a wrong password', async () => {
@@ -164,6 +230,16 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
       for (let i = 0; i < 5; i++) expect((await h.get(`/api/agents/${agent.body.id}`)).status).toBe(200);
       expect(denied.join(' ')).toMatch(/permissions violation/i);
       await impostor.close();
+      // a ticket is single-use across gateways on different nodes: made on one, used on another, refused on the first
+      const [one, two] = [await tokenGateway(a!), await tokenGateway(c!)];
+      try {
+        const ticket = await one.ticket('/api/env-keys');
+        expect(await two.get(`/api/env-keys?ticket=${encodeURIComponent(ticket)}`)).toBe(200);
+        expect(await one.get(`/api/env-keys?ticket=${encodeURIComponent(ticket)}`)).toBe(401);
+      } finally {
+        await one.close();
+        await two.close();
+      }
     } finally {
       await spread.close();
       await cluster.dispose();

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import { listenOnLoopback } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
@@ -53,7 +55,15 @@ beforeAll(async () => {
     });
   });
   const wss = new WebSocketServer({ server: upstream });
-  wss.on('connection', (socket) => socket.on('message', (m) => socket.send(`echo: ${m.toString()}`)));
+  wss.on('connection', (socket, req) => {
+    seen.push({
+      method: 'WS',
+      url: req.url ?? '',
+      requestId: req.headers['x-request-id'] as string | undefined,
+      auth: req.headers.authorization,
+    });
+    socket.on('message', (m) => socket.send(`echo: ${m.toString()}`));
+  });
   upstreamUrl = `http://127.0.0.1:${await listenOnLoopback(upstream)}`;
   stack = await startStack({
     upstream: { url: upstreamUrl, timeoutMs: 500 },
@@ -77,7 +87,8 @@ describe('UPSTREAM_URL: what the route table does not serve goes to the backend 
     expect(get.headers.get('x-legacy')).toBe('yes');
     expect(get.headers.get('x-request-id')).toBe('trace-7');
     expect(await get.json()).toMatchObject({ method: 'GET', url: '/legacy/hello?x=1' });
-    expect(seen.at(-1)).toMatchObject({ requestId: 'trace-7', auth: `Bearer ${TOKEN}` });
+    // our bearer token is ours: the upstream never receives it
+    expect(seen.at(-1)).toMatchObject({ requestId: 'trace-7', auth: undefined });
 
     const post = await fetch(`${stack.baseUrl}/legacy/created`, {
       method: 'POST',
@@ -117,11 +128,69 @@ describe('UPSTREAM_URL: what the route table does not serve goes to the backend 
         ws.once('error', reject);
       });
     await expect(open({})).rejects.toThrow('status 401');
-    const ws = await open(auth);
+    const ws = await open({ ...auth, 'x-request-id': 'ws-trace-1' });
     const reply = new Promise<string>((r) => ws.once('message', (m) => r(m.toString())));
     ws.send('hi');
     expect(await reply).toBe('echo: hi');
+    expect(seen.at(-1)).toMatchObject({ method: 'WS', requestId: 'ws-trace-1', auth: undefined });
+    await new Promise((r) => setTimeout(r, 300));
     ws.close();
+    await new Promise<void>((r) => ws.once('close', () => r()));
+    // the upgrade is in the access log once the socket closes: 101, and how long it was open
+    await expect
+      .poll(() => stack.logs.find((l) => l.includes('"reqId":"ws-trace-1"') && l.includes('"status":101')))
+      .toBeDefined();
+    const line = JSON.parse(
+      stack.logs.find((l) => l.includes('"reqId":"ws-trace-1"') && l.includes('"status":101'))!,
+    ) as { url: string; ms: number };
+    expect(line.url).toBe('/legacy/socket');
+    expect(line.ms).toBeGreaterThanOrEqual(300);
+  });
+
+  it('lets a WebSocket in with a single-use ticket, which never reaches the upstream or a log line', async () => {
+    const minted = await fetch(`${stack.baseUrl}/api/tickets`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ path: '/legacy/socket' }),
+    });
+    expect(minted.status).toBe(201);
+    const { ticket, expiresAt } = (await minted.json()) as { ticket: string; expiresAt: number };
+    expect(expiresAt).toBeGreaterThan(Date.now());
+    const url = (query: string) => `${stack.baseUrl.replace('http', 'ws')}/legacy/socket?${query}`;
+    const open = (query: string) =>
+      new Promise<WebSocket>((resolve, reject) => {
+        const ws = new WebSocket(url(query));
+        ws.once('open', () => resolve(ws));
+        ws.once('unexpected-response', (_req, res) => reject(new Error(`status ${res.statusCode}`)));
+        ws.once('error', reject);
+      });
+    const ws = await open(`room=7&ticket=${encodeURIComponent(ticket)}&q=a%20b`);
+    const reply = new Promise<string>((r) => ws.once('message', (m) => r(m.toString())));
+    ws.send('with a ticket');
+    expect(await reply).toBe('echo: with a ticket');
+    expect(seen.at(-1)).toMatchObject({ method: 'WS', url: '/legacy/socket?room=7&q=a%20b' });
+    ws.close();
+    // used up, on this gateway and (the KV bucket) on any other
+    await expect(open(`ticket=${encodeURIComponent(ticket)}`)).rejects.toThrow('status 401');
+    await expect(open('ticket=v1.forged.mac')).rejects.toThrow('status 401');
+    // a ticket opens only the path it was made for
+    const other = await fetch(`${stack.baseUrl}/api/tickets`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ path: '/legacy/other' }),
+    });
+    const wrongPath = (await other.json()) as { ticket: string };
+    await expect(open(`ticket=${encodeURIComponent(wrongPath.ticket)}`)).rejects.toThrow('status 401');
+    // over HTTP too (an EventSource is a GET), with the same shape of refusal
+    const streamed = await fetch(
+      `${stack.baseUrl}/legacy/other?ticket=${encodeURIComponent(wrongPath.ticket)}`,
+    );
+    expect(streamed.status).toBe(200);
+    expect(seen.at(-1)).toMatchObject({ url: '/legacy/other', auth: undefined });
+    const again = await fetch(`${stack.baseUrl}/legacy/other?ticket=${encodeURIComponent(wrongPath.ticket)}`);
+    expect(again.status).toBe(401);
+    expect(await again.json()).toMatchObject({ code: 'UNAUTHORIZED' });
+    expect(stack.logs.some((l) => l.includes(ticket) || l.includes(wrongPath.ticket))).toBe(false);
   });
 
   it("applies the gateway's auth, rate limit and access log, and answers upstream failures in its own shape", async () => {
@@ -145,7 +214,18 @@ describe('UPSTREAM_URL: what the route table does not serve goes to the backend 
     expect(await limited!.json()).toMatchObject({ code: 'RATE_LIMITED' });
   });
 
-  it('answers 502 in its own shape when the upstream is down, and 404 without an upstream', async () => {
+  it('serves the API document as committed: proxied paths are not operations of this API', async () => {
+    const committed = JSON.parse(
+      readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'openapi.json'), 'utf8'),
+    ) as unknown;
+    const served = await (await fetch(`${stack.baseUrl}/openapi.json`)).json();
+    expect(served).toEqual(committed);
+    expect((served as { servers: unknown }).servers).toEqual([
+      { url: '/', description: 'The origin that serves this document' },
+    ]);
+  });
+
+  it('answers 502 in its own shape when the upstream is down, an upgrade too (before accepting it), and 404 without an upstream', async () => {
     const down = await startStack({ upstream: { url: 'http://127.0.0.1:9' } });
     try {
       const res = await fetch(`${down.baseUrl}/legacy/hello`);
@@ -153,8 +233,33 @@ describe('UPSTREAM_URL: what the route table does not serve goes to the backend 
       const body = await res.json();
       expect(body).toMatchObject({ code: 'UPSTREAM_FAILED' });
       expect(JSON.stringify(body)).not.toContain('127.0.0.1');
+
+      const refused = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const ws = new WebSocket(`${down.baseUrl.replace('http', 'ws')}/legacy/socket`);
+        ws.once('open', () => reject(new Error('the upgrade was accepted')));
+        ws.once('unexpected-response', (_req, r) => {
+          let text = '';
+          r.on('data', (c: Buffer) => (text += c.toString()));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, body: text }));
+        });
+        ws.once('error', reject);
+      });
+      expect(refused.status).toBe(502);
+      expect(JSON.parse(refused.body)).toMatchObject({ code: 'UPSTREAM_FAILED' });
+      expect(refused.body).not.toContain('127.0.0.1');
     } finally {
       await down.close();
+    }
+    const forwarding = await startStack({
+      upstream: { url: upstreamUrl },
+      security: { apiTokens: [TOKEN] },
+      gateway: { UPSTREAM_FORWARD_AUTHORIZATION: true },
+    });
+    try {
+      expect((await fetch(`${forwarding.baseUrl}/legacy/hello`, { headers: auth })).status).toBe(200);
+      expect(seen.at(-1)).toMatchObject({ url: '/legacy/hello', auth: `Bearer ${TOKEN}` });
+    } finally {
+      await forwarding.close();
     }
     const none = await startStack();
     try {

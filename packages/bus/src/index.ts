@@ -4,3 +4,4 @@ export * from './server.js';
 export * from './client.js';
 export * from './lazy-child.js';
 export type { Logger } from 'pino';
+export * from './kv.js';

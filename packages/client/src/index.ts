@@ -1,4 +1,9 @@
-import createClient, { type Client } from 'openapi-fetch';
+import createClient, {
+  type Client,
+  type ClientPathsWithMethod,
+  type FetchResponse,
+  type MaybeOptionalInit,
+} from 'openapi-fetch';
 import type { components, operations, paths } from './schema.js';
 
 export type { components, operations, paths } from './schema.js';
@@ -9,19 +14,37 @@ export type Schemas = components['schemas'];
 export type ErrorBody = Schemas['Error'];
 export type ErrorCode = ErrorBody['code'];
 
-/** An answer other than success: its status, and the API's error body (code, message, requestId, …). */
+/** Whether an answer's body is this API's error shape (a proxy's HTML 502 is not). */
+export function isErrorBody(body: unknown): body is ErrorBody {
+  const b = body as Partial<ErrorBody> | null;
+  return typeof b === 'object' && b !== null && typeof b.code === 'string' && typeof b.message === 'string';
+}
+
+/**
+ * An answer other than success: its status, and the API's error body (code, message, requestId, …) when
+ * the answer carries one. Something between the client and the API (a proxy, a load balancer) may answer
+ * instead: then `code` and `body` are undefined, and `requestId` is the header's, if any.
+ */
 export class ApiError extends Error {
   override readonly name = 'ApiError';
-  readonly code: ErrorCode;
-  readonly requestId: string;
+  readonly code: ErrorCode | undefined;
+  readonly requestId: string | undefined;
+  readonly body: ErrorBody | undefined;
 
   constructor(
     readonly status: number,
-    readonly body: ErrorBody,
+    body: unknown,
+    response?: Response,
   ) {
-    super(`${status} ${body.code}: ${body.message}`);
-    this.code = body.code;
-    this.requestId = body.requestId;
+    const ours = isErrorBody(body) ? body : undefined;
+    super(
+      ours
+        ? `${status} ${ours.code}: ${ours.message}`
+        : `${status}: the answer is not this API's error (${response?.headers.get('content-type') ?? 'no body'})`,
+    );
+    this.body = ours;
+    this.code = ours?.code;
+    this.requestId = ours?.requestId ?? response?.headers.get('x-request-id') ?? undefined;
   }
 }
 
@@ -34,7 +57,29 @@ export interface ClientOptions {
   fetch?: typeof globalThis.fetch;
 }
 
-export type ApiClient = Client<paths>;
+type Method = 'get' | 'put' | 'post' | 'patch' | 'delete';
+type InitOf<P extends keyof paths, M extends Method> = MaybeOptionalInit<paths[P], M>;
+
+/**
+ * One method of the client, for any path that has it. Unlike openapi-fetch's own signature (which infers
+ * the init and so lets a misspelt optional body field through), the init is typed from the path, so a
+ * body field the API does not have is a compile error, as the API refuses it (400 `unknown field`).
+ */
+type StrictMethod<M extends Method> = <P extends ClientPathsWithMethod<Client<paths>, M>>(
+  url: P,
+  ...init: undefined extends InitOf<P, M> ? [init?: InitOf<P, M>] : [init: InitOf<P, M>]
+) => Promise<
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the constraint openapi-fetch declares
+  FetchResponse<Extract<paths[P][M], Record<string | number, any>>, InitOf<P, M>, `${string}/${string}`>
+>;
+
+export type ApiClient = Omit<Client<paths>, 'GET' | 'PUT' | 'POST' | 'PATCH' | 'DELETE'> & {
+  GET: StrictMethod<'get'>;
+  PUT: StrictMethod<'put'>;
+  POST: StrictMethod<'post'>;
+  PATCH: StrictMethod<'patch'>;
+  DELETE: StrictMethod<'delete'>;
+};
 
 /**
  * The typed client: `client.GET('/api/agents/{id}', { params: { path: { id } } })` and so on, each path,
@@ -42,18 +87,19 @@ export type ApiClient = Client<paths>;
  * call resolves to `{ data, error, response }`; `ok()` turns that into the data or an `ApiError`.
  */
 export function createApiClient(opts: ClientOptions): ApiClient {
+  // the same object: only its methods' types are stricter
   return createClient<paths>({
     baseUrl: opts.baseUrl.replace(/\/$/, ''),
     ...(opts.fetch ? { fetch: opts.fetch } : {}),
     headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
-  });
+  }) as unknown as ApiClient;
 }
 
 /** The data of a successful call; an `ApiError` for any other answer. */
 export async function ok<D>(call: Promise<{ data?: D; error?: unknown; response: Response }>): Promise<D> {
   const { data, error, response } = await call;
   if (response.ok) return data as D;
-  throw new ApiError(response.status, error as ErrorBody);
+  throw new ApiError(response.status, error, response);
 }
 
 /** The agent's entity tag from an answer, for the next `if-match`. */

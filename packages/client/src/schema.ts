@@ -457,6 +457,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/tickets': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** A short-lived single-use ticket to open one path without a header (EventSource, WebSocket) */
+    post: operations['ticketsCreate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -515,6 +532,7 @@ export interface components {
         | 'INVALID_JSON'
         | 'NOT_FOUND'
         | 'ROUTE_NOT_FOUND'
+        | 'METHOD_NOT_ALLOWED'
         | 'AGENT_ARCHIVED'
         | 'CONFLICT'
         | 'ILLEGAL_TRANSITION'
@@ -614,22 +632,6 @@ export interface components {
       setupRequired: boolean;
     };
     SessionMessage: {
-      content: string;
-      metrics?: {
-        e2eLatencyMs?: number;
-        endOfTurnDelayMs?: number;
-        llmDurationMs?: number;
-        llmTtftMs?: number;
-        toolMs?: number;
-        transcriptionDelayMs?: number;
-        ttsTtfbMs?: number;
-        turnMs?: number;
-      };
-      role: string;
-      stepId: string;
-      timestamp: number;
-    };
-    SessionMessageInput: {
       content: string;
       metrics?: {
         e2eLatencyMs?: number;
@@ -3200,6 +3202,24 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
       /** @description `PAYLOAD_TOO_LARGE` */
       413: {
         headers: {
@@ -3345,6 +3365,15 @@ export interface operations {
       };
       /** @description `NOT_FOUND` */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
         headers: {
           [name: string]: unknown;
         };
@@ -4955,7 +4984,30 @@ export interface operations {
     };
     requestBody: {
       content: {
-        'application/json': components['schemas']['SessionMessageInput'];
+        /**
+         * @example {
+         *       "role": "user",
+         *       "content": "I would like to book.",
+         *       "stepId": "start-1",
+         *       "timestamp": 1767225601000
+         *     }
+         */
+        'application/json': {
+          content: string;
+          metrics?: {
+            e2eLatencyMs?: number;
+            endOfTurnDelayMs?: number;
+            llmDurationMs?: number;
+            llmTtftMs?: number;
+            toolMs?: number;
+            transcriptionDelayMs?: number;
+            ttsTtfbMs?: number;
+            turnMs?: number;
+          };
+          role: string;
+          stepId: string;
+          timestamp: number;
+        };
       };
     };
     responses: {
@@ -6472,6 +6524,92 @@ export interface operations {
       };
       /** @description `TIMEOUT` */
       504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  ticketsCreate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description The exact path the ticket opens, e.g. `/api/agents/{id}/test-sessions/{sessionId}/events` */
+          path: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @description Epoch ms after which it is refused */
+            expiresAt: number;
+            /** @description Send it once as the `ticket` query parameter of a GET (or WebSocket) to `path` */
+            ticket: string;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
         headers: {
           [name: string]: unknown;
         };

@@ -287,9 +287,9 @@ export const contract = {
   [Subjects.testCasesUpdate]: {
     request: CaseRef.extend({ update: UpdateTestCaseBody }),
     response: TestCase,
-    errors: ['NOT_FOUND'],
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
   },
-  [Subjects.testCasesDelete]: { request: CaseRef, response: Ok, errors: [] },
+  [Subjects.testCasesDelete]: { request: CaseRef, response: Ok, errors: ['NOT_FOUND', 'AGENT_ARCHIVED'] },
   [Subjects.testRunsCreate]: {
     request: z.object({ agentId: Id, body: CreateTestRunBody }),
     response: TestRun,

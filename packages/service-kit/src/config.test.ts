@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { envInt, loadConfig } from './config.js';
+import { ConfigError, envInt, loadConfig } from './config.js';
 
 describe('loadConfig', () => {
   const shape = { PORT: envInt(3000, 1), URL: z.string().min(1) };
@@ -32,5 +32,19 @@ describe('loadConfig', () => {
       }
     })();
     for (const name of ['PORT', 'URL', 'LOG_LEVEL']) expect(err).toContain(name);
+  });
+
+  it('says each problem on one line, the variable first', () => {
+    const shape = { UPSTREAM_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }) };
+    expect(() => loadConfig(shape, { UPSTREAM_URL: 'ftp://x', LOG_LEVEL: 'loud' })).toThrow(ConfigError);
+    try {
+      loadConfig(shape, { UPSTREAM_URL: 'ftp://x', LOG_LEVEL: 'loud' });
+    } catch (e) {
+      const message = (e as Error).message;
+      expect(message).not.toContain('\n');
+      expect(message).toMatch(/^invalid configuration: /);
+      expect(message).toContain('UPSTREAM_URL must be an http(s) URL');
+      expect(message).toMatch(/LOG_LEVEL: /);
+    }
   });
 });

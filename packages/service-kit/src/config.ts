@@ -45,8 +45,39 @@ export function loadConfig<S extends z.ZodRawShape>(
 ): Readonly<z.output<ReturnType<typeof BaseEnv.extend<S>>>> {
   const result = BaseEnv.extend(shape).safeParse(env);
   if (!result.success) {
-    const lines = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
-    throw new Error(`invalid configuration:\n${lines.join('\n')}`);
+    throw new ConfigError(
+      result.error.issues.map((i) => problemText(i.path.join('.'), i.message)).join('; '),
+    );
   }
   return Object.freeze(result.data);
+}
+
+/** A setting that is wrong: the message names the variable and what is wrong with it, on one line. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(problems: string) {
+    super(`invalid configuration: ${problems}`);
+  }
+}
+
+/** `UPSTREAM_URL must be an http(s) URL`, `PORT: Invalid input: …` */
+const problemText = (variable: string, message: string) =>
+  /^(must|is) /.test(message) ? `${variable} ${message}` : `${variable}: ${message}`;
+
+/** Refuses a configuration with one problem, named as `loadConfig` names them. */
+export const configProblem = (variable: string, message: string): ConfigError =>
+  new ConfigError(problemText(variable, message));
+
+/**
+ * A service's main reads its configuration through this: a bad setting stops the process with one line on
+ * stderr naming the variable and what is wrong, and exit code 1 (no stack: nothing there is the code's fault).
+ */
+export function configOrExit<T>(service: string, load: () => T): T {
+  try {
+    return load();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${service}: ${err.message}\n`);
+    process.exit(1);
+  }
 }

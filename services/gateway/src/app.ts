@@ -22,18 +22,34 @@ import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { createEdge } from './edge.js';
 import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSettings } from './events.js';
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
-import { registerUpstream } from './proxy.js';
+import { PROXY_METHODS, registerUpstream } from './proxy.js';
 import { routes, type AnyRoute } from './route-table.js';
 import { DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
+import { createTickets, kvUsedTickets, registerTicketRoute } from './tickets.js';
 
 export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'> &
-  Partial<Pick<GatewayConfig, 'UPSTREAM_URL' | 'UPSTREAM_TIMEOUT_MS'>> & {
+  Partial<
+    Pick<
+      GatewayConfig,
+      | 'UPSTREAM_URL'
+      | 'UPSTREAM_TIMEOUT_MS'
+      | 'UPSTREAM_FORWARD_AUTHORIZATION'
+      | 'TICKET_TTL_MS'
+      | 'PUBLIC_URL'
+    >
+  > & {
     security?: Partial<SecurityConfig>;
     events?: Partial<EventStreamSettings>;
   };
 
+/** The methods CORS allows: every one a route serves (the ticket route's POST among them), and OPTIONS. */
+export function corsMethodsOf(extra: readonly string[] = []): string[] {
+  return [...new Set([...routes.map((r) => r.method), 'POST', ...extra, 'OPTIONS'])];
+}
+
 /** What an app factory caller does not set: the configuration's defaults (no tokens, no CORS). */
-const DEFAULT_SECURITY: SecurityConfig = securityOf(loadConfig({}));
+const DEFAULT_CONFIG = loadConfig({});
+const DEFAULT_SECURITY: SecurityConfig = securityOf(DEFAULT_CONFIG);
 
 const IdempotencyKey = z
   .string()
@@ -53,7 +69,15 @@ export async function buildGateway(deps: {
   const { nc, log, config } = deps;
   const accessLog = deps.accessLog ?? createAccessLog('gateway', log.level);
   const bus = new BusClient(nc);
-  const security = { ...DEFAULT_SECURITY, ...config.security };
+  const ticketTtlMs = config.TICKET_TTL_MS ?? DEFAULT_CONFIG.TICKET_TTL_MS;
+  const apiTokens = config.security?.apiTokens ?? DEFAULT_SECURITY.apiTokens;
+  const tickets = createTickets({ apiTokens, ttlMs: ticketTtlMs, used: kvUsedTickets(nc, ticketTtlMs) });
+  const security: SecurityConfig = {
+    ...DEFAULT_SECURITY,
+    corsMethods: corsMethodsOf(config.UPSTREAM_URL ? PROXY_METHODS : []),
+    tickets,
+    ...config.security,
+  };
   const app = await createEdge({ log, accessLog, bodyLimitBytes: config.BODY_LIMIT_BYTES, security });
 
   const maxPayload = nc.info?.max_payload;
@@ -64,9 +88,16 @@ export async function buildGateway(deps: {
     );
   }
 
+  // The document is the one `npm run generate` writes (docs/openapi.json), whatever this gateway proxies:
+  // proxied paths are the upstream's, not operations of this API. PUBLIC_URL only changes `servers`.
+  const document = await documentFor(config.PUBLIC_URL);
   await app.register(swagger, swaggerOptions(routes));
-  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, staticCSP: true });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await app.register(swaggerUi, {
+    routePrefix: DOCS_PREFIX,
+    staticCSP: true,
+    transformSpecification: () => document,
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
@@ -94,28 +125,20 @@ export async function buildGateway(deps: {
     });
   });
 
-  const streams = new EventStreams({
-    nc,
-    bus,
-    log,
-    settings: { ...DEFAULT_EVENT_STREAMS, ...config.events },
-    requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
-  });
-  // open streams would hold close() until its timeout: they end first, and clients resume elsewhere
-  app.addHook('preClose', (done) => {
-    streams.closeAll();
-    // a connection that never sends a request (a browser's preconnect) would hold close() for its headers
-    // timeout: in-flight requests get their own timeout to finish, then whatever is left is closed
-    setTimeout(() => app.server.closeAllConnections(), config.REQUEST_TIMEOUT_MS).unref();
-    done();
-  });
+  const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
   for (const r of routes) registerRoute(app, bus, r, config, security, streams);
+  registerTicketRoute(app, tickets);
   if (config.UPSTREAM_URL) {
-    await registerUpstream(app, {
-      url: config.UPSTREAM_URL,
-      timeoutMs: config.UPSTREAM_TIMEOUT_MS ?? 30_000,
-    });
+    await registerUpstream(
+      app,
+      {
+        url: config.UPSTREAM_URL,
+        timeoutMs: config.UPSTREAM_TIMEOUT_MS ?? 30_000,
+        forwardAuthorization: config.UPSTREAM_FORWARD_AUTHORIZATION ?? false,
+      },
+      accessLog,
+    );
     log.info(
       { upstream: new URL(config.UPSTREAM_URL).origin },
       'requests outside the route table go upstream',
@@ -124,23 +147,42 @@ export async function buildGateway(deps: {
   return app;
 }
 
+/** The document depends on the code and PUBLIC_URL only: made once per process and URL. */
+const documents = new Map<string, Promise<Record<string, unknown>>>();
+function documentFor(publicUrl: string | undefined): Promise<Record<string, unknown>> {
+  const key = publicUrl ?? '';
+  let doc = documents.get(key);
+  if (!doc) {
+    doc = apiDocument({ publicUrl });
+    documents.set(key, doc);
+    doc.catch(() => documents.delete(key));
+  }
+  return doc;
+}
+
 /**
  * The API document, made as the running gateway makes it (the same routes and schemas) without a bus:
  * what `npm run generate` writes to docs/openapi.json for linting and for the typed client.
  */
-export async function apiDocument(): Promise<Record<string, unknown>> {
+export async function apiDocument(
+  opts: { publicUrl?: string | undefined } = {},
+): Promise<Record<string, unknown>> {
   const { pino } = await import('pino');
   const log = pino({ level: 'silent' });
-  const config = loadConfig({});
+  const config = DEFAULT_CONFIG;
   const app = await createEdge({
     log,
     accessLog: { request: () => undefined },
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     security: DEFAULT_SECURITY,
   });
-  await app.register(swagger, swaggerOptions(routes));
+  await app.register(swagger, swaggerOptions(routes, opts.publicUrl));
   registerEventsRoute(app, undefined);
   for (const r of routes) registerRoute(app, undefined, r, config, DEFAULT_SECURITY, undefined);
+  registerTicketRoute(
+    app,
+    createTickets({ apiTokens: [], ttlMs: config.TICKET_TTL_MS, used: { markUsed: async () => false } }),
+  );
   await app.ready();
   const doc = app.swagger() as unknown as Record<string, unknown>;
   await app.close();
@@ -167,6 +209,27 @@ function headersOf(r: AnyRoute): z.ZodType | undefined {
     );
   }
   return Object.keys(shape).length > 0 ? z.looseObject(shape) : undefined;
+}
+
+/** The event streams of this gateway; open ones end first when it closes, and clients resume elsewhere. */
+function eventStreams(
+  app: FastifyInstance,
+  deps: { nc: NatsConnection; bus: BusClient; log: Logger },
+  config: AppConfig,
+): EventStreams {
+  const streams = new EventStreams({
+    ...deps,
+    settings: { ...DEFAULT_EVENT_STREAMS, ...config.events },
+    requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+  });
+  app.addHook('preClose', (done) => {
+    streams.closeAll();
+    // a connection that never sends a request (a browser's preconnect) would hold close() for its headers
+    // timeout: in-flight requests get their own timeout to finish, then whatever is left is closed
+    setTimeout(() => app.server.closeAllConnections(), config.REQUEST_TIMEOUT_MS).unref();
+    done();
+  });
+  return streams;
 }
 
 /** Whether a request asks for the Server-Sent Events form of a route that has one. */
@@ -215,6 +278,46 @@ function registerEventsRoute(app: FastifyInstance, streams: EventStreams | undef
   });
 }
 
+/** The top-level fields a body schema knows: an object's, or every option's of a union of objects. */
+function fieldsOf(schema: z.ZodType): Set<string> | undefined {
+  if (schema instanceof z.ZodObject) return new Set(Object.keys(schema.shape));
+  if (schema instanceof z.ZodUnion) {
+    const all = (schema.options as z.ZodType[]).map(fieldsOf);
+    return all.every(Boolean) ? new Set(all.flatMap((f) => [...f!])) : undefined;
+  }
+  return undefined;
+}
+
+/** The body schema as the document shows it: no field beyond its own (so a typed client refuses a typo). */
+function strictOf(schema: z.ZodType): z.ZodType {
+  if (schema instanceof z.ZodObject) return schema.strict();
+  if (schema instanceof z.ZodUnion) return z.union((schema.options as z.ZodType[]).map(strictOf));
+  return schema;
+}
+
+/**
+ * Strict bodies: a field the route's body does not know answers 400 naming it, so a typo is never a silent
+ * no-op; the resource's read-only fields (sent back by a front end saving the whole object) are dropped.
+ * Only the top level: what is inside (a flow, an operation) stays as lenient as its schema.
+ */
+function strictBody(r: AnyRoute) {
+  const known = r.body && !r.lenientBody ? fieldsOf(r.body) : undefined;
+  if (!known) return undefined;
+  const ignored = (r.readOnly ?? []).filter((f) => !known.has(f));
+  return async (req: FastifyRequest) => {
+    const body = req.body;
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return;
+    const record = body as Record<string, unknown>;
+    for (const f of ignored) delete record[f];
+    const unknown = Object.keys(record).filter((k) => !known.has(k));
+    if (unknown.length > 0) {
+      throw new AppError('VALIDATION_FAILED', `unknown field ${unknown.map((k) => `"${k}"`).join(', ')}`, {
+        issues: unknown.map((k) => ({ path: `body.${k}`, message: `unknown field "${k}"` })),
+      });
+    }
+  };
+}
+
 function registerRoute(
   app: FastifyInstance,
   /** Absent: a document-only app, whose routes are never called. */
@@ -226,6 +329,8 @@ function registerRoute(
 ): void {
   const headers = headersOf(r);
   const spec = specOf(r.subject);
+  const strict = strictBody(r);
+  const body = r.body && strict ? strictOf(r.body) : r.body;
   app.route({
     method: r.method,
     url: r.url,
@@ -237,11 +342,12 @@ function registerRoute(
       ...(r.params ? { params: r.params } : {}),
       ...(r.query ? { querystring: r.query } : {}),
       // no body at all reaches the validator as null
-      ...(r.body ? { body: r.bodyOptional ? r.body.nullish() : r.body } : {}),
+      ...(body ? { body: r.bodyOptional ? body.nullish() : body } : {}),
       ...(headers ? { headers } : {}),
       response: responsesOf(r),
     },
     config: { api: r, ...(r.expensive ? { rateLimit: sessionRateLimit(security) } : {}) },
+    ...(strict ? { preValidation: strict } : {}),
     handler: async (req: FastifyRequest, reply) => {
       if (!bus) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
       if (r.subject === Subjects.textSessionTurn && streams && wantsEvents(req)) {

@@ -1,4 +1,4 @@
-import { envInt, loadConfig as load, RedisEnv } from '@vab/service-kit';
+import { configProblem, envInt, loadConfig as load, RedisEnv } from '@vab/service-kit';
 import { z } from 'zod';
 import type { EventStreamSettings } from './events.js';
 import type { SecurityConfig } from './security.js';
@@ -17,7 +17,7 @@ const Env = {
   CORS_ORIGINS: z.string().optional(),
   RATE_LIMIT_MAX: envInt(600, 1),
   RATE_LIMIT_WINDOW_MS: envInt(60_000, 1000),
-  /** Per caller and window, for POST /api/agent-session and text-session starts. */
+  /** Per caller and window, for what starts sessions: POST /api/agent-session, text sessions, test runs. */
   SESSION_RATE_LIMIT_MAX: envInt(20, 1),
   /** Redis for rate-limit counters shared by every gateway instance (only counters, never API data). */
   RATE_LIMIT_REDIS_URL: z.string().optional(),
@@ -27,7 +27,7 @@ const Env = {
    * The backend this one runs beside: every request the route table does not serve is proxied there
    * (HTTP, streamed answers and WebSocket upgrades). Unset: such requests answer 404.
    */
-  UPSTREAM_URL: z.url({ protocol: /^https?$/ }).optional(),
+  UPSTREAM_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
   /** How long a proxied request waits for the upstream's answer to begin (504 after). */
   UPSTREAM_TIMEOUT_MS: envInt(30_000, 100),
   /** An event stream's heartbeat (a comment line): proxies keep it open; a lost session is noticed as often. */
@@ -36,6 +36,26 @@ const Env = {
   SSE_MAX_STREAMS_PER_CLIENT: envInt(20, 1),
   /** Bytes a client may leave unread on an event stream before it is cut off. */
   SSE_MAX_BUFFER_BYTES: envInt(1024 * 1024, 1024),
+  /**
+   * Whether the caller's `Authorization` goes on to the upstream. Off: it is our credential, not the
+   * upstream's, and is removed.
+   */
+  UPSTREAM_FORWARD_AUTHORIZATION: z
+    .enum(['true', 'false'], { error: 'must be true or false' })
+    .default('false')
+    .transform((v) => v === 'true'),
+  /** How long a ticket (POST /api/tickets) may be used; every gateway sharing API_TOKENS should share it. */
+  TICKET_TTL_MS: envInt(30_000, 1000),
+  /**
+   * Where clients reach this API (`https://api.example.com`), as the API document's `servers` says;
+   * unset: a relative server (`/`), the origin that served the document.
+   */
+  PUBLIC_URL: z
+    .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+    .transform((v) => v.replace(/\/+$/, ''))
+    .optional(),
+  /** Not a setting: a common misspelling of API_TOKENS, refused so the API is never left open by it. */
+  API_TOKEN: z.string().optional(),
 };
 
 /** The event stream settings a configuration asks for. */
@@ -67,5 +87,12 @@ export const list = (v: string | undefined): string[] =>
 export type GatewayConfig = ReturnType<typeof loadConfig>;
 
 export function loadConfig(env: NodeJS.ProcessEnv) {
-  return load(Env, env);
+  const config = load(Env, env);
+  if (config.API_TOKEN !== undefined && config.API_TOKENS === undefined) {
+    throw configProblem(
+      'API_TOKENS',
+      'is not set, but API_TOKEN is: the gateway reads API_TOKENS (comma-separated tokens)',
+    );
+  }
+  return config;
 }

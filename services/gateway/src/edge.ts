@@ -57,13 +57,34 @@ export async function createEdge(opts: {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler((req, reply) =>
-    errorHandler(
-      new AppError('ROUTE_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`),
-      req,
-      reply,
-    ),
-  );
+  // Which methods each path serves, for a 405's `Allow` (a proxy's catch-all serves every path: not here).
+  const served: { pattern: RegExp; methods: Set<string> }[] = [];
+  app.addHook('onRoute', (route) => {
+    if (route.config?.proxied || route.url.includes('*')) return;
+    const source = route.url
+      .split('/')
+      .map((part) => (part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .join('/');
+    const pattern = new RegExp(`^${source}/?$`);
+    const entry = served.find((e) => e.pattern.source === pattern.source);
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (entry) for (const m of methods) entry.methods.add(m);
+    else served.push({ pattern, methods: new Set(methods) });
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0]!;
+    const allowed = new Set(served.filter((e) => e.pattern.test(path)).flatMap((e) => [...e.methods]));
+    if (allowed.size > 0 && req.method !== 'OPTIONS') {
+      const allow = [...allowed].sort().join(', ');
+      void reply.header('allow', allow);
+      return errorHandler(
+        new AppError('METHOD_NOT_ALLOWED', `${req.method} is not served on ${path}; allowed: ${allow}`),
+        req,
+        reply,
+      );
+    }
+    return errorHandler(new AppError('ROUTE_NOT_FOUND', `no route ${req.method} ${path}`), req, reply);
+  });
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', String(req.id));
     done();

@@ -3,8 +3,8 @@ import { AppError, httpStatusOf, type HttpErrorBody } from '@vab/contracts';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 
 /** Fastify's own request errors, by code, as the one error vocabulary of this API. */
-const fastifyCodes: Record<string, () => AppError> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: () => new AppError('PAYLOAD_TOO_LARGE', 'request body is too large'),
+const fastifyCodes: Record<string, (req: FastifyRequest) => AppError> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: (req) => tooLarge(req),
   FST_ERR_CTP_INVALID_MEDIA_TYPE: () =>
     new AppError('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json'),
   FST_ERR_CTP_EMPTY_JSON_BODY: () => new AppError('INVALID_JSON', 'the request body is empty'),
@@ -26,19 +26,28 @@ function validationError(fe: FastifyError): AppError {
   });
 }
 
-function toAppError(err: unknown): AppError {
+/** A 413 that says the limit, so a client knows how far to shrink. */
+function tooLarge(req: FastifyRequest): AppError {
+  const limit = req.routeOptions.bodyLimit;
+  return new AppError(
+    'PAYLOAD_TOO_LARGE',
+    limit ? `request body is too large: the limit is ${limit} bytes` : 'request body is too large',
+  );
+}
+
+function toAppError(err: unknown, req: FastifyRequest): AppError {
   if (err instanceof AppError) return err;
   const fe = err as Partial<FastifyError> | undefined;
   if (fe?.validation) return validationError(fe as FastifyError);
   const byCode = fe?.code ? fastifyCodes[fe.code] : undefined;
-  if (byCode) return byCode();
+  if (byCode) return byCode(req);
   if (
     err instanceof SyntaxError ||
     (fe?.statusCode === 400 && /JSON|prototype|constructor/i.test(fe.message ?? ''))
   ) {
     return new AppError('INVALID_JSON', 'the request body is not valid JSON');
   }
-  if (fe?.statusCode === 413) return new AppError('PAYLOAD_TOO_LARGE', 'request body is too large');
+  if (fe?.statusCode === 413) return tooLarge(req);
   if (fe?.statusCode === 415)
     return new AppError('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json');
   if (fe?.statusCode !== undefined && fe.statusCode >= 400 && fe.statusCode < 500) {
@@ -49,7 +58,7 @@ function toAppError(err: unknown): AppError {
 
 /** The one error handler: every error a client sees has this shape, and a status from `httpStatusOf`. */
 export function errorHandler(err: unknown, req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const appErr = toAppError(err);
+  const appErr = toAppError(err, req);
   const status = httpStatusOf[appErr.code];
   if (status >= 500) {
     // Unknown errors are logged with their stack here and never described to the client.

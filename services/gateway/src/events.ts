@@ -163,6 +163,27 @@ export class EventStreams {
     }
   }
 
+  /**
+   * A stream with nothing new: its session still runs (`alive`), ended without events of its own (`closed`: a
+   * session a client recorded), or its instance is gone without ending it (`lost`).
+   */
+  private async ownerState(
+    target: { agentId: string; sessionId: string },
+    sent: number,
+    requestId: string,
+  ): Promise<'alive' | 'closed' | 'lost'> {
+    if (await this.ownerAlive(target.sessionId)) return 'alive';
+    // the owner stores its last event before it stops answering: anything newer is on its way
+    const newest = await this.lastStored(eventsSubject(target.agentId, target.sessionId)).catch(
+      () => undefined,
+    );
+    if (newest && newest.id > sent) return 'alive';
+    const record = await this.deps.bus
+      .request(Subjects.testSessionsGet, target, { timeoutMs: this.deps.requestTimeoutMs, requestId })
+      .catch(() => undefined);
+    return record?.status === 'closed' ? 'closed' : 'lost';
+  }
+
   private takeSlot(req: FastifyRequest, reply: FastifyReply): () => void {
     const client = req.ip;
     const n = this.perClient.get(client) ?? 0;
@@ -245,20 +266,11 @@ export class EventStreams {
       }
     };
     const checkOwner = async () => {
-      if (ended || (await this.ownerAlive(sessionId)) || ended) return;
-      // the owner stores its last event before it stops answering: anything newer is on its way
-      const newest = await this.lastStored(eventsSubject(agentId, sessionId)).catch(() => undefined);
-      if (ended || (newest && newest.id > sent)) return;
-      const record = await bus
-        .request(
-          Subjects.testSessionsGet,
-          { agentId, sessionId },
-          { timeoutMs: this.deps.requestTimeoutMs, requestId },
-        )
-        .catch(() => undefined);
-      if (record?.status === 'closed') end();
-      else
+      const state = ended ? 'alive' : await this.ownerState(target, sent, requestId);
+      if (state === 'closed') end();
+      else if (state === 'lost') {
         end(errorFrame('SESSION_LOST', 'the instance running this session is gone; the session has ended'));
+      }
     };
     const beat = setInterval(() => {
       write(': ping\n\n');

@@ -1,4 +1,4 @@
-export { apiDocument, buildGateway } from './app.js';
+export { apiDocument, buildGateway, type AppConfig as GatewayAppConfig } from './app.js';
 export { loadConfig } from './config.js';
 export { routes } from './route-table.js';
 export { registerSecurity, tokenMatcher, type SecurityConfig } from './security.js';

@@ -1,11 +1,11 @@
 import { connectNats } from '@vab/bus';
-import { createAccessLog, createLogger, natsOptionsOf, runService } from '@vab/service-kit';
+import { configOrExit, createAccessLog, createLogger, natsOptionsOf, runService } from '@vab/service-kit';
 import { buildGateway } from './app.js';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { redisTargetOf } from '@vab/storage';
 import { eventStreamsOf, loadConfig, securityOf } from './config.js';
 
-const config = loadConfig(process.env);
+const config = configOrExit('gateway', () => loadConfig(process.env));
 const log = createLogger('gateway', config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {

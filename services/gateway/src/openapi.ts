@@ -99,6 +99,8 @@ const TAGS = [
   { name: 'playground', description: 'Flow validation, the voice playground and provider key status' },
   { name: 'text-sessions', description: 'Typed test conversations with a flow' },
   { name: 'stats', description: 'Turn figures, usage and errors per version and per agent' },
+  { name: 'tests', description: 'Regression test cases, test runs and the deploy gate' },
+  { name: 'tickets', description: 'Single-use tickets for what a browser cannot send a header on' },
 ];
 
 type TransformInput = Parameters<typeof jsonSchemaTransform>[0] & {
@@ -111,7 +113,10 @@ type OpenApiDocument = OpenAPIV3_1.Document;
  * Schema); the two transforms only add what a zod schema cannot say: response headers, a request example,
  * and that an optional body is optional.
  */
-export function swaggerOptions(routes: readonly AnyRoute[]): FastifyDynamicSwaggerOptions {
+export function swaggerOptions(
+  routes: readonly AnyRoute[],
+  publicUrl?: string,
+): FastifyDynamicSwaggerOptions {
   const optionalBodies = new Set(routes.filter((r) => r.bodyOptional).map(operationIdOf));
   return {
     openapi: {
@@ -124,7 +129,11 @@ export function swaggerOptions(routes: readonly AnyRoute[]): FastifyDynamicSwagg
           'deploys, the voice playground and flow validation. Every error has one shape (Error).',
         license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       },
-      servers: [{ url: 'http://127.0.0.1:3000', description: 'The gateway as `npm start` runs it' }],
+      servers: [
+        publicUrl
+          ? { url: publicUrl.replace(/\/+$/, ''), description: 'This API (PUBLIC_URL)' }
+          : { url: '/', description: 'The origin that serves this document' },
+      ],
       tags: TAGS,
       components: {
         securitySchemes: {

@@ -59,7 +59,18 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
   status?: number;
   /** Starts something that spends money (a session): the stricter rate limit applies. */
   expensive?: boolean;
+  /**
+   * The resource's own read-only fields: a front end that saves the whole object sends them back, so they
+   * are accepted and dropped. Any other field the body schema does not know answers 400 naming it.
+   */
+  readOnly?: readonly string[];
+  /** The body is a flow at its top level (a canvas's own fields beside nodes and edges): kept as sent. */
+  lenientBody?: boolean;
 }
+
+const AGENT_FIELDS = ['id', 'createdAt', 'updatedAt', 'version', 'archived', 'archivedAt'] as const;
+const TEST_SESSION_FIELDS = ['id', 'agentId', 'startedAt', 'status', 'usage', 'version'] as const;
+const TEST_CASE_FIELDS = ['id', 'agentId', 'createdAt', 'updatedAt'] as const;
 
 /** A small runnable flow, for the document's examples. */
 const EXAMPLE_FLOW = {
@@ -119,6 +130,7 @@ const routeTable = [
     summary: 'Create an agent and its first version snapshot',
     example: { name: 'Front desk', flow: EXAMPLE_FLOW },
     body: CreateAgentBody,
+    readOnly: AGENT_FIELDS,
     status: 201,
     toRequest: ({ body }) => body,
   }),
@@ -140,6 +152,7 @@ const routeTable = [
     example: { name: 'Front desk (weekends)', flow: EXAMPLE_FLOW },
     params: AgentIdParams,
     body: PatchAgentBody,
+    readOnly: AGENT_FIELDS,
     toRequest: ({ params, body, ifMatch }) => ({ id: params.id, patch: body, ifMatch }),
   }),
   route({
@@ -204,6 +217,7 @@ const routeTable = [
     },
     params: AgentIdParams,
     body: CreateConversationEntryBody,
+    readOnly: ['id', 'timestamp'],
     status: 201,
     toRequest: ({ params, body }) => ({ agentId: params.id, entry: body }),
   }),
@@ -225,6 +239,7 @@ const routeTable = [
     example: { sessionType: 'voice', roomName: 'vab-pg-2f0c' },
     params: AgentIdParams,
     body: CreateTestSessionBody,
+    readOnly: [...TEST_SESSION_FIELDS, 'endedAt', 'durationMs'],
     status: 201,
     toRequest: ({ params, body }) => ({ agentId: params.id, session: body }),
   }),
@@ -246,6 +261,7 @@ const routeTable = [
     example: { endedAt: 1767225600000, durationMs: 93000 },
     params: TestSessionParams,
     body: CloseTestSessionBody,
+    readOnly: [...TEST_SESSION_FIELDS, 'roomName', 'sessionType'],
     toRequest: ({ params, body }) => ({ agentId: params.id, sessionId: params.sessionId, close: body }),
   }),
   route({
@@ -266,6 +282,7 @@ const routeTable = [
     example: { role: 'user', content: 'I would like to book.', stepId: 'start-1', timestamp: 1767225601000 },
     params: TestSessionParams,
     body: AppendMessageBody,
+    readOnly: ['id', 'seq'],
     status: 201,
     toRequest: ({ params, body }) => ({ agentId: params.id, sessionId: params.sessionId, message: body }),
   }),
@@ -300,6 +317,16 @@ const routeTable = [
     example: { status: 'building' as const },
     params: DeployParams,
     body: UpdateDeployBody,
+    readOnly: [
+      'id',
+      'agentId',
+      'deployNumber',
+      'version',
+      'subdomain',
+      'createdAt',
+      'updatedAt',
+      'gateOverride',
+    ],
     toRequest: ({ params, body }) => ({ agentId: params.id, deployId: params.deployId, update: body }),
   }),
   route({
@@ -359,6 +386,7 @@ const routeTable = [
     },
     params: AgentIdParams,
     body: CreateTestCaseBody,
+    readOnly: TEST_CASE_FIELDS,
     status: 201,
     toRequest: ({ params, body }) => ({ agentId: params.id, body }),
   }),
@@ -380,6 +408,7 @@ const routeTable = [
     example: { expect: { steps: ['start', 'booking'], ends: true } },
     params: TestCaseParams,
     body: UpdateTestCaseBody,
+    readOnly: [...TEST_CASE_FIELDS, 'fromSession'],
     toRequest: ({ params, body }) => ({ agentId: params.id, caseId: params.caseId, update: body }),
   }),
   route({
@@ -451,6 +480,7 @@ const routeTable = [
     summary: 'Lint a flow: every problem that would stop it from running, with codes and node/edge ids',
     example: { ...EXAMPLE_FLOW, sessionType: 'voice' },
     body: ValidateFlowBody,
+    lenientBody: true,
     toRequest: ({ body }) => body,
   }),
   route({
@@ -479,6 +509,7 @@ const routeTable = [
       apiKeys: { openai: '<PROVIDER_KEY>', elevenlabs: '<PROVIDER_KEY>', deepgram: '<PROVIDER_KEY>' },
     },
     body: AgentSessionRequest,
+    lenientBody: true,
     expensive: true,
     toRequest: ({ body }) => body,
   }),

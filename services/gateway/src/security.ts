@@ -5,6 +5,7 @@ import { AppError } from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { TICKET_PARAM, type Tickets } from './tickets.js';
 
 export interface SecurityConfig {
   /** Bearer tokens that may call /api/*; empty: the API is open (a warning is logged at start). */
@@ -17,6 +18,10 @@ export interface SecurityConfig {
   sessionRateLimitMax: number;
   /** Shared store so limits hold across gateway instances; without it each instance counts alone. */
   rateLimitRedis?: Redis | Cluster | undefined;
+  /** The methods CORS allows: every method the routes serve (OPTIONS added). */
+  corsMethods?: string[];
+  /** Single-use tickets a GET may carry instead of a bearer token (EventSource, WebSocket). */
+  tickets?: Tickets | undefined;
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
@@ -39,6 +44,43 @@ const isOpen = (req: FastifyRequest) => {
   return OPEN_PATHS.has(path) || path === DOCS_PREFIX || path.startsWith(`${DOCS_PREFIX}/`);
 };
 
+/** The ticket each request carried, taken off its URL before anything else sees it. */
+const ticketOf = new WeakMap<FastifyRequest, string>();
+
+/**
+ * Takes `?ticket=` off the request, wherever it is going, so that it reaches no log line, no route's
+ * query validation and no upstream; the auth hook reads it from `ticketOf`.
+ */
+function takeTicket(req: FastifyRequest): void {
+  const url = req.raw.url ?? '';
+  const q = url.indexOf('?');
+  if (q < 0 || !url.includes(`${TICKET_PARAM}=`, q)) return;
+  // the other parameters go on byte for byte (no re-encoding of what the upstream reads)
+  const parts = url.slice(q + 1).split('&');
+  const isTicket = (part: string) => part.startsWith(`${TICKET_PARAM}=`);
+  const found = parts.find(isTicket);
+  if (found === undefined) return;
+  let ticket: string;
+  try {
+    ticket = decodeURIComponent(found.slice(TICKET_PARAM.length + 1).replace(/\+/g, ' '));
+  } catch {
+    ticket = '';
+  }
+  const rest = parts.filter((part) => !isTicket(part)).join('&');
+  req.raw.url = url.slice(0, q) + (rest ? `?${rest}` : '');
+  const query = req.query as Record<string, unknown> | undefined;
+  if (query && typeof query === 'object') delete query[TICKET_PARAM];
+  ticketOf.set(req, ticket);
+}
+
+/** What a window of milliseconds reads as in a 429's message. */
+export function windowText(ms: number): string {
+  if (ms % 3_600_000 === 0) return ms === 3_600_000 ? 'hour' : `${ms / 3_600_000} hours`;
+  if (ms % 60_000 === 0) return ms === 60_000 ? 'minute' : `${ms / 60_000} minutes`;
+  if (ms % 1000 === 0) return ms === 1000 ? 'second' : `${ms / 1000} seconds`;
+  return `${ms} ms`;
+}
+
 function bearer(req: FastifyRequest): string | undefined {
   const h = req.headers.authorization;
   return typeof h === 'string' && h.startsWith('Bearer ') ? h.slice(7).trim() : undefined;
@@ -51,15 +93,20 @@ function bearer(req: FastifyRequest): string | undefined {
  */
 export async function registerSecurity(app: FastifyInstance, config: SecurityConfig): Promise<void> {
   const pageHeaders = securityHeaders();
+  app.addHook('onRequest', (req, _reply, done) => {
+    takeTicket(req);
+    done();
+  });
   app.addHook('onRequest', (req, reply, done) => {
     reply.headers(req.url.startsWith(DOCS_PREFIX) ? pageHeaders : apiSecurityHeaders);
     done();
   });
   await app.register(cors, {
     origin: config.corsOrigins.length > 0 ? config.corsOrigins : false,
-    methods: ['GET', 'POST', 'PATCH', 'DELETE'],
+    methods: config.corsMethods ?? ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
     allowedHeaders: ['content-type', 'authorization', 'if-match', 'idempotency-key', 'x-request-id'],
     exposedHeaders: ['etag', 'x-request-id', 'retry-after'],
+    // how long a browser may reuse a preflight's answer (seconds): one preflight per path per 10 minutes
     maxAge: 600,
   });
 
@@ -67,9 +114,18 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
     app.log.warn('API_TOKENS is not set: the API is open to anyone who can reach it');
   } else {
     const matches = tokenMatcher(config.apiTokens);
+    const tickets = config.tickets;
     app.addHook('onRequest', async (req) => {
       if (isOpen(req) || req.method === 'OPTIONS') return;
       const token = bearer(req);
+      const ticket = ticketOf.get(req);
+      if (token === undefined && ticket !== undefined && tickets && req.method === 'GET') {
+        if (await tickets.redeem(ticket, req.url.split('?')[0]!)) return;
+        throw new AppError(
+          'UNAUTHORIZED',
+          'the ticket is not valid here: expired, used, or for another path',
+        );
+      }
       if (token === undefined || !matches(token))
         throw new AppError('UNAUTHORIZED', 'authentication required');
     });
@@ -98,7 +154,7 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
     errorResponseBuilder: (_req, ctx) =>
       new AppError(
         'RATE_LIMITED',
-        `too many requests: at most ${ctx.max} per ${ctx.after}, retry after that`,
+        `too many requests: at most ${ctx.max} per ${windowText(config.rateLimitWindowMs)}; retry in ${ctx.after}`,
       ),
   });
 }

@@ -1,6 +1,7 @@
 import { dispose } from '@livekit/rtc-node';
 import { connectNats } from '@vab/bus';
 import {
+  configOrExit,
   createLogger,
   idempotency,
   natsOptionsOf,
@@ -11,7 +12,7 @@ import { createRedis, redisTargetOf } from '@vab/storage';
 import { loadConfig } from './config.js';
 import { startPlaygroundService } from './service.js';
 
-const config = loadConfig(process.env);
+const config = configOrExit('playground', () => loadConfig(process.env));
 const log = createLogger('playground', config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {

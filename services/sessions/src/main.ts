@@ -1,8 +1,8 @@
-import { runBusService } from '@vab/service-kit';
+import { configOrExit, runBusService } from '@vab/service-kit';
 import { limitsFrom, loadConfig, testRunsFrom } from './config.js';
 import { startSessionsService } from './service.js';
 
-const config = loadConfig(process.env);
+const config = configOrExit('sessions', () => loadConfig(process.env));
 runBusService('sessions', config, (deps) =>
   startSessionsService({
     ...deps,

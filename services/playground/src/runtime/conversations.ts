@@ -81,11 +81,11 @@ export class ConversationKit {
     const { config, egressFetch } = this.deps;
     const { log } = opts;
     // the flow's tools are made before the conversation that watches them: calls reach it once it exists
-    let conversation: FlowConversation | undefined;
+    const made: { conversation?: FlowConversation } = {};
     const observer: ToolObserver = {
-      called: (name, args) => conversation?.tools.called(name, args) ?? (() => undefined),
+      called: (name, args) => made.conversation?.tools.called(name, args) ?? (() => undefined),
     };
-    conversation = new FlowConversation({
+    made.conversation = new FlowConversation({
       flow: await openFlowRuntime(opts.flow, this.mcp(log, observer)),
       sessionType: opts.flow.sessionType,
       session: opts.session,
@@ -108,7 +108,7 @@ export class ConversationKit {
           emit: opts.emit,
         }),
     });
-    return conversation;
+    return made.conversation;
   }
 
   /** Another stored agent's flow, checked like any start (kind, URLs, keys) and opened; or why not. */

@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { createTickets, type UsedTickets } from './tickets.js';
+
+// The ticket's own rules; single use across gateways (the JetStream bucket) is tested against a real
+// nats-server in tests/integration (proxy, nats-permissions, browser).
+const memory = (): UsedTickets => {
+  const used = new Set<string>();
+  return { markUsed: async (id) => !used.has(id) && Boolean(used.add(id)) };
+};
+
+describe('tickets', () => {
+  it('open exactly their path, once', async () => {
+    const tickets = createTickets({ apiTokens: ['a', 'b'], ttlMs: 30_000, used: memory() });
+    const { ticket } = tickets.mint('/api/agents/1/events');
+    expect(await tickets.redeem(ticket, '/api/agents/2/events')).toBe(false);
+    expect(await tickets.redeem(ticket, '/api/agents/1/events')).toBe(true);
+    expect(await tickets.redeem(ticket, '/api/agents/1/events')).toBe(false);
+  });
+
+  it('expire after their lifetime', async () => {
+    let now = 1_000_000;
+    const tickets = createTickets({ apiTokens: ['a'], ttlMs: 30_000, used: memory(), now: () => now });
+    const grant = tickets.mint('/x');
+    expect(grant.expiresAt).toBe(1_030_000);
+    now = 1_030_000;
+    expect(await tickets.redeem(grant.ticket, '/x')).toBe(false);
+  });
+
+  it('are accepted by every gateway with the same tokens (in any order), and by no other', async () => {
+    const used = memory();
+    const minted = createTickets({ apiTokens: ['a', 'b'], ttlMs: 30_000, used }).mint('/x').ticket;
+    const other = createTickets({ apiTokens: ['c'], ttlMs: 30_000, used: memory() });
+    expect(await other.redeem(minted, '/x')).toBe(false);
+    const same = createTickets({ apiTokens: ['b', 'a'], ttlMs: 30_000, used });
+    expect(await same.redeem(minted, '/x')).toBe(true);
+  });
+
+  it('cannot be altered: another path or a later expiry breaks the signature', async () => {
+    const tickets = createTickets({ apiTokens: ['a'], ttlMs: 30_000, used: memory() });
+    const [version, body, mac] = tickets.mint('/x').ticket.split('.');
+    const payload = JSON.parse(Buffer.from(body!, 'base64url').toString()) as Record<string, unknown>;
+    for (const change of [{ p: '/y' }, { e: Date.now() + 3_600_000 }]) {
+      const forged = Buffer.from(JSON.stringify({ ...payload, ...change })).toString('base64url');
+      expect(await tickets.redeem(`${version}.${forged}.${mac}`, String(change.p ?? '/x'))).toBe(false);
+    }
+    expect(await tickets.redeem('v1.not-a-ticket', '/x')).toBe(false);
+    expect(await tickets.redeem('', '/x')).toBe(false);
+  });
+});
