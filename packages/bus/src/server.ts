@@ -78,13 +78,23 @@ export interface Served {
   inFlight(): number;
 }
 
+export interface SafeError {
+  type: string;
+  message: string;
+  stack?: string | undefined;
+  cause?: SafeError | undefined;
+}
+
 /**
- * What of an unexpected error may be logged: its type, message and stack. Library errors carry more (an
- * ioredis ReplyError carries the command's arguments, i.e. stored flows that may hold MCP credentials).
+ * What of an unexpected error may be logged: its type, message and stack, and the same of its `cause` (a few
+ * levels deep). Library errors carry more (an ioredis ReplyError carries the command's arguments, i.e. stored
+ * flows that may hold MCP credentials).
  */
-export function safeError(err: unknown): { type: string; message: string; stack?: string | undefined } {
-  if (err instanceof Error) return { type: err.name, message: err.message, stack: err.stack };
-  return { type: typeof err, message: 'non-error thrown' };
+export function safeError(err: unknown, depth = 3): SafeError {
+  if (!(err instanceof Error)) return { type: typeof err, message: 'non-error thrown' };
+  const safe: SafeError = { type: err.name, message: err.message, stack: err.stack };
+  if (err.cause !== undefined && depth > 0) safe.cause = safeError(err.cause, depth - 1);
+  return safe;
 }
 
 function errorReply(body: ErrorBody) {
@@ -155,7 +165,10 @@ export async function answer<Req, Res>(
     }
   } catch (err) {
     if (err instanceof AppError) {
-      reqLog.debug({ code: err.code }, 'request failed');
+      reqLog.debug(
+        { code: err.code, cause: err.cause === undefined ? undefined : safeError(err.cause) },
+        'request failed',
+      );
       reply = errorReply(err.toBody());
     } else {
       reqLog.error({ err: safeError(err) }, 'unhandled error');

@@ -163,7 +163,7 @@ export class SessionHost {
       hosted.log.warn({ err: safeError(err) }, 'session failed to start; cleaning up');
       await this.stop(key, 'failed start');
       if (err instanceof AppError) throw err;
-      throw new AppError('UPSTREAM_FAILED', opts.failure);
+      throw new AppError('UPSTREAM_FAILED', opts.failure, { cause: err });
     }
   }
 
