@@ -222,7 +222,10 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
     });
   const subjects = Object.keys(handlers) as SubjectsOf<Svc>[];
   if (!opts.idempotency && subjects.some((subject) => specOf(subject).idempotent)) {
-    log.warn({ service }, 'no idempotency store: retries with an Idempotency-Key run again');
+    log.warn(
+      { code: 'IDEMPOTENCY_STORE_MISSING', service },
+      'no idempotency store: retries with an Idempotency-Key run again',
+    );
   }
   for (const subject of subjects) subs.set(subject, subscribe(subject));
   const ready = nc.flush().then(() => log.info({ subjects: subs.size, queue: service }, 'serving'));
@@ -257,7 +260,11 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
       });
       await Promise.race([Promise.allSettled([...inflight]), bounded]);
       clearTimeout(timer);
-      if (inflight.size > 0) log.warn({ inFlight: inflight.size }, 'stopped with requests in flight');
+      if (inflight.size > 0)
+        log.warn(
+          { code: 'STOPPED_WITH_REQUESTS_IN_FLIGHT', inFlight: inflight.size },
+          'stopped with requests in flight',
+        );
     },
   };
 }

@@ -5,3 +5,4 @@ export * from './agents.js';
 export * from './sessions.js';
 export * from './playground.js';
 export * from './subjects.js';
+export * from './warnings.js';

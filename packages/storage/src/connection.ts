@@ -50,7 +50,7 @@ export function createRedis(target: RedisTarget | string, log: Logger, opts: { n
   let down = false;
   const watch = (client: RedisClient) => {
     client.on('error', (err: Error) => {
-      if (!down) log.warn({ err: err.message }, 'redis error');
+      if (!down) log.warn({ code: 'REDIS_ERROR', err: err.message }, 'redis error');
       down = true;
     });
     client.on('ready', () => {

@@ -13,7 +13,10 @@ const COALESCED = Symbol.for('vab.redis.coalesced-writes');
  */
 export function coalesceWrites(stream: Socket | undefined, log: Logger): void {
   if (!stream || typeof stream.cork !== 'function') {
-    log.warn('redis socket not as expected: command writes are not coalesced');
+    log.warn(
+      { code: 'REDIS_INTERNALS_CHANGED' },
+      'redis socket not as expected: command writes are not coalesced',
+    );
     return;
   }
   const s = stream as Socket & { [COALESCED]?: true };

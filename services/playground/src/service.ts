@@ -116,7 +116,11 @@ export function startPlaygroundService(deps: {
     callback: (_e, msg) => void msg.respond(config.INSTANCE_ID),
   });
   const reaper = setInterval(() => {
-    voice.reap().catch((err: unknown) => log.warn({ err: safeError(err) }, 'reaper run failed'));
+    voice
+      .reap()
+      .catch((err: unknown) =>
+        log.warn({ code: 'ROOM_REAPER_FAILED', err: safeError(err) }, 'reaper run failed'),
+      );
   }, config.REAPER_INTERVAL_MS);
   reaper.unref();
   return {

@@ -36,7 +36,10 @@ export async function runPostProcessing(
         );
         opts.log.info({ stepId: s.id, fields: Object.keys(structuredOutput) }, 'structured output extracted');
       } catch (err) {
-        opts.log.warn({ stepId: s.id, err: String(err) }, 'structured output failed');
+        opts.log.warn(
+          { code: 'STRUCTURED_OUTPUT_FAILED', stepId: s.id, err: String(err) },
+          'structured output failed',
+        );
       }
       continue;
     }
@@ -55,9 +58,12 @@ export async function runPostProcessing(
     } catch (err) {
       const refused = (err as { cause?: unknown }).cause;
       if (refused instanceof EgressRefused) {
-        opts.log.warn({ stepId: s.id, host: refused.host, range: refused.range }, 'webhook refused');
+        opts.log.warn(
+          { code: 'WEBHOOK_REFUSED', stepId: s.id, host: refused.host, range: refused.range },
+          'webhook refused',
+        );
       } else {
-        opts.log.warn({ stepId: s.id, err: String(err) }, 'webhook failed');
+        opts.log.warn({ code: 'WEBHOOK_FAILED', stepId: s.id, err: String(err) }, 'webhook failed');
       }
     }
   }

@@ -158,7 +158,7 @@ export class TestRunner {
         }
         if (code === 'TIMEOUT' && result.attempts < this.settings.attempts) {
           this.log.warn(
-            { agentId, runId, caseId: c.id, attempt: result.attempts },
+            { code: 'TEST_CASE_RESTARTED', agentId, runId, caseId: c.id, attempt: result.attempts },
             'test case lost; started again',
           );
           continue;
@@ -192,7 +192,10 @@ export class TestRunner {
           { timeoutMs: 5000, requestId: runId },
         )
         .catch((err: unknown) => {
-          this.log.warn({ agentId, runId, err: safeError(err) }, 'version diff for a failing run not loaded');
+          this.log.warn(
+            { code: 'TEST_RUN_DIFF_NOT_LOADED', agentId, runId, err: safeError(err) },
+            'version diff for a failing run not loaded',
+          );
           return null;
         });
     }
@@ -216,11 +219,11 @@ export class TestRunner {
           }
         }
         await this.store.finishRun(agentId, runId);
-        this.log.warn({ agentId, runId }, 'stale test run errored');
+        this.log.warn({ code: 'TEST_RUN_SWEPT', agentId, runId }, 'stale test run errored');
         swept++;
       }
     } catch (err) {
-      this.log.warn({ err: safeError(err) }, 'test run sweep failed');
+      this.log.warn({ code: 'TEST_RUN_SWEEP_FAILED', err: safeError(err) }, 'test run sweep failed');
     }
     return swept;
   }

@@ -208,7 +208,10 @@ export class LiveKitTransport {
       await media
         .deleteRoom(name)
         .catch((err: unknown) =>
-          log.warn({ err: safeError(err), roomName: name }, 'reaper could not delete room'),
+          log.warn(
+            { code: 'ROOM_NOT_DELETED', err: safeError(err), roomName: name },
+            'reaper could not delete room',
+          ),
         );
       deleted.push(name);
       if (meta?.agentId && meta.testSessionId) {
@@ -222,7 +225,8 @@ export class LiveKitTransport {
         ).close();
       }
     }
-    if (deleted.length > 0) log.warn({ rooms: deleted }, 'reaped rooms of instances that are gone');
+    if (deleted.length > 0)
+      log.warn({ code: 'ROOM_REAPED', rooms: deleted }, 'reaped rooms of instances that are gone');
     return { deleted };
   }
 
@@ -233,7 +237,10 @@ export class LiveKitTransport {
       for await (const m of replies) alive.add(m.string());
     } catch (err) {
       // an empty answer is fine; a failing bus must not make every other instance look dead
-      this.deps.log.warn({ err: safeError(err) }, 'could not ask which instances are alive');
+      this.deps.log.warn(
+        { code: 'INSTANCES_UNKNOWN', err: safeError(err) },
+        'could not ask which instances are alive',
+      );
       throw new AppError('SERVICE_UNAVAILABLE', 'cannot tell which instances are alive');
     }
     return alive;
