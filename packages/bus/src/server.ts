@@ -104,20 +104,24 @@ function errorReply(body: ErrorBody) {
   return { data: encodeJson(body), headers: h };
 }
 
+export interface AnswerOptions<Req, Res> {
+  nc: NatsConnection;
+  msg: Msg;
+  log: Logger;
+  subject: string;
+  schema: z.ZodType<Req>;
+  handler: (request: Req, ctx: HandlerContext) => Promise<Res | RawJson<Res>>;
+  /** Wraps the handler's run (the idempotency store, for subjects that honour an Idempotency-Key). */
+  intercept?: Interceptor | undefined;
+}
+
 /**
  * Answers one request: parses and re-validates it with `schema`, awaits `handler`, and always replies —
  * with the result, or `{code, message}` plus the micro error headers. Used by `serve` and by services that
  * subscribe to subjects of their own making (e.g. a per-session subject only its owning instance holds).
  */
-export async function answer<Req, Res>(
-  nc: NatsConnection,
-  msg: Msg,
-  log: Logger,
-  subject: string,
-  schema: z.ZodType<Req>,
-  handler: (request: Req, ctx: HandlerContext) => Promise<Res | RawJson<Res>>,
-  intercept?: Interceptor,
-): Promise<void> {
+export async function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<void> {
+  const { nc, msg, log, subject, schema, handler, intercept } = opts;
   const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
   const reqLog = lazyChild(log, { requestId, subject });
   let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
@@ -195,18 +199,18 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
 
   const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> =>
     // The table's type ties each handler to its subject's schema; the union is widened here on purpose.
-    answer(
+    answer({
       nc,
       msg,
       log,
       subject,
-      contract[subject].request as z.ZodType<unknown>,
-      handlers[subject] as Handler<SubjectsOf<Svc>> as (
+      schema: contract[subject].request as z.ZodType<unknown>,
+      handler: handlers[subject] as Handler<SubjectsOf<Svc>> as (
         req: unknown,
         ctx: HandlerContext,
       ) => Promise<unknown>,
-      specOf(subject).idempotent ? opts.idempotency : undefined,
-    );
+      intercept: specOf(subject).idempotent ? opts.idempotency : undefined,
+    });
 
   const subscribe = (subject: SubjectsOf<Svc>) =>
     nc.subscribe(subject, {

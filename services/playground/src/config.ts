@@ -70,6 +70,8 @@ const Env = {
   REAPER_INTERVAL_MS: envInt(60_000, 1000),
   /** A room whose owner is not alive is reaped once it is at least this old (spares rooms being created). */
   REAPER_MIN_AGE_MS: envInt(30_000, 0),
+  /** How long the reaper listens for the other instances saying they are alive. */
+  REAPER_ALIVE_WAIT_MS: envInt(500, 10),
 };
 
 export type PlaygroundConfig = ReturnType<typeof load<typeof Env>> & {

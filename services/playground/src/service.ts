@@ -1,15 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import {
-  BusClient,
-  safeError,
-  serve,
-  type HandlerTable,
-  type Interceptor,
-  type Logger,
-  type Served,
-} from '@vab/bus';
+import { BusClient, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
 import { idempotency, MemoryIdempotencyStore } from '@vab/service-kit';
-import { PLAYGROUND_INSTANCES_SUBJECT, Subjects } from '@vab/contracts';
+import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, type Resolver } from './egress/client.js';
 import { EgressPolicy } from './egress/policy.js';
@@ -111,29 +103,18 @@ export function startPlaygroundService(deps: {
     idempotency: deps.idempotency ?? idempotency(new MemoryIdempotencyStore(24 * 3600_000)),
   });
   host.attach(served);
-  // who is alive, for every instance's reaper
-  const alive = nc.subscribe(PLAYGROUND_INSTANCES_SUBJECT, {
-    callback: (_e, msg) => void msg.respond(config.INSTANCE_ID),
-  });
-  const reaper = setInterval(() => {
-    voice
-      .reap()
-      .catch((err: unknown) =>
-        log.warn({ code: 'ROOM_REAPER_FAILED', err: safeError(err) }, 'reaper run failed'),
-      );
-  }, config.REAPER_INTERVAL_MS);
-  reaper.unref();
+  voice.startReaping();
   return {
     ...served,
     host,
     voice,
     text,
     async stop(timeoutMs) {
-      clearInterval(reaper);
+      voice.stopReaping();
       await served.stop(timeoutMs);
       // stop all, then leave: the other instances must not see this one alive while its rooms go
       await host.stopAll('shutdown');
-      alive.unsubscribe();
+      voice.leave();
     },
   };
 }

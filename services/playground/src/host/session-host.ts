@@ -224,12 +224,24 @@ export class SessionHost {
     return nc.subscribe(ownerSubject(hosted.key, verb), {
       callback: (_e, msg) =>
         void (verb === 'turn'
-          ? answer(nc, msg, log, msg.subject, TextTurnRequest, (req, ctx) =>
-              this.turn(req.sessionId, req.agentId, req.text, ctx.requestId),
-            )
-          : answer(nc, msg, log, msg.subject, OwnerEndRequest, async (req, ctx) => {
-              await this.end(req.key, req.agentId, ctx.requestId);
-              return { ok: true } satisfies Ok;
+          ? answer({
+              nc,
+              msg,
+              log,
+              subject: msg.subject,
+              schema: TextTurnRequest,
+              handler: (req, ctx) => this.turn(req.sessionId, req.agentId, req.text, ctx.requestId),
+            })
+          : answer({
+              nc,
+              msg,
+              log,
+              subject: msg.subject,
+              schema: OwnerEndRequest,
+              handler: async (req, ctx) => {
+                await this.end(req.key, req.agentId, ctx.requestId);
+                return { ok: true } satisfies Ok;
+              },
             })),
     });
   }
