@@ -1,5 +1,6 @@
 import { AppError } from '@vab/contracts';
-import { countSocketWrites, freePort, startRedis, type DisposableServer } from '@vab/testkit';
+import { countSocketWrites, freePort, lineSink, startRedis, type DisposableServer } from '@vab/testkit';
+import { Socket } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedis, scriptError, storage } from './index.js';
@@ -15,6 +16,30 @@ afterAll(async () => {
 });
 
 describe('createRedis', () => {
+  it('still finds the ioredis internals it patches (an ioredis upgrade that moves them must fail here)', async () => {
+    const lines: string[] = [];
+    const redis = createRedis(server.url, pino(lineSink(lines)), { name: 'internals-test' });
+    try {
+      await redis.ping();
+      // ioredis 5 keeps the connection's socket in the private `stream`, replaced on every reconnect
+      const stream = (redis as unknown as { stream?: unknown }).stream;
+      const found = {
+        stream: stream instanceof Socket,
+        cork: stream instanceof Socket && typeof stream.cork === 'function',
+        patched:
+          (stream as Record<symbol, unknown> | undefined)?.[Symbol.for('vab.redis.coalesced-writes')] ===
+          true,
+      };
+      expect(
+        found,
+        'ioredis internals changed: coalesceWrites in write-patch.ts no longer applies; re-measure it (bench/ab.mjs) and adapt or drop it',
+      ).toEqual({ stream: true, cork: true, patched: true });
+      expect(lines.join('\n')).not.toContain('REDIS_INTERNALS_CHANGED');
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it('sends the commands of one turn of the event loop in one write, in order, after a reconnect too', async () => {
     const redis = createRedis(server.url, log, { name: 'coalesce-test' });
     try {

@@ -8,8 +8,14 @@ const COALESCED = Symbol.for('vab.redis.coalesced-writes');
  * Redis. A service answering a batch of bus requests issues tens of commands in one turn of the event
  * loop; corking the socket until setImmediate (right after the I/O phase) sends them in one write, and
  * Redis answers them in one. Order is kept (it is one stream); nothing waits longer than the rest of the
- * current turn. Kept over ioredis's own `enableAutoPipelining`, which cost the service more CPU per request
- * than this did, measured side by side (docs/performance.md › Libraries before patches).
+ * current turn.
+ *
+ * This reaches into ioredis: it takes the connection's socket from ioredis's private `stream` (set anew on
+ * every connect) and replaces that socket's `write` with one that corks first. ioredis is pinned to an exact
+ * version for it, and a test (storage.test.ts, "ioredis internals changed") fails when an upgrade moves
+ * `stream`. Kept over ioredis's own `enableAutoPipelining` and over nothing because it costs the service
+ * clearly less CPU per request than either, measured side by side (docs/performance.md › The ioredis write
+ * patch, measured again).
  */
 export function coalesceWrites(stream: Socket | undefined, log: Logger): void {
   if (!stream || typeof stream.cork !== 'function') {
