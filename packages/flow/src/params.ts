@@ -53,7 +53,7 @@ const optionalNum = (o: Parameters<typeof num>[0]) => formNumber(num(o).optional
 const numOr = (o: Parameters<typeof num>[0] & { def: number }) =>
   formNumber(num(o).default(o.def)).catch(o.def);
 
-/** An http(s) URL the server will call: each one goes through the egress policy (`urlParams`). */
+/** An http(s) URL the server will call: each one goes through the egress policy (`urlsOf`). */
 const urlSchema = (required: boolean) =>
   z.url({
     protocol: /^https?$/,
