@@ -95,6 +95,7 @@ console.log(
 console.log('|---|---|---|---|---|---|---|---|---|');
 const ratios = [];
 const cpuRatios = [];
+const lat = { a50: [], a99: [], b50: [], b99: [] };
 const split = (r) => `${r.cpu.toFixed(1)} (${r.us.map((u) => u.toFixed(1)).join('+')})`;
 for (let i = 1; i <= ROUNDS; i++) {
   // alternate which goes first, so neither always meets a warmer machine
@@ -109,6 +110,10 @@ for (let i = 1; i <= ROUNDS; i++) {
   }
   ratios.push(rb.rps / ra.rps);
   cpuRatios.push(rb.cpu / ra.cpu);
+  lat.a50.push(ra.p50);
+  lat.a99.push(ra.p99);
+  lat.b50.push(rb.p50);
+  lat.b99.push(rb.p99);
   console.log(
     `| ${i} | ${ra.rps.toFixed(0)} | ${ra.p50}/${ra.p99} | ${split(ra)} | ${rb.rps.toFixed(0)} | ${rb.p50}/${rb.p99} | ${split(rb)} | ` +
       `${ratios.at(-1).toFixed(3)} | ${cpuRatios.at(-1).toFixed(3)} |`,
@@ -117,4 +122,10 @@ for (let i = 1; i <= ROUNDS; i++) {
 const range = (xs) => `${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)}`;
 console.log(`\nmedian B/A req/s: ${median(ratios).toFixed(3)} (rounds ${range(ratios)})`);
 console.log(`median B/A CPU per request: ${median(cpuRatios).toFixed(3)} (rounds ${range(cpuRatios)})`);
+console.log(
+  `latency, median of the rounds (range): A p50 ${median(lat.a50)} ms (${Math.min(...lat.a50)}–${Math.max(...lat.a50)}), ` +
+    `p99 ${median(lat.a99)} ms (${Math.min(...lat.a99)}–${Math.max(...lat.a99)}); ` +
+    `B p50 ${median(lat.b50)} ms (${Math.min(...lat.b50)}–${Math.max(...lat.b50)}), ` +
+    `p99 ${median(lat.b99)} ms (${Math.min(...lat.b99)}–${Math.max(...lat.b99)})`,
+);
 process.exit(0);

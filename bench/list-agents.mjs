@@ -3,7 +3,7 @@
 // HTTP -> gateway -> NATS -> agents service -> Redis, all in this process on their own servers.
 // Also times the service's own work (AgentStore.list) to separate it from transport.
 // Usage: npm run build && node bench/list-agents.mjs [sizes...]   (default: 1000 10000 50000)
-import { connect } from '@nats-io/transport-node';
+import { connectNats } from '@vab/bus';
 import { AgentStore, startAgentsService } from '@vab/agents';
 import { createLogger } from '@vab/service-kit';
 import { buildGateway } from '@vab/gateway';
@@ -21,10 +21,10 @@ const pct = (xs, p) =>
 const nats = await startLocalNats();
 const redisServer = await startLocalRedis();
 const redis = createRedis(redisServer.url, log, { name: 'bench' });
-const nc = await connect({ servers: nats.url });
+const nc = await connectNats({ url: nats.url, name: 'agents', service: 'agents' }, log);
 const served = startAgentsService({ nc, redis: createRedis(redisServer.url, log, { name: 'agents' }), log });
 await served.ready;
-const gwNc = await connect({ servers: nats.url });
+const gwNc = await connectNats({ url: nats.url, name: 'gateway', service: 'gateway' }, log);
 const app = await buildGateway({
   nc: gwNc,
   log,

@@ -1,13 +1,14 @@
 // Shared by the playground benchmarks (playground-memory.mjs, playground-scale.mjs): the real gateway in this
-// process, without rate limits (hundreds of session starts from one address are the point, not abuse), and
-// the body of a session start against the LiveKit RoomService fake.
-import { connect } from '@nats-io/transport-node';
+// process on `connectNats` (production's transport, write coalescing included), without rate limits (hundreds
+// of session starts from one address are the point, not abuse), and the body of a session start against the
+// LiveKit RoomService fake.
+import { connectNats } from '@vab/bus';
 import { buildGateway } from '@vab/gateway';
 import { fullFlow } from '@vab/testkit';
 
 /** Resolves to `{ base, close }`: the gateway's URL, and a function that closes it and its connection. */
 export async function startGateway({ natsUrl, log, requestTimeoutMs }) {
-  const nc = await connect({ servers: natsUrl });
+  const nc = await connectNats({ url: natsUrl, name: 'gateway', service: 'gateway' }, log);
   const app = await buildGateway({
     nc,
     log,

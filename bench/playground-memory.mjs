@@ -4,7 +4,7 @@
 // here), and reports the heap before and after. A leak of a session's state, timers or subscriptions shows
 // as a heap that does not return to its baseline.
 // Usage: npm run build && node --expose-gc bench/playground-memory.mjs [N]
-import { connect } from '@nats-io/transport-node';
+import { connectNats } from '@vab/bus';
 import { createLogger } from '@vab/service-kit';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
@@ -26,7 +26,7 @@ const runner = {
     return { stop: async () => void this.stopped++ };
   },
 };
-const pgNc = await connect({ servers: nats.url });
+const pgNc = await connectNats({ url: nats.url, name: 'playground', service: 'playground' }, log);
 const playground = startPlaygroundService({
   nc: pgNc,
   log,

@@ -6,7 +6,7 @@
 //    runner joins one room at a time, JOIN_MS each (a stand-in for the real join), so an instance can start at
 //    most 1000/JOIN_MS sessions/s and throughput grows only if the queue group spreads creates.
 // Usage: npm run build && node bench/playground-scale.mjs [--join-ms 50] [--sessions 120]
-import { connect } from '@nats-io/transport-node';
+import { connectNats } from '@vab/bus';
 import { createLogger } from '@vab/service-kit';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
@@ -40,7 +40,10 @@ function serialRunner(joinMs) {
 }
 const instances = [];
 async function addInstance(joinMs) {
-  const nc = await connect({ servers: nats.url });
+  const nc = await connectNats(
+    { url: nats.url, name: `playground-${instances.length + 1}`, service: 'playground' },
+    log,
+  );
   const svc = startPlaygroundService({
     nc,
     log,

@@ -7,12 +7,11 @@
 // each, so the instances' capacity is the limit (how runs scale with instances).
 // Usage: npm run build && node bench/test-runs.mjs [--cases 100] [--turns 5] [--instances 2] [--concurrency 8]
 import { readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
-import { option, sendJson, startCore, startProcess } from './processes.mjs';
+import { option, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 100);
@@ -24,61 +23,7 @@ const MODEL_MS = option('model-ms', 0);
 /** Sessions per playground instance (MAX_SESSIONS): with a slow model, the instances' capacity is the limit. */
 const MAX_SESSIONS = option('max-sessions', 100);
 
-/** The clinic flow's model, answering at once: decisions as tool calls, everything else "ok: …". */
-function reply(chat) {
-  const last = chat.messages.at(-1);
-  const text = typeof last?.content === 'string' ? last.content.toLowerCase() : '';
-  const tool = chat.tools?.[0]?.function?.name;
-  if (tool === 'decide') {
-    const choice = text.includes('why do they call')
-      ? text.includes('book')
-        ? 'booking'
-        : 'question'
-      : 'false';
-    return { tool: { name: 'decide', args: { choice } } };
-  }
-  if (tool === 'extract') return { tool: { name: 'extract', args: { name: 'Ada', urgent: true } } };
-  return { content: 'ok' };
-}
-
-/** Model calls the stub answered, and the time it took on its side. */
-const served = { calls: 0, ms: 0 };
-const stub = createServer(async (req, res) => {
-  const t0 = performance.now();
-  res.on('finish', () => {
-    served.calls++;
-    served.ms += performance.now() - t0;
-  });
-  let body = '';
-  for await (const c of req) body += c;
-  if (!req.url.endsWith('/chat/completions')) return res.writeHead(404).end();
-  const chat = JSON.parse(body);
-  const r = reply(chat);
-  if (MODEL_MS > 0) await new Promise((done) => setTimeout(done, MODEL_MS));
-  const base = { id: 'x', object: 'chat.completion.chunk', created: 0, model: chat.model };
-  const chunk = (delta, finish = null) =>
-    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  res.writeHead(200, { 'content-type': 'text/event-stream' });
-  res.write(chunk({ role: 'assistant', content: r.content ?? '' }));
-  if (r.tool) {
-    res.write(
-      chunk({
-        tool_calls: [
-          {
-            index: 0,
-            id: 'call_1',
-            type: 'function',
-            function: { name: r.tool.name, arguments: JSON.stringify(r.tool.args) },
-          },
-        ],
-      }),
-    );
-  }
-  res.write(chunk({}, r.tool ? 'tool_calls' : 'stop'));
-  res.end('data: [DONE]\n\n');
-});
-await new Promise((r) => stub.listen(0, '127.0.0.1', r));
-const stubURL = `http://127.0.0.1:${stub.address().port}/v1`;
+const { url: stubURL, served, server: stub } = await startModelStub({ modelMs: MODEL_MS });
 
 const nats = await startLocalNats();
 const redis = await startLocalRedis();

@@ -280,6 +280,8 @@ describe('figures on every turn, stats per version', () => {
   it("measures the model's time to first token within 20 ms of the stub's delay", async () => {
     firstTokenDelayMs = 300;
     const s = await startSession();
+    // the model's connection is made by the first call: the figure is then the model's own delay
+    await s.turn('Hi');
     const t = await s.turn('slow');
     expect(t.status).toBe(200);
     const ttft = t.body.metrics.llmTtftMs as number;

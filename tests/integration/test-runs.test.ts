@@ -16,8 +16,9 @@ let http: ReturnType<typeof api>;
 /** Turns with this word are answered slowly, once: long enough to kill the instance that runs them. */
 let slowOnce = true;
 
+// a reply's request carries an empty tool list; a decision's carries its tool
 function script(req: ChatRequest) {
-  if (lastUserText(req).includes('slowly') && slowOnce && !req.tools) {
+  if (lastUserText(req).includes('slowly') && slowOnce && !req.tools?.length) {
     slowOnce = false;
     return { ...clinicScript(req), delayMs: 4000 };
   }

@@ -41,7 +41,10 @@ export async function connectNats(opts: NatsOptions, log: Logger): Promise<NatsC
   void (async () => {
     for await (const s of nc.status()) {
       if (s.type === 'disconnect' || s.type === 'reconnect' || s.type === 'error') {
-        log.warn({ status: s.type, server: 'server' in s ? s.server : undefined }, 'nats status');
+        log.warn(
+          { code: 'NATS_STATUS', status: s.type, server: 'server' in s ? s.server : undefined },
+          'nats status',
+        );
       }
     }
   })();
@@ -70,7 +73,10 @@ export function coalesceWrites(nc: NatsConnection, log: Logger): void {
   const transport = (nc as unknown as { protocol?: { transport?: TransportInternals } }).protocol?.transport;
   const proto = transport ? (Object.getPrototypeOf(transport) as TransportInternals) : undefined;
   if (!proto || typeof proto._send !== 'function' || !('socket' in transport!)) {
-    log.warn('nats transport internals not as expected: socket writes are not coalesced');
+    log.warn(
+      { code: 'NATS_INTERNALS_CHANGED' },
+      'nats transport internals not as expected: socket writes are not coalesced',
+    );
     return;
   }
   if (proto[COALESCED]) return;

@@ -78,13 +78,23 @@ export interface Served {
   inFlight(): number;
 }
 
+export interface SafeError {
+  type: string;
+  message: string;
+  stack?: string | undefined;
+  cause?: SafeError | undefined;
+}
+
 /**
- * What of an unexpected error may be logged: its type, message and stack. Library errors carry more (an
- * ioredis ReplyError carries the command's arguments, i.e. stored flows that may hold MCP credentials).
+ * What of an unexpected error may be logged: its type, message and stack, and the same of its `cause` (a few
+ * levels deep). Library errors carry more (an ioredis ReplyError carries the command's arguments, i.e. stored
+ * flows that may hold MCP credentials).
  */
-export function safeError(err: unknown): { type: string; message: string; stack?: string | undefined } {
-  if (err instanceof Error) return { type: err.name, message: err.message, stack: err.stack };
-  return { type: typeof err, message: 'non-error thrown' };
+export function safeError(err: unknown, depth = 3): SafeError {
+  if (!(err instanceof Error)) return { type: typeof err, message: 'non-error thrown' };
+  const safe: SafeError = { type: err.name, message: err.message, stack: err.stack };
+  if (err.cause !== undefined && depth > 0) safe.cause = safeError(err.cause, depth - 1);
+  return safe;
 }
 
 function errorReply(body: ErrorBody) {
@@ -94,20 +104,24 @@ function errorReply(body: ErrorBody) {
   return { data: encodeJson(body), headers: h };
 }
 
+export interface AnswerOptions<Req, Res> {
+  nc: NatsConnection;
+  msg: Msg;
+  log: Logger;
+  subject: string;
+  schema: z.ZodType<Req>;
+  handler: (request: Req, ctx: HandlerContext) => Promise<Res | RawJson<Res>>;
+  /** Wraps the handler's run (the idempotency store, for subjects that honour an Idempotency-Key). */
+  intercept?: Interceptor | undefined;
+}
+
 /**
  * Answers one request: parses and re-validates it with `schema`, awaits `handler`, and always replies —
  * with the result, or `{code, message}` plus the micro error headers. Used by `serve` and by services that
  * subscribe to subjects of their own making (e.g. a per-session subject only its owning instance holds).
  */
-export async function answer<Req, Res>(
-  nc: NatsConnection,
-  msg: Msg,
-  log: Logger,
-  subject: string,
-  schema: z.ZodType<Req>,
-  handler: (request: Req, ctx: HandlerContext) => Promise<Res | RawJson<Res>>,
-  intercept?: Interceptor,
-): Promise<void> {
+export async function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<void> {
+  const { nc, msg, log, subject, schema, handler, intercept } = opts;
   const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
   const reqLog = lazyChild(log, { requestId, subject });
   let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
@@ -155,7 +169,10 @@ export async function answer<Req, Res>(
     }
   } catch (err) {
     if (err instanceof AppError) {
-      reqLog.debug({ code: err.code }, 'request failed');
+      reqLog.debug(
+        { code: err.code, cause: err.cause === undefined ? undefined : safeError(err.cause) },
+        'request failed',
+      );
       reply = errorReply(err.toBody());
     } else {
       reqLog.error({ err: safeError(err) }, 'unhandled error');
@@ -182,18 +199,18 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
 
   const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> =>
     // The table's type ties each handler to its subject's schema; the union is widened here on purpose.
-    answer(
+    answer({
       nc,
       msg,
       log,
       subject,
-      contract[subject].request as z.ZodType<unknown>,
-      handlers[subject] as Handler<SubjectsOf<Svc>> as (
+      schema: contract[subject].request as z.ZodType<unknown>,
+      handler: handlers[subject] as Handler<SubjectsOf<Svc>> as (
         req: unknown,
         ctx: HandlerContext,
       ) => Promise<unknown>,
-      specOf(subject).idempotent ? opts.idempotency : undefined,
-    );
+      intercept: specOf(subject).idempotent ? opts.idempotency : undefined,
+    });
 
   const subscribe = (subject: SubjectsOf<Svc>) =>
     nc.subscribe(subject, {
@@ -209,7 +226,10 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
     });
   const subjects = Object.keys(handlers) as SubjectsOf<Svc>[];
   if (!opts.idempotency && subjects.some((subject) => specOf(subject).idempotent)) {
-    log.warn({ service }, 'no idempotency store: retries with an Idempotency-Key run again');
+    log.warn(
+      { code: 'IDEMPOTENCY_STORE_MISSING', service },
+      'no idempotency store: retries with an Idempotency-Key run again',
+    );
   }
   for (const subject of subjects) subs.set(subject, subscribe(subject));
   const ready = nc.flush().then(() => log.info({ subjects: subs.size, queue: service }, 'serving'));
@@ -244,7 +264,11 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
       });
       await Promise.race([Promise.allSettled([...inflight]), bounded]);
       clearTimeout(timer);
-      if (inflight.size > 0) log.warn({ inFlight: inflight.size }, 'stopped with requests in flight');
+      if (inflight.size > 0)
+        log.warn(
+          { code: 'STOPPED_WITH_REQUESTS_IN_FLIGHT', inFlight: inflight.size },
+          'stopped with requests in flight',
+        );
     },
   };
 }

@@ -75,14 +75,21 @@ export type ErrorBody = z.infer<typeof ErrorBody>;
 export const HttpErrorBody = ErrorBody.extend({ requestId: z.string() });
 export type HttpErrorBody = z.infer<typeof HttpErrorBody>;
 
-/** Thrown by handlers for expected failures; crosses the bus as `{code, message}`. */
+/**
+ * Thrown by handlers for expected failures; crosses the bus as `{code, message}`. `cause`: the error this one
+ * stands for (a Redis failure, a model's refusal), for the logs; it never crosses the bus.
+ */
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly issues: FieldIssue[] | undefined;
   readonly details: unknown;
 
-  constructor(code: ErrorCode, message: string, extra: { issues?: FieldIssue[]; details?: unknown } = {}) {
-    super(message);
+  constructor(
+    code: ErrorCode,
+    message: string,
+    extra: { issues?: FieldIssue[]; details?: unknown; cause?: unknown } = {},
+  ) {
+    super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
     this.name = 'AppError';
     this.code = code;
     this.issues = extra.issues;

@@ -7,3 +7,4 @@ export * from './playground.js';
 export * from './subjects.js';
 export * from './metrics.js';
 export * from './events.js';
+export * from './warnings.js';

@@ -1,4 +1,5 @@
 export * from './types.js';
 export { compile } from './compiler.js';
 export * from './engine.js';
-export { isBranch, isTerminal } from './node-types.js';
+export { isBranch, isTerminal, modelKindOf, type ModelKind } from './node-types.js';
+export { modelOf, URL_PARAMS, urlsOf } from './params.js';

@@ -34,6 +34,12 @@ const NODE_TYPES: Readonly<Record<string, NodeType>> = {
 export const nodeTypeOf = (nodeType: string): NodeType | undefined =>
   Object.hasOwn(NODE_TYPES, nodeType) ? NODE_TYPES[nodeType] : undefined;
 
+export type ModelKind = 'llm' | 'tts' | 'stt';
+
+/** The kind of model a node of this type is (its provider runs it), or undefined for any other node. */
+export const modelKindOf = (nodeType: string): ModelKind | undefined =>
+  nodeTypeOf(nodeType)?.role === 'provider' ? (nodeType as ModelKind) : undefined;
+
 /** Which node type may feed each typed input handle; `in` takes anything else that may connect. */
 const FEEDS: Readonly<Record<string, string>> = {
   llm_in: 'llm',

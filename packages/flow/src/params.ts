@@ -1,273 +1,309 @@
+import type { SimpleNode } from '@vab/contracts';
 import { z } from 'zod';
+import { modelKindOf, type ModelKind } from './node-types.js';
 import type { FlowIssue, SchemaField, SchemaFieldType } from './types.js';
 
 /**
- * The params of each node type as zod schemas. A builder's draft is forgiving — numbers may come as text
- * from form inputs, an empty field means "not set" — so each param is read by a small reader that takes
- * what can be taken, falls back to its default, and reports what is wrong as an issue with one of the
- * compiler's two param codes. `{key}` and `{type}` in a message stand for the param and the node type.
+ * The params of each node type as zod schemas. A builder's draft is forgiving — numbers and switches may come
+ * as text from form inputs, an empty field means "not set" — so each param coerces what a form sends, has its
+ * default, and its range. A draft may be half-built: each param also says what stands in when its value is
+ * wrong (`.catch`), so the compiler goes on and reports every problem at once. `{key}` and `{type}` in a
+ * message stand for the param and the node type. Nothing here changes the flow: it is read, never rewritten.
  */
 
 type ParamCode = 'PARAM_MISSING' | 'PARAM_OUT_OF_RANGE';
-type Report = (code: ParamCode, message: string) => void;
-type Reader<T> = (value: unknown, report: Report) => T;
 
-const readers = new WeakMap<z.ZodType, Reader<unknown>>();
+/** An empty form field ('' or null) is a param not set. */
+const blank = (v: unknown) => (v === '' || v === null ? undefined : v);
+const unset = <T extends z.ZodType>(schema: T) => z.preprocess(blank, schema);
 
-// optional on the way in: an absent key is read too (its reader decides what absent means)
-const pipeOf = <T>(read: Reader<T>) =>
+/** The message of a required param: absent, or of the wrong kind. */
+const needed = (wrong: string) => (iss: { input?: unknown }) =>
+  iss.input === undefined ? '{type} needs `{key}`' : wrong;
+
+// ---- the kinds of param ----
+
+const text = (o: { required?: boolean; def?: string; max?: number } = {}) => {
+  let s = z.string({ error: o.required ? needed('`{key}` must be text') : '`{key}` must be text' });
+  if (o.max !== undefined) s = s.max(o.max, `\`{key}\` must be at most ${o.max} characters`);
+  return unset(o.required ? s : s.default(o.def ?? '')).catch(o.def ?? '');
+};
+
+/** Text that is absent when empty. */
+const optionalText = () => unset(z.string({ error: '`{key}` must be text' }).optional()).catch(undefined);
+
+/** true or false, or their text (form inputs send text). */
+const bool = (def: boolean) =>
   z
-    .unknown()
-    .optional()
-    .transform((value, ctx) =>
-      read(value, (code, message) => ctx.addIssue({ code: 'custom', message, params: { code } })),
-    );
+    .preprocess(
+      (v) => (v === 'true' ? true : v === 'false' ? false : v === null ? undefined : v),
+      z.boolean({ error: '`{key}` must be true or false' }).default(def),
+    )
+    .catch(def);
 
-/** A param read by `read`. */
-function param<T>(read: Reader<T>): z.ZodType<T> {
-  const schema = pipeOf(read);
-  readers.set(schema, read);
-  return schema;
+/** A number in its range; form inputs send text, which is read as the number it spells. */
+function num(o: { min: number; max: number; int?: boolean; unit?: string }) {
+  const error = `\`{key}\` must be ${o.int ? 'a whole number' : 'a number'} from ${o.min} to ${o.max}${o.unit ? ` ${o.unit}` : ''}`;
+  const n = z.number({ error }).min(o.min, { error }).max(o.max, { error });
+  return o.int ? n.int({ error }) : n;
 }
+const formNumber = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' ? Number(v) : blank(v)), schema);
+const optionalNum = (o: Parameters<typeof num>[0]) => formNumber(num(o).optional()).catch(undefined);
+const numOr = (o: Parameters<typeof num>[0] & { def: number }) =>
+  formNumber(num(o).default(o.def)).catch(o.def);
 
-/** A param that may be absent (zod wants an object key that reads as undefined to say so). */
-function optionalParam<T>(read: Reader<T | undefined>): z.ZodType<T | undefined> {
-  const schema = pipeOf(read).optional();
-  readers.set(schema, read);
-  return schema;
-}
+/** An http(s) URL the server will call: each one goes through the egress policy (`urlsOf`). */
+const urlSchema = (required: boolean) =>
+  z.url({
+    protocol: /^https?$/,
+    error: required ? needed('`{key}` must be an http(s) URL') : '`{key}` must be an http(s) URL',
+  });
+const URL_SCHEMAS = new WeakSet<z.ZodType>();
+const url = <T extends z.ZodType>(schema: T): T => (URL_SCHEMAS.add(schema), schema);
+const requiredUrl = () => url(unset(urlSchema(true)).catch(''));
+const optionalUrl = () => url(unset(urlSchema(false).optional()).catch(undefined));
 
-const empty = (v: unknown) => v === undefined || v === null || v === '';
-const needs: ParamCode = 'PARAM_MISSING';
-const range: ParamCode = 'PARAM_OUT_OF_RANGE';
+const orList = (values: readonly string[]) => values.join(', ').replace(/, ([^,]+)$/, ' or $1');
+const oneOf = <T extends string>(values: readonly [T, ...T[]], def: T) =>
+  unset(z.enum(values, { error: `\`{key}\` must be ${orList(values)}` }).default(def)).catch(def);
 
-// ---- readers: what a draft's value is taken as, and what is wrong with it ----
-
-const readText =
-  (o: { required?: boolean; def?: string; max?: number } = {}): Reader<string> =>
-  (v, report) => {
-    if (empty(v)) {
-      if (o.required) report(needs, '{type} needs `{key}`');
-      return o.def ?? '';
-    }
-    if (typeof v !== 'string') {
-      report(range, '`{key}` must be text');
-      return o.def ?? '';
-    }
-    if (o.max !== undefined && v.length > o.max)
-      report(range, `\`{key}\` must be at most ${o.max} characters`);
-    return v;
-  };
-
-const readBool =
-  (def: boolean): Reader<boolean> =>
-  (v, report) => {
-    if (v === undefined || v === null) return def;
-    if (typeof v === 'boolean') return v;
-    if (v === 'true' || v === 'false') return v === 'true';
-    report(range, '`{key}` must be true or false');
-    return def;
-  };
-
-/** A number, or text that parses as one (form inputs send text). */
-const readNum =
-  (o: { min: number; max: number; int?: boolean; def?: number; unit?: string }): Reader<number | undefined> =>
-  (v, report) => {
-    if (empty(v)) return o.def;
-    const n = typeof v === 'number' ? v : typeof v === 'string' ? Number(v) : NaN;
-    if (!Number.isFinite(n) || (o.int && !Number.isInteger(n)) || n < o.min || n > o.max) {
-      const kind = o.int ? 'a whole number' : 'a number';
-      report(range, `\`{key}\` must be ${kind} from ${o.min} to ${o.max}${o.unit ? ` ${o.unit}` : ''}`);
-      return o.def;
-    }
-    return n;
-  };
-
-const readUrl =
-  (o: { required?: boolean } = {}): Reader<string> =>
-  (v, report) => {
-    const s = readText(o)(v, report);
-    if (s === '') return s;
-    const parsed = URL.canParse(s) ? new URL(s) : undefined;
-    if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
-      report(range, '`{key}` must be an http(s) URL');
-    }
-    return s;
-  };
-
-const readOneOf =
-  <T extends string>(values: readonly T[], def: T): Reader<T> =>
-  (v, report) => {
-    const s = readText({ def })(v, report) as T;
-    if (!values.includes(s)) {
-      report(range, `\`{key}\` must be ${values.join(', ').replace(/, ([^,]+)$/, ' or $1')}`);
-    }
-    return s;
-  };
-
-/** A list of non-empty texts. `optional`: absent stays absent (not an empty list). */
-const readStrings =
-  (o: { required?: boolean; max?: number; optional?: boolean } = {}): Reader<string[] | undefined> =>
-  (v, report) => {
-    if (o.optional && v === undefined) return undefined;
-    if (v === undefined || v === null) {
-      if (o.required) report(needs, '{type} needs `{key}`');
-      return [];
-    }
-    if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && x.trim() !== '')) {
-      report(range, '`{key}` must be a list of non-empty texts');
-      return [];
-    }
-    if (o.required && v.length === 0) report(needs, '`{key}` must not be empty');
-    if (o.max !== undefined && v.length > o.max) report(range, `\`{key}\` may hold at most ${o.max} entries`);
-    return v as string[];
-  };
+const isTextList = (v: unknown): v is string[] =>
+  Array.isArray(v) && v.every((x) => typeof x === 'string' && x.trim() !== '');
+const listError = '`{key}` must be a list of non-empty texts';
+const nonEmptyText = z.string({ error: listError }).refine((s) => s.trim() !== '', listError);
+const textList = (error: z.core.$ZodErrorMap | string = listError) => z.array(nonEmptyText, { error });
 
 /** Names to texts (HTTP headers). */
-const readTextMap: Reader<Record<string, string>> = (v, report) => {
-  if (v === undefined || v === null) return {};
-  if (typeof v !== 'object' || Array.isArray(v) || !Object.values(v).every((x) => typeof x === 'string')) {
-    report(range, '`{key}` must map names to texts');
-    return {};
-  }
-  return v as Record<string, string>;
-};
-
-const SCHEMA_TYPES = new Set<SchemaFieldType>(['string', 'int', 'float', 'boolean', 'list', 'enum']);
-const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-
-function readField(f: unknown, i: number, seen: Set<string>, report: Report): SchemaField[] {
-  const { name, type, options, description } = (f ?? {}) as Record<string, unknown>;
-  if (typeof name !== 'string' || !FIELD_NAME.test(name) || seen.has(name)) {
-    report(range, `field ${i + 1} needs a unique name of letters, digits and _`);
-    return [];
-  }
-  seen.add(name);
-  if (!SCHEMA_TYPES.has(type as SchemaFieldType)) {
-    report(range, `field \`${name}\` has no valid type (string, int, float, boolean, list, enum)`);
-    return [];
-  }
-  const listed = Array.isArray(options) && options.length > 0 && options.every((o) => typeof o === 'string');
-  if (type === 'enum' && !listed) {
-    report(range, `enum field \`${name}\` needs its options`);
-    return [];
-  }
-  return [
-    {
-      name,
-      type: type as SchemaFieldType,
-      description: typeof description === 'string' ? description : undefined,
-      options: type === 'enum' ? (options as string[]) : undefined,
-    },
-  ];
-}
-
-/** The fields a structured-output step extracts; a field that is wrong is reported and left out. */
-const readSchemaFields: Reader<SchemaField[]> = (v, report) => {
-  if (!Array.isArray(v) || v.length === 0) {
-    report(needs, '{type} needs at least one field in `{key}`');
-    return [];
-  }
-  const seen = new Set<string>();
-  return v.flatMap((f: unknown, i) => readField(f, i, seen, report));
-};
+const textMap = () =>
+  z
+    .record(z.string(), z.string({ error: '`{key}` must map names to texts' }), {
+      error: '`{key}` must map names to texts',
+    })
+    .optional()
+    .transform((m) => m ?? {})
+    .catch({});
 
 const BCP47 = /^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$/;
-const readLanguage: Reader<string> = (v, report) => {
-  const s = readText({ def: 'en', max: 35 })(v, report);
-  if (!BCP47.test(s)) report(range, '`{key}` must be a BCP-47 tag such as en or en-US');
-  return s;
-};
+const language = () =>
+  unset(
+    z
+      .string({ error: '`{key}` must be text' })
+      .max(35, '`{key}` must be at most 35 characters')
+      .regex(BCP47, '`{key}` must be a BCP-47 tag such as en or en-US')
+      .default('en'),
+  ).catch('en');
+
+// ---- structured output's fields ----
+
+const SCHEMA_TYPES = [
+  'string',
+  'int',
+  'float',
+  'boolean',
+  'list',
+  'enum',
+] as const satisfies SchemaFieldType[];
+const FIELD_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+const FIELD_NAME_ERROR = 'needs a unique name of letters, digits and _';
+const schemaField = z
+  .object(
+    {
+      name: z.string({ error: FIELD_NAME_ERROR }).regex(FIELD_NAME, FIELD_NAME_ERROR),
+      type: z.enum(SCHEMA_TYPES, { error: `has no valid type (${SCHEMA_TYPES.join(', ')})` }),
+      description: z.string().optional().catch(undefined),
+      options: z.array(z.string()).optional().catch(undefined),
+    },
+    { error: 'must be an object with a name and a type' },
+  )
+  .superRefine((f, ctx) => {
+    if (f.type === 'enum' && !f.options?.length) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['options'],
+        message: `enum field \`${f.name}\` needs its options`,
+      });
+    }
+  })
+  .transform((f): SchemaField => ({
+    name: f.name,
+    type: f.type,
+    description: f.description,
+    options: f.type === 'enum' ? f.options : undefined,
+  }));
+
+/** The fields a structured-output step extracts; in a draft, a field that is wrong is left out. */
+const schemaFields = () =>
+  z
+    .array(schemaField, { error: needed('{type} needs at least one field in `{key}`') })
+    .min(1, '{type} needs at least one field in `{key}`')
+    .superRefine(
+      (fields, ctx) => {
+        const seen = new Set<string>();
+        fields.forEach((f, i) => {
+          const name = (f as { name?: unknown } | null)?.name;
+          if (typeof name !== 'string') return;
+          if (seen.has(name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: FIELD_NAME_ERROR });
+          seen.add(name);
+        });
+      },
+      // also when some fields are wrong (zod skips refinements then): every problem is reported at once
+      { when: (payload) => Array.isArray(payload.value) },
+    )
+    .catch(({ value }) => {
+      if (!Array.isArray(value)) return [];
+      const seen = new Set<string>();
+      return value.flatMap((f: unknown) => {
+        const r = schemaField.safeParse(f);
+        if (!r.success || seen.has(r.data.name)) return [];
+        seen.add(r.data.name);
+        return [r.data];
+      });
+    });
 
 // ---- the params of each node type ----
 
-const text = (o?: Parameters<typeof readText>[0]) => param(readText(o));
-/** Text that is absent when empty. */
-const optionalText = () => optionalParam<string>((v, report) => readText()(v, report) || undefined);
-
 /** Who the agent is: on the `agent` node, or on the older serialization's `persona` node. */
-const persona = {
+const persona = () => ({
   name: text({ def: 'Agent', max: 200 }),
   instructions: text({ max: 50_000 }),
-  language: param(readLanguage),
-};
-const llm = {
-  provider: text({ required: true }),
-  model: optionalText(),
-  temperature: optionalParam<number>(readNum({ min: 0, max: 2 })),
-  maxTokens: optionalParam<number>(readNum({ min: 1, max: 200_000, int: true })),
-  baseURL: optionalParam<string>((v, report) => readUrl()(v, report) || undefined),
-};
+  language: language(),
+});
 
-/** Each node type's params. */
+/** Each node type's params, as a draft is read: wrong values give way to their fallback. */
 export const PARAMS = {
-  agent: z.object({ ...persona, allowInterruptions: param(readBool(true)) }),
-  framework: z.object({ allowInterruptions: param(readBool(true)) }),
-  persona: z.object(persona),
-  llm: z.object(llm),
+  agent: z.object({ ...persona(), allowInterruptions: bool(true) }),
+  framework: z.object({ allowInterruptions: bool(true) }),
+  persona: z.object(persona()),
+  llm: z.object({
+    provider: text({ required: true }),
+    model: optionalText(),
+    temperature: optionalNum({ min: 0, max: 2 }),
+    maxTokens: optionalNum({ min: 1, max: 200_000, int: true }),
+    baseURL: optionalUrl(),
+  }),
   tts: z.object({ provider: text({ required: true }), model: optionalText(), voiceId: optionalText() }),
   stt: z.object({
     provider: text({ required: true }),
     model: optionalText(),
     language: optionalText(),
-    keyterms: optionalParam<string[]>(readStrings({ optional: true })),
+    // absent stays absent (not an empty list)
+    keyterms: textList().optional().catch(undefined),
   }),
   mcp: z.object({
-    serverUrl: param(readUrl({ required: true })),
-    authType: param(readOneOf(['none', 'bearer', 'api_key'] as const, 'none')),
+    serverUrl: requiredUrl(),
+    authType: oneOf(['none', 'bearer', 'api_key'], 'none'),
     authValue: optionalText(),
-    selectedTools: param((v, report) => readStrings()(v, report) ?? []),
+    selectedTools: unset(textList().default([])).catch([]),
   }),
-  start: z.object({ command: text({ required: true }), isLiteral: param(readBool(false)) }),
-  burst: z.object({
-    command: text(),
-    rounds: param((v, r) => readNum({ min: 1, max: 10, int: true, def: 1 })(v, r) ?? 1),
-  }),
+  start: z.object({ command: text({ required: true }), isLiteral: bool(false) }),
+  burst: z.object({ command: text(), rounds: numOr({ min: 1, max: 10, int: true, def: 1 }) }),
   opentalk: z.object({ command: text() }),
-  timer: z.object({
-    command: text(),
-    duration: param((v, r) => readNum({ min: 30, max: 1800, def: 30, unit: 'seconds' })(v, r) ?? 30),
-  }),
+  timer: z.object({ command: text(), duration: numOr({ min: 30, max: 1800, unit: 'seconds', def: 30 }) }),
   ifelse: z.object({ conditionText: text({ required: true }) }),
   categorize: z.object({
     command: text(),
-    categories: param((v, r) => readStrings({ required: true, max: 20 })(v, r) ?? []),
+    // a list too long is reported and still read, so its exits are checked against what the builder drew
+    categories: unset(
+      textList(needed(listError))
+        .min(1, '`{key}` must not be empty')
+        .max(20, '`{key}` may hold at most 20 entries'),
+    ).catch(({ value }) => (isTextList(value) ? value : [])),
   }),
   transfer: z.object({ targetAgentId: text({ required: true }) }),
-  end: z.object({ command: text(), isLiteral: param(readBool(false)) }),
-  structured_output: z.object({ command: text(), schemaFields: param(readSchemaFields) }),
-  webhook: z.object({ url: param(readUrl({ required: true })), headers: param(readTextMap) }),
+  end: z.object({ command: text(), isLiteral: bool(false) }),
+  structured_output: z.object({ command: text(), schemaFields: schemaFields() }),
+  webhook: z.object({ url: requiredUrl(), headers: textMap() }),
 } as const;
 
-export type ParamsOf<K extends keyof typeof PARAMS> = z.output<(typeof PARAMS)[K]>;
+export type ParamKind = keyof typeof PARAMS;
+export type ParamsOf<K extends ParamKind> = z.output<(typeof PARAMS)[K]>;
 
-/** The value each reader makes of the node, whatever its issues (every reader falls back to its default). */
-function valuesOf(schema: z.ZodObject, node: Record<string, unknown>): Record<string, unknown> {
-  const ignore: Report = () => undefined;
-  const values: Record<string, unknown> = {};
-  for (const [key, field] of Object.entries(schema.shape))
-    values[key] = readers.get(field)!(node[key], ignore);
-  return values;
+type Shape = Record<string, z.ZodType>;
+const shapeOf = (kind: ParamKind): Shape => PARAMS[kind].shape as Shape;
+
+/** The same params with nothing giving way: what reports the issues. */
+const STRICT = Object.fromEntries(
+  (Object.keys(PARAMS) as ParamKind[]).map((kind) => [
+    kind,
+    z.object(
+      Object.fromEntries(
+        Object.entries(shapeOf(kind)).map(([key, s]) => [key, s instanceof z.ZodCatch ? s.unwrap() : s]),
+      ),
+    ),
+  ]),
+) as Record<ParamKind, z.ZodObject>;
+
+/** A zod issue as one of the compiler's two param codes: a param not set, or one set wrong. */
+function codeOf(issue: z.core.$ZodIssue, node: Record<string, unknown>): ParamCode {
+  const key = issue.path[0];
+  const absent = typeof key === 'string' && blank(node[key]) === undefined;
+  if (issue.path.length === 1 && absent) return 'PARAM_MISSING';
+  if (issue.code === 'too_small' && issue.origin === 'array' && issue.minimum === 1) return 'PARAM_MISSING';
+  return 'PARAM_OUT_OF_RANGE';
+}
+
+/** The message, its param named; an issue inside a list of fields says which one (`field 2`). */
+function messageOf(issue: z.core.$ZodIssue, nodeType: string): string {
+  const [key, index] = issue.path;
+  const message =
+    typeof index === 'number' && !issue.message.includes('`')
+      ? `field ${index + 1} ${issue.message}`
+      : issue.message;
+  return message.replaceAll('{key}', String(key ?? '')).replaceAll('{type}', nodeType);
 }
 
 /**
  * The node's params of type `kind`, and each problem with them as an issue on the node: zod's issues, each
  * mapped to its param code and given the param's name.
  */
-export function readParams<K extends keyof typeof PARAMS>(
+export function readParams<K extends ParamKind>(
   node: Record<string, unknown> & { id: string },
   kind: K,
   nodeType: string = kind,
 ): { params: ParamsOf<K>; issues: FlowIssue[] } {
-  const schema = PARAMS[kind];
-  const result = schema.safeParse(node);
-  const issues: FlowIssue[] = result.success
-    ? []
-    : result.error.issues.map((i) => ({
-        code: ((i as { params?: { code?: ParamCode } }).params?.code ?? range) as ParamCode,
-        message: i.message.replaceAll('{key}', String(i.path[0] ?? '')).replaceAll('{type}', nodeType),
-        nodeId: node.id,
-      }));
-  const params = result.success ? result.data : valuesOf(schema as unknown as z.ZodObject, node);
-  return { params: params as ParamsOf<K>, issues };
+  const strict = STRICT[kind].safeParse(node);
+  if (strict.success) return { params: strict.data as ParamsOf<K>, issues: [] };
+  const issues = strict.error.issues.map((i) => ({
+    code: codeOf(i, node),
+    message: messageOf(i, nodeType),
+    nodeId: node.id,
+  }));
+  return { params: PARAMS[kind].parse(node) as ParamsOf<K>, issues };
+}
+
+/** The params of each node type that hold a URL the server will call. */
+export const URL_PARAMS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
+  (Object.keys(PARAMS) as ParamKind[]).flatMap((kind) => {
+    const keys = Object.entries(shapeOf(kind))
+      .filter(([, s]) => URL_SCHEMAS.has(s))
+      .map(([key]) => key);
+    return keys.length > 0 ? [[kind, keys]] : [];
+  }),
+);
+
+/**
+ * The URLs a node names, each with its param: only those that are set and read as URLs (the compiler reports
+ * the others), for the egress policy to check.
+ */
+export function urlsOf(node: SimpleNode): { param: string; url: string }[] {
+  const kind = typeof node.nodeType === 'string' ? node.nodeType : '';
+  const params = Object.hasOwn(URL_PARAMS, kind) ? URL_PARAMS[kind]! : [];
+  if (params.length === 0) return [];
+  const read = PARAMS[kind as ParamKind].parse(node) as Record<string, unknown>;
+  return params.flatMap((param) => {
+    const url = read[param];
+    return typeof url === 'string' && url !== '' ? [{ param, url }] : [];
+  });
+}
+
+/** A model node's kind, provider and base URL as the compiler reads them; undefined for any other node. */
+export function modelOf(
+  node: SimpleNode,
+): { kind: ModelKind; provider: string; baseURL?: string | undefined } | undefined {
+  const kind = modelKindOf(typeof node.nodeType === 'string' ? node.nodeType : '');
+  if (!kind) return undefined;
+  const read = PARAMS[kind].parse(node) as { provider: string; baseURL?: string | undefined };
+  return { kind, provider: read.provider, baseURL: read.baseURL };
 }

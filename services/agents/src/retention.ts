@@ -49,7 +49,11 @@ export class VersionRetention {
         if (removed > 0) this.log.info({ agentId: id, removed, kept: this.keep }, 'old versions removed');
       } catch (err) {
         this.log.warn(
-          { agentId: id, err: err instanceof Error ? err.message : String(err) },
+          {
+            code: 'VERSION_RETENTION_SKIPPED',
+            agentId: id,
+            err: err instanceof Error ? err.message : String(err),
+          },
           'version retention skipped: pinned versions unknown',
         );
       }

@@ -83,7 +83,7 @@ export async function buildGateway(deps: {
   const maxPayload = nc.info?.max_payload;
   if (maxPayload !== undefined && config.BODY_LIMIT_BYTES > maxPayload - 64 * 1024) {
     log.warn(
-      { bodyLimit: config.BODY_LIMIT_BYTES, maxPayload },
+      { code: 'BODY_LIMIT_ABOVE_BUS_PAYLOAD', bodyLimit: config.BODY_LIMIT_BYTES, maxPayload },
       'BODY_LIMIT_BYTES exceeds the NATS max_payload: larger bodies will answer 413 from the bus check',
     );
   }

@@ -19,6 +19,7 @@ import {
   type TextTurnResult,
 } from '@vab/contracts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
 
 export interface EventStreamSettings {
   /** A comment line this often keeps proxies from closing an idle stream; the owner is checked as often. */
@@ -163,6 +164,18 @@ export class EventStreams {
     }
   }
 
+  /** Writes a frame; false (the connection is gone) when the client has left too much unread. */
+  private keepsUp(res: ServerResponse, chunk: string, reqId: string, sessionId: string): boolean {
+    res.write(chunk);
+    if (res.writableLength <= this.deps.settings.maxBufferBytes) return true;
+    this.deps.log.warn(
+      { code: 'EVENT_STREAM_CUT_OFF', reqId, sessionId, buffered: res.writableLength },
+      'slow event stream cut off',
+    );
+    res.destroy();
+    return false;
+  }
+
   /**
    * A stream with nothing new: its session still runs (`alive`), ended without events of its own (`closed`: a
    * session a client recorded), or its instance is gone without ending it (`lost`).
@@ -258,12 +271,7 @@ export class EventStreams {
     };
     this.open.add(end);
     const write = (chunk: string) => {
-      res.write(chunk);
-      if (res.writableLength > settings.maxBufferBytes) {
-        log.warn({ reqId: requestId, sessionId, buffered: res.writableLength }, 'slow event stream cut off');
-        end();
-        res.destroy();
-      }
+      if (!this.keepsUp(res, chunk, requestId, sessionId)) end();
     };
     const checkOwner = async () => {
       const state = ended ? 'alive' : await this.ownerState(target, sent, requestId);
@@ -305,7 +313,11 @@ export class EventStreams {
         }
       }
     } catch (err) {
-      if (!ended) log.warn({ err: safeError(err), reqId: requestId, sessionId }, 'event stream failed');
+      if (!ended)
+        log.warn(
+          { code: 'EVENT_STREAM_FAILED', err: safeError(err), reqId: requestId, sessionId },
+          'event stream failed',
+        );
     }
     end();
   }

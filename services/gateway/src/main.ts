@@ -24,7 +24,9 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     : 'url' in target
       ? new Redis(target.url, options)
       : new Cluster(target.clusterNodes, { redisOptions: options, enableOfflineQueue: false });
-  rateLimitRedis?.on('error', (err: Error) => log.warn({ err: err.message }, 'rate-limit redis error'));
+  rateLimitRedis?.on('error', (err: Error) =>
+    log.warn({ code: 'RATE_LIMIT_REDIS_ERROR', err: err.message }, 'rate-limit redis error'),
+  );
   const app = await buildGateway({
     nc,
     log,

@@ -71,7 +71,7 @@ export async function registerUpstream(
             done();
           },
           (err: unknown) => {
-            req.log.warn({ err: safeError(err) }, 'upstream failed');
+            req.log.warn({ code: 'UPSTREAM_FAILED', err: safeError(err) }, 'upstream failed');
             const failed = new AppError('UPSTREAM_FAILED', 'the upstream backend could not be reached');
             done(Object.assign(failed, { cause: err }));
           },
@@ -92,7 +92,10 @@ export async function registerUpstream(
           withoutAuthorization({ ...headers, 'x-request-id': String(req.id) }) as typeof headers,
         onError: (reply, { error }) => {
           const failure = error as Error & { code?: string; statusCode?: number };
-          reply.log.warn({ err: safeError(error), code: failure.code }, 'upstream failed');
+          reply.log.warn(
+            { code: 'UPSTREAM_FAILED', err: safeError(error), errno: failure.code },
+            'upstream failed',
+          );
           void reply.send(upstreamError(failure));
         },
       },

@@ -111,7 +111,7 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
   });
 
   if (config.apiTokens.length === 0) {
-    app.log.warn('API_TOKENS is not set: the API is open to anyone who can reach it');
+    app.log.warn({ code: 'API_OPEN' }, 'API_TOKENS is not set: the API is open to anyone who can reach it');
   } else {
     const matches = tokenMatcher(config.apiTokens);
     const tickets = config.tickets;

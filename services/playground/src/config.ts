@@ -80,6 +80,8 @@ const Env = {
   EVENTS_MAX_IN_FLIGHT: envInt(1000, 1),
   /** How long start-up waits for JetStream to take the events stream (a new cluster elects a leader first). */
   EVENTS_SETUP_TIMEOUT_MS: envInt(30_000, 1000),
+  /** How long the reaper listens for the other instances saying they are alive. */
+  REAPER_ALIVE_WAIT_MS: envInt(500, 10),
 };
 
 export type PlaygroundConfig = ReturnType<typeof load<typeof Env>> & {

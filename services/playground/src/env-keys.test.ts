@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -81,5 +81,15 @@ describe('currentKeyEnv', () => {
     chmodSync(file, 0o000);
     const env = await currentKeyEnv(join(dir, 'locked-dir-missing', '.env'), {}, log);
     expect(env).toEqual({});
+  });
+});
+
+describe('docs/operations.md', () => {
+  it('lists exactly the key variables the provider table and LiveKit read', () => {
+    const doc = readFileSync(join(import.meta.dirname, '../../../docs/operations.md'), 'utf8');
+    const start = doc.indexOf('- Provider keys');
+    const entry = doc.slice(start, doc.indexOf('\n\n', start));
+    const named = [...entry.matchAll(/`([A-Z0-9_]+_(?:KEY|SECRET|URL))`/g)].map((m) => m[1]);
+    expect(new Set(named)).toEqual(new Set(KEY_ENV_VARS));
   });
 });

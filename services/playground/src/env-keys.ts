@@ -55,7 +55,10 @@ export async function currentKeyEnv(file: string, processEnv: KeyEnv, log: Logge
     text = await readFile(file, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
-      log.warn({ file, code: (err as NodeJS.ErrnoException).code }, 'env file unreadable');
+      log.warn(
+        { code: 'ENV_FILE_UNREADABLE', file, errno: (err as NodeJS.ErrnoException).code },
+        'env file unreadable',
+      );
     return processEnv;
   }
   const fromFile = parseDotenv(text);

@@ -8,7 +8,7 @@ import {
   type ProviderRequirement,
   type SessionType,
 } from '@vab/contracts';
-import { compile, isBranch, type CompiledFlow, type LlmConfig } from '@vab/flow';
+import { compile, isBranch, modelOf, urlsOf, type CompiledFlow, type LlmConfig } from '@vab/flow';
 import type { EgressFetch } from './egress/client.js';
 import type { EgressPolicy } from './egress/policy.js';
 import type { KeyEnv, KeyRule } from './keys.js';
@@ -42,9 +42,6 @@ export interface RunnableFlow {
   tts(): tts.TTS;
   stt(): stt.STT;
 }
-
-const MODALITY_OF: Record<string, Modality> = { llm: 'llm', tts: 'tts', stt: 'stt' };
-const URL_PARAMS: Record<string, string> = { webhook: 'url', mcp: 'serverUrl', llm: 'baseURL' };
 
 const useKey = (u: { provider: string; baseURL?: string | undefined }) => `${u.provider} ${u.baseURL ?? ''}`;
 
@@ -145,12 +142,9 @@ export class ReadinessCheck {
   private nodeIssues(flow: Flow, sessionType: SessionType): FlowIssue[] {
     const issues: FlowIssue[] = [];
     for (const node of flow.nodes) {
-      const params = node as Record<string, unknown>;
-      const nodeType = typeof node.nodeType === 'string' ? node.nodeType : '';
-      const modality = MODALITY_OF[nodeType];
-      const provider = typeof params.provider === 'string' ? params.provider : '';
-      const used = modality === 'llm' || sessionType === 'voice';
-      if (modality && used && provider !== '') {
+      const model = modelOf(node);
+      if (model && model.provider !== '' && (model.kind === 'llm' || sessionType === 'voice')) {
+        const { kind: modality, provider } = model;
         const spec = providerSpec(provider);
         if (!spec?.[modality]) {
           issues.push({
@@ -162,12 +156,7 @@ export class ReadinessCheck {
           });
           continue;
         }
-        if (
-          modality === 'llm' &&
-          !spec.customBaseURL &&
-          typeof params.baseURL === 'string' &&
-          params.baseURL
-        ) {
+        if (modality === 'llm' && !spec.customBaseURL && model.baseURL) {
           issues.push({
             code: 'BASE_URL_UNSUPPORTED',
             message: `${provider} models run only against ${spec.defaultBaseURL}: remove \`baseURL\``,
@@ -176,12 +165,16 @@ export class ReadinessCheck {
           continue;
         }
       }
-      const param = URL_PARAMS[nodeType];
-      const url = param ? params[param] : undefined;
-      if (typeof url !== 'string' || url === '' || !URL.canParse(url)) continue; // the compiler reports those
-      const verdict = this.deps.policy.checkUrl(url);
-      if (!verdict.ok) {
-        issues.push({ code: 'URL_NOT_ALLOWED', message: `\`${param}\` ${verdict.reason}`, nodeId: node.id });
+      // set and well-formed only: the compiler reports the others
+      for (const { param, url } of urlsOf(node)) {
+        const verdict = this.deps.policy.checkUrl(url);
+        if (!verdict.ok) {
+          issues.push({
+            code: 'URL_NOT_ALLOWED',
+            message: `\`${param}\` ${verdict.reason}`,
+            nodeId: node.id,
+          });
+        }
       }
     }
     return issues;

@@ -1,15 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import {
-  BusClient,
-  safeError,
-  serve,
-  type HandlerTable,
-  type Interceptor,
-  type Logger,
-  type Served,
-} from '@vab/bus';
+import { BusClient, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
 import { idempotency, MemoryIdempotencyStore } from '@vab/service-kit';
-import { PLAYGROUND_INSTANCES_SUBJECT, Subjects } from '@vab/contracts';
+import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, type Resolver } from './egress/client.js';
 import { EgressPolicy } from './egress/policy.js';
@@ -114,14 +106,7 @@ export function startPlaygroundService(deps: {
   host.attach(served);
   // sessions start only once their events have a stream to go to
   const eventsReady = ensureEventsStream(nc, config, log);
-  // who is alive, for every instance's reaper
-  const alive = nc.subscribe(PLAYGROUND_INSTANCES_SUBJECT, {
-    callback: (_e, msg) => void msg.respond(config.INSTANCE_ID),
-  });
-  const reaper = setInterval(() => {
-    voice.reap().catch((err: unknown) => log.warn({ err: safeError(err) }, 'reaper run failed'));
-  }, config.REAPER_INTERVAL_MS);
-  reaper.unref();
+  voice.startReaping();
   return {
     ...served,
     ready: Promise.all([served.ready, eventsReady]).then(() => undefined),
@@ -129,11 +114,11 @@ export function startPlaygroundService(deps: {
     voice,
     text,
     async stop(timeoutMs) {
-      clearInterval(reaper);
+      voice.stopReaping();
       await served.stop(timeoutMs);
       // stop all, then leave: the other instances must not see this one alive while its rooms go
       await host.stopAll('shutdown');
-      alive.unsubscribe();
+      voice.leave();
     },
   };
 }

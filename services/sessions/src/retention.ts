@@ -56,7 +56,7 @@ export class SessionRetention {
         this.log.info({ removed, days: this.settings.testSessionDays }, 'old test sessions removed');
     } catch (err) {
       this.log.warn(
-        { err: err instanceof Error ? err.message : String(err) },
+        { code: 'SESSION_RETENTION_FAILED', err: err instanceof Error ? err.message : String(err) },
         'test-session retention failed',
       );
     }

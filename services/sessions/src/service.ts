@@ -76,6 +76,8 @@ export const DEFAULT_RUNNER: RunnerSettings & { maxCases: number; maxRuns: numbe
   caseTimeoutMs: 120_000,
   attempts: 2,
   heartbeatMs: 5_000,
+  noInstanceRetryMs: 250,
+  diffTimeoutMs: 5_000,
   maxCases: 200,
   maxRuns: 50,
 };

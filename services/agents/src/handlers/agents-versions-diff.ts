@@ -24,7 +24,10 @@ export const agentsVersionsDiff =
       ]);
       diff.latency = latencyChanges(p50s(sa), p50s(sb));
     } catch (err) {
-      log.warn({ err: safeError(err), agentId: req.id }, 'version stats for a diff not loaded');
+      log.warn(
+        { code: 'VERSION_STATS_NOT_LOADED', err: safeError(err), agentId: req.id },
+        'version stats for a diff not loaded',
+      );
     }
     return diff;
   };

@@ -48,7 +48,7 @@ export function createEgressFetch(opts: EgressClientOptions): EgressFetch {
   const resolve = opts.resolve ?? systemResolver;
   const refuse = (host: string, address: string) => {
     const err = new EgressRefused(host, internalRange(address) ?? 'refused');
-    opts.log.warn({ host, range: err.range }, 'flow egress refused');
+    opts.log.warn({ code: 'FLOW_EGRESS_REFUSED', host, range: err.range }, 'flow egress refused');
     return err;
   };
   const lookup: LookupFunction = (hostname, options, callback) => {

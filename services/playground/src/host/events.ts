@@ -101,7 +101,10 @@ export class SessionEvents {
     if (input.type === 'error') this.errors++;
     if (this.inFlight.size >= this.maxInFlight) {
       if (this.dropped++ === 0) {
-        this.log.warn({ sessionId: this.sessionId, maxInFlight: this.maxInFlight }, 'session events dropped');
+        this.log.warn(
+          { code: 'SESSION_EVENTS_DROPPED', sessionId: this.sessionId, maxInFlight: this.maxInFlight },
+          'session events dropped',
+        );
       }
       return;
     }
@@ -117,7 +120,10 @@ export class SessionEvents {
         msgID: `${this.sessionId}:${id}`,
       })
       .catch((err: unknown) =>
-        this.log.warn({ err: safeError(err), sessionId: this.sessionId, id }, 'session event not stored'),
+        this.log.warn(
+          { code: 'SESSION_EVENT_NOT_STORED', err: safeError(err), sessionId: this.sessionId, id },
+          'session event not stored',
+        ),
       )
       .finally(() => this.inFlight.delete(sent));
     this.inFlight.add(sent);

@@ -37,7 +37,7 @@ export class Recorder {
         );
       } catch (err) {
         this.opts.log.warn(
-          { err: safeError(err), role: message.role, stepId: message.stepId },
+          { code: 'MESSAGE_NOT_RECORDED', err: safeError(err), role: message.role, stepId: message.stepId },
           'message not recorded',
         );
       }
@@ -62,7 +62,7 @@ export class Recorder {
         { timeoutMs: this.opts.timeoutMs, requestId: this.sessionId },
       );
     } catch (err) {
-      this.opts.log.warn({ err: safeError(err) }, 'test session not closed');
+      this.opts.log.warn({ code: 'TEST_SESSION_NOT_CLOSED', err: safeError(err) }, 'test session not closed');
     }
   }
 }

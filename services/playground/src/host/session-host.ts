@@ -148,7 +148,10 @@ export class SessionHost {
     if (!this.full && this.size >= MAX_SESSIONS) {
       this.full = true;
       for (const s of this.deps.createSubjects) served.pause(s);
-      this.deps.log.warn({ sessions: this.size }, 'at capacity: no longer taking new sessions');
+      this.deps.log.warn(
+        { code: 'AT_CAPACITY', sessions: this.size },
+        'at capacity: no longer taking new sessions',
+      );
     } else if (this.full && this.size < MAX_SESSIONS) {
       this.full = false;
       for (const s of this.deps.createSubjects) served.resume(s);
@@ -185,10 +188,13 @@ export class SessionHost {
       hosted.log.info({ sessionType: opts.sessionType }, 'session started');
       return { key, result: started.result };
     } catch (err) {
-      hosted.log.warn({ err: safeError(err) }, 'session failed to start; cleaning up');
+      hosted.log.warn(
+        { code: 'SESSION_START_FAILED', err: safeError(err) },
+        'session failed to start; cleaning up',
+      );
       await this.stop(key, 'failed start');
       if (err instanceof AppError) throw err;
-      throw new AppError('UPSTREAM_FAILED', opts.failure);
+      throw new AppError('UPSTREAM_FAILED', opts.failure, { cause: err });
     }
   }
 
@@ -272,7 +278,7 @@ export class SessionHost {
     try {
       usage = hosted.usage?.() ?? [];
     } catch (err) {
-      hosted.log.warn({ err: safeError(err) }, 'session usage not read');
+      hosted.log.warn({ code: 'SESSION_USAGE_NOT_READ', err: safeError(err) }, 'session usage not read');
     }
     if (usage.length > 0) hosted.events?.emit({ type: 'usage', usage });
     await hosted.recorder?.close({ usage, errors: hosted.events?.errors ?? 0 });
@@ -291,12 +297,24 @@ export class SessionHost {
     return nc.subscribe(ownerSubject(hosted.key, verb), {
       callback: (_e, msg) =>
         void (verb === 'turn'
-          ? answer(nc, msg, log, msg.subject, TextTurnRequest, (req, ctx) =>
-              this.turn(req.sessionId, req.agentId, req.text, ctx.requestId),
-            )
-          : answer(nc, msg, log, msg.subject, OwnerEndRequest, async (req, ctx) => {
-              await this.end(req.key, req.agentId, ctx.requestId);
-              return { ok: true } satisfies Ok;
+          ? answer({
+              nc,
+              msg,
+              log,
+              subject: msg.subject,
+              schema: TextTurnRequest,
+              handler: (req, ctx) => this.turn(req.sessionId, req.agentId, req.text, ctx.requestId),
+            })
+          : answer({
+              nc,
+              msg,
+              log,
+              subject: msg.subject,
+              schema: OwnerEndRequest,
+              handler: async (req, ctx) => {
+                await this.end(req.key, req.agentId, ctx.requestId);
+                return { ok: true } satisfies Ok;
+              },
             })),
     });
   }
@@ -383,7 +401,7 @@ export class SessionHost {
 
   private async runCleanup(hosted: Hosted, cleanup: () => Promise<void>): Promise<void> {
     await cleanup().catch((err: unknown) =>
-      hosted.log.warn({ err: safeError(err) }, 'session cleanup failed'),
+      hosted.log.warn({ code: 'SESSION_CLEANUP_FAILED', err: safeError(err) }, 'session cleanup failed'),
     );
   }
 

@@ -254,7 +254,12 @@ export class FlowConversation {
     this.timers.clear();
     await this.deps.session
       .close()
-      .catch((err: unknown) => this.deps.log.warn({ err: String(err) }, 'agent session close failed'));
+      .catch((err: unknown) =>
+        this.deps.log.warn(
+          { code: 'AGENT_SESSION_CLOSE_FAILED', err: String(err) },
+          'agent session close failed',
+        ),
+      );
     await this.postProcessing;
     await Promise.all(this.flows.map((f) => f.close()));
     this.notifyEnded();
@@ -379,7 +384,10 @@ export class FlowConversation {
     transfer: async (a, pass) => {
       const target = await this.deps.loadTransferTarget(a.targetAgentId);
       if (!target.ok) {
-        this.deps.log.warn({ targetAgentId: a.targetAgentId, reason: target.reason }, 'transfer failed');
+        this.deps.log.warn(
+          { code: 'TRANSFER_FAILED', targetAgentId: a.targetAgentId, reason: target.reason },
+          'transfer failed',
+        );
         this.deps.emit({
           type: 'transfer',
           targetAgentId: a.targetAgentId,

@@ -131,10 +131,16 @@ export class ConversationKit {
       return { ok: true, flow: await openFlowRuntime(runnable, this.mcp(log, observer)) };
     } catch (err) {
       if (err instanceof AppError && (err.code === 'FLOW_INVALID' || err.code === 'MISSING_CREDENTIALS')) {
-        log.warn({ targetAgentId: agentId, code: err.code }, 'transfer target cannot run here');
+        log.warn(
+          { code: 'TRANSFER_TARGET_UNRUNNABLE', targetAgentId: agentId, errorCode: err.code },
+          'transfer target cannot run here',
+        );
         return { ok: false, reason: 'invalid' };
       }
-      log.warn({ err: safeError(err), targetAgentId: agentId }, 'transfer target not loaded');
+      log.warn(
+        { code: 'TRANSFER_TARGET_NOT_LOADED', err: safeError(err), targetAgentId: agentId },
+        'transfer target not loaded',
+      );
       return { ok: false, reason: 'error' };
     }
   }

@@ -123,7 +123,10 @@ class McpServer {
         return this.callOnce(name, args);
       });
     } catch (err) {
-      this.opts.log.warn({ nodeId: this.cfg.nodeId, tool: name, err: String(err) }, 'mcp tool call failed');
+      this.opts.log.warn(
+        { code: 'MCP_TOOL_FAILED', nodeId: this.cfg.nodeId, tool: name, err: String(err) },
+        'mcp tool call failed',
+      );
       throw new llm.ToolError(`the tool ${name} is unavailable right now`);
     }
     const text = resultText(result);
@@ -159,7 +162,10 @@ export async function openMcpTools(configs: McpConfig[], opts: McpOptions): Prom
   const listed = await Promise.all(
     servers.map((s, i) =>
       s.listSelected().catch((err: unknown) => {
-        opts.log.warn({ nodeId: configs[i]!.nodeId, err: String(err) }, 'mcp server not reachable');
+        opts.log.warn(
+          { code: 'MCP_SERVER_UNREACHABLE', nodeId: configs[i]!.nodeId, err: String(err) },
+          'mcp server not reachable',
+        );
         return undefined;
       }),
     ),
@@ -172,7 +178,10 @@ export async function openMcpTools(configs: McpConfig[], opts: McpOptions): Prom
     for (const name of cfg.selectedTools) {
       const described = found?.find((t) => t.name === name);
       if (found && !described) {
-        opts.log.warn({ nodeId: cfg.nodeId, tool: name }, 'mcp server has no such tool');
+        opts.log.warn(
+          { code: 'MCP_TOOL_MISSING', nodeId: cfg.nodeId, tool: name },
+          'mcp server has no such tool',
+        );
         continue;
       }
       // names the model API accepts, unique across servers

@@ -46,7 +46,10 @@ export async function runPostProcessing(
           output: structuredOutput,
         });
       } catch (err) {
-        opts.log.warn({ stepId: s.id, err: String(err) }, 'structured output failed');
+        opts.log.warn(
+          { code: 'STRUCTURED_OUTPUT_FAILED', stepId: s.id, err: String(err) },
+          'structured output failed',
+        );
         opts.emit?.({
           type: 'post_processing',
           stepId: s.id,
@@ -79,9 +82,12 @@ export async function runPostProcessing(
     } catch (err) {
       const refused = (err as { cause?: unknown }).cause;
       if (refused instanceof EgressRefused) {
-        opts.log.warn({ stepId: s.id, host: refused.host, range: refused.range }, 'webhook refused');
+        opts.log.warn(
+          { code: 'WEBHOOK_REFUSED', stepId: s.id, host: refused.host, range: refused.range },
+          'webhook refused',
+        );
       } else {
-        opts.log.warn({ stepId: s.id, err: String(err) }, 'webhook failed');
+        opts.log.warn({ code: 'WEBHOOK_FAILED', stepId: s.id, err: String(err) }, 'webhook failed');
       }
       // never the URL or the reason's details: the flow's URL may carry a secret in its query
       const error = refused instanceof EgressRefused ? 'refused by the egress policy' : 'not delivered';

@@ -1,18 +1,16 @@
 import type { BusClient } from '@vab/bus';
+import { modelKindOf } from '@vab/flow';
 import { Subjects, type CaseObservation, type Flow, type RunCaseRequest } from '@vab/contracts';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck } from '../readiness.js';
 import type { TextTransport } from './text.js';
 
-/** Nodes whose `temperature` a case's override sets: every model the flow names. */
-const MODEL_NODE_TYPES = new Set(['llm']);
-
-/** The flow with every model node's temperature set to `temperature` (a case's override). */
+/** The flow with every language model's temperature set to `temperature` (a case's override). */
 export function withTemperature(flow: Flow, temperature: number): Flow {
   return {
     ...flow,
-    nodes: flow.nodes.map((n) => (MODEL_NODE_TYPES.has(String(n.nodeType)) ? { ...n, temperature } : n)),
+    nodes: flow.nodes.map((n) => (modelKindOf(String(n.nodeType)) === 'llm' ? { ...n, temperature } : n)),
   };
 }
 

@@ -1,4 +1,3 @@
-import { voice } from '@livekit/agents';
 import type { BusClient } from '@vab/bus';
 import {
   AppError,
@@ -15,6 +14,7 @@ import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
 import type { ConversationKit } from '../runtime/conversations.js';
+import { TypedAgentSession } from './typed-session.js';
 
 /**
  * Text test sessions: the flow's conversation on a LiveKit session without a room, turns typed by the
@@ -88,7 +88,7 @@ export class TextTransport {
     const { key, result } = await this.deps.host.open(
       { sessionType: opts.sessionType, agentId, version: opts.version, requestId, failure: opts.failure },
       async (ctx) => {
-        const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
+        const session = new TypedAgentSession();
         const conv = await this.deps.kit.converse({
           flow,
           apiKeys: opts.apiKeys ?? undefined,

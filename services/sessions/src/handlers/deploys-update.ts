@@ -23,7 +23,10 @@ export const deploysUpdate =
             : `test run ${last.id} on version ${deploy.version} did not run ${notRun.length} of the agent's cases`;
         if (!override) throw new AppError('TESTS_NOT_PASSED', `the deploy gate is on: ${why}`);
         gateOverride = { reason: override.reason, at: Date.now() };
-        ctx.log.warn({ agentId: req.agentId, deployId: req.deployId, why }, 'deploy gate overridden');
+        ctx.log.warn(
+          { code: 'DEPLOY_GATE_OVERRIDDEN', agentId: req.agentId, deployId: req.deployId, why },
+          'deploy gate overridden',
+        );
       }
     }
     const deploy = await store.updateDeploy(req.agentId, req.deployId, status, gateOverride);

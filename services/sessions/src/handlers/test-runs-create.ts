@@ -44,7 +44,7 @@ export const testRunsCreate =
       queued,
       runner.deadline(),
     );
-    runner.run(req.agentId, id, version, cases, req.body.apiKeys);
+    runner.run({ agentId: req.agentId, runId: id, version, cases, apiKeys: req.body.apiKeys });
     ctx.log.info({ agentId: req.agentId, runId: id, version, cases: cases.length }, 'test run started');
     return run;
   };

@@ -22,6 +22,19 @@ export interface RunnerSettings {
   attempts: number;
   /** How often a driving instance says it is alive; a run unheard of for 3× this is swept. */
   heartbeatMs: number;
+  /** How long a case that found every instance full waits before it asks again. */
+  noInstanceRetryMs: number;
+  /** Bound on asking the agents service what changed since the last passing run. */
+  diffTimeoutMs: number;
+}
+
+/** One test run to drive: which agent and version, its cases, and the request's keys (in memory only). */
+export interface RunOrder {
+  agentId: string;
+  runId: string;
+  version: number;
+  cases: TestCase[];
+  apiKeys: CreateTestRunBody['apiKeys'];
 }
 
 /**
@@ -70,26 +83,13 @@ export class TestRunner {
     while (this.driving.size > 0) await Promise.all(this.driving);
   }
 
-  run(
-    agentId: string,
-    runId: string,
-    version: number,
-    cases: TestCase[],
-    apiKeys: CreateTestRunBody['apiKeys'],
-  ): void {
-    const drive = this.drive(agentId, runId, version, cases, apiKeys).finally(() =>
-      this.driving.delete(drive),
-    );
+  run(order: RunOrder): void {
+    const drive = this.drive(order).finally(() => this.driving.delete(drive));
     this.driving.add(drive);
   }
 
-  private async drive(
-    agentId: string,
-    runId: string,
-    version: number,
-    cases: TestCase[],
-    apiKeys: CreateTestRunBody['apiKeys'],
-  ): Promise<void> {
+  private async drive(order: RunOrder): Promise<void> {
+    const { agentId, runId, version, cases } = order;
     // alive for three heartbeats from each beat: a run unheard of for longer is swept
     const beatOnce = () => this.store.heartbeat(agentId, runId, this.deadline());
     const beat = setInterval(() => void beatOnce().catch(() => undefined), this.settings.heartbeatMs);
@@ -99,7 +99,7 @@ export class TestRunner {
       const queue = [...cases];
       const worker = async () => {
         for (let c = queue.shift(); c; c = queue.shift()) {
-          await this.runCase(agentId, runId, version, c, apiKeys);
+          await this.runCase(order, c);
         }
       };
       await Promise.all(Array.from({ length: Math.min(this.settings.concurrency, cases.length) }, worker));
@@ -112,13 +112,8 @@ export class TestRunner {
     }
   }
 
-  private async runCase(
-    agentId: string,
-    runId: string,
-    version: number,
-    c: TestCase,
-    apiKeys: CreateTestRunBody['apiKeys'],
-  ): Promise<void> {
+  private async runCase(order: RunOrder, c: TestCase): Promise<void> {
+    const { agentId, runId, version, apiKeys } = order;
     const result: CaseResult = {
       caseId: c.id,
       name: c.name,
@@ -154,12 +149,12 @@ export class TestRunner {
         if (NO_INSTANCE.has(code) && Date.now() < waitUntil) {
           result.attempts--;
           await this.store.setCaseResult(agentId, runId, { ...result, verdict: 'queued' });
-          await new Promise((r) => setTimeout(r, 250));
+          await new Promise((r) => setTimeout(r, this.settings.noInstanceRetryMs));
           continue;
         }
         if (code === 'TIMEOUT' && result.attempts < this.settings.attempts) {
           this.log.warn(
-            { agentId, runId, caseId: c.id, attempt: result.attempts },
+            { code: 'TEST_CASE_RESTARTED', agentId, runId, caseId: c.id, attempt: result.attempts },
             'test case lost; started again',
           );
           continue;
@@ -196,10 +191,13 @@ export class TestRunner {
         .request(
           Subjects.agentsVersionsDiff,
           { id: agentId, a: passed.version, b: version, canvas: false },
-          { timeoutMs: 5000, requestId: runId },
+          { timeoutMs: this.settings.diffTimeoutMs, requestId: runId },
         )
         .catch((err: unknown) => {
-          this.log.warn({ agentId, runId, err: safeError(err) }, 'version diff for a failing run not loaded');
+          this.log.warn(
+            { code: 'TEST_RUN_DIFF_NOT_LOADED', agentId, runId, err: safeError(err) },
+            'version diff for a failing run not loaded',
+          );
           return null;
         });
     }
@@ -223,11 +221,11 @@ export class TestRunner {
           }
         }
         await this.store.finishRun(agentId, runId);
-        this.log.warn({ agentId, runId }, 'stale test run errored');
+        this.log.warn({ code: 'TEST_RUN_SWEPT', agentId, runId }, 'stale test run errored');
         swept++;
       }
     } catch (err) {
-      this.log.warn({ err: safeError(err) }, 'test run sweep failed');
+      this.log.warn({ code: 'TEST_RUN_SWEEP_FAILED', err: safeError(err) }, 'test run sweep failed');
     }
     return swept;
   }

@@ -1,4 +1,4 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
 import {
   AppError,
@@ -30,6 +30,8 @@ export interface LiveKitTransportConfig {
   ROOM_DEPARTURE_TIMEOUT_S: number;
   USER_LEFT_GRACE_MS: number;
   REAPER_MIN_AGE_MS: number;
+  REAPER_INTERVAL_MS: number;
+  REAPER_ALIVE_WAIT_MS: number;
   BUS_TIMEOUT_MS: number;
 }
 
@@ -39,6 +41,9 @@ export interface LiveKitTransportConfig {
  * instance is gone.
  */
 export class LiveKitTransport {
+  private reaper: NodeJS.Timeout | undefined;
+  private aliveSub: Subscription | undefined;
+
   constructor(
     private readonly deps: {
       host: SessionHost;
@@ -196,6 +201,32 @@ export class LiveKitTransport {
   }
 
   /**
+   * Answers the other instances' reapers that this one is alive, and reaps every REAPER_INTERVAL_MS. Stop
+   * with `stopReaping()`, then `leave()` once this instance's own rooms are gone (the other instances must not
+   * see it alive while they go).
+   */
+  startReaping(): void {
+    const { nc, config, log } = this.deps;
+    this.aliveSub = nc.subscribe(PLAYGROUND_INSTANCES_SUBJECT, {
+      callback: (_e, msg) => void msg.respond(config.INSTANCE_ID),
+    });
+    this.reaper = setInterval(() => {
+      this.reap().catch((err: unknown) =>
+        log.warn({ code: 'ROOM_REAPER_FAILED', err: safeError(err) }, 'reaper run failed'),
+      );
+    }, config.REAPER_INTERVAL_MS);
+    this.reaper.unref();
+  }
+
+  stopReaping(): void {
+    clearInterval(this.reaper);
+  }
+
+  leave(): void {
+    this.aliveSub?.unsubscribe();
+  }
+
+  /**
    * Deletes rooms of ours (by prefix) whose owning instance no longer answers, and closes their test
    * sessions. Runs on every instance; deleting a room twice is harmless.
    */
@@ -213,7 +244,10 @@ export class LiveKitTransport {
       await media
         .deleteRoom(name)
         .catch((err: unknown) =>
-          log.warn({ err: safeError(err), roomName: name }, 'reaper could not delete room'),
+          log.warn(
+            { code: 'ROOM_NOT_DELETED', err: safeError(err), roomName: name },
+            'reaper could not delete room',
+          ),
         );
       deleted.push(name);
       if (meta?.agentId && meta.testSessionId) {
@@ -227,18 +261,24 @@ export class LiveKitTransport {
         }).close();
       }
     }
-    if (deleted.length > 0) log.warn({ rooms: deleted }, 'reaped rooms of instances that are gone');
+    if (deleted.length > 0)
+      log.warn({ code: 'ROOM_REAPED', rooms: deleted }, 'reaped rooms of instances that are gone');
     return { deleted };
   }
 
   private async instancesAlive(): Promise<Set<string>> {
     const alive = new Set<string>([this.deps.config.INSTANCE_ID]);
     try {
-      const replies = await this.deps.nc.requestMany(PLAYGROUND_INSTANCES_SUBJECT, '', { maxWait: 500 });
+      const replies = await this.deps.nc.requestMany(PLAYGROUND_INSTANCES_SUBJECT, '', {
+        maxWait: this.deps.config.REAPER_ALIVE_WAIT_MS,
+      });
       for await (const m of replies) alive.add(m.string());
     } catch (err) {
       // an empty answer is fine; a failing bus must not make every other instance look dead
-      this.deps.log.warn({ err: safeError(err) }, 'could not ask which instances are alive');
+      this.deps.log.warn(
+        { code: 'INSTANCES_UNKNOWN', err: safeError(err) },
+        'could not ask which instances are alive',
+      );
       throw new AppError('SERVICE_UNAVAILABLE', 'cannot tell which instances are alive');
     }
     return alive;

@@ -67,7 +67,12 @@ export class LiveKitAgentRunner implements AgentRunner {
         const data = new TextEncoder().encode(JSON.stringify({ type: 'step_change', ...change }));
         room.localParticipant
           ?.publishData(data, { reliable: true, topic: 'agent.events' })
-          .catch((err: unknown) => opts.log.warn({ err: String(err) }, 'step change not published'));
+          .catch((err: unknown) =>
+            opts.log.warn(
+              { code: 'STEP_CHANGE_NOT_PUBLISHED', err: String(err) },
+              'step change not published',
+            ),
+          );
       };
       const session = new voice.AgentSession({ turnHandling: { turnDetection: 'stt' } });
       conv = await opts.converse({
