@@ -7,6 +7,7 @@ import { AppError, Headers, healthSubjectOf, IfMatch, ServiceNames, specOf } fro
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
+import { registerConsole } from './console.js';
 import { createEdge } from './edge.js';
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { registerUpstream } from './proxy.js';
@@ -53,6 +54,7 @@ export async function buildGateway(deps: {
   await app.register(swagger, swaggerOptions(routes));
   await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, staticCSP: true });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  registerConsole(app);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
