@@ -105,12 +105,12 @@ describe('the console', () => {
   it('is served with its own strict CSP, open while the API needs a token', async () => {
     const locked = await startStack({ security: { apiTokens: ['console-test-token'] } });
     try {
-      const page = await fetch(`${locked.baseUrl}/console`);
-      expect(page.status).toBe(200);
-      expect(page.headers.get('content-type')).toMatch(/^text\/html/);
-      expect(page.headers.get('content-security-policy')).toBe(CSP);
-      expect(page.headers.get('x-content-type-options')).toBe('nosniff');
-      expect(await page.text()).toContain('<script type="module" src="/console/console.js">');
+      const html = await fetch(`${locked.baseUrl}/console`);
+      expect(html.status).toBe(200);
+      expect(html.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(html.headers.get('content-security-policy')).toBe(CSP);
+      expect(html.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(await html.text()).toContain('<script type="module" src="/console/console.js">');
       for (const [file, type] of [
         ['console.js', /^text\/javascript/],
         ['console.css', /^text\/css/],
@@ -122,8 +122,191 @@ describe('the console', () => {
       }
       expect((await fetch(`${locked.baseUrl}/console/nothing-here`)).status).toBe(404);
       expect((await fetch(`${locked.baseUrl}/api/agents`)).status).toBe(401);
+
+      // the page asks for the token when the API answers 401, and its calls then carry it
+      const bearer = { authorization: 'Bearer console-test-token' };
+      const created = await api(locked.baseUrl).post('/api/agents', { name: 'Locked' }, bearer);
+      expect(created.status).toBe(201);
+      const { page, problems } = await watchedPage();
+      await page.goto(`${locked.baseUrl}/console`);
+      await page.locator('#auth[open]').waitFor();
+      await page.fill('#token', 'wrong-token');
+      await page.click('#auth button[type="submit"]');
+      await page.locator('#auth-error').waitFor({ state: 'visible' });
+      await page.fill('#token', 'console-test-token');
+      await page.click('#auth button[type="submit"]');
+      await page.locator(`#agent option[value="${created.body.id}"]`).waitFor({ state: 'attached' });
+      expect(await page.locator('#auth[open]').count()).toBe(0);
+      // the browser reports each refused call; nothing else may go wrong
+      expect(problems.filter((p) => !p.includes('status of 401'))).toEqual([]);
+      expect(problems.length).toBe(2);
+      await page.close();
     } finally {
       await locked.close();
     }
+  });
+});
+
+/**
+ * The page against a scripted events stream (a local route, no stack): every event kind is shown, and a
+ * stream that drops mid-session is resumed from the last event, with nothing twice.
+ */
+describe('the console with a scripted stream', () => {
+  const agent = { id: 'agent-1', name: 'Scripted', createdAt: 1, updatedAt: 1 };
+  const at = Date.UTC(2026, 0, 1, 12);
+  const flow = {
+    nodes: [
+      { id: 'agent', nodeType: 'agent', name: 'Front desk', position: { x: 0, y: 0 } },
+      { id: 'greet', nodeType: 'start', name: 'Greeting', position: { x: 0, y: 90 } },
+      { id: 'route', nodeType: 'categorize', name: 'Why they call', position: { x: 0, y: 180 } },
+      { id: 'bye', nodeType: 'end', name: 'Goodbye', position: { x: 200, y: 270 } },
+    ],
+    edges: [
+      { source: 'agent', sourceHandle: 'output', target: 'greet', targetHandle: 'in' },
+      { source: 'greet', sourceHandle: 'output', target: 'route', targetHandle: 'in' },
+      { source: 'route', sourceHandle: 'cat_0', target: 'bye', targetHandle: 'in' },
+    ],
+  };
+  const base = { sessionId: 'session-1', agentId: agent.id };
+  const payloads: Record<string, unknown>[] = [
+    { type: 'session_started', sessionType: 'voice', version: 2 },
+    { type: 'step_entered', stepId: 'greet', stepType: 'start' },
+    { type: 'agent_reply_delta', replyId: 'r1', delta: 'Hello, ', stepId: 'greet' },
+    { type: 'agent_reply_delta', replyId: 'r1', delta: 'front desk.', stepId: 'greet' },
+    { type: 'agent_reply', replyId: 'r1', text: 'Hello, front desk.', stepId: 'greet' },
+    { type: 'user_turn', text: 'I need', final: false, stepId: 'greet' },
+    { type: 'user_turn', text: 'I need a room', final: true, stepId: 'greet' },
+    { type: 'step_entered', stepId: 'route', stepType: 'categorize' },
+    {
+      type: 'tool_called',
+      callId: 'c1',
+      name: 'lookup_rooms',
+      source: 'mcp',
+      arguments: { n: 1 },
+      stepId: 'route',
+    },
+    {
+      type: 'tool_result',
+      callId: 'c1',
+      name: 'lookup_rooms',
+      source: 'mcp',
+      result: '3 free',
+      durationMs: 42,
+      stepId: 'route',
+    },
+    { type: 'branch_decided', stepId: 'route', exit: 'cat_0', attempt: 1 },
+    { type: 'step_entered', stepId: 'bye', stepType: 'end' },
+    { type: 'agent_reply', replyId: 'r2', text: 'Three rooms are free. Goodbye!', stepId: 'bye' },
+    { type: 'turn_metrics', stepId: 'bye', metrics: { e2eLatencyMs: 820, llmTtftMs: 310, ttsTtfbMs: 150 } },
+    { type: 'transfer', targetAgentId: 'agent-2', ok: false, reason: 'missing' },
+    { type: 'post_processing', stepId: 'bye', kind: 'webhook', ok: false, status: 500, error: 'bad gateway' },
+    { type: 'error', code: 'LLM_ERROR', message: 'the model timed out once', stepId: 'bye' },
+    { type: 'session_ended', reason: 'ended', durationMs: 12_000 },
+  ];
+  const events = payloads.map((p, i) => ({ ...p, ...base, id: i + 1, at: at + i }));
+  const DROP_AFTER = 8;
+  let app: import('fastify').FastifyInstance;
+  let url: string;
+  const resumedFrom: (string | undefined)[] = [];
+
+  beforeAll(async () => {
+    const { default: Fastify } = await import('fastify');
+    const { registerConsole } = await import('../../services/gateway/src/console.js');
+    app = Fastify();
+    registerConsole(app);
+    app.get('/api/agents', async () => [agent]);
+    app.get('/api/agents/:id', async () => ({ ...agent, version: 2, flow }));
+    app.get('/api/agents/:id/versions', async () => [
+      { version: 1, createdAt: at, contentHash: 'a', sizeBytes: 1 },
+      { version: 2, createdAt: at, contentHash: 'b', sizeBytes: 1 },
+    ]);
+    app.get('/api/agents/:id/versions/:v', async () => ({
+      agentId: agent.id,
+      version: 2,
+      createdAt: at,
+      contentHash: 'b',
+      sizeBytes: 1,
+      flow,
+    }));
+    app.get('/api/agents/:id/versions/:v/stats', async () => ({
+      agentId: agent.id,
+      version: 2,
+      since: null,
+      sessions: 1,
+      turns: 1,
+      errors: 1,
+      usage: [],
+      figures: { e2eLatencyMs: { count: 1, p50: 820, p90: 820, p99: 820, mean: 820, max: 820 } },
+    }));
+    app.get('/api/agents/:id/test-sessions', async () => [
+      {
+        id: 'session-1',
+        agentId: agent.id,
+        startedAt: at,
+        endedAt: at + 12_000,
+        durationMs: 12_000,
+        roomName: 'r',
+        sessionType: 'voice',
+        status: 'closed',
+        version: 2,
+        usage: [],
+      },
+    ]);
+    app.get('/api/agents/:id/test-sessions/:sessionId/events', (req, reply) => {
+      const q = req.query as { lastEventId?: string };
+      const from = Number(req.headers['last-event-id'] ?? q.lastEventId ?? 0);
+      resumedFrom.push(req.headers['last-event-id'] ?? q.lastEventId);
+      reply.hijack();
+      reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
+      reply.raw.write(': ping\n\n');
+      // the first connection drops after a few events, as a restarting gateway would
+      const upTo = from === 0 ? DROP_AFTER : events.length;
+      const body = events
+        .slice(from, upTo)
+        .map((e) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`)
+        .join('');
+      // in uneven pieces: a message may arrive split anywhere
+      for (let i = 0; i < body.length; i += 97) reply.raw.write(body.slice(i, i + 97));
+      reply.raw.end();
+    });
+    url = await app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('shows every kind of event inline and resumes a dropped stream without a gap or a duplicate', async () => {
+    const { page, problems } = await watchedPage();
+    await page.goto(`${url}/console`);
+    await page.locator('#agent option[value="agent-1"]').waitFor({ state: 'attached' });
+    await page.selectOption('#agent', 'agent-1');
+    await page.click('#sessions button[data-session-id="session-1"]');
+    const log = page.locator('#log');
+    await expect.poll(() => log.locator('li').last().textContent()).toMatch(/^Session ended/);
+    expect(resumedFrom).toEqual([undefined, String(DROP_AFTER)]);
+    expect(await log.locator('li').allTextContents()).toEqual([
+      'Session started voice, version 2',
+      'Step greet (start)',
+      'Hello, front desk.',
+      'I need a room',
+      'Step route (categorize)',
+      'Tool lookup_rooms called (mcp) with {"n":1}',
+      'Tool lookup_rooms answered in 42 ms: 3 free',
+      'Branch route → cat_0',
+      'Step bye (end)',
+      'Three rooms are free. Goodbye!',
+      'Transfer to agent agent-2 failed (missing)',
+      'Webhook failed (HTTP 500): bad gateway',
+      'Error LLM_ERROR the model timed out once',
+      'Session ended (ended) after 12.0 s',
+    ]);
+    expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('bye');
+    expect(await page.locator('#flow .node.visited').count()).toBe(2);
+    expect(await page.locator('#chart rect.bar-e2eLatencyMs').count()).toBe(1);
+    expect(await page.locator('#chart rect.bar-llmTtftMs').count()).toBe(1);
+    await expect.poll(() => page.locator('#stats').textContent()).toMatch(/End-to-end \(voice\) p50 820 ms/);
+    await page.screenshot({ path: '/tmp/console-scripted.png' });
+    expect(problems).toEqual([]);
+    await page.close();
   });
 });

@@ -69,7 +69,7 @@ function askToken(rejected) {
   const form = $('auth-form');
   const input = $('token');
   input.value = '';
-  input.setCustomValidity(rejected ? 'That token was refused' : '');
+  $('auth-error').hidden = !rejected;
   tokenAsked = new Promise((resolve) => {
     form.onsubmit = (e) => {
       e.preventDefault();
@@ -81,7 +81,6 @@ function askToken(rejected) {
     };
   });
   dialog.showModal();
-  if (rejected) input.reportValidity();
   return tokenAsked;
 }
 
@@ -275,7 +274,7 @@ const handlers = {
   session_started: (ev) =>
     note('info', 'Session started', `${ev.sessionType}, ${ev.version ? `version ${ev.version}` : 'draft'}`),
   session_ended: (ev) => {
-    note('info', 'Session ended', `${ev.reason} after ${(ev.durationMs / 1000).toFixed(1)} s`);
+    note('info', 'Session ended', `(${ev.reason}) after ${(ev.durationMs / 1000).toFixed(1)} s`);
     sessionEnded();
   },
   step_entered: (ev) => {
@@ -534,6 +533,13 @@ function drawChart() {
       });
       bar.append(svg('title', {}, `Turn ${first + i + 1}: ${label} ${ms(t[k])}`));
       root.append(bar);
+      // the figure itself over its bar, while the bars are wide enough to carry it
+      if (barW >= 16) {
+        const cx = x0 + j * barW + barW / 2;
+        root.append(
+          svg('text', { x: cx, y: y(t[k]) - 3, 'text-anchor': 'middle' }, String(Math.round(t[k]))),
+        );
+      }
     });
     root.append(
       svg(
