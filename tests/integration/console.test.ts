@@ -1,3 +1,4 @@
+import { SessionEvent, type SessionEventInput } from '@vab/contracts';
 import { fullFlow, launchChromium, withNode } from '@vab/testkit';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -33,10 +34,9 @@ async function watchedPage(): Promise<{ page: Page; problems: string[] }> {
   });
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
   // injected by the driver, so the page's own CSP does not apply to it
-  await page.addInitScript(() => {
-    document.addEventListener('securitypolicyviolation', (e) => {
-      console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`);
-    });
+  await page.addInitScript({
+    content: `document.addEventListener('securitypolicyviolation', (e) =>
+      console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI));`,
   });
   return { page, problems };
 }
@@ -168,7 +168,7 @@ describe('the console with a scripted stream', () => {
     ],
   };
   const base = { sessionId: 'session-1', agentId: agent.id };
-  const payloads: Record<string, unknown>[] = [
+  const payloads: SessionEventInput[] = [
     { type: 'session_started', sessionType: 'voice', version: 2 },
     { type: 'step_entered', stepId: 'greet', stepType: 'start' },
     { type: 'agent_reply_delta', replyId: 'r1', delta: 'Hello, ', stepId: 'greet' },
@@ -203,7 +203,8 @@ describe('the console with a scripted stream', () => {
     { type: 'error', code: 'LLM_ERROR', message: 'the model timed out once', stepId: 'bye' },
     { type: 'session_ended', reason: 'ended', durationMs: 12_000 },
   ];
-  const events = payloads.map((p, i) => ({ ...p, ...base, id: i + 1, at: at + i }));
+  // held to the contract: the page is tested on events the backend may send
+  const events = payloads.map((p, i) => SessionEvent.parse({ ...p, ...base, id: i + 1, at: at + i }));
   const DROP_AFTER = 8;
   let app: import('fastify').FastifyInstance;
   let url: string;
@@ -255,7 +256,7 @@ describe('the console with a scripted stream', () => {
     app.get('/api/agents/:id/test-sessions/:sessionId/events', (req, reply) => {
       const q = req.query as { lastEventId?: string };
       const from = Number(req.headers['last-event-id'] ?? q.lastEventId ?? 0);
-      resumedFrom.push(req.headers['last-event-id'] ?? q.lastEventId);
+      resumedFrom.push((req.headers['last-event-id'] as string | undefined) ?? q.lastEventId);
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
       reply.raw.write(': ping\n\n');
