@@ -330,10 +330,10 @@ function sessionEnded() {
 
 // ---- flow ----------------------------------------------------------------------------------------
 
-const BOX_W = 130;
-const BOX_H = 40;
-const GAP_X = 16;
-const GAP_Y = 22;
+const BOX_W = 140;
+const BOX_H = 38;
+const GAP_X = 14;
+const GAP_Y = 16;
 
 /**
  * For nodes without a position: rows by distance from the flow's entry, top to bottom, each row centred.
@@ -365,6 +365,12 @@ function autoLayout(nodes, edges) {
   for (const n of nodes) {
     const d = (feeds.has(n.id) ? depth.get(feeds.get(n.id)) : depth.get(n.id)) ?? 0;
     rows.set(d, [...(rows.get(d) ?? []), n.id]);
+  }
+  // the steps in the middle of their row, what feeds them on either side
+  for (const [d, row] of rows) {
+    const side = row.filter((id) => feeds.has(id));
+    const half = Math.ceil(side.length / 2);
+    rows.set(d, [...side.slice(0, half), ...row.filter((id) => !feeds.has(id)), ...side.slice(half)]);
   }
   const at = new Map();
   for (const [d, row] of rows) {
@@ -459,8 +465,8 @@ function drawFlow(flow) {
       { class: 'node', 'data-node-id': n.id, transform: `translate(${p.x} ${p.y})` },
       svg('title', {}, `${n.id} (${n.nodeType})`),
       svg('rect', { width: BOX_W, height: BOX_H, rx: 6 }),
-      svg('text', { x: 8, y: 17, class: 'name' }, clip(name, 17)),
-      svg('text', { x: 8, y: 32, class: 'type' }, String(n.nodeType ?? '')),
+      svg('text', { x: 8, y: 17, class: 'name' }, clip(name, 15)),
+      svg('text', { x: 8, y: 31, class: 'type' }, String(n.nodeType ?? '')),
     );
     state.nodes.set(n.id, g);
     root.append(g);
@@ -775,6 +781,7 @@ async function endSession() {
   $('end').disabled = true;
   try {
     await json('DELETE', `${agentPath(s.agentId)}/text-sessions/${enc(s.sessionId)}`);
+    if (state.session === s) sessionEnded();
     setStatus(`Text session ${s.sessionId} ended`);
     void loadSessions(s.agentId);
   } catch (err) {
