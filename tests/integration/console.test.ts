@@ -201,6 +201,12 @@ describe('the console with a scripted stream', () => {
     { type: 'transfer', targetAgentId: 'agent-2', ok: false, reason: 'missing' },
     { type: 'post_processing', stepId: 'bye', kind: 'webhook', ok: false, status: 500, error: 'bad gateway' },
     { type: 'error', code: 'LLM_ERROR', message: 'the model timed out once', stepId: 'bye' },
+    {
+      type: 'usage',
+      usage: [
+        { kind: 'llm', provider: 'openai', model: 'gpt-4o-mini', promptTokens: 120, completionTokens: 30 },
+      ],
+    },
     { type: 'session_ended', reason: 'ended', durationMs: 12_000 },
   ];
   // held to the contract: the page is tested on events the backend may send
@@ -306,6 +312,7 @@ describe('the console with a scripted stream', () => {
     expect(await page.locator('#chart rect.bar-e2eLatencyMs').count()).toBe(1);
     expect(await page.locator('#chart rect.bar-llmTtftMs').count()).toBe(1);
     await expect.poll(() => page.locator('#stats').textContent()).toMatch(/End-to-end \(voice\) p50 820 ms/);
+    expect(await page.locator('#usage').textContent()).toBe('Usage: gpt-4o-mini: 120 in / 30 out tokens');
     await page.screenshot({ path: '/tmp/console-scripted.png' });
     expect(problems).toEqual([]);
     await page.close();

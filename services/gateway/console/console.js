@@ -177,6 +177,7 @@ function showError(err, what) {
 const ms = (v) => (v === undefined ? '–' : `${Math.round(v)} ms`);
 const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 const short = (v) => clip(typeof v === 'string' ? v : JSON.stringify(v), 160);
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
 const time = (at) => new Date(at).toLocaleTimeString();
 
 function el(tag, attrs = {}, ...children) {
@@ -267,7 +268,7 @@ function onUsage(ev) {
     if (u.kind === 'tts') return `${u.model}: ${u.ttsCharacters ?? 0} characters`;
     return `${u.model}: ${u.sttAudioSeconds ?? 0} s of audio`;
   });
-  $('conv-info').textContent = parts.length ? `· ${parts.join(' · ')}` : '';
+  $('usage').textContent = parts.length ? `Usage: ${parts.join(' · ')}` : '';
 }
 
 const handlers = {
@@ -567,8 +568,8 @@ async function showStats(agentId, version, gen) {
       ([k, label]) => `${label} p50 ${ms(f[k].p50)} / p90 ${ms(f[k].p90)}`,
     );
     const scope = version ? `Version ${version}` : 'All versions';
-    $('stats').textContent =
-      `${scope}: ${s.sessions} sessions, ${s.turns} turns${parts.length ? ` · ${parts.join(' · ')}` : ''}`;
+    const counts = `${plural(s.sessions, 'session')}, ${plural(s.turns, 'turn')}`;
+    $('stats').textContent = `${scope}: ${counts}${parts.length ? ` · ${parts.join(' · ')}` : ''}`;
   } catch {
     // the figures are a bonus: the session itself is what the page is for
     if (gen === state.gen) $('stats').textContent = '';
@@ -658,6 +659,7 @@ function resetView() {
   $('log').replaceChildren();
   $('conv-info').textContent = '';
   $('stats').textContent = '';
+  $('usage').textContent = '';
   $('turn').disabled = true;
   $('send').disabled = true;
   $('end').disabled = true;
@@ -880,7 +882,7 @@ async function loadAgents() {
       el('option', { value: '' }, agents.length ? 'Choose an agent…' : 'No agents yet'),
       ...agents.map((a) => el('option', { value: a.id }, a.name)),
     );
-    setStatus(`${agents.length} agent${agents.length === 1 ? '' : 's'}`);
+    setStatus(plural(agents.length, 'agent'));
   } catch (err) {
     showError(err, 'Loading agents');
   }
