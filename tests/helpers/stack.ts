@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats, type Logger, type Served } from '@vab/bus';
 import { createAccessLog, createLogger, idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import { startAgentsService, type AgentsService } from '@vab/agents';
-import { buildGateway, type SecurityConfig } from '@vab/gateway';
+import { buildGateway, type EventStreamSettings, type SecurityConfig } from '@vab/gateway';
 import {
   loadConfig as loadPlaygroundConfig,
   startPlaygroundService,
@@ -33,6 +33,8 @@ export interface Stack {
   redis: RedisClient;
   services: Record<ServiceName, RunningService>;
   addPlayground(natsUrl?: string): Promise<RunningService>;
+  /** Another gateway on the same bus (its own port and connection); closed with the stack unless closed first. */
+  addGateway(): Promise<{ baseUrl: string; close(): Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -90,6 +92,8 @@ export interface StackOptions {
   resolve?: Resolver;
   /** The gateway's UPSTREAM_URL (and how long it waits for it). */
   upstream?: { url: string; timeoutMs?: number };
+  /** The gateway's event stream settings (heartbeat, per-client limit, buffer bound). */
+  events?: Partial<EventStreamSettings>;
 }
 
 /** A service's NATS user and password, when the test's server requires them. */
@@ -228,12 +232,16 @@ async function startGateway(ctx: StackContext) {
       UPSTREAM_TIMEOUT_MS: opts.upstream?.timeoutMs,
       // load tests send thousands of requests from one address: unlimited unless a test sets limits
       security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9, ...opts.security },
+      ...(opts.events ? { events: opts.events } : {}),
     },
   });
   await gateway.listen({ host: '127.0.0.1', port: 0 });
   const addr = gateway.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
+  let closed = false;
   const close = async () => {
+    if (closed) return;
+    closed = true;
     await gateway.close();
     await nc.drain();
   };
@@ -308,6 +316,11 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     services,
     /** Another playground instance with its own connection, as a separate process would have. */
     addPlayground: (natsUrl?: string) => started('playground', natsUrl),
+    async addGateway() {
+      const more = await startGateway(ctx);
+      toClose.push(more.close);
+      return { baseUrl: more.baseUrl, close: more.close };
+    },
     async close() {
       for (const c of toClose.reverse()) await c();
     },

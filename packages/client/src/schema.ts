@@ -127,6 +127,23 @@ export interface paths {
     patch: operations['deploysUpdate'];
     trace?: never;
   };
+  '/api/agents/{id}/stats': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The agent's figures over every version and draft since a UTC day (default: the last 7 days) */
+    get: operations['statsAgent'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/test-cases': {
     parameters: {
       query?: never;
@@ -233,6 +250,23 @@ export interface paths {
     head?: never;
     /** Close a test session (idempotent with the same values) */
     patch: operations['testSessionsClose'];
+    trace?: never;
+  };
+  '/api/agents/{id}/test-sessions/{sessionId}/events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A session's events as Server-Sent Events: everything after Last-Event-ID, then live until it ends */
+    get: operations['sessionEvents'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
     trace?: never;
   };
   '/api/agents/{id}/test-sessions/{sessionId}/messages': {
@@ -366,6 +400,23 @@ export interface paths {
     put?: never;
     /** Save an old snapshot as the new latest version */
     post: operations['agentsVersionsRestore'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/versions/{version}/stats': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A version's sessions, turns, p50/p90/p99 of each turn figure (ms), usage and errors */
+    get: operations['statsVersion'];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -564,12 +615,32 @@ export interface components {
     };
     SessionMessage: {
       content: string;
+      metrics?: {
+        e2eLatencyMs?: number;
+        endOfTurnDelayMs?: number;
+        llmDurationMs?: number;
+        llmTtftMs?: number;
+        toolMs?: number;
+        transcriptionDelayMs?: number;
+        ttsTtfbMs?: number;
+        turnMs?: number;
+      };
       role: string;
       stepId: string;
       timestamp: number;
     };
     SessionMessageInput: {
       content: string;
+      metrics?: {
+        e2eLatencyMs?: number;
+        endOfTurnDelayMs?: number;
+        llmDurationMs?: number;
+        llmTtftMs?: number;
+        toolMs?: number;
+        transcriptionDelayMs?: number;
+        ttsTtfbMs?: number;
+        turnMs?: number;
+      };
       role: string;
       stepId: string;
       timestamp: number;
@@ -611,9 +682,32 @@ export interface components {
       startedAt: number;
       /** @enum {string} */
       status: 'open' | 'closed';
+      usage: {
+        cachedTokens?: number;
+        completionTokens?: number;
+        /** @enum {string} */
+        kind: 'llm' | 'tts' | 'stt';
+        model: string;
+        promptTokens?: number;
+        provider: string;
+        sttAudioSeconds?: number;
+        ttsCharacters?: number;
+      }[];
+      version: number | null;
     };
     TextTurnResult: {
       ended: boolean;
+      lastEventId?: number;
+      metrics?: {
+        e2eLatencyMs?: number;
+        endOfTurnDelayMs?: number;
+        llmDurationMs?: number;
+        llmTtftMs?: number;
+        toolMs?: number;
+        transcriptionDelayMs?: number;
+        ttsTtfbMs?: number;
+        turnMs?: number;
+      };
       replies: string[];
       sessionId: string;
       stepChanges: {
@@ -2526,6 +2620,132 @@ export interface operations {
       };
     };
   };
+  statsAgent: {
+    parameters: {
+      query?: {
+        since?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            errors: number;
+            figures: {
+              [key: string]: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              };
+            };
+            sessions: number;
+            since: number | null;
+            turns: number;
+            usage: {
+              cachedTokens: number;
+              completionTokens: number;
+              /** @enum {string} */
+              kind: 'llm' | 'tts' | 'stt';
+              model: string;
+              promptTokens: number;
+              provider: string;
+              sttAudioSeconds: number;
+              ttsCharacters: number;
+            }[];
+            version: number | null;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   testCasesList: {
     parameters: {
       query?: never;
@@ -3226,6 +3446,17 @@ export interface operations {
               observed: {
                 ended: boolean;
                 endedAt: string | null;
+                /** @default [] */
+                metrics: {
+                  e2eLatencyMs?: number;
+                  endOfTurnDelayMs?: number;
+                  llmDurationMs?: number;
+                  llmTtftMs?: number;
+                  toolMs?: number;
+                  transcriptionDelayMs?: number;
+                  ttsTtfbMs?: number;
+                  turnMs?: number;
+                }[];
                 replies: string[][];
                 sessionId: string;
                 steps: string[];
@@ -3247,6 +3478,27 @@ export interface operations {
             createdAt: number;
             finishedAt: number | null;
             id: string;
+            latency: {
+              [key: string]: number;
+            };
+            latencyChange: {
+              changes: {
+                after: number;
+                before: number;
+                delta: number;
+                /** @enum {string} */
+                figure:
+                  | 'e2eLatencyMs'
+                  | 'endOfTurnDelayMs'
+                  | 'transcriptionDelayMs'
+                  | 'llmTtftMs'
+                  | 'llmDurationMs'
+                  | 'ttsTtfbMs'
+                  | 'toolMs'
+                  | 'turnMs';
+              }[];
+              runId: string;
+            } | null;
             sinceLastPass: {
               changes: {
                 agentId: string;
@@ -3273,6 +3525,21 @@ export interface operations {
                   }[];
                 };
                 from: number;
+                latency: {
+                  after: number;
+                  before: number;
+                  delta: number;
+                  /** @enum {string} */
+                  figure:
+                    | 'e2eLatencyMs'
+                    | 'endOfTurnDelayMs'
+                    | 'transcriptionDelayMs'
+                    | 'llmTtftMs'
+                    | 'llmDurationMs'
+                    | 'ttsTtfbMs'
+                    | 'toolMs'
+                    | 'turnMs';
+                }[];
                 nodes: {
                   added: string[];
                   changed: {
@@ -3429,6 +3696,17 @@ export interface operations {
               observed: {
                 ended: boolean;
                 endedAt: string | null;
+                /** @default [] */
+                metrics: {
+                  e2eLatencyMs?: number;
+                  endOfTurnDelayMs?: number;
+                  llmDurationMs?: number;
+                  llmTtftMs?: number;
+                  toolMs?: number;
+                  transcriptionDelayMs?: number;
+                  ttsTtfbMs?: number;
+                  turnMs?: number;
+                }[];
                 replies: string[][];
                 sessionId: string;
                 steps: string[];
@@ -3450,6 +3728,27 @@ export interface operations {
             createdAt: number;
             finishedAt: number | null;
             id: string;
+            latency: {
+              [key: string]: number;
+            };
+            latencyChange: {
+              changes: {
+                after: number;
+                before: number;
+                delta: number;
+                /** @enum {string} */
+                figure:
+                  | 'e2eLatencyMs'
+                  | 'endOfTurnDelayMs'
+                  | 'transcriptionDelayMs'
+                  | 'llmTtftMs'
+                  | 'llmDurationMs'
+                  | 'ttsTtfbMs'
+                  | 'toolMs'
+                  | 'turnMs';
+              }[];
+              runId: string;
+            } | null;
             sinceLastPass: {
               changes: {
                 agentId: string;
@@ -3476,6 +3775,21 @@ export interface operations {
                   }[];
                 };
                 from: number;
+                latency: {
+                  after: number;
+                  before: number;
+                  delta: number;
+                  /** @enum {string} */
+                  figure:
+                    | 'e2eLatencyMs'
+                    | 'endOfTurnDelayMs'
+                    | 'transcriptionDelayMs'
+                    | 'llmTtftMs'
+                    | 'llmDurationMs'
+                    | 'ttsTtfbMs'
+                    | 'toolMs'
+                    | 'turnMs';
+                }[];
                 nodes: {
                   added: string[];
                   changed: {
@@ -3631,6 +3945,17 @@ export interface operations {
               observed: {
                 ended: boolean;
                 endedAt: string | null;
+                /** @default [] */
+                metrics: {
+                  e2eLatencyMs?: number;
+                  endOfTurnDelayMs?: number;
+                  llmDurationMs?: number;
+                  llmTtftMs?: number;
+                  toolMs?: number;
+                  transcriptionDelayMs?: number;
+                  ttsTtfbMs?: number;
+                  turnMs?: number;
+                }[];
                 replies: string[][];
                 sessionId: string;
                 steps: string[];
@@ -3652,6 +3977,27 @@ export interface operations {
             createdAt: number;
             finishedAt: number | null;
             id: string;
+            latency: {
+              [key: string]: number;
+            };
+            latencyChange: {
+              changes: {
+                after: number;
+                before: number;
+                delta: number;
+                /** @enum {string} */
+                figure:
+                  | 'e2eLatencyMs'
+                  | 'endOfTurnDelayMs'
+                  | 'transcriptionDelayMs'
+                  | 'llmTtftMs'
+                  | 'llmDurationMs'
+                  | 'ttsTtfbMs'
+                  | 'toolMs'
+                  | 'turnMs';
+              }[];
+              runId: string;
+            } | null;
             sinceLastPass: {
               changes: {
                 agentId: string;
@@ -3678,6 +4024,21 @@ export interface operations {
                   }[];
                 };
                 from: number;
+                latency: {
+                  after: number;
+                  before: number;
+                  delta: number;
+                  /** @enum {string} */
+                  figure:
+                    | 'e2eLatencyMs'
+                    | 'endOfTurnDelayMs'
+                    | 'transcriptionDelayMs'
+                    | 'llmTtftMs'
+                    | 'llmDurationMs'
+                    | 'ttsTtfbMs'
+                    | 'toolMs'
+                    | 'turnMs';
+                }[];
                 nodes: {
                   added: string[];
                   changed: {
@@ -3896,6 +4257,7 @@ export interface operations {
           roomName?: string;
           /** @enum {string} */
           sessionType: 'voice' | 'text' | 'test';
+          version?: number | null;
         };
       };
     };
@@ -4230,6 +4592,260 @@ export interface operations {
       };
     };
   };
+  sessionEvents: {
+    parameters: {
+      query?: {
+        lastEventId?: string;
+        ticket?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+        sessionId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description An event stream: `id: <event id>`, `event: <type>`, `data: <event JSON>`; `: ping` heartbeats */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'text/event-stream':
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                sessionType: 'voice' | 'text' | 'test';
+                /** @enum {string} */
+                type: 'session_started';
+                version: number | null;
+              }
+            | {
+                agentId: string;
+                at: number;
+                durationMs: number;
+                id: number;
+                reason: string;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'session_ended';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                stepType: string;
+                /** @enum {string} */
+                type: 'step_entered';
+              }
+            | {
+                agentId: string;
+                at: number;
+                final: boolean;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                text: string;
+                /** @enum {string} */
+                type: 'user_turn';
+              }
+            | {
+                agentId: string;
+                at: number;
+                delta: string;
+                id: number;
+                replyId: string;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'agent_reply_delta';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                replyId: string;
+                sessionId: string;
+                stepId: string;
+                text: string;
+                /** @enum {string} */
+                type: 'agent_reply';
+              }
+            | {
+                agentId: string;
+                /** @description Any JSON value */
+                arguments: unknown;
+                at: number;
+                callId: string;
+                id: number;
+                name: string;
+                sessionId: string;
+                /** @enum {string} */
+                source: 'mcp' | 'flow';
+                stepId: string;
+                /** @enum {string} */
+                type: 'tool_called';
+              }
+            | {
+                agentId: string;
+                at: number;
+                callId: string;
+                durationMs: number;
+                error?: string;
+                id: number;
+                name: string;
+                result?: string;
+                sessionId: string;
+                /** @enum {string} */
+                source: 'mcp' | 'flow';
+                stepId: string;
+                /** @enum {string} */
+                type: 'tool_result';
+              }
+            | {
+                agentId: string;
+                at: number;
+                attempt: number;
+                exit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'branch_decided';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                ok: boolean;
+                reason?: string;
+                sessionId: string;
+                targetAgentId: string;
+                /** @enum {string} */
+                type: 'transfer';
+              }
+            | {
+                agentId: string;
+                at: number;
+                error?: string;
+                id: number;
+                /** @enum {string} */
+                kind: 'structured_output' | 'webhook';
+                ok: boolean;
+                output?: {
+                  [key: string]: unknown;
+                };
+                sessionId: string;
+                status?: number;
+                stepId: string;
+                /** @enum {string} */
+                type: 'post_processing';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                metrics: {
+                  e2eLatencyMs?: number;
+                  endOfTurnDelayMs?: number;
+                  llmDurationMs?: number;
+                  llmTtftMs?: number;
+                  toolMs?: number;
+                  transcriptionDelayMs?: number;
+                  ttsTtfbMs?: number;
+                  turnMs?: number;
+                };
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'turn_metrics';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'usage';
+                usage: {
+                  cachedTokens?: number;
+                  completionTokens?: number;
+                  /** @enum {string} */
+                  kind: 'llm' | 'tts' | 'stt';
+                  model: string;
+                  promptTokens?: number;
+                  provider: string;
+                  sttAudioSeconds?: number;
+                  ttsCharacters?: number;
+                }[];
+              }
+            | {
+                agentId: string;
+                at: number;
+                code: string;
+                id: number;
+                message: string;
+                sessionId: string;
+                stepId?: string;
+                /** @enum {string} */
+                type: 'error';
+              };
+        };
+      };
+      /** @description `VALIDATION_FAILED` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   messagesList: {
     parameters: {
       query?: never;
@@ -4466,6 +5082,7 @@ export interface operations {
             [key: string]: string | null;
           } | null;
           flow?: components['schemas']['FlowInput'] | null;
+          version?: number | null;
         } | null;
       };
     };
@@ -4725,6 +5342,190 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['TextTurnResult'];
+          'text/event-stream':
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                sessionType: 'voice' | 'text' | 'test';
+                /** @enum {string} */
+                type: 'session_started';
+                version: number | null;
+              }
+            | {
+                agentId: string;
+                at: number;
+                durationMs: number;
+                id: number;
+                reason: string;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'session_ended';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                stepType: string;
+                /** @enum {string} */
+                type: 'step_entered';
+              }
+            | {
+                agentId: string;
+                at: number;
+                final: boolean;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                text: string;
+                /** @enum {string} */
+                type: 'user_turn';
+              }
+            | {
+                agentId: string;
+                at: number;
+                delta: string;
+                id: number;
+                replyId: string;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'agent_reply_delta';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                replyId: string;
+                sessionId: string;
+                stepId: string;
+                text: string;
+                /** @enum {string} */
+                type: 'agent_reply';
+              }
+            | {
+                agentId: string;
+                /** @description Any JSON value */
+                arguments: unknown;
+                at: number;
+                callId: string;
+                id: number;
+                name: string;
+                sessionId: string;
+                /** @enum {string} */
+                source: 'mcp' | 'flow';
+                stepId: string;
+                /** @enum {string} */
+                type: 'tool_called';
+              }
+            | {
+                agentId: string;
+                at: number;
+                callId: string;
+                durationMs: number;
+                error?: string;
+                id: number;
+                name: string;
+                result?: string;
+                sessionId: string;
+                /** @enum {string} */
+                source: 'mcp' | 'flow';
+                stepId: string;
+                /** @enum {string} */
+                type: 'tool_result';
+              }
+            | {
+                agentId: string;
+                at: number;
+                attempt: number;
+                exit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'branch_decided';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                ok: boolean;
+                reason?: string;
+                sessionId: string;
+                targetAgentId: string;
+                /** @enum {string} */
+                type: 'transfer';
+              }
+            | {
+                agentId: string;
+                at: number;
+                error?: string;
+                id: number;
+                /** @enum {string} */
+                kind: 'structured_output' | 'webhook';
+                ok: boolean;
+                output?: {
+                  [key: string]: unknown;
+                };
+                sessionId: string;
+                status?: number;
+                stepId: string;
+                /** @enum {string} */
+                type: 'post_processing';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                metrics: {
+                  e2eLatencyMs?: number;
+                  endOfTurnDelayMs?: number;
+                  llmDurationMs?: number;
+                  llmTtftMs?: number;
+                  toolMs?: number;
+                  transcriptionDelayMs?: number;
+                  ttsTtfbMs?: number;
+                  turnMs?: number;
+                };
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'turn_metrics';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'usage';
+                usage: {
+                  cachedTokens?: number;
+                  completionTokens?: number;
+                  /** @enum {string} */
+                  kind: 'llm' | 'tts' | 'stt';
+                  model: string;
+                  promptTokens?: number;
+                  provider: string;
+                  sttAudioSeconds?: number;
+                  ttsCharacters?: number;
+                }[];
+              }
+            | {
+                agentId: string;
+                at: number;
+                code: string;
+                id: number;
+                message: string;
+                sessionId: string;
+                stepId?: string;
+                /** @enum {string} */
+                type: 'error';
+              };
         };
       };
       /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
@@ -4954,6 +5755,21 @@ export interface operations {
               }[];
             };
             from: number;
+            latency: {
+              after: number;
+              before: number;
+              delta: number;
+              /** @enum {string} */
+              figure:
+                | 'e2eLatencyMs'
+                | 'endOfTurnDelayMs'
+                | 'transcriptionDelayMs'
+                | 'llmTtftMs'
+                | 'llmDurationMs'
+                | 'ttsTtfbMs'
+                | 'toolMs'
+                | 'turnMs';
+            }[];
             nodes: {
               added: string[];
               changed: {
@@ -5221,6 +6037,131 @@ export interface operations {
       };
       /** @description `UNSUPPORTED_MEDIA_TYPE` */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  statsVersion: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        version: number;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            errors: number;
+            figures: {
+              [key: string]: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              };
+            };
+            sessions: number;
+            since: number | null;
+            turns: number;
+            usage: {
+              cachedTokens: number;
+              completionTokens: number;
+              /** @enum {string} */
+              kind: 'llm' | 'tts' | 'stt';
+              model: string;
+              promptTokens: number;
+              provider: string;
+              sttAudioSeconds: number;
+              ttsCharacters: number;
+            }[];
+            version: number | null;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
         headers: {
           [name: string]: unknown;
         };

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ApiKeys, Id } from './common.js';
 import { Flow, SimpleEdge, SimpleNode } from './flow.js';
+import { TurnMetrics } from './metrics.js';
 import { SessionType } from './sessions.js';
 
 export const LivekitCredentials = z.object({
@@ -152,5 +153,11 @@ export const TextTurnResult = z.object({
   /** Every step entered during this turn, in order (a branch passed through included). */
   stepChanges: z.array(StepChange),
   ended: z.boolean(),
+  /** The id of the session's last event after this turn: its events stream resumes from here. */
+  lastEventId: z.number().int().nonnegative().optional(),
+  /** What this turn took (ms): the model's time to first token and duration, tool time, the whole turn. */
+  metrics: TurnMetrics.optional(),
 });
 export type TextTurnResult = z.infer<typeof TextTurnResult>;
+/** A turn's result inside a playground instance (the host adds the session's id). */
+export type TurnResult = Omit<TextTurnResult, 'sessionId'>;

@@ -3,12 +3,25 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, type Logger } from '@vab/bus';
 import { createAccessLog, type AccessLog } from '@vab/service-kit';
-import { AppError, Headers, healthSubjectOf, IfMatch, ServiceNames, specOf } from '@vab/contracts';
+import {
+  AppError,
+  Headers,
+  healthSubjectOf,
+  HttpErrorBody,
+  IfMatch,
+  ServiceNames,
+  SessionEvent,
+  SessionEventsQuery,
+  specOf,
+  Subjects,
+  TestSessionParams,
+} from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { registerConsole } from './console.js';
 import { createEdge } from './edge.js';
+import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSettings } from './events.js';
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { registerUpstream } from './proxy.js';
 import { routes, type AnyRoute } from './route-table.js';
@@ -17,6 +30,7 @@ import { DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.j
 export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'> &
   Partial<Pick<GatewayConfig, 'UPSTREAM_URL' | 'UPSTREAM_TIMEOUT_MS'>> & {
     security?: Partial<SecurityConfig>;
+    events?: Partial<EventStreamSettings>;
   };
 
 /** What an app factory caller does not set: the configuration's defaults (no tokens, no CORS). */
@@ -82,7 +96,23 @@ export async function buildGateway(deps: {
     });
   });
 
-  for (const r of routes) registerRoute(app, bus, r, config, security);
+  const streams = new EventStreams({
+    nc,
+    bus,
+    log,
+    settings: { ...DEFAULT_EVENT_STREAMS, ...config.events },
+    requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+  });
+  // open streams would hold close() until its timeout: they end first, and clients resume elsewhere
+  app.addHook('preClose', (done) => {
+    streams.closeAll();
+    // a connection that never sends a request (a browser's preconnect) would hold close() for its headers
+    // timeout: in-flight requests get their own timeout to finish, then whatever is left is closed
+    setTimeout(() => app.server.closeAllConnections(), config.REQUEST_TIMEOUT_MS).unref();
+    done();
+  });
+  registerEventsRoute(app, streams);
+  for (const r of routes) registerRoute(app, bus, r, config, security, streams);
   if (config.UPSTREAM_URL) {
     await registerUpstream(app, {
       url: config.UPSTREAM_URL,
@@ -111,7 +141,8 @@ export async function apiDocument(): Promise<Record<string, unknown>> {
     security: DEFAULT_SECURITY,
   });
   await app.register(swagger, swaggerOptions(routes));
-  for (const r of routes) registerRoute(app, undefined, r, config, DEFAULT_SECURITY);
+  registerEventsRoute(app, undefined);
+  for (const r of routes) registerRoute(app, undefined, r, config, DEFAULT_SECURITY, undefined);
   await app.ready();
   const doc = app.swagger() as unknown as Record<string, unknown>;
   await app.close();
@@ -140,6 +171,52 @@ function headersOf(r: AnyRoute): z.ZodType | undefined {
   return Object.keys(shape).length > 0 ? z.looseObject(shape) : undefined;
 }
 
+/** Whether a request asks for the Server-Sent Events form of a route that has one. */
+const wantsEvents = (req: FastifyRequest) => /\btext\/event-stream\b/.test(req.headers.accept ?? '');
+
+/** A session's events as Server-Sent Events: not a request/reply route, so not in the route table. */
+function registerEventsRoute(app: FastifyInstance, streams: EventStreams | undefined): void {
+  app.route({
+    method: 'GET',
+    url: '/api/agents/:id/test-sessions/:sessionId/events',
+    schema: {
+      operationId: 'sessionEvents',
+      summary:
+        "A session's events as Server-Sent Events: everything after Last-Event-ID, then live until it ends",
+      tags: ['test-sessions'],
+      params: TestSessionParams,
+      querystring: SessionEventsQuery,
+      response: {
+        200: {
+          description:
+            'An event stream: `id: <event id>`, `event: <type>`, `data: <event JSON>`; `: ping` heartbeats',
+          content: { 'text/event-stream': { schema: SessionEvent } },
+        },
+        ...Object.fromEntries(
+          (
+            [
+              [400, 'VALIDATION_FAILED'],
+              [401, 'UNAUTHORIZED'],
+              [404, 'NOT_FOUND'],
+              [429, 'RATE_LIMITED'],
+              [503, 'SERVICE_UNAVAILABLE'],
+            ] as const
+          ).map(([status, code]) => [
+            status,
+            { description: `\`${code}\``, content: { 'application/json': { schema: HttpErrorBody } } },
+          ]),
+        ),
+      },
+    },
+    handler: async (req, reply) => {
+      if (!streams) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
+      const params = req.params as TestSessionParams;
+      const after = lastEventIdOf(req, req.query as SessionEventsQuery);
+      await streams.serve(req, reply, { agentId: params.id, sessionId: params.sessionId, after });
+    },
+  });
+}
+
 function registerRoute(
   app: FastifyInstance,
   /** Absent: a document-only app, whose routes are never called. */
@@ -147,6 +224,7 @@ function registerRoute(
   r: AnyRoute,
   config: AppConfig,
   security: SecurityConfig,
+  streams: EventStreams | undefined,
 ): void {
   const headers = headersOf(r);
   const spec = specOf(r.subject);
@@ -168,6 +246,17 @@ function registerRoute(
     config: { api: r, ...(r.expensive ? { rateLimit: sessionRateLimit(security) } : {}) },
     handler: async (req: FastifyRequest, reply) => {
       if (!bus) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
+      if (r.subject === Subjects.textSessionTurn && streams && wantsEvents(req)) {
+        const { id, sessionId } = req.params as TestSessionParams;
+        const { text } = req.body as { text: string };
+        return streams.streamTurn(req, reply, { agentId: id, sessionId }, () =>
+          bus.request(
+            Subjects.textSessionTurn,
+            { agentId: id, sessionId, text },
+            { timeoutMs: spec.timeoutMs ?? config.REQUEST_TIMEOUT_MS, requestId: String(req.id) },
+          ),
+        );
+      }
       const ifMatch = spec.etag ? req.headers['if-match'] : undefined;
       const idempotencyKey = spec.idempotent ? req.headers['idempotency-key'] : undefined;
       const payload = r.toRequest({

@@ -4,3 +4,4 @@ export { routes } from './route-table.js';
 export { registerSecurity, tokenMatcher, type SecurityConfig } from './security.js';
 export { createEdge } from './edge.js';
 export { securityOf } from './config.js';
+export { DEFAULT_EVENT_STREAMS, type EventStreamSettings } from './events.js';

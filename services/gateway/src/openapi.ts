@@ -14,6 +14,7 @@ import {
   JsonValue,
   PlaygroundSession,
   ProviderKeyStatus,
+  SessionEvent,
   SessionMessage,
   SimpleEdge,
   SimpleNode,
@@ -202,8 +203,16 @@ function withoutUnused(doc: OpenApiDocument): OpenApiDocument {
 /** The response schemas of a route: its success, and one entry per error status naming the codes. */
 export function responsesOf(r: AnyRoute): Record<number, unknown> {
   const json = (schema: z.ZodType) => ({ 'application/json': { schema } });
+  const success = json(contract[r.subject].response);
   const responses: Record<number, unknown> = {
-    [r.status ?? 200]: { description: 'Success', content: json(contract[r.subject].response) },
+    [r.status ?? 200]: {
+      description: 'Success',
+      // a turn also streams, with Accept: text/event-stream: its events, then `result`
+      content:
+        r.subject === Subjects.textSessionTurn
+          ? { ...success, 'text/event-stream': { schema: SessionEvent } }
+          : success,
+    },
   };
   for (const [status, codes] of errorsOf(r)) {
     responses[status] = {

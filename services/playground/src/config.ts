@@ -70,6 +70,14 @@ const Env = {
   REAPER_INTERVAL_MS: envInt(60_000, 1000),
   /** A room whose owner is not alive is reaped once it is at least this old (spares rooms being created). */
   REAPER_MIN_AGE_MS: envInt(30_000, 0),
+  /** Session events are kept this long in the JetStream stream (as long as test sessions: 30 days). */
+  EVENTS_MAX_AGE_MS: envInt(30 * 86_400_000, 60_000),
+  /** The events stream's size bound, in bytes; past it the oldest events go. */
+  EVENTS_MAX_BYTES: envInt(1024 * 1024 * 1024, 1024 * 1024),
+  /** Copies of the events stream on a JetStream cluster (1, 3 or 5). */
+  EVENTS_REPLICAS: envInt(1, 1),
+  /** Event publishes of one session awaiting JetStream's ack; past it events are dropped, never waited for. */
+  EVENTS_MAX_IN_FLIGHT: envInt(1000, 1),
 };
 
 export type PlaygroundConfig = ReturnType<typeof load<typeof Env>> & {

@@ -14,6 +14,7 @@ import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, type Resolver } from './egress/client.js';
 import { EgressPolicy } from './egress/policy.js';
 import { currentKeyEnv, keyStatus } from './env-keys.js';
+import { ensureEventsStream } from './host/events.js';
 import { SessionHost } from './host/session-host.js';
 import { KeyRule } from './keys.js';
 import { ReadinessCheck } from './readiness.js';
@@ -111,6 +112,8 @@ export function startPlaygroundService(deps: {
     idempotency: deps.idempotency ?? idempotency(new MemoryIdempotencyStore(24 * 3600_000)),
   });
   host.attach(served);
+  // sessions start only once their events have a stream to go to
+  const eventsReady = ensureEventsStream(nc, config, log);
   // who is alive, for every instance's reaper
   const alive = nc.subscribe(PLAYGROUND_INSTANCES_SUBJECT, {
     callback: (_e, msg) => void msg.respond(config.INSTANCE_ID),
@@ -121,6 +124,7 @@ export function startPlaygroundService(deps: {
   reaper.unref();
   return {
     ...served,
+    ready: Promise.all([served.ready, eventsReady]).then(() => undefined),
     host,
     voice,
     text,

@@ -1,5 +1,5 @@
 import { initializeLogger, voice } from '@livekit/agents';
-import type { Flow, SessionMessage } from '@vab/contracts';
+import type { Flow, SessionEventInput, SessionMessage } from '@vab/contracts';
 import { createServer } from 'node:http';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -79,6 +79,7 @@ function conversation(
   opts: { clock?: { t: number }; transfer?: () => Promise<TransferTarget> } = {},
 ) {
   const recorded: SessionMessage[] = [];
+  const events: SessionEventInput[] = [];
   let ended = 0;
   const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
   const conv = new FlowConversation({
@@ -88,6 +89,8 @@ function conversation(
     startSession: (agent) => session.start({ agent }),
     loadTransferTarget: async () => (opts.transfer ? opts.transfer() : { ok: false, reason: 'missing' }),
     record: (m) => recorded.push(m),
+    emit: (e) => events.push(e),
+    lastEventId: () => events.length,
     onEnded: () => ended++,
     postProcess: (steps, transcript, f) =>
       runPostProcessing(steps, transcript, (cfg) => f.llm(cfg ?? f.config.providers.llm), {
@@ -95,17 +98,18 @@ function conversation(
         webhookTimeoutMs: 2000,
         llmTimeoutMs: 5000,
         log,
+        emit: (e) => events.push(e),
       }),
     log,
     now: opts.clock ? () => opts.clock!.t : undefined,
     branchTimeoutMs: 15_000,
   });
-  return { conv, recorded, endedCount: () => ended };
+  return { conv, recorded, events, endedCount: () => ended };
 }
 
 describe('a whole flow, in text, against a scripted model over HTTP', () => {
   it('greets, runs a 2-round burst, classifies, goes through if/else, ends, extracts and posts the webhook', async () => {
-    const { conv, recorded, endedCount } = conversation(await runtime(clinic()));
+    const { conv, recorded, events, endedCount } = conversation(await runtime(clinic()));
     const hello = await conv.start();
     expect(hello).toMatchObject({
       replies: ['Hello, this is the clinic.'],
@@ -159,6 +163,53 @@ describe('a whole flow, in text, against a scripted model over HTTP', () => {
       ['user', 'talk'],
       ['assistant', 'end'],
     ]);
+    // the same conversation as events: every step, decision, user turn, reply and outcome, in order
+    const of = (type: string) => events.filter((e) => e.type === type) as Record<string, unknown>[];
+    expect(of('step_entered').map((e) => e.stepId)).toEqual([
+      'start',
+      'burst',
+      'talk',
+      'cat',
+      'ifelse',
+      'talk',
+      'cat',
+      'ifelse',
+      'end',
+    ]);
+    expect(of('branch_decided').map((e) => [e.stepId, e.exit])).toEqual([
+      ['cat', 'stay'], // "Well, hmm": no category yet
+      ['cat', '0'],
+      ['ifelse', '1'],
+      ['cat', '0'],
+      ['ifelse', '0'],
+    ]);
+    expect(of('user_turn').map((e) => e.text)).toEqual([
+      'Hi there',
+      'I am Ada',
+      'Born in 1815',
+      'Well, hmm',
+      'I would like to book an appointment',
+      'yes, Tuesday works',
+    ]);
+    const replies = of('agent_reply');
+    expect(replies.map((e) => e.text)).toEqual(
+      recorded.filter((m) => m.role === 'assistant').map((m) => m.content),
+    );
+    // a streamed reply: its deltas, under the id its final text carries, add up to that text
+    const generated = replies.find((e) => String(e.text).endsWith('Hi there'))!;
+    const deltas = of('agent_reply_delta').filter((e) => e.replyId === generated.replyId);
+    expect(deltas.map((e) => e.delta).join('')).toBe(generated.text);
+    expect(of('post_processing').map((e) => [e.kind, e.ok])).toEqual([
+      ['structured_output', true],
+      ['webhook', true],
+    ]);
+    // every turn's figures: on its last agent message and in an event
+    const figures = of('turn_metrics');
+    expect(figures).toHaveLength(7);
+    for (const f of figures) expect((f.metrics as { turnMs: number }).turnMs).toBeGreaterThanOrEqual(0);
+    expect(recorded.filter((m) => m.metrics).length).toBe(7);
+    expect(hello.lastEventId).toBeGreaterThan(0);
+
     // a turn after the end changes nothing
     expect(await conv.userTurn('hello?')).toMatchObject({ ended: true, replies: [], stepChanges: [] });
   });

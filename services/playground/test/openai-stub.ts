@@ -19,6 +19,10 @@ export interface ChatReply {
   status?: number;
   /** Answer only after this long (a slow model). */
   delayMs?: number;
+  /** Start the answer at once, but send its first token only after this long (time to first token). */
+  firstTokenDelayMs?: number;
+  /** Stream the content word by word (one chunk each), as a real model does. */
+  wordByWord?: boolean;
 }
 
 export type Script = (req: ChatRequest) => ChatReply;
@@ -122,7 +126,13 @@ export async function startOpenAiStub(script: Script): Promise<{
         `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       res.write(chunk({ role: 'assistant', content: '' }));
-      if (reply.content) res.write(chunk({ content: reply.content }));
+      if (reply.firstTokenDelayMs) await new Promise((r) => setTimeout(r, reply.firstTokenDelayMs));
+      if (reply.content && reply.wordByWord) {
+        for (const word of reply.content.split(/(?<= )/)) {
+          res.write(chunk({ content: word }));
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      } else if (reply.content) res.write(chunk({ content: reply.content }));
       (reply.toolCalls ?? []).forEach((tc, index) =>
         res.write(
           chunk({

@@ -1,5 +1,14 @@
 import { BusClient, safeError, type Logger } from '@vab/bus';
-import { Subjects, type SessionMessage } from '@vab/contracts';
+import { Subjects, type CloseReport, type SessionMessage } from '@vab/contracts';
+
+export interface RecorderOptions {
+  bus: BusClient;
+  agentId: string;
+  sessionId: string;
+  startedAt: number;
+  log: Logger;
+  timeoutMs: number;
+}
 
 /**
  * Writes one session's transcript to the sessions service, in order and never blocking the conversation
@@ -8,26 +17,26 @@ import { Subjects, type SessionMessage } from '@vab/contracts';
 export class Recorder {
   private chain: Promise<void> = Promise.resolve();
   private closed = false;
+  readonly agentId: string;
+  readonly sessionId: string;
+  readonly startedAt: number;
 
-  constructor(
-    private readonly bus: BusClient,
-    readonly agentId: string,
-    readonly sessionId: string,
-    readonly startedAt: number,
-    private readonly log: Logger,
-    private readonly timeoutMs: number,
-  ) {}
+  constructor(private readonly opts: RecorderOptions) {
+    this.agentId = opts.agentId;
+    this.sessionId = opts.sessionId;
+    this.startedAt = opts.startedAt;
+  }
 
   record(message: SessionMessage): void {
     this.chain = this.chain.then(async () => {
       try {
-        await this.bus.request(
+        await this.opts.bus.request(
           Subjects.messagesAppend,
           { agentId: this.agentId, sessionId: this.sessionId, message },
-          { timeoutMs: this.timeoutMs, requestId: this.sessionId },
+          { timeoutMs: this.opts.timeoutMs, requestId: this.sessionId },
         );
       } catch (err) {
-        this.log.warn(
+        this.opts.log.warn(
           { err: safeError(err), role: message.role, stepId: message.stepId },
           'message not recorded',
         );
@@ -35,23 +44,25 @@ export class Recorder {
     });
   }
 
-  async close(): Promise<void> {
+  /** Closes the test session (once) with what it used and the errors it saw. */
+  async close(report?: CloseReport): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.chain;
     const endedAt = Math.max(Date.now(), this.startedAt);
     try {
-      await this.bus.request(
+      await this.opts.bus.request(
         Subjects.testSessionsClose,
         {
           agentId: this.agentId,
           sessionId: this.sessionId,
           close: { endedAt, durationMs: endedAt - this.startedAt },
+          ...(report ? { report } : {}),
         },
-        { timeoutMs: this.timeoutMs, requestId: this.sessionId },
+        { timeoutMs: this.opts.timeoutMs, requestId: this.sessionId },
       );
     } catch (err) {
-      this.log.warn({ err: safeError(err) }, 'test session not closed');
+      this.opts.log.warn({ err: safeError(err) }, 'test session not closed');
     }
   }
 }

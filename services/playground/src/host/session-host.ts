@@ -1,16 +1,22 @@
+import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { answer, safeError, type BusClient, type Logger, type Served } from '@vab/bus';
 import {
   AppError,
+  liveSubject,
   OwnerEndRequest,
   ownerSubject,
+  specOf,
   Subjects,
   TextTurnRequest,
   type Ok,
+  type SessionEventInput,
   type SessionType,
+  type SessionUsage,
   type TextTurnResult,
+  type TurnResult,
 } from '@vab/contracts';
-import type { TurnResult } from '../runtime/conversation.js';
+import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
 
 export interface HostConfig {
@@ -22,6 +28,8 @@ export interface HostConfig {
   BUS_TIMEOUT_MS: number;
   /** Bound on a forwarded stop: the owner may be deleting a room. */
   MEDIA_SERVER_TIMEOUT_MS: number;
+  /** Unacknowledged event publishes per session before events are dropped. */
+  EVENTS_MAX_IN_FLIGHT: number;
 }
 
 /** What a transport gets while it starts a session, and keeps for the session's life. */
@@ -30,6 +38,14 @@ export interface SessionContext {
   log: Logger;
   /** The test session recording this one (when it belongs to a stored agent). */
   recorder: Recorder | undefined;
+  /** Adds an event to the session's stream (nothing without a test session: the stream is the record's). */
+  emit(event: SessionEventInput): void;
+  /** The id of the last event emitted (0: none). */
+  lastEventId(): number;
+  /** Where the session's usage is read when its record closes (the transport's LiveKit session). */
+  usageFrom(read: () => SessionUsage): void;
+  /** Closes the test-session record now (the conversation said goodbye), with its usage and errors. Once. */
+  closeRecord(): Promise<void>;
   /** Registers what stopping must undo (run in reverse order); at once if the session has already stopped. */
   onStop(cleanup: () => Promise<void>): void;
   /** Stops the session (idempotent): the transport's signal that its agent or room is gone. */
@@ -44,6 +60,8 @@ export interface OpenOptions {
   key?: string;
   /** Records the session as a test session of this stored agent. */
   agentId?: string | undefined;
+  /** The agent version it runs; null for a draft flow. */
+  version?: number | null;
   roomName?: string;
   requestId: string;
   /** What the client is told when the start fails for a reason that is not an API error of ours. */
@@ -63,15 +81,19 @@ interface Hosted {
   startedAt: number;
   log: Logger;
   recorder: Recorder | undefined;
+  events: SessionEvents | undefined;
+  usage: (() => SessionUsage) | undefined;
   cleanups: (() => Promise<void>)[];
   turn: ((text: string) => Promise<TurnResult>) | undefined;
   subs: Subscription[];
+  /** Answers "still running" to event streams; left last, after the session's last event is stored. */
+  live: Subscription | undefined;
   timers: Map<string, NodeJS.Timeout>;
   stopping: Promise<void> | undefined;
 }
 
 /** Turns take a model call or several; a forwarded one waits as long as the route does. */
-const FORWARDED_TURN_TIMEOUT_MS = 60_000;
+const FORWARDED_TURN_TIMEOUT_MS = specOf(Subjects.textSessionTurn).timeoutMs!;
 
 const notFound = (key: string) =>
   new AppError('NOT_FOUND', `text session ${key} not found (ended or expired)`);
@@ -88,6 +110,7 @@ export class SessionHost {
   private reserved = 0;
   private served: Served | undefined;
   private full = false;
+  private readonly js: JetStreamClient;
 
   constructor(
     private readonly deps: {
@@ -98,7 +121,9 @@ export class SessionHost {
       /** The subjects that start sessions: left while the instance is full. */
       createSubjects: readonly string[];
     },
-  ) {}
+  ) {
+    this.js = jetstream(deps.nc);
+  }
 
   /** Capacity is enforced on the served subjects from now on. */
   attach(served: Served): void {
@@ -170,18 +195,32 @@ export class SessionHost {
   private async register(opts: OpenOptions): Promise<Hosted> {
     const { bus, config } = this.deps;
     let recorder: Recorder | undefined;
+    let events: SessionEvents | undefined;
     let key = opts.key;
     if (opts.agentId) {
       const ts = await bus.request(
         Subjects.testSessionsCreate,
         {
           agentId: opts.agentId,
-          session: { sessionType: opts.sessionType, ...(opts.roomName ? { roomName: opts.roomName } : {}) },
+          session: {
+            sessionType: opts.sessionType,
+            version: opts.version ?? null,
+            ...(opts.roomName ? { roomName: opts.roomName } : {}),
+          },
         },
         { timeoutMs: config.BUS_TIMEOUT_MS, requestId: opts.requestId },
       );
       key ??= ts.id;
-      recorder = new Recorder(bus, opts.agentId, ts.id, ts.startedAt, this.deps.log, config.BUS_TIMEOUT_MS);
+      recorder = new Recorder({
+        bus,
+        agentId: opts.agentId,
+        sessionId: ts.id,
+        startedAt: ts.startedAt,
+        log: this.deps.log,
+        timeoutMs: config.BUS_TIMEOUT_MS,
+      });
+      events = new SessionEvents(this.js, opts.agentId, ts.id, this.deps.log, config.EVENTS_MAX_IN_FLIGHT);
+      events.emit({ type: 'session_started', sessionType: opts.sessionType, version: opts.version ?? null });
     }
     if (key === undefined) throw new Error('a session needs a key or a test session');
     const hosted: Hosted = {
@@ -191,9 +230,12 @@ export class SessionHost {
       startedAt: Date.now(),
       log: this.deps.log.child({ sessionKey: key, agentId: opts.agentId }),
       recorder,
+      events,
+      usage: undefined,
       cleanups: [],
       turn: undefined,
       subs: [],
+      live: recorder ? this.serveLive(recorder.sessionId) : undefined,
       timers: new Map(),
       stopping: undefined,
     };
@@ -209,6 +251,12 @@ export class SessionHost {
       key: hosted.key,
       log: hosted.log,
       recorder: hosted.recorder,
+      emit: (event) => hosted.events?.emit(event),
+      lastEventId: () => hosted.events?.lastId ?? 0,
+      usageFrom: (read) => {
+        hosted.usage = read;
+      },
+      closeRecord: () => this.closeRecord(hosted),
       onStop: (cleanup) => {
         if (hosted.stopping) void this.runCleanup(hosted, cleanup);
         else hosted.cleanups.push(cleanup);
@@ -216,6 +264,25 @@ export class SessionHost {
       stop: (reason) => void this.stop(hosted.key, reason),
       stopAfter: (ms, reason) => this.timer(hosted, 'stop-after', ms, reason),
     };
+  }
+
+  /** The record closes with what the session used and the errors it saw (the stats count them). */
+  private async closeRecord(hosted: Hosted): Promise<void> {
+    let usage: SessionUsage = [];
+    try {
+      usage = hosted.usage?.() ?? [];
+    } catch (err) {
+      hosted.log.warn({ err: safeError(err) }, 'session usage not read');
+    }
+    if (usage.length > 0) hosted.events?.emit({ type: 'usage', usage });
+    await hosted.recorder?.close({ usage, errors: hosted.events?.errors ?? 0 });
+  }
+
+  /** A session's event streams ask here whether it still runs (no responders: its instance is gone). */
+  private serveLive(sessionId: string): Subscription {
+    return this.deps.nc.subscribe(liveSubject(sessionId), {
+      callback: (_e, msg) => void msg.respond(),
+    });
   }
 
   /** The subject only this instance holds for the session: requests that reached another one come here. */
@@ -299,7 +366,11 @@ export class SessionHost {
       for (const t of hosted.timers.values()) clearTimeout(t);
       for (const s of hosted.subs) s.unsubscribe();
       for (const cleanup of hosted.cleanups.reverse()) await this.runCleanup(hosted, cleanup);
-      await hosted.recorder?.close();
+      await this.closeRecord(hosted);
+      hosted.events?.emit({ type: 'session_ended', reason, durationMs: Date.now() - hosted.startedAt });
+      await hosted.events?.flush();
+      // after the last event is stored: a stream that finds no one here finds the session_ended
+      hosted.live?.unsubscribe();
       this.sessions.delete(key);
       this.recount();
       hosted.log.info(

@@ -1,5 +1,13 @@
 import { llm, voice } from '@livekit/agents';
-import type { SessionMessage, SessionType, StepChange, TextTurnResult } from '@vab/contracts';
+import type {
+  SessionEventInput,
+  SessionMessage,
+  SessionType,
+  SessionUsage,
+  StepChange,
+  TurnMetrics,
+  TurnResult,
+} from '@vab/contracts';
 import {
   COMPLETE_STEP_TOOL,
   initialState,
@@ -12,10 +20,11 @@ import {
   type TransferFailureReason,
 } from '@vab/flow';
 import type { Logger } from 'pino';
+import { messageMetrics, redact, TurnClock, usageOf } from './figures.js';
 import { agentOptions, FlowAgent, type FlowRuntime } from './flow-runtime.js';
 import { evaluateBranch, type Turn } from './judge.js';
-
-export type TurnResult = Omit<TextTurnResult, 'sessionId'>;
+import { ReplyTap } from './reply-tap.js';
+import type { ToolObserver } from './mcp.js';
 
 export type TransferTarget = { ok: true; flow: FlowRuntime } | { ok: false; reason: TransferFailureReason };
 
@@ -30,6 +39,10 @@ export interface ConversationDeps {
   loadTransferTarget(agentId: string): Promise<TransferTarget>;
   /** Every transcript message, with the step that was current. Must not throw. */
   record(message: SessionMessage): void;
+  /** Adds an event to the session's stream. Must not throw. */
+  emit(event: SessionEventInput): void;
+  /** The id of the session's last event. */
+  lastEventId(): number;
   onStepChange?(change: StepChange): void;
   /** The conversation has ended (goodbye said, or a failed transfer). Called once. */
   onEnded?(): void;
@@ -76,7 +89,17 @@ export class FlowConversation {
   private readonly transcript: Turn[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private queue: Promise<unknown> = Promise.resolve();
-  private collecting: { replies: string[]; stepChanges: StepChange[] } | undefined;
+  private collecting:
+    | {
+        replies: string[];
+        stepChanges: StepChange[];
+        clock: TurnClock;
+        /** A text turn's agent messages: recorded when it ends, the last one with the turn's figures. */
+        messages: SessionMessage[];
+        metrics?: TurnMetrics;
+      }
+    | undefined;
+  private readonly replyTap: ReplyTap;
   private closed = false;
   private endedNotified = false;
   private postProcessing: Promise<Record<string, unknown> | undefined> | undefined;
@@ -88,21 +111,87 @@ export class FlowConversation {
     this.state = initialState(deps.flow.config);
     this.now = deps.now ?? Date.now;
     this.agent = this.makeAgent(deps.flow);
-    deps.session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
+    this.replyTap = new ReplyTap((replyId, delta) =>
+      this.deps.emit({ type: 'agent_reply_delta', replyId, delta, stepId: this.state.stepId }),
+    );
+    const { session } = deps;
+    session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
       const item = ev.item;
       if (item.type !== 'message' || item.role !== 'assistant') return;
       const text = item.textContent ?? '';
       if (text === '') return;
-      this.transcript.push({ role: 'assistant', content: text });
-      this.collecting?.replies.push(text);
-      this.deps.record({
-        role: 'assistant',
-        content: text,
-        stepId: this.state.stepId,
-        timestamp: this.now(),
-      });
+      this.agentSaid(text, item.metrics);
     });
+    session.on(voice.AgentSessionEventTypes.MetricsCollected, (ev) => {
+      if (ev.metrics.type === 'llm_metrics') this.collecting?.clock.llmCall(ev.metrics);
+    });
+    session.on(voice.AgentSessionEventTypes.Error, (ev) => {
+      const source = (ev.error as { type?: string }).type ?? 'error';
+      const message = redact(String((ev.error as { error?: Error }).error?.message ?? source));
+      this.deps.emit({ type: 'error', code: source.toUpperCase(), message, stepId: this.state.stepId });
+    });
+    if (deps.sessionType === 'voice') {
+      session.on(voice.AgentSessionEventTypes.UserInputTranscribed, (ev) =>
+        this.deps.emit({
+          type: 'user_turn',
+          text: ev.transcript,
+          final: ev.isFinal,
+          stepId: this.state.stepId,
+        }),
+      );
+    }
   }
+
+  /** An agent message: an event now; on the transcript now (voice) or when its text turn ends. */
+  private agentSaid(text: string, report: llm.MetricsReport | undefined): void {
+    this.transcript.push({ role: 'assistant', content: text });
+    const stepId = this.state.stepId;
+    this.deps.emit({ type: 'agent_reply', replyId: this.replyTap.replyIdOf(text), text, stepId });
+    const message: SessionMessage = { role: 'assistant', content: text, stepId, timestamp: this.now() };
+    const turn = this.collecting;
+    if (this.deps.sessionType !== 'voice' && turn) {
+      turn.replies.push(text);
+      turn.clock.reply(report);
+      turn.messages.push(message);
+      return;
+    }
+    turn?.replies.push(text);
+    const metrics = messageMetrics(report);
+    if (Object.keys(metrics).length > 0) {
+      message.metrics = metrics;
+      this.deps.emit({ type: 'turn_metrics', stepId, metrics });
+    }
+    this.deps.record(message);
+  }
+
+  /** What the session used so far, per provider and model (LiveKit's usage collector). */
+  usage(): SessionUsage {
+    return usageOf(this.deps.session.usage);
+  }
+
+  /** A tool of the flow (MCP) was called: events, and its time counts in the turn's figures. */
+  readonly tools: ToolObserver = {
+    called: (name, args) => {
+      const callId = `${name}-${++this.toolCalls}`;
+      const stepId = this.state.stepId;
+      const startedAt = this.now();
+      this.deps.emit({ type: 'tool_called', callId, name, source: 'mcp', arguments: args, stepId });
+      return (outcome) => {
+        const durationMs = Math.max(0, this.now() - startedAt);
+        this.collecting?.clock.tool(durationMs);
+        this.deps.emit({
+          type: 'tool_result',
+          callId,
+          name,
+          source: 'mcp',
+          durationMs,
+          stepId,
+          ...('error' in outcome ? { error: redact(outcome.error) } : { result: outcome.result }),
+        });
+      };
+    },
+  };
+  private toolCalls = 0;
 
   get ended(): boolean {
     return this.state.phase === 'ended' || this.closed;
@@ -123,7 +212,10 @@ export class FlowConversation {
 
   /** Starts the session: the start step speaks first. */
   async start(): Promise<TurnResult> {
+    if (this.deps.sessionType !== 'voice') this.replyTap.attach(this.deps.session);
     await this.deps.startSession(this.agent);
+    // in a room, LiveKit puts its own transcription output in place at start: the tap goes in front of it
+    if (this.deps.sessionType === 'voice') this.replyTap.attach(this.deps.session);
     const greet = () => this.serialized(() => this.handle({ type: 'session_started', at: this.now() }));
     if (this.deps.sessionType === 'voice') {
       // in a room the greeting plays out while the user joins: returning now lets the token be handed over
@@ -142,6 +234,9 @@ export class FlowConversation {
       if (this.ended) return this.result();
       this.transcript.push({ role: 'user', content: text });
       this.deps.record({ role: 'user', content: text, stepId: this.state.stepId, timestamp: this.now() });
+      // a voice turn's final transcript was an event already (user_input_transcribed)
+      if (!opts.inContext)
+        this.deps.emit({ type: 'user_turn', text, final: true, stepId: this.state.stepId });
       return this.handle({ type: 'user_turn', at: this.now(), text }, opts.inContext ? undefined : text);
     });
   }
@@ -179,12 +274,15 @@ export class FlowConversation {
 
   private result(): TurnResult {
     const current = this.flow.config.steps[this.state.stepId];
+    const metrics = this.collecting?.metrics;
     return {
       replies: this.collecting?.replies ?? [],
       stepId: this.state.stepId,
       stepType: current?.kind ?? 'start',
       stepChanges: this.collecting?.stepChanges ?? [],
       ended: this.ended,
+      lastEventId: this.deps.lastEventId(),
+      ...(metrics ? { metrics } : {}),
     };
   }
 
@@ -195,13 +293,27 @@ export class FlowConversation {
   }
 
   private async handle(event: EngineEvent, pendingUser?: string): Promise<TurnResult> {
-    this.collecting = { replies: [], stepChanges: [] };
+    const turn = { replies: [], stepChanges: [], clock: new TurnClock(this.now()), messages: [] };
+    this.collecting = turn;
     try {
       await this.apply(this.feed(event), pendingUser);
+      this.endTurn(turn);
       return this.result();
     } finally {
       this.collecting = undefined;
     }
+  }
+
+  /** A text turn's figures: on its last agent message and in an event; its messages go to the transcript. */
+  private endTurn(turn: NonNullable<FlowConversation['collecting']>): void {
+    if (this.deps.sessionType === 'voice') return;
+    turn.metrics = turn.clock.figures(this.now());
+    const last = turn.messages.at(-1);
+    if (last) {
+      last.metrics = turn.metrics;
+      this.deps.emit({ type: 'turn_metrics', stepId: last.stepId, metrics: turn.metrics });
+    }
+    for (const m of turn.messages) this.deps.record(m);
   }
 
   /** Carries out actions in order; actions an action leads to (a decision, a finished utterance) follow it. */
@@ -248,6 +360,7 @@ export class FlowConversation {
       const model = this.flow.llm(own ?? this.flow.config.providers.llm);
       const exit = await evaluateBranch(model, this.transcript, a, this.deps.branchTimeoutMs);
       this.deps.log.info({ stepId: a.stepId, exit, attempt: a.attempt }, 'branch evaluated');
+      this.deps.emit({ type: 'branch_decided', stepId: a.stepId, exit: String(exit), attempt: a.attempt });
       pass.queue.push(...this.feed({ type: 'branch_decided', at: this.now(), stepId: a.stepId, exit }));
     },
     schedule_timer: (a) => {
@@ -267,6 +380,12 @@ export class FlowConversation {
       const target = await this.deps.loadTransferTarget(a.targetAgentId);
       if (!target.ok) {
         this.deps.log.warn({ targetAgentId: a.targetAgentId, reason: target.reason }, 'transfer failed');
+        this.deps.emit({
+          type: 'transfer',
+          targetAgentId: a.targetAgentId,
+          ok: false,
+          reason: target.reason,
+        });
         pass.queue.push(
           ...this.feed({ type: 'transfer_failed', at: this.now(), stepId: a.stepId, reason: target.reason }),
         );
@@ -274,6 +393,7 @@ export class FlowConversation {
       }
       await this.handOver(target.flow);
       this.deps.log.info({ targetAgentId: a.targetAgentId }, 'transferred');
+      this.deps.emit({ type: 'transfer', targetAgentId: a.targetAgentId, ok: true });
       pass.queue.push(...this.feed({ type: 'session_started', at: this.now() }));
     },
     end_session: (a, pass) => {
@@ -308,6 +428,7 @@ export class FlowConversation {
   private stepChanged(change: StepChange): void {
     this.collecting?.stepChanges.push(change);
     this.deps.onStepChange?.(change);
+    this.deps.emit({ type: 'step_entered', stepId: change.stepId, stepType: change.stepType });
   }
 
   /** The agent has spoken: its utterance took the pending user turn along, and the engine may move on. */

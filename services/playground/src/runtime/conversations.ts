@@ -4,6 +4,7 @@ import {
   AppError,
   Subjects,
   type ApiKeys,
+  type SessionEventInput,
   type SessionMessage,
   type SessionType,
   type StepChange,
@@ -13,7 +14,7 @@ import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import { FlowConversation, type TransferTarget } from './conversation.js';
 import { openFlowRuntime, type FlowAgent } from './flow-runtime.js';
-import type { McpOptions } from './mcp.js';
+import type { McpOptions, ToolObserver } from './mcp.js';
 import { runPostProcessing } from './post-processing.js';
 
 export interface ConversationKitConfig {
@@ -35,6 +36,9 @@ export interface ConverseOptions extends TransportSide {
   /** The request's keys: a transfer's target runs with them too. Held in memory for the session only. */
   apiKeys: ApiKeys | undefined;
   record(message: SessionMessage): void;
+  /** The session's event stream (the host's). */
+  emit(event: SessionEventInput): void;
+  lastEventId(): number;
   onEnded(): void;
   log: Logger;
   requestId: string;
@@ -64,33 +68,47 @@ export class ConversationKit {
     }
   }
 
-  private mcp(log: Logger): McpOptions {
-    return { fetch: this.deps.egressFetch, timeoutMs: this.deps.config.MCP_TIMEOUT_MS, log };
+  private mcp(log: Logger, observer?: ToolObserver): McpOptions {
+    return {
+      fetch: this.deps.egressFetch,
+      timeoutMs: this.deps.config.MCP_TIMEOUT_MS,
+      log,
+      ...(observer ? { observer } : {}),
+    };
   }
 
   async converse(opts: ConverseOptions): Promise<FlowConversation> {
     const { config, egressFetch } = this.deps;
     const { log } = opts;
-    return new FlowConversation({
-      flow: await openFlowRuntime(opts.flow, this.mcp(log)),
+    // the flow's tools are made before the conversation that watches them: calls reach it once it exists
+    let conversation: FlowConversation | undefined;
+    const observer: ToolObserver = {
+      called: (name, args) => conversation?.tools.called(name, args) ?? (() => undefined),
+    };
+    conversation = new FlowConversation({
+      flow: await openFlowRuntime(opts.flow, this.mcp(log, observer)),
       sessionType: opts.flow.sessionType,
       session: opts.session,
       startSession: opts.startSession,
       onStepChange: opts.onStepChange,
       record: opts.record,
+      emit: opts.emit,
+      lastEventId: opts.lastEventId,
       onEnded: opts.onEnded,
       log,
       branchTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
       loadTransferTarget: (agentId) =>
-        this.transferTarget(agentId, opts.flow.sessionType, opts.apiKeys, opts.requestId, log),
-      postProcess: (steps, conversation, flow) =>
-        runPostProcessing(steps, conversation, (cfg) => flow.llm(cfg ?? flow.config.providers.llm), {
+        this.transferTarget(agentId, opts.flow.sessionType, opts.apiKeys, opts.requestId, log, observer),
+      postProcess: (steps, transcript, flow) =>
+        runPostProcessing(steps, transcript, (cfg) => flow.llm(cfg ?? flow.config.providers.llm), {
           fetch: egressFetch,
           webhookTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
           llmTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
           log,
+          emit: opts.emit,
         }),
     });
+    return conversation;
   }
 
   /** Another stored agent's flow, checked like any start (kind, URLs, keys) and opened; or why not. */
@@ -100,6 +118,7 @@ export class ConversationKit {
     apiKeys: ApiKeys | undefined,
     requestId: string,
     log: Logger,
+    observer: ToolObserver,
   ): Promise<TransferTarget> {
     const { bus, readiness, config } = this.deps;
     const opts = { timeoutMs: config.BUS_TIMEOUT_MS, requestId };
@@ -109,7 +128,7 @@ export class ConversationKit {
       if (found.archived) return { ok: false, reason: 'archived' };
       const { flow } = await bus.request(Subjects.agentsGet, { id: agentId }, opts);
       const runnable = readiness.require(flow, sessionType, await this.deps.env(), apiKeys);
-      return { ok: true, flow: await openFlowRuntime(runnable, this.mcp(log)) };
+      return { ok: true, flow: await openFlowRuntime(runnable, this.mcp(log, observer)) };
     } catch (err) {
       if (err instanceof AppError && (err.code === 'FLOW_INVALID' || err.code === 'MISSING_CREDENTIALS')) {
         log.warn({ targetAgentId: agentId, code: err.code }, 'transfer target cannot run here');

@@ -12,6 +12,13 @@ export interface McpOptions {
   /** Bound on connecting, listing and each tool call. */
   timeoutMs: number;
   log: Logger;
+  /** Told of every call the model makes (the session's events, the turn's tool time). */
+  observer?: ToolObserver;
+}
+
+/** Watches tool calls: `called` when one starts, the function it returns when it has its outcome. */
+export interface ToolObserver {
+  called(name: string, args: unknown): (outcome: { result: string } | { error: string }) => void;
 }
 
 /** A tool result longer than this reaches the model cut, with a note: one call must not flood its context. */
@@ -178,7 +185,17 @@ export async function openMcpTools(configs: McpConfig[], opts: McpOptions): Prom
           name: exposed,
           description: described?.description || `The ${name} tool of an MCP server.`,
           parameters: (described?.inputSchema ?? ANY_ARGUMENTS) as never,
-          execute: async (args: Record<string, unknown>) => server.call(name, args ?? {}),
+          execute: async (args: Record<string, unknown>) => {
+            const done = opts.observer?.called(exposed, args ?? {});
+            try {
+              const result = await server.call(name, args ?? {});
+              done?.({ result });
+              return result;
+            } catch (err) {
+              done?.({ error: err instanceof Error ? err.message : String(err) });
+              throw err;
+            }
+          },
         }) as unknown as llm.FunctionTool,
       );
     }

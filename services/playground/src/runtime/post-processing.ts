@@ -1,4 +1,5 @@
 import type { llm } from '@livekit/agents';
+import type { SessionEventInput } from '@vab/contracts';
 import type { LlmConfig, PostStep } from '@vab/flow';
 import type { Logger } from 'pino';
 import { EgressRefused, type EgressFetch } from '../egress/client.js';
@@ -10,6 +11,8 @@ export interface PostProcessingOptions {
   webhookTimeoutMs: number;
   llmTimeoutMs: number;
   log: Logger;
+  /** The session's events: each step's outcome. */
+  emit?(event: SessionEventInput): void;
 }
 
 /**
@@ -35,8 +38,22 @@ export async function runPostProcessing(
           opts.llmTimeoutMs,
         );
         opts.log.info({ stepId: s.id, fields: Object.keys(structuredOutput) }, 'structured output extracted');
+        opts.emit?.({
+          type: 'post_processing',
+          stepId: s.id,
+          kind: 'structured_output',
+          ok: true,
+          output: structuredOutput,
+        });
       } catch (err) {
         opts.log.warn({ stepId: s.id, err: String(err) }, 'structured output failed');
+        opts.emit?.({
+          type: 'post_processing',
+          stepId: s.id,
+          kind: 'structured_output',
+          ok: false,
+          error: 'the model gave no valid structured output',
+        });
       }
       continue;
     }
@@ -52,6 +69,13 @@ export async function runPostProcessing(
       // the answer's body is not ours to read
       await res.body?.cancel().catch(() => undefined);
       opts.log.info({ stepId: s.id, status: res.status }, 'webhook delivered');
+      opts.emit?.({
+        type: 'post_processing',
+        stepId: s.id,
+        kind: 'webhook',
+        ok: res.ok,
+        status: res.status,
+      });
     } catch (err) {
       const refused = (err as { cause?: unknown }).cause;
       if (refused instanceof EgressRefused) {
@@ -59,6 +83,9 @@ export async function runPostProcessing(
       } else {
         opts.log.warn({ stepId: s.id, err: String(err) }, 'webhook failed');
       }
+      // never the URL or the reason's details: the flow's URL may carry a secret in its query
+      const error = refused instanceof EgressRefused ? 'refused by the egress policy' : 'not delivered';
+      opts.emit?.({ type: 'post_processing', stepId: s.id, kind: 'webhook', ok: false, error });
     }
   }
   return structuredOutput;

@@ -44,12 +44,14 @@ export class TestCaseTransport {
     const runnable = readiness.require(flow, 'test', await this.deps.env(), req.apiKeys);
     const { key, result, conversation } = await text.open(req.agentId, runnable, {
       sessionType: 'test',
+      version: req.version,
       apiKeys: req.apiKeys,
       failure: 'the test case could not start',
       requestId,
     });
     const steps = [result.stepId];
     const replies = [result.replies];
+    const metrics = result.metrics ? [result.metrics] : [];
     let last = { ended: result.ended, stepId: result.stepId };
     try {
       for (const said of req.turns) {
@@ -57,6 +59,7 @@ export class TestCaseTransport {
         const turn = await host.turn(key, req.agentId, said, requestId);
         steps.push(...turn.stepChanges.map((c) => c.stepId));
         replies.push(turn.replies);
+        if (turn.metrics) metrics.push(turn.metrics);
         last = turn;
       }
       const structured = last.ended ? await conversation.structuredOutput() : null;
@@ -67,6 +70,7 @@ export class TestCaseTransport {
         ended: last.ended,
         endedAt: last.ended ? last.stepId : null,
         structured,
+        metrics,
       };
     } finally {
       await host.end(key, req.agentId, requestId);

@@ -1,17 +1,19 @@
 import { voice } from '@livekit/agents';
 import type { BusClient } from '@vab/bus';
 import {
+  AppError,
   Subjects,
   type ApiKeys,
   type Ok,
   type SessionType,
   type StartTextSessionBody,
   type TextTurnResult,
+  type TurnResult,
 } from '@vab/contracts';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
-import type { FlowConversation, TurnResult } from '../runtime/conversation.js';
+import type { FlowConversation } from '../runtime/conversation.js';
 import type { ConversationKit } from '../runtime/conversations.js';
 
 /**
@@ -31,24 +33,38 @@ export class TextTransport {
   ) {}
 
   async start(agentId: string, body: StartTextSessionBody, requestId: string): Promise<TextTurnResult> {
-    const { bus, readiness } = this.deps;
-    const flow =
-      body.flow ??
-      (
-        await bus.request(
-          Subjects.agentsGet,
-          { id: agentId },
-          { timeoutMs: this.deps.busTimeoutMs, requestId },
-        )
-      ).flow;
+    const { readiness } = this.deps;
+    const { flow, version } = await this.flowOf(agentId, body, requestId);
     const runnable = readiness.require(flow, 'text', await this.deps.env(), body.apiKeys);
     const { key, result } = await this.open(agentId, runnable, {
       sessionType: 'text',
+      version,
       apiKeys: body.apiKeys,
       failure: 'the agent could not start',
       requestId,
     });
     return { sessionId: key, ...result };
+  }
+
+  /** The flow to run: a draft sent with the start, a stored version, or the agent's latest. */
+  private async flowOf(agentId: string, body: StartTextSessionBody, requestId: string) {
+    const opts = { timeoutMs: this.deps.busTimeoutMs, requestId };
+    if (body.flow && body.version) {
+      throw new AppError('VALIDATION_FAILED', 'send either a flow or a version, not both', {
+        issues: [{ path: 'body.version', message: 'not with flow' }],
+      });
+    }
+    if (body.flow) return { flow: body.flow, version: null };
+    if (body.version) {
+      const stored = await this.deps.bus.request(
+        Subjects.agentsVersionsGet,
+        { id: agentId, version: body.version },
+        opts,
+      );
+      return { flow: stored.flow, version: stored.version };
+    }
+    const agent = await this.deps.bus.request(Subjects.agentsGet, { id: agentId }, opts);
+    return { flow: agent.flow, version: agent.version };
   }
 
   /**
@@ -60,6 +76,8 @@ export class TextTransport {
     flow: RunnableFlow,
     opts: {
       sessionType: SessionType;
+      /** The stored version it runs; null for a draft. */
+      version: number | null;
       apiKeys: ApiKeys | null | undefined;
       failure: string;
       requestId: string;
@@ -68,7 +86,7 @@ export class TextTransport {
     const { requestId } = opts;
     let conversation: FlowConversation | undefined;
     const { key, result } = await this.deps.host.open(
-      { sessionType: opts.sessionType, agentId, requestId, failure: opts.failure },
+      { sessionType: opts.sessionType, agentId, version: opts.version, requestId, failure: opts.failure },
       async (ctx) => {
         const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
         const conv = await this.deps.kit.converse({
@@ -77,12 +95,15 @@ export class TextTransport {
           session,
           startSession: (agent) => session.start({ agent }),
           record: (m) => ctx.recorder?.record(m),
+          emit: ctx.emit,
+          lastEventId: ctx.lastEventId,
           // the test session closes with the goodbye; the session answers `ended` until it is stopped
-          onEnded: () => void ctx.recorder?.close(),
+          onEnded: () => void ctx.closeRecord(),
           log: ctx.log,
           requestId,
         });
         conversation = conv;
+        ctx.usageFrom(() => conv.usage());
         ctx.onStop(() => conv.close());
         return { result: await conv.start(), turn: (text) => conv.userTurn(text) };
       },

@@ -95,16 +95,21 @@ export class LiveKitTransport {
           serverUrl: creds.url,
           agentToken: await media.agentToken(roomName, `agent-${randomUUID()}`),
           flow: runnable.config,
-          converse: (side) =>
-            kit.converse({
+          converse: async (side) => {
+            const conv = await kit.converse({
               ...side,
               flow: runnable,
               apiKeys: req.apiKeys ?? undefined,
               record,
+              emit: ctx.emit,
+              lastEventId: ctx.lastEventId,
               onEnded: () => ctx.stop('end step'),
               log: ctx.log,
               requestId,
-            }),
+            });
+            ctx.usageFrom(() => conv.usage());
+            return conv;
+          },
           record,
           onEnded: (reason) => ctx.stop(reason),
           onUserLeft: () => ctx.stopAfter(config.USER_LEFT_GRACE_MS, 'user left'),
@@ -212,14 +217,14 @@ export class LiveKitTransport {
         );
       deleted.push(name);
       if (meta?.agentId && meta.testSessionId) {
-        await new Recorder(
+        await new Recorder({
           bus,
-          meta.agentId,
-          meta.testSessionId,
-          meta.startedAt,
+          agentId: meta.agentId,
+          sessionId: meta.testSessionId,
+          startedAt: meta.startedAt,
           log,
-          config.BUS_TIMEOUT_MS,
-        ).close();
+          timeoutMs: config.BUS_TIMEOUT_MS,
+        }).close();
       }
     }
     if (deleted.length > 0) log.warn({ rooms: deleted }, 'reaped rooms of instances that are gone');

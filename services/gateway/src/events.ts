@@ -1,0 +1,372 @@
+import {
+  DeliverPolicy,
+  jetstream,
+  jetstreamManager,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
+import { safeError, type BusClient, type Logger } from '@vab/bus';
+import {
+  AppError,
+  EVENTS_STREAM,
+  eventsSubject,
+  LastEventId,
+  liveSubject,
+  Subjects,
+  type SessionEvent,
+  type TextTurnResult,
+} from '@vab/contracts';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+export interface EventStreamSettings {
+  /** A comment line this often keeps proxies from closing an idle stream; the owner is checked as often. */
+  heartbeatMs: number;
+  /** Open streams per client address at once (429 past it). */
+  maxStreamsPerClient: number;
+  /** Bytes a client may leave unread before it is cut off: a slow reader never holds events back. */
+  maxBufferBytes: number;
+  /** Bound on asking whether a session's instance still runs it. */
+  ownerProbeTimeoutMs: number;
+  /** Bound on the first event of a streamed turn's end reaching us after its answer. */
+  turnDrainMs: number;
+}
+
+export const DEFAULT_EVENT_STREAMS: EventStreamSettings = {
+  heartbeatMs: 15_000,
+  maxStreamsPerClient: 20,
+  maxBufferBytes: 1024 * 1024,
+  ownerProbeTimeoutMs: 2_000,
+  turnDrainMs: 2_000,
+};
+
+/** Where a stream starts: after this event id (0 = from the first). */
+export function lastEventIdOf(req: FastifyRequest, query: { lastEventId?: string | undefined }): number {
+  const header = req.headers['last-event-id'];
+  const raw = typeof header === 'string' ? header : query.lastEventId;
+  if (raw === undefined || raw === '') return 0;
+  const parsed = LastEventId.safeParse(raw.trim());
+  if (!parsed.success) {
+    throw new AppError('VALIDATION_FAILED', 'Last-Event-ID must be a non-negative integer event id', {
+      issues: [{ path: 'headers.last-event-id', message: 'must be a non-negative integer event id' }],
+    });
+  }
+  return parsed.data;
+}
+
+/** One SSE frame. */
+const frame = (event: SessionEvent) =>
+  `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+const errorFrame = (code: string, message: string) =>
+  `event: error\ndata: ${JSON.stringify({ code, message })}\n\n`;
+
+/** A hijacked reply as a Server-Sent Events stream: our headers (CORS, request id, security) kept. */
+function startStream(reply: FastifyReply): void {
+  reply.hijack();
+  const headers: Record<string, string | number | string[]> = {};
+  for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v;
+  reply.raw.writeHead(200, {
+    ...headers,
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-store',
+    // nginx and its kind would otherwise buffer the stream
+    'x-accel-buffering': 'no',
+    // a stream holds its connection to the end: none is left half-used for a shutdown to wait on
+    connection: 'close',
+  });
+  reply.raw.flushHeaders();
+}
+
+/**
+ * Session events for HTTP clients, from the JetStream stream the playground writes them to: any gateway
+ * serves any session, a reconnect resumes after its Last-Event-ID (the per-session event id), a finished
+ * session's stream is read back whole. Each open stream is one ordered consumer over that session's subject.
+ */
+export class EventStreams {
+  private readonly js: JetStreamClient;
+  private jsm: Promise<JetStreamManager> | undefined;
+  private readonly perClient = new Map<string, number>();
+  private readonly open = new Set<() => void>();
+
+  constructor(
+    private readonly deps: {
+      nc: NatsConnection;
+      bus: BusClient;
+      log: Logger;
+      settings: EventStreamSettings;
+      requestTimeoutMs: number;
+    },
+  ) {
+    this.js = jetstream(deps.nc);
+  }
+
+  private manager(): Promise<JetStreamManager> {
+    this.jsm ??= jetstreamManager(this.deps.nc).catch((err: unknown) => {
+      this.jsm = undefined;
+      throw err;
+    });
+    return this.jsm;
+  }
+
+  /** Ends every open stream (a gateway that stops): clients reconnect elsewhere with their Last-Event-ID. */
+  closeAll(): void {
+    for (const end of [...this.open]) end();
+  }
+
+  /** The last stored event of a session: its id and stream sequence, or none. */
+  private async lastStored(subject: string): Promise<{ id: number; seq: number } | undefined> {
+    try {
+      const msg = await (await this.manager()).streams.getMessage(EVENTS_STREAM, { last_by_subj: subject });
+      if (!msg) return undefined;
+      return { id: msg.json<SessionEvent>().id, seq: msg.seq };
+    } catch (err) {
+      const name = (err as { name?: string }).name;
+      if (name === 'StreamNotFoundError' || name === 'MessageNotFoundError') return undefined;
+      const code = (err as { code?: number; status?: number }).status ?? (err as { code?: number }).code;
+      if (code === 404) return undefined;
+      throw err;
+    }
+  }
+
+  private async consume(
+    subject: string,
+    afterSeq: number | undefined,
+  ): Promise<ConsumerMessages | undefined> {
+    try {
+      const consumer = await this.js.consumers.get(EVENTS_STREAM, {
+        filter_subjects: subject,
+        ...(afterSeq === undefined
+          ? { deliver_policy: DeliverPolicy.All }
+          : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: afterSeq + 1 }),
+      });
+      return await consumer.consume({ max_messages: 256 });
+    } catch (err) {
+      // no stream yet: no playground instance has run a session since JetStream was set up
+      if ((err as { name?: string }).name === 'StreamNotFoundError') return undefined;
+      throw err;
+    }
+  }
+
+  /** Whether the instance that runs the session still answers for it. */
+  private async ownerAlive(sessionId: string): Promise<boolean> {
+    try {
+      await this.deps.nc.request(liveSubject(sessionId), undefined, {
+        timeout: this.deps.settings.ownerProbeTimeoutMs,
+      });
+      return true;
+    } catch (err) {
+      if (err instanceof errors.RequestError && err.isNoResponders()) return false;
+      if (err instanceof errors.NoRespondersError) return false;
+      // a timeout is not proof of death: asked again at the next heartbeat
+      return true;
+    }
+  }
+
+  private takeSlot(req: FastifyRequest, reply: FastifyReply): () => void {
+    const client = req.ip;
+    const n = this.perClient.get(client) ?? 0;
+    const { maxStreamsPerClient, heartbeatMs } = this.deps.settings;
+    if (n >= maxStreamsPerClient) {
+      reply.header('retry-after', String(Math.ceil(heartbeatMs / 1000)));
+      throw new AppError(
+        'RATE_LIMITED',
+        `at most ${maxStreamsPerClient} event streams may be open at once per client`,
+      );
+    }
+    this.perClient.set(client, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.perClient.get(client) ?? 1) - 1;
+      if (left <= 0) this.perClient.delete(client);
+      else this.perClient.set(client, left);
+    };
+  }
+
+  /**
+   * `GET …/test-sessions/:sessionId/events`: 404 for an unknown session (or one of another agent) before any
+   * stream starts; then every event after `after`, live ones as they come, until `session_ended`.
+   */
+  async serve(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    target: { agentId: string; sessionId: string; after: number },
+  ): Promise<void> {
+    const { bus, log, settings } = this.deps;
+    const { agentId, sessionId } = target;
+    const requestId = String(req.id);
+    await bus.request(
+      Subjects.testSessionsGet,
+      { agentId, sessionId },
+      { timeoutMs: this.deps.requestTimeoutMs, requestId },
+    );
+    const release = this.takeSlot(req, reply);
+    let messages: ConsumerMessages | undefined;
+    let last: { id: number; seq: number } | undefined;
+    // an id past the last event: from the live edge
+    let after = target.after;
+    try {
+      const subject = eventsSubject(agentId, sessionId);
+      last = await this.lastStored(subject);
+      after = Math.min(target.after, last?.id ?? 0);
+      const fromSeq = after > 0 && after === last?.id ? last.seq : undefined;
+      messages = await this.consume(subject, fromSeq);
+      startStream(reply);
+    } catch (err) {
+      release();
+      await messages?.close().catch(() => undefined);
+      throw err;
+    }
+    const res = reply.raw;
+    let sent = after;
+    let ended = false;
+    let heard = Date.now();
+    const end = (closing?: string) => {
+      if (ended) return;
+      ended = true;
+      clearInterval(beat);
+      this.open.delete(end);
+      release();
+      void messages?.close().catch(() => undefined);
+      if (closing && res.writable) res.write(closing);
+      res.end();
+      // the connection goes with the stream (a client still reading a cancelled body would keep it)
+      res.socket?.destroySoon();
+    };
+    this.open.add(end);
+    const write = (chunk: string) => {
+      res.write(chunk);
+      if (res.writableLength > settings.maxBufferBytes) {
+        log.warn({ reqId: requestId, sessionId, buffered: res.writableLength }, 'slow event stream cut off');
+        end();
+        res.destroy();
+      }
+    };
+    const checkOwner = async () => {
+      if (ended || (await this.ownerAlive(sessionId)) || ended) return;
+      // the owner stores its last event before it stops answering: anything newer is on its way
+      const newest = await this.lastStored(eventsSubject(agentId, sessionId)).catch(() => undefined);
+      if (ended || (newest && newest.id > sent)) return;
+      const record = await bus
+        .request(
+          Subjects.testSessionsGet,
+          { agentId, sessionId },
+          { timeoutMs: this.deps.requestTimeoutMs, requestId },
+        )
+        .catch(() => undefined);
+      if (record?.status === 'closed') end();
+      else
+        end(errorFrame('SESSION_LOST', 'the instance running this session is gone; the session has ended'));
+    };
+    const beat = setInterval(() => {
+      write(': ping\n\n');
+      if (Date.now() - heard >= settings.heartbeatMs) void checkOwner();
+    }, settings.heartbeatMs);
+    beat.unref();
+    res.on('close', () => end());
+
+    if (!messages) {
+      await checkOwner();
+      return;
+    }
+    // nothing stored yet (a session recorded by a client has no events), or nothing after `after`: is anyone
+    // still running it?
+    let caughtUp = false;
+    if (last === undefined || after === last.id) {
+      caughtUp = true;
+      void checkOwner();
+    }
+    try {
+      for await (const m of messages) {
+        heard = Date.now();
+        const event = m.json<SessionEvent>();
+        if (event.id > sent) {
+          sent = event.id;
+          write(frame(event));
+        }
+        if (event.type === 'session_ended') break;
+        if (!caughtUp && m.info.pending === 0) {
+          caughtUp = true;
+          void checkOwner();
+        }
+      }
+    } catch (err) {
+      if (!ended) log.warn({ err: safeError(err), reqId: requestId, sessionId }, 'event stream failed');
+    }
+    end();
+  }
+
+  /**
+   * `POST …/turns` with `Accept: text/event-stream`: the turn's events as they happen, then `result` (the JSON
+   * form's answer). Until its first event the turn can still be refused like the JSON form (same status and
+   * body); after it, a failure is an `error` event.
+   */
+  async streamTurn(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    target: { agentId: string; sessionId: string },
+    send: () => Promise<TextTurnResult>,
+  ): Promise<void> {
+    const { log, settings } = this.deps;
+    const subject = eventsSubject(target.agentId, target.sessionId);
+    const last = await this.lastStored(subject);
+    const messages = await this.consume(subject, last?.seq);
+    const res = reply.raw;
+    let started = false;
+    let sent = last?.id ?? 0;
+    const begin = () => {
+      if (started) return;
+      started = true;
+      startStream(reply);
+    };
+    const answer = send();
+    answer.catch(() => undefined);
+    try {
+      const reader = messages?.[Symbol.asyncIterator]();
+      const next = () => reader?.next() ?? new Promise<never>(() => undefined);
+      let pending = next();
+      let result: TextTurnResult | undefined;
+      // until the answer: every event as it comes
+      while (result === undefined) {
+        const got = await Promise.race([pending.then((m) => ({ m })), answer.then((r) => ({ r }))]);
+        if ('r' in got) {
+          result = got.r;
+          break;
+        }
+        if (got.m.done) break;
+        pending = next();
+        const event = got.m.value.json<SessionEvent>();
+        if (event.id <= sent) continue;
+        begin();
+        sent = event.id;
+        res.write(frame(event));
+      }
+      result ??= await answer;
+      begin();
+      // the answer may overtake the turn's last events: they are waited for, briefly
+      const deadline = Date.now() + settings.turnDrainMs;
+      while (reader && sent < (result.lastEventId ?? 0) && Date.now() < deadline) {
+        const got = await Promise.race([pending, sleep(deadline - Date.now())]);
+        if (!got || got.done) break;
+        pending = next();
+        const event = got.value.json<SessionEvent>();
+        if (event.id <= sent) continue;
+        sent = event.id;
+        res.write(frame(event));
+      }
+      res.end(`event: result\ndata: ${JSON.stringify(result)}\n\n`);
+    } catch (err) {
+      if (!started) throw err;
+      const e = err instanceof AppError ? err : new AppError('INTERNAL', 'the turn failed');
+      if (!(err instanceof AppError))
+        log.error({ err: safeError(err), reqId: String(req.id) }, 'streamed turn failed');
+      res.end(errorFrame(e.code, e.message));
+    } finally {
+      await messages?.close().catch(() => undefined);
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise<undefined>((r) => setTimeout(() => r(undefined), Math.max(0, ms)));
