@@ -638,6 +638,13 @@ async function follow(agentId, sessionId, gen, attempt = 0) {
   });
 }
 
+/** Which session the conversation is: its kind, id (shortened; whole in the tooltip) and version. */
+function sessionInfo(kind, id, version) {
+  const info = $('conv-info');
+  info.textContent = `· ${kind} ${id.slice(0, 8)}… · ${version ? `version ${version}` : 'draft'}`;
+  info.title = id;
+}
+
 // ---- views ---------------------------------------------------------------------------------------
 
 function resetView() {
@@ -658,6 +665,7 @@ function resetView() {
   state.turnSeen = null;
   $('log').replaceChildren();
   $('conv-info').textContent = '';
+  $('conv-info').removeAttribute('title');
   $('stats').textContent = '';
   $('usage').textContent = '';
   $('turn').disabled = true;
@@ -710,8 +718,9 @@ async function startSession() {
     drawFlow(flow);
     const result = await json('POST', `${agentPath(agentId)}/text-sessions`, body);
     if (gen !== state.gen) return;
-    state.session = { agentId, sessionId: result.sessionId, live: true, ended: false };
-    $('conv-info').textContent = `· ${result.sessionId}`;
+    const version = body.flow ? undefined : (body.version ?? state.agent?.version);
+    state.session = { agentId, sessionId: result.sessionId, version, live: true, ended: false };
+    sessionInfo('text', result.sessionId, version);
     setStep(result.stepId);
     $('end').disabled = false;
     const ready = () => {
@@ -729,7 +738,7 @@ async function startSession() {
     if (result.ended) sessionEnded();
     setStatus(`Text session ${result.sessionId} started`);
     void follow(agentId, result.sessionId, gen);
-    void showStats(agentId, body.version, gen);
+    void showStats(agentId, version, gen);
     void loadSessions(agentId);
   } catch (err) {
     showError(err, 'Starting the session');
@@ -766,6 +775,8 @@ async function sendTurn(text) {
         note('bad', `Error ${data.code}`, data.message);
       else handleEvent(data);
     }
+    // the version's figures now count this turn
+    void showStats(s.agentId, s.version, gen);
   } catch (err) {
     if (gen === state.gen) showError(err, 'The turn');
   } finally {
@@ -797,8 +808,7 @@ async function openSession(s, button) {
   const gen = resetView();
   button.setAttribute('aria-current', 'true');
   state.session = { agentId: s.agentId, sessionId: s.id, live: false, ended: false };
-  $('conv-info').textContent =
-    `· ${s.sessionType} ${s.id}${s.version ? ` · version ${s.version}` : ' · draft'}`;
+  sessionInfo(s.sessionType, s.id, s.version);
   setStatus(`Replaying session ${s.id}`);
   try {
     const flow = await flowOf(s.agentId, s.version ?? undefined);
