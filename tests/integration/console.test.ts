@@ -54,6 +54,13 @@ describe('the console', () => {
     page.on('response', (res) => {
       if (res.url().endsWith('/turns')) turnAnswers.push(res.headers()['content-type'] ?? '');
     });
+    // what a reply bubble showed while it was still streaming (deltas in, final text not yet)
+    await page.addInitScript({
+      content: `window.streamed = [];
+        new MutationObserver(() => {
+          for (const li of document.querySelectorAll('li.agent.streaming')) window.streamed.push(li.textContent);
+        }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });`,
+    });
     await page.goto(`${stack.baseUrl}/console`);
     await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
     await page.selectOption('#agent', agentId);
@@ -72,8 +79,9 @@ describe('the console', () => {
     await expect
       .poll(() => log.locator('li.agent').allTextContents())
       .toEqual(['Hello, this is the clinic.', 'ok: Hi']);
-    // the reply came as the turn's own event stream, not as its JSON answer
+    // the reply came as the turn's own event stream, not as its JSON answer, drawn from its deltas
     expect(turnAnswers).toEqual([expect.stringContaining('text/event-stream')]);
+    expect(await page.evaluate<string[]>('window.streamed')).toContain('ok: Hi');
     await expect.poll(() => log.locator('li.user').allTextContents()).toEqual(['Hi']);
     await expect.poll(() => page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('burst');
     expect(await page.locator('#flow .node.visited[data-node-id="start"]').count()).toBe(1);
@@ -97,6 +105,16 @@ describe('the console', () => {
     expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('burst');
     expect(await page.locator('#chart rect.bar-turnMs').count()).toBeGreaterThanOrEqual(1);
     await page.screenshot({ path: '/tmp/console-replay.png' });
+
+    // the draft: the stored flow sent as it is, run as no version
+    await page.selectOption('#version', 'draft');
+    await page.click('#start');
+    await expect
+      .poll(() => log.locator('li.agent').allTextContents())
+      .toEqual(['Hello, this is the clinic.']);
+    expect(await log.locator('li.event').first().textContent()).toBe('Session started text, draft');
+    await page.click('#end');
+    await expect.poll(() => log.locator('li.event').last().textContent()).toMatch(/^Session ended/);
 
     expect(problems).toEqual([]);
     await page.close();
