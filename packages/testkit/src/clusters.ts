@@ -200,7 +200,6 @@ export async function startLocalNatsCluster(
             ...['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(p.client), '-m', String(p.monitor)],
             ...['--cluster', `nats://127.0.0.1:${p.route}`, '--cluster_name', 'vab'],
             ...['--routes', routes.map((r) => r.replaceAll('"', '')).join(',')],
-            ...['-js', '-sd', join(dir, `js-${i}`), '--name', `node-${i}`],
           ]
         : ['-c', conf];
       const server = new LocalProcessServer(
@@ -210,7 +209,7 @@ export async function startLocalNatsCluster(
         args,
         () => tcpProbe(p.client, undefined, 'INFO'),
         () => undefined,
-        { NATS_NODE_NAME: `node-${i}`, ...opts.env },
+        { NATS_NODE_NAME: `node-${i}`, NATS_JETSTREAM_DIR: join(dir, `js-${i}`), ...opts.env },
       );
       await server.start();
       nodes.push({ host: '127.0.0.1', port: p.client, url: server.url, server });

@@ -32,7 +32,10 @@ export async function startNatsContainer(maxPayload: number): Promise<ContainerS
   const c = await new tc.GenericContainer('nats:2.10-alpine')
     // nats-server has no command-line flag for max_payload; it takes it from a config file.
     .withCopyContentToContainer([
-      { content: `port: 4222\nmax_payload: ${maxPayload}\n`, target: '/etc/nats/test.conf' },
+      {
+        content: `port: 4222\nmax_payload: ${maxPayload}\njetstream { store_dir: /tmp/js }\n`,
+        target: '/etc/nats/test.conf',
+      },
     ])
     .withCommand(['-c', '/etc/nats/test.conf'])
     .withExposedPorts(4222)

@@ -137,10 +137,7 @@ export async function startLocalNats(
   const conf = join(dir, 'nats.conf');
   writeFileSync(conf, natsConfig('127.0.0.1', port, join(dir, 'js'), opts.maxPayload));
   const args = opts.configFile
-    ? [
-        ...['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(port), '-m', String(await freePort())],
-        ...['-js', '-sd', join(dir, 'js')],
-      ]
+    ? ['-c', opts.configFile, '-a', '127.0.0.1', '-p', String(port), '-m', String(await freePort())]
     : ['-c', conf];
   const server = new LocalProcessServer(
     port,
@@ -149,7 +146,8 @@ export async function startLocalNats(
     args,
     () => tcpProbe(port, undefined, 'INFO'),
     () => rmSync(dir, { recursive: true, force: true }),
-    opts.env,
+    // the deployment's file stores JetStream where this says
+    { NATS_JETSTREAM_DIR: join(dir, 'js'), ...opts.env },
   );
   await server.start();
   return server;

@@ -1,5 +1,6 @@
 import { envInt, loadConfig as load, RedisEnv } from '@vab/service-kit';
 import { z } from 'zod';
+import type { EventStreamSettings } from './events.js';
 import type { SecurityConfig } from './security.js';
 
 const Env = {
@@ -29,7 +30,22 @@ const Env = {
   UPSTREAM_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** How long a proxied request waits for the upstream's answer to begin (504 after). */
   UPSTREAM_TIMEOUT_MS: envInt(30_000, 100),
+  /** An event stream's heartbeat (a comment line): proxies keep it open; a lost session is noticed as often. */
+  SSE_HEARTBEAT_MS: envInt(15_000, 100),
+  /** Event streams one client address may hold open at once (429 past it). */
+  SSE_MAX_STREAMS_PER_CLIENT: envInt(20, 1),
+  /** Bytes a client may leave unread on an event stream before it is cut off. */
+  SSE_MAX_BUFFER_BYTES: envInt(1024 * 1024, 1024),
 };
+
+/** The event stream settings a configuration asks for. */
+export function eventStreamsOf(config: GatewayConfig): Partial<EventStreamSettings> {
+  return {
+    heartbeatMs: config.SSE_HEARTBEAT_MS,
+    maxStreamsPerClient: config.SSE_MAX_STREAMS_PER_CLIENT,
+    maxBufferBytes: config.SSE_MAX_BUFFER_BYTES,
+  };
+}
 
 /** The security settings a configuration asks for (the shared rate-limit store is the caller's to add). */
 export function securityOf(config: GatewayConfig): Omit<SecurityConfig, 'rateLimitRedis'> {

@@ -3,7 +3,7 @@ import { createAccessLog, createLogger, natsOptionsOf, runService } from '@vab/s
 import { buildGateway } from './app.js';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { redisTargetOf } from '@vab/storage';
-import { loadConfig, securityOf } from './config.js';
+import { eventStreamsOf, loadConfig, securityOf } from './config.js';
 
 const config = loadConfig(process.env);
 const log = createLogger('gateway', config.LOG_LEVEL);
@@ -32,6 +32,7 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     config: {
       ...config,
       security: { ...securityOf(config), rateLimitRedis },
+      events: eventStreamsOf(config),
     },
   });
   const address = await app.listen({ host: config.HOST, port: config.PORT });

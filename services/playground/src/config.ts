@@ -78,6 +78,8 @@ const Env = {
   EVENTS_REPLICAS: envInt(1, 1),
   /** Event publishes of one session awaiting JetStream's ack; past it events are dropped, never waited for. */
   EVENTS_MAX_IN_FLIGHT: envInt(1000, 1),
+  /** How long start-up waits for JetStream to take the events stream (a new cluster elects a leader first). */
+  EVENTS_SETUP_TIMEOUT_MS: envInt(30_000, 1000),
 };
 
 export type PlaygroundConfig = ReturnType<typeof load<typeof Env>> & {

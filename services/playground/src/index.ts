@@ -5,3 +5,4 @@ export { ROOM_PREFIX, type RoomMetadata } from './transports/livekit/media-serve
 export { loadConfig } from './config.js';
 export { KEY_ENV_VARS, keyStatus, currentKeyEnv } from './env-keys.js';
 export type { Resolver } from './egress/client.js';
+export { ensureEventsStream, SessionEvents, type EventsConfig } from './host/events.js';

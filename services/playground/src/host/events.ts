@@ -24,6 +24,8 @@ export interface EventsConfig {
   EVENTS_REPLICAS: number;
   /** Publishes of one session awaiting JetStream's ack; past it events are dropped (and logged), never waited for. */
   EVENTS_MAX_IN_FLIGHT: number;
+  /** How long start-up waits for JetStream (a cluster elects its leader first) before it gives up. */
+  EVENTS_SETUP_TIMEOUT_MS: number;
 }
 
 const nanos = (ms: number) => ms * 1_000_000;
@@ -33,6 +35,21 @@ const nanos = (ms: number) => ms * 1_000_000;
  * engine's own retention (age, size) instead of a sweep of ours. Idempotent across instances.
  */
 export async function ensureEventsStream(nc: NatsConnection, cfg: EventsConfig, log: Logger): Promise<void> {
+  const deadline = Date.now() + cfg.EVENTS_SETUP_TIMEOUT_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await putEventsStream(nc, cfg, log);
+      return;
+    } catch (err) {
+      // a JetStream cluster that has just started answers "temporarily unavailable" or not at all
+      if (Date.now() + 500 > deadline) throw err;
+      if (attempt === 1) log.info({ err: safeError(err) }, 'waiting for JetStream');
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+async function putEventsStream(nc: NatsConnection, cfg: EventsConfig, log: Logger): Promise<void> {
   const jsm = await jetstreamManager(nc);
   const config: Partial<StreamConfig> = {
     subjects: [`${EVENTS_SUBJECT_PREFIX}.>`],
