@@ -38,8 +38,6 @@ const isOpen = (req: FastifyRequest) => {
   const path = req.url.split('?')[0]!;
   return OPEN_PATHS.has(path) || isPage(path);
 };
-const isPage = (url: string) =>
-  PAGE_PREFIXES.some((p) => url === p || url.startsWith(`${p}/`) || url.startsWith(`${p}?`));
 
 function bearer(req: FastifyRequest): string | undefined {
   const h = req.headers.authorization;
@@ -109,6 +107,8 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
 export const DOCS_PREFIX = '/docs';
 export const CONSOLE_PREFIX = '/console';
 const PAGE_PREFIXES = [DOCS_PREFIX, CONSOLE_PREFIX];
+const isPage = (url: string) =>
+  PAGE_PREFIXES.some((p) => url === p || url.startsWith(`${p}/`) || url.startsWith(`${p}?`));
 
 /**
  * What OWASP's REST Security Cheat Sheet lists for every API response (Content-Type is set per answer).
