@@ -68,8 +68,8 @@ export async function buildGateway(deps: {
   await app.register(swagger, swaggerOptions(routes));
   await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, staticCSP: true });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  registerConsole(app);
 
+  registerConsole(app);
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
     const connected = bus.isConnected();
