@@ -166,8 +166,9 @@ describe('the console', () => {
 });
 
 /**
- * The page against a scripted events stream (a local route, no stack): every event kind is shown, and a
- * stream that drops mid-session is resumed from the last event, with nothing twice.
+ * The page against a scripted events stream (a local route, no stack): every event kind is shown, a stream
+ * that drops mid-session is resumed from the last event with nothing twice, and with a token each stream
+ * opens with a ticket of its own (POST /api/tickets).
  */
 describe('the console with a scripted stream', () => {
   const agent = { id: 'agent-1', name: 'Scripted', createdAt: 1, updatedAt: 1 };
@@ -233,6 +234,10 @@ describe('the console with a scripted stream', () => {
   let app: import('fastify').FastifyInstance;
   let url: string;
   const resumedFrom: (string | undefined)[] = [];
+  const TOKEN = 'scripted-token';
+  /** The tickets the page asked for (with the bearer, for which path) and those its streams carried. */
+  const minted: { auth: string | undefined; path: string; ticket: string }[] = [];
+  const presented: (string | undefined)[] = [];
 
   beforeAll(async () => {
     const { default: Fastify } = await import('fastify');
@@ -277,8 +282,14 @@ describe('the console with a scripted stream', () => {
         usage: [],
       },
     ]);
+    app.post('/api/tickets', async (req) => {
+      const grant = { ticket: `ticket-${minted.length + 1}`, expiresAt: Date.now() + 30_000 };
+      minted.push({ auth: req.headers.authorization, path: (req.body as { path: string }).path, ...grant });
+      return grant;
+    });
     app.get('/api/agents/:id/test-sessions/:sessionId/events', (req, reply) => {
-      const q = req.query as { lastEventId?: string };
+      const q = req.query as { lastEventId?: string; ticket?: string };
+      presented.push(q.ticket);
       const from = Number(req.headers['last-event-id'] ?? q.lastEventId ?? 0);
       resumedFrom.push((req.headers['last-event-id'] as string | undefined) ?? q.lastEventId);
       reply.hijack();
@@ -302,6 +313,8 @@ describe('the console with a scripted stream', () => {
 
   it('shows every kind of event inline and resumes a dropped stream without a gap or a duplicate', async () => {
     const { page, problems } = await watchedPage();
+    // a token the page was given earlier in this tab: with tokens on, each stream it opens needs a ticket
+    await page.addInitScript({ content: `sessionStorage.setItem('vab-console-token', '${TOKEN}');` });
     await page.goto(`${url}/console`);
     await page.locator('#agent option[value="agent-1"]').waitFor({ state: 'attached' });
     await page.selectOption('#agent', 'agent-1');
@@ -309,6 +322,12 @@ describe('the console with a scripted stream', () => {
     const log = page.locator('#log');
     await expect.poll(() => log.locator('li').last().textContent()).toMatch(/^Session ended/);
     expect(resumedFrom).toEqual([undefined, String(DROP_AFTER)]);
+    const path = '/api/agents/agent-1/test-sessions/session-1/events';
+    expect(minted.map((m) => [m.auth, m.path])).toEqual([
+      [`Bearer ${TOKEN}`, path],
+      [`Bearer ${TOKEN}`, path],
+    ]);
+    expect(presented).toEqual(minted.map((m) => m.ticket));
     expect(await log.locator('li').allTextContents()).toEqual([
       'Session started voice, version 2',
       'Step greet (start)',
