@@ -268,18 +268,32 @@ describe('the console with a scripted stream', () => {
       usage: [],
       figures: { e2eLatencyMs: { count: 1, p50: 820, p90: 820, p99: 820, mean: 820, max: 820 } },
     }));
-    app.get('/api/agents/:id/test-sessions', async () => [
+    const record = (id: string) => ({
+      id,
+      agentId: agent.id,
+      startedAt: at,
+      endedAt: at + 12_000,
+      durationMs: 12_000,
+      roomName: 'r',
+      sessionType: 'voice',
+      status: 'closed',
+      version: 2,
+      usage: [],
+    });
+    app.get('/api/agents/:id/test-sessions', async () => [record('session-2'), record('session-1')]);
+    app.get('/api/agents/:id/test-sessions/:sessionId', async (req) =>
+      record((req.params as { sessionId: string }).sessionId),
+    );
+    // session-2 was recorded by a client: a transcript and no events
+    app.get('/api/agents/:id/test-sessions/:sessionId/messages', async () => [
+      { role: 'assistant', content: 'Front desk, hello.', stepId: 'greet', timestamp: at },
+      { role: 'user', content: 'A room, please', stepId: 'greet', timestamp: at + 1 },
       {
-        id: 'session-1',
-        agentId: agent.id,
-        startedAt: at,
-        endedAt: at + 12_000,
-        durationMs: 12_000,
-        roomName: 'r',
-        sessionType: 'voice',
-        status: 'closed',
-        version: 2,
-        usage: [],
+        role: 'assistant',
+        content: 'Booked.',
+        stepId: 'bye',
+        timestamp: at + 2,
+        metrics: { e2eLatencyMs: 640 },
       },
     ]);
     app.post('/api/tickets', async (req) => {
@@ -291,13 +305,14 @@ describe('the console with a scripted stream', () => {
       const q = req.query as { lastEventId?: string; ticket?: string };
       presented.push(q.ticket);
       const from = Number(req.headers['last-event-id'] ?? q.lastEventId ?? 0);
+      const own = (req.params as { sessionId: string }).sessionId === 'session-1' ? events : [];
       resumedFrom.push((req.headers['last-event-id'] as string | undefined) ?? q.lastEventId);
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
       reply.raw.write(': ping\n\n');
       // the first connection drops after a few events, as a restarting gateway would
-      const upTo = from === 0 ? DROP_AFTER : events.length;
-      const body = events
+      const upTo = from === 0 ? DROP_AFTER : own.length;
+      const body = own
         .slice(from, upTo)
         .map((e) => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`)
         .join('');
@@ -351,6 +366,19 @@ describe('the console with a scripted stream', () => {
     await expect.poll(() => page.locator('#stats').textContent()).toMatch(/End-to-end \(voice\) p50 820 ms/);
     expect(await page.locator('#usage').textContent()).toBe('Usage: gpt-4o-mini: 120 in / 30 out tokens');
     await page.screenshot({ path: '/tmp/console-scripted.png' });
+
+    // a closed session with no events: its transcript instead
+    await page.click('#sessions button[data-session-id="session-2"]');
+    await expect
+      .poll(() => log.locator('li').allTextContents())
+      .toEqual([
+        'Transcript no events were recorded for this session',
+        'Front desk, hello.',
+        'A room, please',
+        'Booked.',
+      ]);
+    expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('bye');
+    expect(await page.locator('#chart rect.bar-e2eLatencyMs').count()).toBe(1);
     expect(problems).toEqual([]);
     await page.close();
   });

@@ -626,16 +626,48 @@ async function follow(agentId, sessionId, gen, attempt = 0) {
     }
     stop();
     if (state.session?.ended) return;
-    if (attempt + 1 >= STREAM_RETRIES || (received === 0 && attempt > 0)) {
-      state.onStreamFailed?.();
-      setStatus('The events stream is not available', true);
-      return;
-    }
-    setTimeout(
-      () => void follow(agentId, sessionId, gen, received > 0 ? 0 : attempt + 1),
-      500 * (attempt + 1),
-    );
+    void (async () => {
+      // a closed session's stream ends without session_ended when it has no more events to give (a stream
+      // that brought some may only have dropped: it is reopened first)
+      if (received === 0 && (await closedSession(agentId, sessionId, gen))) return;
+      if (gen !== state.gen) return;
+      if (attempt + 1 >= STREAM_RETRIES || (received === 0 && attempt > 0)) {
+        state.onStreamFailed?.();
+        setStatus('The events stream is not available', true);
+        return;
+      }
+      setTimeout(
+        () => void follow(agentId, sessionId, gen, received > 0 ? 0 : attempt + 1),
+        500 * (attempt + 1),
+      );
+    })();
   });
+}
+
+/**
+ * Whether the session is closed (nothing more will come); one that has no events at all (recorded by a
+ * client, or before events were kept) is shown from its transcript instead.
+ */
+async function closedSession(agentId, sessionId, gen) {
+  try {
+    const record = await json('GET', sessionPath(agentId, sessionId));
+    if (gen !== state.gen || record.status !== 'closed') return gen !== state.gen;
+    sessionEnded();
+    if (state.seen.size > 0) return true;
+    const messages = await json('GET', `${sessionPath(agentId, sessionId)}/messages`);
+    if (gen !== state.gen) return true;
+    note('info', 'Transcript', 'no events were recorded for this session');
+    for (const m of messages) {
+      if (m.role === 'user') userBubble(m.content);
+      else append(el('li', { class: 'agent' }, m.content));
+      if (m.metrics) addTurn(m.metrics);
+    }
+    const last = messages.at(-1);
+    if (last) setStep(last.stepId);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Which session the conversation is: its kind, id (shortened; whole in the tooltip) and version. */
