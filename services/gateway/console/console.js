@@ -335,6 +335,8 @@ const BOX_W = 140;
 const BOX_H = 38;
 const GAP_X = 14;
 const GAP_Y = 16;
+const MIN_VIEW_W = 520;
+const MIN_VIEW_H = 400;
 
 /**
  * For nodes without a position: rows by distance from the flow's entry, top to bottom, each row centred.
@@ -416,11 +418,14 @@ function drawFlow(flow) {
   const xs = [...at.values()].map((p) => p.x);
   const ys = [...at.values()].map((p) => p.y);
   const pad = 16;
-  const minX = Math.min(...xs) - pad;
-  const minY = Math.min(...ys) - pad;
-  const width = Math.max(...xs) + BOX_W + pad - minX;
-  const height = Math.max(...ys) + BOX_H + pad - minY;
-  root.setAttribute('viewBox', `${minX} ${minY} ${width} ${height}`);
+  const left = Math.min(...xs) - pad;
+  const top = Math.min(...ys) - pad;
+  const w = Math.max(...xs) + BOX_W + pad - left;
+  const h = Math.max(...ys) + BOX_H + pad - top;
+  // a small flow is not blown up: at least this much canvas, the flow centred in it
+  const width = Math.max(w, MIN_VIEW_W);
+  const height = Math.max(h, MIN_VIEW_H);
+  root.setAttribute('viewBox', `${left - (width - w) / 2} ${top - (height - h) / 2} ${width} ${height}`);
   root.append(
     svg(
       'defs',
