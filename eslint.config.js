@@ -42,4 +42,22 @@ export default tseslint.config(
       },
     },
   },
+  // the console page runs in a browser (services/gateway/console): its globals, as a module
+  {
+    files: ['services/gateway/console/**/*.js'],
+    languageOptions: {
+      sourceType: 'module',
+      globals: {
+        document: 'readonly',
+        sessionStorage: 'readonly',
+        fetch: 'readonly',
+        EventSource: 'readonly',
+        TextDecoderStream: 'readonly',
+        URLSearchParams: 'readonly',
+        AbortController: 'readonly',
+        ResizeObserver: 'readonly',
+        setTimeout: 'readonly',
+      },
+    },
+  },
 );

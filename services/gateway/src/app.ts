@@ -19,6 +19,7 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
+import { registerConsole } from './console.js';
 import { createEdge } from './edge.js';
 import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSettings } from './events.js';
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
@@ -99,6 +100,7 @@ export async function buildGateway(deps: {
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
+  registerConsole(app);
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
     const connected = bus.isConnected();

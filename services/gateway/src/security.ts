@@ -41,7 +41,7 @@ export function tokenMatcher(tokens: string[]): (presented: string) => boolean {
 const OPEN_PATHS = new Set(['/healthz', '/readyz', '/openapi.json']);
 const isOpen = (req: FastifyRequest) => {
   const path = req.url.split('?')[0]!;
-  return OPEN_PATHS.has(path) || path === DOCS_PREFIX || path.startsWith(`${DOCS_PREFIX}/`);
+  return OPEN_PATHS.has(path) || isPage(path);
 };
 
 /** The ticket each request carried, taken off its URL before anything else sees it. */
@@ -98,7 +98,7 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
     done();
   });
   app.addHook('onRequest', (req, reply, done) => {
-    reply.headers(req.url.startsWith(DOCS_PREFIX) ? pageHeaders : apiSecurityHeaders);
+    reply.headers(isPage(req.url) ? pageHeaders : apiSecurityHeaders);
     done();
   });
   await app.register(cors, {
@@ -159,8 +159,12 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
   });
 }
 
-/** The HTML pages this gateway serves (the API reference); everything else answers JSON. */
+/** The HTML pages this gateway serves (the API reference, the console); everything else answers JSON. */
 export const DOCS_PREFIX = '/docs';
+export const CONSOLE_PREFIX = '/console';
+const PAGE_PREFIXES = [DOCS_PREFIX, CONSOLE_PREFIX];
+const isPage = (url: string) =>
+  PAGE_PREFIXES.some((p) => url === p || url.startsWith(`${p}/`) || url.startsWith(`${p}?`));
 
 /**
  * What OWASP's REST Security Cheat Sheet lists for every API response (Content-Type is set per answer).
