@@ -301,8 +301,11 @@ export class FlowConversation {
     const turn = { replies: [], stepChanges: [], clock: new TurnClock(this.now()), messages: [] };
     this.collecting = turn;
     try {
-      await this.apply(this.feed(event), pendingUser);
+      const endRequested = await this.apply(this.feed(event), pendingUser);
+      // the turn's messages are on the transcript before the owner hears of the end (it closes the record)
       this.endTurn(turn);
+      // notified after the turn: the owner's close() must not cut post-processing off
+      if (endRequested) this.notifyEnded();
       return this.result();
     } finally {
       this.collecting = undefined;
@@ -322,7 +325,8 @@ export class FlowConversation {
   }
 
   /** Carries out actions in order; actions an action leads to (a decision, a finished utterance) follow it. */
-  private async apply(initial: EngineAction[], pendingUser: string | undefined): Promise<void> {
+  /** Whether an end step was reached. */
+  private async apply(initial: EngineAction[], pendingUser: string | undefined): Promise<boolean> {
     const pass: Pass = { queue: [...initial], userInput: pendingUser, endRequested: false };
     while (pass.queue.length > 0 && !this.closed) {
       const action = pass.queue.shift()!;
@@ -330,8 +334,7 @@ export class FlowConversation {
     }
     // a turn that produced no speech (e.g. during an evaluation) still belongs in the model's context
     await this.addPendingUser(pass);
-    // notified after the loop: the owner's close() must not cut post-processing off
-    if (pass.endRequested) this.notifyEnded();
+    return pass.endRequested;
   }
 
   private readonly act: ActionHandlers = {
