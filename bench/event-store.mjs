@@ -20,7 +20,13 @@ const redis = await startLocalRedis();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs, q) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil(q * xs.length) - 1)];
 const payload = (id) =>
-  JSON.stringify({ id, type: 'agent_reply_delta', replyId: 'r1', delta: 'some words of a reply ', stepId: 's' });
+  JSON.stringify({
+    id,
+    type: 'agent_reply_delta',
+    replyId: 'r1',
+    delta: 'some words of a reply ',
+    stepId: 's',
+  });
 
 async function run(name, publish, follow) {
   const sent = new Map();
@@ -84,9 +90,7 @@ console.log('|---|---|---|---|---|');
   service.subscribe('sessions.events.append', {
     callback: (_e, msg) => {
       const event = msg.string();
-      void store
-        .xadd('ss:{a}:ev:s', 'MAXLEN', '~', '100000', '*', 'e', event)
-        .then(() => msg.respond());
+      void store.xadd('ss:{a}:ev:s', 'MAXLEN', '~', '100000', '*', 'e', event).then(() => msg.respond());
     },
   });
   await service.flush();

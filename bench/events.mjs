@@ -13,10 +13,11 @@ import { readFileSync } from 'node:fs';
 import { TextDecoder } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { jetstream } from '@nats-io/jetstream';
 import { connectNats } from '@vab/bus';
+import { liveSubject } from '@vab/contracts';
 import { ensureEventsStream, SessionEvents } from '@vab/playground';
-import { startLocalNats, startLocalRedis } from '@vab/testkit';
+import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
+import WebSocket from 'ws';
 import { pino } from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { option, sendJson, startCore } from './processes.mjs';
@@ -31,11 +32,34 @@ const log = pino({ level: 'silent' });
 const nats = await startLocalNats();
 const redis = await startLocalRedis();
 const env = { NATS_URL: nats.url, REDIS_URL: redis.url };
+// the gateway's heap is read through its inspector: a garbage collection, then the live heap
+const inspectPort = await freePort();
 const core = await startCore(here, env, {
   SSE_MAX_STREAMS_PER_CLIENT: String(CLIENTS * 2),
   SSE_HEARTBEAT_MS: '15000',
-  LOG_LEVEL: 'warn',
+  NODE_OPTIONS: `--inspect=127.0.0.1:${inspectPort}`,
 });
+const [{ webSocketDebuggerUrl }] = await (await fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json();
+const inspector = new WebSocket(webSocketDebuggerUrl);
+await new Promise((resolve) => inspector.once('open', resolve));
+let inspectorCalls = 0;
+const inspect = (method) =>
+  new Promise((resolve) => {
+    const id = ++inspectorCalls;
+    const onMessage = (data) => {
+      const msg = JSON.parse(String(data));
+      if (msg.id !== id) return;
+      inspector.off('message', onMessage);
+      resolve(msg.result);
+    };
+    inspector.on('message', onMessage);
+    inspector.send(JSON.stringify({ id, method }));
+  });
+/** The gateway's live heap after a full collection, MB. */
+const heapMb = async () => {
+  await inspect('HeapProfiler.collectGarbage');
+  return (await inspect('Runtime.getHeapUsage')).usedSize / 1024 / 1024;
+};
 const nc = await connectNats({ url: nats.url, name: 'bench', service: 'playground' }, log);
 await ensureEventsStream(
   nc,
@@ -43,7 +67,6 @@ await ensureEventsStream(
     EVENTS_MAX_AGE_MS: 3_600_000,
     EVENTS_MAX_BYTES: 1 << 30,
     EVENTS_REPLICAS: 1,
-    EVENTS_MAX_IN_FLIGHT: 10_000,
     EVENTS_SETUP_TIMEOUT_MS: 10_000,
   },
   log,
@@ -52,7 +75,10 @@ const agent = await sendJson('POST', `${core.url}/api/agents`, { name: 'Events b
 const session = await sendJson('POST', `${core.url}/api/agents/${agent.id}/test-sessions`, {
   sessionType: 'text',
 });
-const events = new SessionEvents(jetstream(nc), agent.id, session.id, log, 10_000);
+const events = new SessionEvents(nc, agent.id, session.id, log);
+// this process stands in for the instance running the session: streams ask it whether the session still runs
+nc.subscribe(liveSubject(session.id), { callback: (_e, msg) => void msg.respond() });
+await nc.flush();
 const url = `${core.url}/api/agents/${agent.id}/test-sessions/${session.id}/events`;
 // one connection per stream, as browsers would have
 const dispatcher = new Agent({ connections: CLIENTS * 2, pipelining: 0, bodyTimeout: 0, headersTimeout: 0 });
@@ -95,7 +121,7 @@ function client(lastEventId, onEvent) {
       // cut by close()
     }
     return last;
-  })();
+  })().catch(() => last); // a client closed before its answer came
   return { close: () => ac.abort(), done, last: () => last };
 }
 
@@ -111,7 +137,7 @@ async function publish(n, rate) {
     emit();
     await sleep(1000 / rate);
   }
-  await events.flush();
+  await nc.flush();
 }
 
 // 1. one client
@@ -134,6 +160,7 @@ async function publish(n, rate) {
 const gatewayPid = core.gateway.pid;
 await sleep(1000);
 const before = rssMb(gatewayPid);
+const heapBefore = await heapMb();
 const fanout = [];
 const clients = [];
 const startFrom = events.lastId;
@@ -148,8 +175,11 @@ for (let i = 0; i < CLIENTS; i++) {
 }
 await sleep(3000);
 const after = rssMb(gatewayPid);
+const heapAfter = await heapMb();
 console.log(
-  `| ${CLIENTS} clients open | gateway RSS ${before.toFixed(1)} → ${after.toFixed(1)} MB | ${(((after - before) * 1024) / CLIENTS).toFixed(1)} KB per client |`,
+  `| ${CLIENTS} clients open | gateway RSS ${before.toFixed(1)} → ${after.toFixed(1)} MB, live heap ` +
+    `${heapBefore.toFixed(1)} → ${heapAfter.toFixed(1)} MB | ${(((heapAfter - heapBefore) * 1024) / CLIENTS).toFixed(1)} KB heap, ` +
+    `${(((after - before) * 1024) / CLIENTS).toFixed(1)} KB RSS per client |`,
 );
 await publish(Math.min(EVENTS, 200), 20);
 await sleep(2000);
@@ -172,14 +202,17 @@ while (Date.now() - churnStart < CHURN_SECONDS * 1000) {
     clients[at] = client(old.last(), () => undefined);
     reconnects++;
   }
-  if ((Date.now() - churnStart) % 10_000 < 1000) samples.push(rssMb(gatewayPid).toFixed(1));
+  if ((Date.now() - churnStart) % 10_000 < 1000) {
+    samples.push(`${(await heapMb()).toFixed(1)}/${rssMb(gatewayPid).toFixed(0)}`);
+  }
   await sleep(1000);
 }
 console.log(
-  `| churn ${CHURN_SECONDS} s | ${reconnects} reconnects with Last-Event-ID | gateway RSS samples (MB): ${samples.join(', ')} |`,
+  `| churn ${CHURN_SECONDS} s | ${reconnects} reconnects with Last-Event-ID | gateway live heap / RSS every 10 s (MB): ${samples.join(', ')} |`,
 );
 
 for (const c of clients) c.close();
+inspector.close();
 await dispatcher.close().catch(() => undefined);
 await nc.close();
 for (const p of core.procs) p.kill('SIGTERM');

@@ -67,7 +67,9 @@ const sides = base ? { A: await side(resolve(base)), B: await side(here) } : { B
 // a warm-up of each: the first sessions pay for module loading and connections
 for (const s of Object.values(sides)) await measure(s, 2);
 const ratios = [];
-console.log(`# text turns, ${WORKERS} concurrent sessions, model stub answering at once, ${SECONDS} s per run`);
+console.log(
+  `# text turns, ${WORKERS} concurrent sessions, model stub answering at once, ${SECONDS} s per run`,
+);
 console.log(base ? '| round | A turns/s | B turns/s | B/A |' : '| round | turns/s |');
 console.log(base ? '|---|---|---|---|' : '|---|---|');
 for (let r = 1; r <= ROUNDS; r++) {

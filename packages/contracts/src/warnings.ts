@@ -53,7 +53,6 @@ export const WarningCode = z.enum([
   'ROOM_REAPER_FAILED',
   'INSTANCES_UNKNOWN',
   // session events and stats
-  'SESSION_EVENTS_DROPPED',
   'SESSION_EVENT_NOT_STORED',
   'SESSION_USAGE_NOT_READ',
   'EVENT_STREAM_CUT_OFF',

@@ -76,8 +76,6 @@ const Env = {
   EVENTS_MAX_BYTES: envInt(1024 * 1024 * 1024, 1024 * 1024),
   /** Copies of the events stream on a JetStream cluster (1, 3 or 5). */
   EVENTS_REPLICAS: envInt(1, 1),
-  /** Event publishes of one session awaiting JetStream's ack; past it events are dropped, never waited for. */
-  EVENTS_MAX_IN_FLIGHT: envInt(1000, 1),
   /** How long start-up waits for JetStream to take the events stream (a new cluster elects a leader first). */
   EVENTS_SETUP_TIMEOUT_MS: envInt(30_000, 1000),
   /** How long the reaper listens for the other instances saying they are alive. */

@@ -67,7 +67,11 @@ const sessionNotFound = (sessionId: string) =>
 const tooLarge = (what: string, limit: number) =>
   new AppError('LIMIT_EXCEEDED', `${what} exceeds the limit of ${limit}`);
 
+/** Sessions whose stats keys are remembered (about 200 bytes each). */
+const STATS_KEYS_CACHED = 10_000;
+
 export class SessionsStore {
+  private readonly statsKeysCache = new Map<string, string[]>();
   private readonly redis: RedisClient & Scripts;
 
   private readonly writes: WriteConcern;
@@ -170,6 +174,7 @@ export class SessionsStore {
       if (this.statsTtlSeconds > 0) tx.expire(k, this.statsTtlSeconds);
     }
     await storage(() => tx.exec());
+    this.statsKeysCache.set(session.id, this.statsKeys(agentId, session.startedAt, version));
     await this.writes.confirm(keys.sessions(agentId));
     return session;
   }
@@ -185,13 +190,21 @@ export class SessionsStore {
     return toSession(h);
   }
 
-  /** The version and start of a session (what its stats keys depend on), or NOT_FOUND. */
+  /**
+   * The stats keys of a session (its start day's and its version's), or NOT_FOUND. Both never change, so
+   * they are remembered: a turn's figures cost no extra round trip once its session is known here.
+   */
   private async statsKeysOf(agentId: string, sessionId: string): Promise<string[]> {
+    const known = this.statsKeysCache.get(sessionId);
+    if (known) return known;
     const [startedAt, version] = await storage(() =>
       this.redis.hmget(keys.session(agentId, sessionId), 'startedAt', 'version'),
     );
     if (!startedAt) throw sessionNotFound(sessionId);
-    return this.statsKeys(agentId, Number(startedAt), version ? Number(version) : null);
+    const found = this.statsKeys(agentId, Number(startedAt), version ? Number(version) : null);
+    if (this.statsKeysCache.size >= STATS_KEYS_CACHED) this.statsKeysCache.clear();
+    this.statsKeysCache.set(sessionId, found);
+    return found;
   }
 
   async closeSession(

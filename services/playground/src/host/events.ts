@@ -1,8 +1,8 @@
 import {
   DiscardPolicy,
+  jetstream,
   jetstreamManager,
   StorageType,
-  type JetStreamClient,
   type StreamConfig,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -22,8 +22,6 @@ export interface EventsConfig {
   EVENTS_MAX_BYTES: number;
   /** Copies of the stream on a NATS cluster with JetStream. */
   EVENTS_REPLICAS: number;
-  /** Publishes of one session awaiting JetStream's ack; past it events are dropped (and logged), never waited for. */
-  EVENTS_MAX_IN_FLIGHT: number;
   /** How long start-up waits for JetStream (a cluster elects its leader first) before it gives up. */
   EVENTS_SETUP_TIMEOUT_MS: number;
 }
@@ -58,8 +56,6 @@ async function putEventsStream(nc: NatsConnection, cfg: EventsConfig, log: Logge
     max_age: nanos(cfg.EVENTS_MAX_AGE_MS),
     max_bytes: cfg.EVENTS_MAX_BYTES,
     num_replicas: cfg.EVENTS_REPLICAS,
-    // a publish retried after a lost ack is stored once (each event's msgID is its session and id)
-    duplicate_window: nanos(120_000),
   };
   try {
     await jsm.streams.info(EVENTS_STREAM);
@@ -73,22 +69,23 @@ async function putEventsStream(nc: NatsConnection, cfg: EventsConfig, log: Logge
 
 /**
  * One session's event stream: numbers each event (1, 2, 3, …: the SSE id a client resumes from) and
- * publishes it to JetStream without waiting, in order. The session never waits for it: past
- * `maxInFlight` unacknowledged publishes an event is dropped and logged.
+ * publishes it, in order, to the subject the JetStream stream captures. A plain publish, not one that waits
+ * for JetStream's acknowledgement: the stream stores it all the same, and a turn is not held up by a round
+ * trip per event (measured: docs/performance.md). The last event is acknowledged (`emitLast`), so a session's
+ * end is stored before its owner stops answering for it. An event that does not fit the bus (`max_payload`)
+ * is dropped and logged; the session never waits for its events.
  */
 export class SessionEvents {
   private next = 1;
-  private readonly inFlight = new Set<Promise<unknown>>();
   private dropped = 0;
   /** Errors the session saw (stats count them). */
   errors = 0;
 
   constructor(
-    private readonly js: JetStreamClient,
+    private readonly nc: NatsConnection,
     private readonly agentId: string,
     private readonly sessionId: string,
     private readonly log: Logger,
-    private readonly maxInFlight: number,
   ) {}
 
   /** The id of the last event emitted (0 before the first). */
@@ -99,15 +96,6 @@ export class SessionEvents {
   emit(input: SessionEventInput): void {
     const id = this.next++;
     if (input.type === 'error') this.errors++;
-    if (this.inFlight.size >= this.maxInFlight) {
-      if (this.dropped++ === 0) {
-        this.log.warn(
-          { code: 'SESSION_EVENTS_DROPPED', sessionId: this.sessionId, maxInFlight: this.maxInFlight },
-          'session events dropped',
-        );
-      }
-      return;
-    }
     const event = {
       ...input,
       id,
@@ -115,22 +103,38 @@ export class SessionEvents {
       agentId: this.agentId,
       at: Date.now(),
     } as SessionEvent;
-    const sent = this.js
-      .publish(eventsSubject(this.agentId, this.sessionId), encodeJson(event), {
-        msgID: `${this.sessionId}:${id}`,
-      })
-      .catch((err: unknown) =>
+    try {
+      this.nc.publish(eventsSubject(this.agentId, this.sessionId), encodeJson(event));
+    } catch (err) {
+      if (this.dropped++ === 0) {
         this.log.warn(
           { code: 'SESSION_EVENT_NOT_STORED', err: safeError(err), sessionId: this.sessionId, id },
           'session event not stored',
-        ),
-      )
-      .finally(() => this.inFlight.delete(sent));
-    this.inFlight.add(sent);
+        );
+      }
+    }
   }
 
-  /** Every event emitted so far is stored (or has failed): the end of a session waits for its last events. */
-  async flush(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
+  /**
+   * The session's last event, published with JetStream's acknowledgement: once it is stored, so is every event
+   * before it (a stream stores a subject's messages in order). Its end is then on record before the owner stops
+   * answering for the session.
+   */
+  async emitLast(input: SessionEventInput): Promise<void> {
+    const id = this.next++;
+    const event = { ...input, id, sessionId: this.sessionId, agentId: this.agentId, at: Date.now() };
+    try {
+      await jetstream(this.nc).publish(eventsSubject(this.agentId, this.sessionId), encodeJson(event), {
+        timeout: LAST_EVENT_TIMEOUT_MS,
+      });
+    } catch (err) {
+      this.log.warn(
+        { code: 'SESSION_EVENT_NOT_STORED', err: safeError(err), sessionId: this.sessionId, id },
+        'session event not stored',
+      );
+    }
   }
 }
+
+/** Bound on storing a session's last event (a stop waits for it). */
+const LAST_EVENT_TIMEOUT_MS = 2_000;

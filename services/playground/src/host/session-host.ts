@@ -1,4 +1,3 @@
-import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { answer, safeError, type BusClient, type Logger, type Served } from '@vab/bus';
 import {
@@ -28,8 +27,6 @@ export interface HostConfig {
   BUS_TIMEOUT_MS: number;
   /** Bound on a forwarded stop: the owner may be deleting a room. */
   MEDIA_SERVER_TIMEOUT_MS: number;
-  /** Unacknowledged event publishes per session before events are dropped. */
-  EVENTS_MAX_IN_FLIGHT: number;
 }
 
 /** What a transport gets while it starts a session, and keeps for the session's life. */
@@ -110,7 +107,6 @@ export class SessionHost {
   private reserved = 0;
   private served: Served | undefined;
   private full = false;
-  private readonly js: JetStreamClient;
 
   constructor(
     private readonly deps: {
@@ -121,9 +117,7 @@ export class SessionHost {
       /** The subjects that start sessions: left while the instance is full. */
       createSubjects: readonly string[];
     },
-  ) {
-    this.js = jetstream(deps.nc);
-  }
+  ) {}
 
   /** Capacity is enforced on the served subjects from now on. */
   attach(served: Served): void {
@@ -225,7 +219,7 @@ export class SessionHost {
         log: this.deps.log,
         timeoutMs: config.BUS_TIMEOUT_MS,
       });
-      events = new SessionEvents(this.js, opts.agentId, ts.id, this.deps.log, config.EVENTS_MAX_IN_FLIGHT);
+      events = new SessionEvents(this.deps.nc, opts.agentId, ts.id, this.deps.log);
       events.emit({ type: 'session_started', sessionType: opts.sessionType, version: opts.version ?? null });
     }
     if (key === undefined) throw new Error('a session needs a key or a test session');
@@ -385,8 +379,11 @@ export class SessionHost {
       for (const s of hosted.subs) s.unsubscribe();
       for (const cleanup of hosted.cleanups.reverse()) await this.runCleanup(hosted, cleanup);
       await this.closeRecord(hosted);
-      hosted.events?.emit({ type: 'session_ended', reason, durationMs: Date.now() - hosted.startedAt });
-      await hosted.events?.flush();
+      await hosted.events?.emitLast({
+        type: 'session_ended',
+        reason,
+        durationMs: Date.now() - hosted.startedAt,
+      });
       // after the last event is stored: a stream that finds no one here finds the session_ended
       hosted.live?.unsubscribe();
       this.sessions.delete(key);
