@@ -233,6 +233,34 @@ describe('session events over SSE', () => {
   });
 });
 
+describe('a test-run case', () => {
+  it('has its own events stream, from session_started (type test) to session_ended', async () => {
+    const agent = await http.post('/api/agents', { name: 'Cases', flow: flowFor() });
+    const agentId = agent.body.id as string;
+    const made = await http.post(`/api/agents/${agentId}/test-cases`, {
+      name: 'greets and asks',
+      turns: ['Hi', 'Ada'],
+      expect: { steps: ['start', 'burst'] },
+    });
+    expect(made.status).toBe(201);
+    const started = await http.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY } });
+    expect(started.status).toBe(202);
+    let run = started.body;
+    for (let i = 0; i < 100 && run.finishedAt === null; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      run = (await http.get(`/api/agents/${agentId}/test-runs/${run.id}`)).body;
+    }
+    expect(run.status).toBe('passed');
+    expect(run.latency.turnMs).toBeGreaterThan(0);
+    const caseSession = run.cases[0].observed.sessionId as string;
+    const res = await fetch(`${stack.baseUrl}/api/agents/${agentId}/test-sessions/${caseSession}/events`);
+    const events = eventsOf(await readSse(res));
+    expect(events[0]).toMatchObject({ type: 'session_started', sessionType: 'test', version: 1 });
+    expect(events.filter((e) => e.type === 'user_turn').map((e) => e.text)).toEqual(['Hi', 'Ada']);
+    expect(events.at(-1)!.type).toBe('session_ended');
+  });
+});
+
 describe("a turn's events, streamed by the turn request itself", () => {
   it("streams the turn (deltas, reply, figures) and ends with the JSON form's result", async () => {
     const s = await startSession();
