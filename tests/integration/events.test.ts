@@ -79,6 +79,8 @@ describe('session events over SSE', () => {
     expect(events[0]).toMatchObject({ type: 'session_started', sessionType: 'text', sessionId: s.sessionId });
     expect(events.at(-1)).toMatchObject({ type: 'session_ended', reason: 'delete' });
     const types = new Set(events.map((e) => e.type));
+    // the goodbye closed the record, the DELETE ended the session: its usage is reported once
+    expect(events.filter((e) => e.type === 'usage')).toHaveLength(1);
     for (const t of [
       'step_entered',
       'user_turn',

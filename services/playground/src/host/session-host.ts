@@ -80,6 +80,7 @@ interface Hosted {
   recorder: Recorder | undefined;
   events: SessionEvents | undefined;
   usage: (() => SessionUsage) | undefined;
+  recordClosed: Promise<void> | undefined;
   cleanups: (() => Promise<void>)[];
   turn: ((text: string) => Promise<TurnResult>) | undefined;
   subs: Subscription[];
@@ -232,6 +233,7 @@ export class SessionHost {
       recorder,
       events,
       usage: undefined,
+      recordClosed: undefined,
       cleanups: [],
       turn: undefined,
       subs: [],
@@ -267,7 +269,13 @@ export class SessionHost {
   }
 
   /** The record closes with what the session used and the errors it saw (the stats count them). */
-  private async closeRecord(hosted: Hosted): Promise<void> {
+  private closeRecord(hosted: Hosted): Promise<void> {
+    // once: a conversation's goodbye closes it, and the stop that follows must not report its usage again
+    hosted.recordClosed ??= this.closeRecordOnce(hosted);
+    return hosted.recordClosed;
+  }
+
+  private async closeRecordOnce(hosted: Hosted): Promise<void> {
     let usage: SessionUsage = [];
     try {
       usage = hosted.usage?.() ?? [];
