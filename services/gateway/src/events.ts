@@ -62,6 +62,12 @@ const frame = (event: SessionEvent) =>
 const errorFrame = (code: string, message: string) =>
   `event: error\ndata: ${JSON.stringify({ code, message })}\n\n`;
 
+/** Why a stream of a session nobody runs ends: it never had events, or its instance went away. */
+const lostMessage = (sent: number) =>
+  sent === 0
+    ? 'no playground instance runs this session, and it has no events'
+    : 'the instance running this session is gone; the session has ended';
+
 /** A hijacked reply as a Server-Sent Events stream: our headers (CORS, request id, security) kept. */
 function startStream(reply: FastifyReply): void {
   reply.hijack();
@@ -276,9 +282,7 @@ export class EventStreams {
     const checkOwner = async () => {
       const state = ended ? 'alive' : await this.ownerState(target, sent, requestId);
       if (state === 'closed') end();
-      else if (state === 'lost') {
-        end(errorFrame('SESSION_LOST', 'the instance running this session is gone; the session has ended'));
-      }
+      else if (state === 'lost') end(errorFrame('SESSION_LOST', lostMessage(sent)));
     };
     const beat = setInterval(() => {
       write(': ping\n\n');
