@@ -1,3 +1,6 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { EVENTS_STREAM } from '@vab/contracts';
 import { fullFlow, withNode } from '@vab/testkit';
 import { connect as netConnect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,7 +34,7 @@ let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
 beforeAll(async () => {
   stub = await startOpenAiStub(script);
   stack = await startStack({
-    events: { heartbeatMs: 300, maxStreamsPerClient: 3, maxBufferBytes: 64 * 1024 },
+    events: { heartbeatMs: 300, maxStreamsPerClient: 3, maxBufferBytes: 64 * 1024, feedBufferEvents: 8 },
   });
   http = api(stack.baseUrl);
 });
@@ -177,6 +180,47 @@ describe('session events over SSE', () => {
     expect(got[0]!.type).toBe('user_turn');
     expect(got.at(-1)).toMatchObject({ type: 'agent_reply', text: 'ok: Hi' });
     await http.delete(`/api/agents/${s.agentId}/text-sessions/${s.sessionId}`);
+  });
+
+  it('serves every reader of a session on a gateway from one consumer; a reader reaching back further still gets it all', async () => {
+    const s = await startSession();
+    const nc = await connect({ servers: stack.natsUrl });
+    const jsm = await jetstreamManager(nc);
+    const subject = `events.${s.agentId}.${s.sessionId}`;
+    const consumersOf = async () => {
+      let n = 0;
+      for await (const c of jsm.consumers.list(EVENTS_STREAM)) {
+        const filters = c.config.filter_subjects ?? [c.config.filter_subject];
+        if (filters.includes(subject)) n++;
+      }
+      return n;
+    };
+    try {
+      const endOf = (f: { event: string }) => f.event === 'session_ended';
+      const a = readSse(await fetch(s.eventsUrl()), { stopWhen: endOf });
+      const b = readSse(await fetch(s.eventsUrl()), { stopWhen: endOf });
+      await s.turn('Hi');
+      expect(await consumersOf()).toBe(1);
+      // more events than the gateway keeps for late readers (8 in this suite): one from the first event
+      // needs a consumer of its own, and gets everything
+      await s.turn('Ada Lovelace is my name');
+      const c = readSse(await fetch(s.eventsUrl(), { headers: { 'last-event-id': '1' } }), {
+        stopWhen: endOf,
+      });
+      await s.turn('1815');
+      expect(await consumersOf()).toBe(2);
+      await http.delete(`/api/agents/${s.agentId}/text-sessions/${s.sessionId}`);
+      const [ea, eb, ec] = (await Promise.all([a, b, c])).map(eventsOf);
+      expect(ids(ea!)).toEqual(consecutive(1, ea!.length));
+      expect(ea!.length).toBeGreaterThan(8);
+      expect(ea!.at(-1)!.type).toBe('session_ended');
+      expect(eb).toEqual(ea);
+      expect(ec).toEqual(ea!.slice(1));
+      // the readers gone, so are their consumers
+      await expect.poll(consumersOf).toBe(0);
+    } finally {
+      await nc.close();
+    }
   });
 
   it('refuses more open streams per client than the limit with 429 and Retry-After', async () => {

@@ -20,6 +20,7 @@ import {
 } from '@vab/contracts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
+import { SessionFeed, type FeedReader } from './session-feed.js';
 
 export interface EventStreamSettings {
   /** A comment line this often keeps proxies from closing an idle stream; the owner is checked as often. */
@@ -32,6 +33,11 @@ export interface EventStreamSettings {
   ownerProbeTimeoutMs: number;
   /** Bound on the first event of a streamed turn's end reaching us after its answer. */
   turnDrainMs: number;
+  /**
+   * Events of a session kept in memory while it has readers on this gateway: a reader that joins later
+   * replays from them; one that needs older events gets a consumer of its own.
+   */
+  feedBufferEvents: number;
 }
 
 export const DEFAULT_EVENT_STREAMS: EventStreamSettings = {
@@ -40,6 +46,7 @@ export const DEFAULT_EVENT_STREAMS: EventStreamSettings = {
   maxBufferBytes: 1024 * 1024,
   ownerProbeTimeoutMs: 2_000,
   turnDrainMs: 2_000,
+  feedBufferEvents: 2_000,
 };
 
 /** Where a stream starts: after this event id (0 = from the first). */
@@ -95,6 +102,8 @@ export class EventStreams {
   private jsm: Promise<JetStreamManager> | undefined;
   private readonly perClient = new Map<string, number>();
   private readonly open = new Set<() => void>();
+  /** Each session's shared feed on this gateway, by its events subject. */
+  private readonly feeds = new Map<string, SessionFeed>();
 
   constructor(
     private readonly deps: {
@@ -147,7 +156,15 @@ export class EventStreams {
           ? { deliver_policy: DeliverPolicy.All }
           : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: afterSeq + 1 }),
       });
-      return await consumer.consume({ max_messages: 256 });
+      const messages = await consumer.consume({ max_messages: 256 });
+      // an ordered consumer outlives its reader on the server (5 minutes idle, fixed by nats.js): removed
+      // as soon as its reader stops, or every reconnect of a browser would leave one behind
+      void messages
+        .closed()
+        .catch(() => undefined)
+        .then(() => consumer.delete())
+        .catch(() => undefined);
+      return messages;
     } catch (err) {
       // no stream yet: no playground instance has run a session since JetStream was set up
       if ((err as { name?: string }).name === 'StreamNotFoundError') return undefined;
@@ -226,6 +243,39 @@ export class EventStreams {
   }
 
   /**
+   * The feed a reader that has every event up to `after` reads from: this gateway's shared one for the
+   * session when it reaches back far enough, else a new one (shared when the session has none).
+   */
+  private feedFor(
+    target: { agentId: string; sessionId: string },
+    requestId: string,
+    start: { after: number; last: { id: number; seq: number } | undefined },
+  ): SessionFeed {
+    const subject = eventsSubject(target.agentId, target.sessionId);
+    const shared = this.feeds.get(subject);
+    if (shared?.covers(start.after)) return shared;
+    const { after, last } = start;
+    const atLiveEdge = last === undefined || after === last.id;
+    const fromSeq = after > 0 && after === last?.id ? last.seq : undefined;
+    const feed: SessionFeed = new SessionFeed(() => this.consume(subject, fromSeq), {
+      sessionId: target.sessionId,
+      base: fromSeq === undefined ? 0 : after,
+      atLiveEdge,
+      bufferEvents: this.deps.settings.feedBufferEvents,
+      checkEveryMs: this.deps.settings.heartbeatMs,
+      ownerState: (lastId) => this.ownerState(target, lastId, requestId),
+      lostFrame: (lastId) => errorFrame('SESSION_LOST', lostMessage(lastId)),
+      log: this.deps.log,
+      onClose: () => {
+        if (this.feeds.get(subject) === feed) this.feeds.delete(subject);
+      },
+    });
+    // one that reaches back further than the shared one is this reader's own
+    if (!shared) this.feeds.set(subject, feed);
+    return feed;
+  }
+
+  /**
    * `GET …/test-sessions/:sessionId/events`: 404 for an unknown session (or one of another agent) before any
    * stream starts; then every event after `after`, live ones as they come, until `session_ended`.
    */
@@ -234,7 +284,7 @@ export class EventStreams {
     reply: FastifyReply,
     target: { agentId: string; sessionId: string; after: number },
   ): Promise<void> {
-    const { bus, log, settings } = this.deps;
+    const { bus, settings } = this.deps;
     const { agentId, sessionId } = target;
     const requestId = String(req.id);
     await bus.request(
@@ -243,33 +293,42 @@ export class EventStreams {
       { timeoutMs: this.deps.requestTimeoutMs, requestId },
     );
     const release = this.takeSlot(req, reply);
-    let messages: ConsumerMessages | undefined;
-    let last: { id: number; seq: number } | undefined;
+    let feed: SessionFeed;
     // an id past the last event: from the live edge
     let after = target.after;
     try {
-      const subject = eventsSubject(agentId, sessionId);
-      last = await this.lastStored(subject);
+      const last = await this.lastStored(eventsSubject(agentId, sessionId));
       after = Math.min(target.after, last?.id ?? 0);
-      const fromSeq = after > 0 && after === last?.id ? last.seq : undefined;
-      messages = await this.consume(subject, fromSeq);
+      feed = this.feedFor(target, requestId, { after, last });
+      await feed.ready;
+      // it ended while this one waited for it (its session's last event came): a fresh one replays it all
+      if (feed.isClosed()) {
+        feed = this.feedFor(target, requestId, { after, last });
+        await feed.ready;
+      }
       startStream(reply);
     } catch (err) {
       release();
-      await messages?.close().catch(() => undefined);
       throw err;
     }
     const res = reply.raw;
     let sent = after;
     let ended = false;
-    let heard = Date.now();
+    const reader: FeedReader = {
+      push: (id, chunk) => {
+        if (id <= sent || ended) return;
+        sent = id;
+        write(chunk);
+      },
+      finish: (closing) => end(closing),
+    };
     const end = (closing?: string) => {
       if (ended) return;
       ended = true;
       clearInterval(beat);
       this.open.delete(end);
       release();
-      void messages?.close().catch(() => undefined);
+      feed.detach(reader);
       if (closing && res.writable) res.write(closing);
       res.end();
       // the connection goes with the stream (a client still reading a cancelled body would keep it)
@@ -279,51 +338,10 @@ export class EventStreams {
     const write = (chunk: string) => {
       if (!this.keepsUp(res, chunk, requestId, sessionId)) end();
     };
-    const checkOwner = async () => {
-      const state = ended ? 'alive' : await this.ownerState(target, sent, requestId);
-      if (state === 'closed') end();
-      else if (state === 'lost') end(errorFrame('SESSION_LOST', lostMessage(sent)));
-    };
-    const beat = setInterval(() => {
-      write(': ping\n\n');
-      if (Date.now() - heard >= settings.heartbeatMs) void checkOwner();
-    }, settings.heartbeatMs);
+    const beat = setInterval(() => write(': ping\n\n'), settings.heartbeatMs);
     beat.unref();
     res.on('close', () => end());
-
-    if (!messages) {
-      await checkOwner();
-      return;
-    }
-    // nothing stored yet (a session recorded by a client has no events), or nothing after `after`: is anyone
-    // still running it?
-    let caughtUp = false;
-    if (last === undefined || after === last.id) {
-      caughtUp = true;
-      void checkOwner();
-    }
-    try {
-      for await (const m of messages) {
-        heard = Date.now();
-        const event = m.json<SessionEvent>();
-        if (event.id > sent) {
-          sent = event.id;
-          write(frame(event));
-        }
-        if (event.type === 'session_ended') break;
-        if (!caughtUp && m.info.pending === 0) {
-          caughtUp = true;
-          void checkOwner();
-        }
-      }
-    } catch (err) {
-      if (!ended)
-        log.warn(
-          { code: 'EVENT_STREAM_FAILED', err: safeError(err), reqId: requestId, sessionId },
-          'event stream failed',
-        );
-    }
-    end();
+    feed.attach(reader, after);
   }
 
   /**
