@@ -37,10 +37,10 @@ const Env = {
   /** Bytes a client may leave unread on an event stream before it is cut off. */
   SSE_MAX_BUFFER_BYTES: envInt(1024 * 1024, 1024),
   /**
-   * Events of one session kept in memory while it has readers here: a late reader catches up from them
-   * instead of opening a consumer of its own.
+   * Bytes of one session's latest events kept in memory while it has readers here: a late reader catches up
+   * from them instead of opening a consumer of its own.
    */
-  SSE_FEED_BUFFER_EVENTS: envInt(2_000, 1),
+  SSE_FEED_BUFFER_BYTES: envInt(256 * 1024, 0),
   /**
    * Whether the caller's `Authorization` goes on to the upstream. Off: it is our credential, not the
    * upstream's, and is removed.
@@ -69,7 +69,7 @@ export function eventStreamsOf(config: GatewayConfig): Partial<EventStreamSettin
     heartbeatMs: config.SSE_HEARTBEAT_MS,
     maxStreamsPerClient: config.SSE_MAX_STREAMS_PER_CLIENT,
     maxBufferBytes: config.SSE_MAX_BUFFER_BYTES,
-    feedBufferEvents: config.SSE_FEED_BUFFER_EVENTS,
+    feedBufferBytes: config.SSE_FEED_BUFFER_BYTES,
   };
 }
 

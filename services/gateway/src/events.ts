@@ -34,10 +34,10 @@ export interface EventStreamSettings {
   /** Bound on the first event of a streamed turn's end reaching us after its answer. */
   turnDrainMs: number;
   /**
-   * Events of a session kept in memory while it has readers on this gateway: a reader that joins later
-   * replays from them; one that needs older events gets a consumer of its own.
+   * Bytes of a session's latest events kept in memory while it has readers on this gateway: a reader that
+   * joins later replays from them; one that needs older events gets a consumer of its own.
    */
-  feedBufferEvents: number;
+  feedBufferBytes: number;
 }
 
 export const DEFAULT_EVENT_STREAMS: EventStreamSettings = {
@@ -46,7 +46,7 @@ export const DEFAULT_EVENT_STREAMS: EventStreamSettings = {
   maxBufferBytes: 1024 * 1024,
   ownerProbeTimeoutMs: 2_000,
   turnDrainMs: 2_000,
-  feedBufferEvents: 2_000,
+  feedBufferBytes: 256 * 1024,
 };
 
 /** Where a stream starts: after this event id (0 = from the first). */
@@ -261,7 +261,7 @@ export class EventStreams {
       sessionId: target.sessionId,
       base: fromSeq === undefined ? 0 : after,
       atLiveEdge,
-      bufferEvents: this.deps.settings.feedBufferEvents,
+      bufferBytes: this.deps.settings.feedBufferBytes,
       checkEveryMs: this.deps.settings.heartbeatMs,
       ownerState: (lastId) => this.ownerState(target, lastId, requestId),
       lostFrame: (lastId) => errorFrame('SESSION_LOST', lostMessage(lastId)),

@@ -19,8 +19,8 @@ export interface FeedOptions {
   base: number;
   /** Whether `messages` starts at the newest stored event: nothing to catch up on. */
   atLiveEdge: boolean;
-  /** Most events kept for readers that join later; past it the oldest go and `base` moves up. */
-  bufferEvents: number;
+  /** Most bytes of frames kept for readers that join later; past it the oldest go and `base` moves up. */
+  bufferBytes: number;
   /** How often a quiet feed asks whether its session still runs. */
   checkEveryMs: number;
   /** Asks whether the session still runs, given the newest event id seen. */
@@ -40,6 +40,7 @@ export interface FeedOptions {
  */
 export class SessionFeed {
   private readonly frames: { id: number; frame: string }[] = [];
+  private bufferedBytes = 0;
   private readonly readers = new Set<FeedReader>();
   private base: number;
   private lastId: number;
@@ -135,7 +136,12 @@ export class SessionFeed {
 
   private keep(id: number, frame: string): void {
     this.frames.push({ id, frame });
-    if (this.frames.length > this.opts.bufferEvents) this.base = this.frames.shift()!.id;
+    this.bufferedBytes += frame.length;
+    while (this.bufferedBytes > this.opts.bufferBytes && this.frames.length > 0) {
+      const oldest = this.frames.shift()!;
+      this.bufferedBytes -= oldest.frame.length;
+      this.base = oldest.id;
+    }
   }
 
   private checkOwner(): void {
