@@ -10,7 +10,9 @@ import type { OtlpReceiver, ReceivedSpan } from '@vab/testkit';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
+import { loadConfig, startTracing } from '@vab/service-kit';
 import { built, spawnService, type ServiceProcess } from '../helpers/processes.js';
+import { startStack } from '../helpers/stack.js';
 
 // The key a client sends for its model calls: it must reach the model and nothing else.
 const KEY = 'sk-trace-test-never-exported-4242';
@@ -419,5 +421,45 @@ describe.skipIf(!built())('a bad OTEL_* setting', () => {
     const lines = p.output().trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^${svc}: invalid configuration: ${name}\\b`));
+  });
+});
+
+describe('an in-process stack (every service in the test process)', () => {
+  it('traces the same path: the Redis instrumentation reaches an ioredis loaded before tracing started', async () => {
+    const receiver = await startOtlpReceiver();
+    const tracing = startTracing(
+      'stack',
+      loadConfig({}, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '50' }),
+    );
+    const stack = await startStack({ tracing });
+    try {
+      const created = await json(stack.baseUrl, 'POST', '/api/agents', { name: 'In process' });
+      const traceId = hex(16);
+      const clientSpanId = hex(8);
+      const res = await json(
+        stack.baseUrl,
+        'PATCH',
+        `/api/agents/${created.body.id}`,
+        { name: 'P2' },
+        {
+          traceparent: traceparentOf(traceId, clientSpanId),
+        },
+      );
+      expect(res.status).toBe(200);
+      const spans = await spansOf(receiver, traceId, (s) =>
+        s.some((x) => x.attributes['db.system'] === 'redis'),
+      );
+      const route = spans.find((s) => s.name === 'PATCH /api/agents/:id')!;
+      expect(route.parentSpanId).toBe(clientSpanId);
+      const handler = spans.find((s) => s.name === 'process agents.update')!;
+      expect(ancestors(handler, spans)).toContain(route);
+      for (const r of spans.filter((s) => s.attributes['db.system'] === 'redis')) {
+        expect(r.parentSpanId).toBe(handler.spanId);
+      }
+    } finally {
+      await stack.close();
+      await tracing.shutdown();
+      await receiver.close();
+    }
   });
 });

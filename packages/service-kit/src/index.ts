@@ -3,6 +3,4 @@ export * from './logger.js';
 export * from './lifecycle.js';
 export * from './idempotency.js';
 export * from './bus-service.js';
-export * from './tracing-env.js';
-export * from './propagation.js';
-export type { Tracing } from './tracing.js';
+export * from './tracing.js';

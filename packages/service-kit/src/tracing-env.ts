@@ -58,7 +58,11 @@ export const SAMPLERS = [
   'parentbased_traceidratio',
 ] as const;
 
-export const TracingEnv = {
+/** An empty variable counts as unset, as the OTel SDKs read them (compose files pass `VAR=` through). */
+const blankIsUnset = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? undefined : v), schema);
+
+const TracingShape = {
   /** `true` turns the SDK off whatever else is set. */
   OTEL_SDK_DISABLED: bool(),
   /** The collector's base URL; traces go to `<it>/v1/traces`. Unset (and no traces endpoint): no tracing. */
@@ -114,7 +118,11 @@ export const TracingEnv = {
   OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: bool(),
 };
 
-export type TracingConfig = z.output<z.ZodObject<typeof TracingEnv>>;
+export const TracingEnv = Object.fromEntries(
+  Object.entries(TracingShape).map(([name, schema]) => [name, blankIsUnset(schema)]),
+) as { [K in keyof typeof TracingShape]: z.ZodPipe<z.ZodTransform, (typeof TracingShape)[K]> };
+
+export type TracingConfig = z.output<z.ZodObject<typeof TracingShape>>;
 
 /** What the SDK is started with, resolved from the variables above. */
 export interface TracingSettings {

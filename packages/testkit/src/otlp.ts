@@ -26,6 +26,8 @@ export interface OtlpReceiver {
   raw(): Buffer[];
   /** Content types of the exports received. */
   contentTypes(): string[];
+  /** Exports and bytes received (counted with `keep: false` too). */
+  totals(): { exports: number; bytes: number };
   close(): Promise<void>;
 }
 
@@ -34,11 +36,12 @@ export interface OtlpReceiver {
  * `/v1/traces`, keeps the raw bodies and the decoded spans. The protobuf decoder below reads exactly the
  * fields of the OTLP trace messages the assertions use.
  */
-export async function startOtlpReceiver(opts: { keep?: boolean } = {}): Promise<OtlpReceiver> {
+export async function startOtlpReceiver(opts: { keep?: boolean; port?: number } = {}): Promise<OtlpReceiver> {
   const keep = opts.keep ?? true;
   const spans: ReceivedSpan[] = [];
   const bodies: Buffer[] = [];
   const types: string[] = [];
+  const totals = { exports: 0, bytes: 0 };
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -49,6 +52,8 @@ export async function startOtlpReceiver(opts: { keep?: boolean } = {}): Promise<
         res.writeHead(404).end();
         return;
       }
+      totals.exports++;
+      totals.bytes += body.length;
       if (keep) {
         bodies.push(body);
         types.push(type);
@@ -62,12 +67,15 @@ export async function startOtlpReceiver(opts: { keep?: boolean } = {}): Promise<
       else res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
     });
   });
-  const port = await listenOnLoopback(server);
+  let port = opts.port ?? 0;
+  if (port === 0) port = await listenOnLoopback(server);
+  else await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', () => resolve()));
   return {
     url: `http://127.0.0.1:${port}`,
     spans: () => [...spans],
     raw: () => [...bodies],
     contentTypes: () => [...types],
+    totals: () => ({ ...totals }),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -1,6 +1,12 @@
 import { connectNats } from '@vab/bus';
-import { configOrExit, createAccessLog, createLogger, natsOptionsOf, runService } from '@vab/service-kit';
-import { startTracing } from '@vab/service-kit/tracing';
+import {
+  configOrExit,
+  createAccessLog,
+  createLogger,
+  natsOptionsOf,
+  runService,
+  startTracing,
+} from '@vab/service-kit';
 import { buildGateway } from './app.js';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { redisTargetOf } from '@vab/storage';

@@ -7,8 +7,8 @@ import {
   natsOptionsOf,
   RedisIdempotencyStore,
   runService,
+  startTracing,
 } from '@vab/service-kit';
-import { startTracing } from '@vab/service-kit/tracing';
 import { createRedis, redisTargetOf } from '@vab/storage';
 import { loadConfig } from './config.js';
 import { startPlaygroundService } from './service.js';
