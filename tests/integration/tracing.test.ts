@@ -4,12 +4,20 @@ import {
   startLocalNats,
   startLocalRedis,
   startOtlpReceiver,
+  withEdge,
   withNode,
 } from '@vab/testkit';
 import type { OtlpReceiver, ReceivedSpan } from '@vab/testkit';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
+import { startMcpServer } from '../../services/playground/test/mcp-server.js';
+import {
+  clinicScript,
+  lastUserText,
+  startOpenAiStub,
+  textOf,
+  type ChatRequest,
+} from '../../services/playground/test/openai-stub.js';
 import { loadConfig, startTracing } from '@vab/service-kit';
 import { built, spawnService, type ServiceProcess } from '../helpers/processes.js';
 import { startStack } from '../helpers/stack.js';
@@ -174,12 +182,14 @@ describe.skipIf(!built())('traces across processes (OTLP/HTTP receiver in the te
     );
     expect(res.status).toBe(200);
 
-    const spans = await spansOf(
-      receiver,
-      traceId,
-      (s) =>
-        s.some((x) => x.service === 'agents' && x.attributes['db.system'] !== undefined) &&
-        s.some((x) => x.service === 'gateway' && x.kind === SERVER),
+    // every span the assertions read, each process exporting on its own schedule
+    const spans = await spansOf(receiver, traceId, (s) =>
+      [
+        (x: ReceivedSpan) => x.service === 'gateway' && x.kind === SERVER,
+        (x: ReceivedSpan) => x.service === 'gateway' && x.kind === CLIENT,
+        (x: ReceivedSpan) => x.service === 'agents' && x.kind === SERVER,
+        (x: ReceivedSpan) => x.service === 'agents' && x.attributes['db.system'] === 'redis',
+      ].every((want) => s.some(want)),
     );
     const route = spans.find((s) => s.service === 'gateway' && s.kind === SERVER)!;
     expect(route.name).toBe('PATCH /api/agents/:id');
@@ -228,7 +238,9 @@ describe.skipIf(!built())('traces across processes (OTLP/HTTP receiver in the te
     const line = await waitForLine(stack.procs.gateway, 'requestId', 'malformed-tp-1', 'request completed');
     const traceId = String(line.trace_id);
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
-    const spans = await spansOf(receiver, traceId, (s) => s.some((x) => x.service === 'agents'));
+    const spans = await spansOf(receiver, traceId, (s) =>
+      s.some((x) => x.service === 'gateway' && x.kind === SERVER),
+    );
     const route = spans.find((s) => s.service === 'gateway' && s.kind === SERVER)!;
     expect(route.parentSpanId).toBe('');
   });
@@ -424,14 +436,29 @@ describe.skipIf(!built())('a bad OTEL_* setting', () => {
   });
 });
 
+const MCP_TOKEN = 'mcp-token-never-exported-5151';
+
+/** Calls `lookup_order` when asked about order 42, then says what the tool answered. */
+function toolScript(req: ChatRequest) {
+  const last = req.messages.at(-1);
+  if (last?.role === 'tool') return { content: `Here is what I found: ${textOf(last.content)}` };
+  const tools = (req.tools ?? []).map((t) => t.function.name);
+  if (lastUserText(req).includes('order 42') && tools.includes('lookup_order')) {
+    return { toolCalls: [{ name: 'lookup_order', args: { orderId: '42' } }] };
+  }
+  return { content: `ok: ${lastUserText(req)}` };
+}
+
 describe('an in-process stack (every service in the test process)', () => {
-  it('traces the same path: the Redis instrumentation reaches an ioredis loaded before tracing started', async () => {
+  it('traces the same path (the Redis instrumentation reaches an ioredis loaded before tracing started), and MCP tool calls', async () => {
     const receiver = await startOtlpReceiver();
     const tracing = startTracing(
       'stack',
       loadConfig({}, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '50' }),
     );
     const stack = await startStack({ tracing });
+    const mcp = await startMcpServer({ transport: 'streamable', token: MCP_TOKEN });
+    const stub = await startOpenAiStub(toolScript);
     try {
       const created = await json(stack.baseUrl, 'POST', '/api/agents', { name: 'In process' });
       const traceId = hex(16);
@@ -446,8 +473,13 @@ describe('an in-process stack (every service in the test process)', () => {
         },
       );
       expect(res.status).toBe(200);
-      const spans = await spansOf(receiver, traceId, (s) =>
-        s.some((x) => x.attributes['db.system'] === 'redis'),
+      const spans = await spansOf(
+        receiver,
+        traceId,
+        (s) =>
+          s.some((x) => x.attributes['db.system'] === 'redis') &&
+          s.some((x) => x.name === 'PATCH /api/agents/:id') &&
+          s.some((x) => x.name === 'process agents.update'),
       );
       const route = spans.find((s) => s.name === 'PATCH /api/agents/:id')!;
       expect(route.parentSpanId).toBe(clientSpanId);
@@ -456,7 +488,69 @@ describe('an in-process stack (every service in the test process)', () => {
       for (const r of spans.filter((s) => s.attributes['db.system'] === 'redis')) {
         expect(r.parentSpanId).toBe(handler.spanId);
       }
+
+      // an MCP tool call in a text session: our MCP client span, in the session's trace under LiveKit's turn
+      const flow = withEdge(
+        {
+          ...withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' }),
+          nodes: [
+            ...withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' }).nodes,
+            {
+              id: 'orders',
+              nodeType: 'mcp',
+              serverUrl: `${mcp.url}?key=mcp-query-secret`,
+              authType: 'bearer',
+              authValue: MCP_TOKEN,
+              selectedTools: ['lookup_order'],
+            },
+          ],
+        },
+        'orders',
+        'output',
+        'agent',
+        'tools_in',
+      );
+      const shop = await json(stack.baseUrl, 'POST', '/api/agents', { name: 'Shop', flow });
+      expect(shop.status).toBe(201);
+      const sessionTrace = hex(16);
+      const started = await json(
+        stack.baseUrl,
+        'POST',
+        `/api/agents/${shop.body.id}/text-sessions`,
+        { apiKeys: { openai: KEY } },
+        { traceparent: traceparentOf(sessionTrace, hex(8)) },
+      );
+      expect(started.status).toBe(201);
+      const turn = await json(
+        stack.baseUrl,
+        'POST',
+        `/api/agents/${shop.body.id}/text-sessions/${started.body.sessionId}/turns`,
+        { text: 'Where is order 42?' },
+      );
+      expect(turn.body.replies.join(' ')).toContain('Order 42 ships on Tuesday.');
+      // LiveKit's turn span ends (and is exported) after the tool call in it
+      const isCall = (x: ReceivedSpan) => x.name === 'tools/call lookup_order';
+      const sessionSpans = await spansOf(receiver, sessionTrace, (s) =>
+        s.some((x) => isCall(x) && ancestors(x, s).some((a) => a.name === 'agent_turn')),
+      );
+      const call = sessionSpans.find((x) => x.name === 'tools/call lookup_order')!;
+      expect(call.kind).toBe(CLIENT);
+      expect(call.attributes).toMatchObject({
+        'mcp.method.name': 'tools/call',
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': 'lookup_order',
+        'server.address': '127.0.0.1',
+      });
+      expect(ancestors(call, sessionSpans).map((s) => s.name)).toContain('agent_turn');
+      await new Promise((r) => setTimeout(r, 300));
+      const exported = Buffer.concat(receiver.raw()).toString('latin1');
+      expect(exported).not.toContain(MCP_TOKEN);
+      expect(exported).not.toContain(KEY);
+      expect(exported).not.toContain('mcp-query-secret');
+      expect(exported).not.toContain('ships on Tuesday');
     } finally {
+      await stub.close();
+      await mcp.close();
       await stack.close();
       await tracing.shutdown();
       await receiver.close();

@@ -29,12 +29,11 @@ export async function createEdge(opts: {
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: opts.bodyLimitBytes,
-    // One line per request from our onResponse hook instead of Fastify's two.
-    logController: new LogController({ disableRequestLogging: true }),
+    // One line per request from our onResponse hook instead of Fastify's two; one name for the request id
+    // on every line of every service (the services' `requestId`).
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     childLoggerFactory: (logger, bindings) => lazyChild(logger as Logger, bindings) as FastifyBaseLogger,
     requestIdHeader: 'x-request-id',
-    // one name for the request id on every line of every service (the services' `requestId`)
-    requestIdLogLabel: 'requestId',
     genReqId: (req) => {
       const incoming = req.headers['x-request-id'];
       return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
