@@ -8,7 +8,8 @@ import { BaseEnv, RedisEnv } from '@vab/service-kit';
 // No Docker engine runs on these machines: this checks that docker-compose.yml and the Dockerfile agree
 // with the code, so the compose stack is not left to rot.
 const root = join(import.meta.dirname, '..');
-const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
+// merge keys (`<<: *otel`) resolved, as compose resolves them
+const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
   services: Record<
     string,
     {

@@ -1,6 +1,12 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectNats, type Logger, type Served } from '@vab/bus';
-import { createAccessLog, createLogger, idempotency, RedisIdempotencyStore } from '@vab/service-kit';
+import {
+  createAccessLog,
+  createLogger,
+  idempotency,
+  RedisIdempotencyStore,
+  type Tracing,
+} from '@vab/service-kit';
 import { startAgentsService, type AgentsService } from '@vab/agents';
 import {
   buildGateway,
@@ -103,6 +109,11 @@ export interface StackOptions {
   gateway?: Partial<
     Pick<GatewayAppConfig, 'PUBLIC_URL' | 'UPSTREAM_FORWARD_AUTHORIZATION' | 'TICKET_TTL_MS'>
   >;
+  /**
+   * This test process's tracing (service-kit's `startTracing`, once per process): the gateway's route spans
+   * and LiveKit's spans go to its provider; the bus and Redis spans need nothing more.
+   */
+  tracing?: Tracing;
 }
 
 /** A service's NATS user and password, when the test's server requires them. */
@@ -176,6 +187,7 @@ function startService(
     ...(opts.runner ? { runner: opts.runner } : {}),
     ...(opts.resolve ? { resolve: opts.resolve } : {}),
     idempotency: idempotency(new RedisIdempotencyStore(redis, 'pg:')),
+    tracing: opts.tracing,
   });
   return { served: playground, playground };
 }
@@ -233,6 +245,7 @@ async function startGateway(ctx: StackContext) {
     nc,
     log,
     accessLog: createAccessLog('gateway', testLogLevel(), lineSink(ctx.logs)),
+    tracing: opts.tracing,
     config: {
       BODY_LIMIT_BYTES: opts.bodyLimitBytes ?? 2 * 1024 * 1024,
       REQUEST_TIMEOUT_MS: opts.requestTimeoutMs ?? 5000,

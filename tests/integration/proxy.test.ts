@@ -138,10 +138,12 @@ describe('UPSTREAM_URL: what the route table does not serve goes to the backend 
     await new Promise<void>((r) => ws.once('close', () => r()));
     // the upgrade is in the access log once the socket closes: 101, and how long it was open
     await expect
-      .poll(() => stack.logs.find((l) => l.includes('"reqId":"ws-trace-1"') && l.includes('"status":101')))
+      .poll(() =>
+        stack.logs.find((l) => l.includes('"requestId":"ws-trace-1"') && l.includes('"status":101')),
+      )
       .toBeDefined();
     const line = JSON.parse(
-      stack.logs.find((l) => l.includes('"reqId":"ws-trace-1"') && l.includes('"status":101'))!,
+      stack.logs.find((l) => l.includes('"requestId":"ws-trace-1"') && l.includes('"status":101'))!,
     ) as { url: string; ms: number };
     expect(line.url).toBe('/legacy/socket');
     expect(line.ms).toBeGreaterThanOrEqual(300);

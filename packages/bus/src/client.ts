@@ -9,6 +9,7 @@ import {
 } from '@nats-io/transport-node';
 import { AppError, ErrorBody, Headers, type RequestOf, type ResponseOf, type Subject } from '@vab/contracts';
 import { decodeText, encodeJson } from './codec.js';
+import { endSpan, startRequestSpan } from './trace.js';
 
 export interface RequestOptions {
   timeoutMs: number;
@@ -85,15 +86,21 @@ export class BusClient {
     const h = natsHeaders();
     h.set(Headers.requestId, opts.requestId);
     if (opts.idempotencyKey) h.set(Headers.idempotencyKey, opts.idempotencyKey);
+    const span = startRequestSpan(subject, h, data.byteLength);
     let msg;
     try {
       msg = await this.replies.request(subject, data, h, opts.timeoutMs);
     } catch (err) {
-      throw translateNatsError(err, subject);
+      const failure = translateNatsError(err, subject);
+      endSpan(span, failure.code);
+      throw failure;
     }
     if (msg.headers?.has(Headers.serviceErrorCode)) {
-      throw errorFromReply(msg.data);
+      const failure = errorFromReply(msg.data);
+      endSpan(span, failure.code);
+      throw failure;
     }
+    endSpan(span);
     return { data: msg.data, headers: msg.headers };
   }
 

@@ -19,6 +19,7 @@ import {
 } from '@vab/contracts';
 import type { Logger } from 'pino';
 import { lazyChild } from './lazy-child.js';
+import { endSpan, serveInSpan } from './trace.js';
 import { encodeJson, encodeReply, decodeText, type RawJson } from './codec.js';
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
@@ -120,8 +121,17 @@ export interface AnswerOptions<Req, Res> {
  * with the result, or `{code, message}` plus the micro error headers. Used by `serve` and by services that
  * subscribe to subjects of their own making (e.g. a per-session subject only its owning instance holds).
  */
-export async function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<void> {
+export function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<void> {
+  return serveInSpan(opts.subject, opts.msg.headers, async (span) => {
+    const code = await answerIn(opts);
+    endSpan(span, code);
+  });
+}
+
+/** Answers; resolves to the error code it answered with, if it answered with one. */
+async function answerIn<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<string | undefined> {
   const { nc, msg, log, subject, schema, handler, intercept } = opts;
+  let failed: string | undefined;
   const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
   const reqLog = lazyChild(log, { requestId, subject });
   let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
@@ -166,8 +176,10 @@ export async function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<v
         code: 'PAYLOAD_TOO_LARGE',
         message: 'the response is larger than the bus payload limit',
       });
+      failed = 'PAYLOAD_TOO_LARGE';
     }
   } catch (err) {
+    failed = err instanceof AppError ? err.code : 'INTERNAL';
     if (err instanceof AppError) {
       reqLog.debug(
         { code: err.code, cause: err.cause === undefined ? undefined : safeError(err.cause) },
@@ -179,12 +191,13 @@ export async function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<v
       reply = errorReply({ code: 'INTERNAL', message: 'internal error' });
     }
   }
-  if (!msg.reply) return;
+  if (!msg.reply) return failed;
   try {
     msg.respond(reply.data, { headers: reply.headers });
   } catch (err) {
     reqLog.error({ err: safeError(err) }, 'reply failed');
   }
+  return failed;
 }
 
 /**

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { BaseConfig, RedisConfig } from './config.js';
 import { runService } from './lifecycle.js';
 import { createLogger } from './logger.js';
+import { startTracing } from './tracing.js';
 
 /** How a service process connects to the bus, as its configuration says. */
 export const natsOptionsOf = (service: string, config: BaseConfig, name = service): NatsOptions => ({
@@ -26,6 +27,7 @@ export function runBusService(
   start: (deps: { nc: NatsConnection; redis: RedisClient; writes: WriteConcern; log: Logger }) => Served,
 ): void {
   const log = createLogger(service, config.LOG_LEVEL);
+  const tracing = startTracing(service, config, log);
   runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     const target = redisTargetOf(config);
     log.info({ redis: describeTarget(target), waitReplicas: config.REDIS_WAIT_REPLICAS }, 'storage');
@@ -38,6 +40,7 @@ export function runBusService(
       await served.stop(config.SHUTDOWN_TIMEOUT_MS - 1000);
       await nc.drain();
       await redis.quit();
+      await tracing.shutdown();
     };
   });
 }

@@ -13,6 +13,14 @@ describe('loadConfig', () => {
       NATS_URL: 'nats://127.0.0.1:4222',
       LOG_LEVEL: 'info',
       SHUTDOWN_TIMEOUT_MS: 10_000,
+      // tracing off: no OTLP endpoint
+      OTEL_SDK_DISABLED: false,
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_TRACES_SAMPLER: 'parentbased_always_on',
+      OTEL_EXPORTER_OTLP_HEADERS: {},
+      OTEL_EXPORTER_OTLP_TRACES_HEADERS: {},
+      OTEL_RESOURCE_ATTRIBUTES: {},
+      OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: false,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(() => {

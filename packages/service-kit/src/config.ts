@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TracingEnv } from './tracing-env.js';
 
 /** Environment values are strings; these coerce them with a readable error. */
 export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -14,6 +15,8 @@ export const BaseEnv = z.object({
   LOG_LEVEL: LogLevel,
   /** Bound on a graceful stop; the process exits after it regardless. */
   SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
+  /** The standard OpenTelemetry variables (tracing-env.ts): traces are off unless an OTLP endpoint is set. */
+  ...TracingEnv,
 });
 export type BaseConfig = z.output<typeof BaseEnv>;
 

@@ -3,3 +3,4 @@ export * from './logger.js';
 export * from './lifecycle.js';
 export * from './idempotency.js';
 export * from './bus-service.js';
+export * from './tracing.js';

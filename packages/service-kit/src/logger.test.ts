@@ -41,7 +41,7 @@ describe('createAccessLog', () => {
   it('writes one JSON line per request, shaped like the pino lines around it', () => {
     const { out, stream } = capture();
     createAccessLog('gateway', 'info', stream).request({
-      reqId: 'r-1',
+      requestId: 'r-1',
       method: 'GET',
       url: '/api/agents/"odd"\\path',
       status: 404,
@@ -53,7 +53,7 @@ describe('createAccessLog', () => {
       time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       name: 'gateway',
       service: 'gateway',
-      reqId: 'r-1',
+      requestId: 'r-1',
       method: 'GET',
       url: '/api/agents/"odd"\\path',
       status: 404,
@@ -68,7 +68,7 @@ describe('createAccessLog', () => {
   it('writes nothing above the info level', () => {
     const { out, stream } = capture();
     createAccessLog('gateway', 'warn', stream).request({
-      reqId: 'r',
+      requestId: 'r',
       method: 'GET',
       url: '/',
       status: 200,

@@ -6,3 +6,4 @@ export * from './livekit-fake.js';
 export * from './logs.js';
 export * from './clusters.js';
 export * from './browser.js';
+export * from './otlp.js';

@@ -66,6 +66,8 @@ export async function buildGateway(deps: {
   /** Where the line per request goes; by default stdout, at the main logger's level. */
   accessLog?: AccessLog;
   config: AppConfig;
+  /** Whether spans are recorded (service-kit's `startTracing`). */
+  tracing?: { enabled: boolean } | undefined;
 }): Promise<FastifyInstance> {
   const { nc, log, config } = deps;
   const accessLog = deps.accessLog ?? createAccessLog('gateway', log.level);
@@ -79,7 +81,13 @@ export async function buildGateway(deps: {
     tickets,
     ...config.security,
   };
-  const app = await createEdge({ log, accessLog, bodyLimitBytes: config.BODY_LIMIT_BYTES, security });
+  const app = await createEdge({
+    log,
+    accessLog,
+    bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    security,
+    tracing: deps.tracing,
+  });
 
   const maxPayload = nc.info?.max_payload;
   if (maxPayload !== undefined && config.BODY_LIMIT_BYTES > maxPayload - 64 * 1024) {

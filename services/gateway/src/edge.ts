@@ -1,3 +1,5 @@
+import FastifyOtel from '@fastify/otel';
+import { context, propagation, ROOT_CONTEXT, trace, type Span } from '@opentelemetry/api';
 import { lazyChild, type Logger } from '@vab/bus';
 import type { AccessLog } from '@vab/service-kit';
 import { AppError } from '@vab/contracts';
@@ -20,13 +22,16 @@ export async function createEdge(opts: {
   accessLog: AccessLog;
   bodyLimitBytes: number;
   security: SecurityConfig;
+  /** Whether spans are recorded (service-kit's `startTracing`); off, a caller's trace context still travels. */
+  tracing?: { enabled: boolean } | undefined;
 }): Promise<FastifyInstance> {
   const { log, accessLog } = opts;
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: opts.bodyLimitBytes,
-    // One line per request from our onResponse hook instead of Fastify's two.
-    logController: new LogController({ disableRequestLogging: true }),
+    // One line per request from our onResponse hook instead of Fastify's two; one name for the request id
+    // on every line of every service (the services' `requestId`).
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     childLoggerFactory: (logger, bindings) => lazyChild(logger as Logger, bindings) as FastifyBaseLogger,
     requestIdHeader: 'x-request-id',
     genReqId: (req) => {
@@ -41,6 +46,8 @@ export async function createEdge(opts: {
     onConstructorPoisoning: 'error',
     return503OnClosing: true,
   });
+
+  await traceRequests(app, opts.tracing?.enabled ?? false);
 
   // Bodies are JSON only (spec): without this Fastify would accept text/plain as a string. A text/plain POST
   // needs no CORS preflight, so accepting it would open the API to cross-site requests from any page.
@@ -91,7 +98,7 @@ export async function createEdge(opts: {
   });
   app.addHook('onResponse', (req, reply, done) => {
     accessLog.request({
-      reqId: String(req.id),
+      requestId: String(req.id),
       method: req.method,
       // a proxied request's route is a wildcard: its path says more
       url: (!req.routeOptions.config.proxied && req.routeOptions.url) || req.url.split('?')[0]!,
@@ -102,4 +109,38 @@ export async function createEdge(opts: {
   });
   await registerSecurity(app, opts.security);
   return app;
+}
+
+/** What is not an API request: probes and scrapes would fill a trace store with noise. */
+const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
+
+/**
+ * One trace per API request. Tracing on: @fastify/otel's request span (named `METHOD /route`, the path
+ * without its query), child of the caller's `traceparent` when it sent a valid one, a new trace otherwise;
+ * the handler's bus requests are its children. Tracing off: no span at all, but a caller's valid
+ * `traceparent` becomes the request's context, so its trace id is on every log line here and goes on over
+ * the bus; a request without one costs nothing (no async context is entered).
+ */
+async function traceRequests(app: FastifyInstance, enabled: boolean): Promise<void> {
+  if (!enabled) {
+    app.addHook('onRequest', (req, _reply, done) => {
+      if (req.headers.traceparent === undefined) return done();
+      const ctx = propagation.extract(ROOT_CONTEXT, req.headers);
+      if (trace.getSpanContext(ctx) === undefined) return done();
+      context.with(ctx, done);
+    });
+    return;
+  }
+  const otel = new FastifyOtel.FastifyOtelInstrumentation({
+    registerOnInitialization: false,
+    // the route's own hooks (security, CORS, rate limits) are microseconds each: one span per request
+    instrumentHooks: false,
+    ignorePaths: ({ url }) => UNTRACED.has(url.split('?')[0]!),
+    requestHook: (span: Span, req) => {
+      const path = req.url.split('?')[0]!;
+      span.updateName(`${req.method} ${req.routeOptions.url ?? path}`);
+      span.setAttribute('url.path', path);
+    },
+  });
+  await app.register(otel.plugin());
 }

@@ -188,11 +188,11 @@ export class EventStreams {
   }
 
   /** Writes a frame; false (the connection is gone) when the client has left too much unread. */
-  private keepsUp(res: ServerResponse, chunk: string, reqId: string, sessionId: string): boolean {
+  private keepsUp(res: ServerResponse, chunk: string, requestId: string, sessionId: string): boolean {
     res.write(chunk);
     if (res.writableLength <= this.deps.settings.maxBufferBytes) return true;
     this.deps.log.warn(
-      { code: 'EVENT_STREAM_CUT_OFF', reqId, sessionId, buffered: res.writableLength },
+      { code: 'EVENT_STREAM_CUT_OFF', requestId, sessionId, buffered: res.writableLength },
       'slow event stream cut off',
     );
     res.destroy();
@@ -407,7 +407,7 @@ export class EventStreams {
       if (!started) throw err;
       const e = err instanceof AppError ? err : new AppError('INTERNAL', 'the turn failed');
       if (!(err instanceof AppError))
-        log.error({ err: safeError(err), reqId: String(req.id) }, 'streamed turn failed');
+        log.error({ err: safeError(err), requestId: String(req.id) }, 'streamed turn failed');
       res.end(errorFrame(e.code, e.message));
     } finally {
       await messages?.close().catch(() => undefined);

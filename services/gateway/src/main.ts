@@ -1,5 +1,12 @@
 import { connectNats } from '@vab/bus';
-import { configOrExit, createAccessLog, createLogger, natsOptionsOf, runService } from '@vab/service-kit';
+import {
+  configOrExit,
+  createAccessLog,
+  createLogger,
+  natsOptionsOf,
+  runService,
+  startTracing,
+} from '@vab/service-kit';
 import { buildGateway } from './app.js';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { redisTargetOf } from '@vab/storage';
@@ -7,6 +14,7 @@ import { eventStreamsOf, loadConfig, securityOf } from './config.js';
 
 const config = configOrExit('gateway', () => loadConfig(process.env));
 const log = createLogger('gateway', config.LOG_LEVEL);
+const tracing = startTracing('gateway', config, log);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const nc = await connectNats(natsOptionsOf('gateway', config), log);
@@ -31,6 +39,7 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     nc,
     log,
     accessLog: createAccessLog('gateway', config.LOG_LEVEL),
+    tracing,
     config: {
       ...config,
       security: { ...securityOf(config), rateLimitRedis },
@@ -44,5 +53,6 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     await app.close();
     await nc.drain();
     await rateLimitRedis?.quit().catch(() => undefined);
+    await tracing.shutdown();
   };
 });

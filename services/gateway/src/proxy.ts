@@ -129,7 +129,7 @@ function logUpgrade(req: FastifyRequest, accessLog: AccessLog): void {
   const started = performance.now();
   req.raw.socket.once('close', () => {
     accessLog.request({
-      reqId: String(req.id),
+      requestId: String(req.id),
       method: req.method,
       url: req.url.split('?')[0]!,
       status: 101,

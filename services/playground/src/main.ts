@@ -7,6 +7,7 @@ import {
   natsOptionsOf,
   RedisIdempotencyStore,
   runService,
+  startTracing,
 } from '@vab/service-kit';
 import { createRedis, redisTargetOf } from '@vab/storage';
 import { loadConfig } from './config.js';
@@ -14,6 +15,7 @@ import { startPlaygroundService } from './service.js';
 
 const config = configOrExit('playground', () => loadConfig(process.env));
 const log = createLogger('playground', config.LOG_LEVEL);
+const tracing = startTracing('playground', config, log);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const nc = await connectNats(natsOptionsOf('playground', config, `playground-${config.INSTANCE_ID}`), log);
@@ -27,6 +29,7 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     nc,
     log,
     config,
+    tracing,
     ...(redis ? { idempotency: idempotency(new RedisIdempotencyStore(redis, 'pg:')) } : {}),
   });
   await service.ready;
@@ -37,5 +40,6 @@ runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
     await nc.drain();
     await redis?.quit().catch(() => undefined);
     await dispose();
+    await tracing.shutdown();
   };
 });

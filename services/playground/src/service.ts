@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
-import { idempotency, MemoryIdempotencyStore } from '@vab/service-kit';
+import { idempotency, MemoryIdempotencyStore, type Tracing } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, type Resolver } from './egress/client.js';
@@ -15,6 +15,7 @@ import { LiveKitTransport } from './transports/livekit/livekit-transport.js';
 import { LiveKitAgentRunner, type AgentRunner } from './transports/livekit/runner.js';
 import { TestCaseTransport } from './transports/test-case.js';
 import { TextTransport } from './transports/text.js';
+import { traceLiveKit } from './telemetry.js';
 
 export type PlaygroundServiceConfig = Omit<
   PlaygroundConfig,
@@ -43,8 +44,11 @@ export function startPlaygroundService(deps: {
   idempotency?: Interceptor;
   /** How names in flow URLs resolve (tests); default: the system's resolver. */
   resolve?: Resolver;
+  /** This process's tracing (service-kit's `startTracing`): LiveKit Agents' spans go to its provider. */
+  tracing?: Tracing | undefined;
 }): PlaygroundService {
   const { nc, log, config } = deps;
+  traceLiveKit(deps.tracing);
   const bus = new BusClient(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
   const policy = new EgressPolicy(config.FLOW_EGRESS_ALLOW);

@@ -1,3 +1,4 @@
+import { context, trace, type SpanContext } from '@opentelemetry/api';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { answer, safeError, type BusClient, type Logger, type Served } from '@vab/bus';
 import {
@@ -88,6 +89,11 @@ interface Hosted {
   live: Subscription | undefined;
   timers: Map<string, NodeJS.Timeout>;
   stopping: Promise<void> | undefined;
+  /**
+   * The span the session started under. LiveKit parents every turn of a session (and its model calls) on
+   * the session's span, so a session is one trace; each turn's own request links to it.
+   */
+  startedIn: SpanContext | undefined;
 }
 
 /** Turns take a model call or several; a forwarded one waits as long as the route does. */
@@ -240,6 +246,7 @@ export class SessionHost {
       live: recorder ? this.serveLive(recorder.sessionId) : undefined,
       timers: new Map(),
       stopping: undefined,
+      startedIn: trace.getSpanContext(context.active()),
     };
     this.sessions.set(key, hosted);
     hosted.subs.push(this.serveOwner(hosted, 'end'));
@@ -346,6 +353,8 @@ export class SessionHost {
     }
     if (hosted.agentId !== agentId || !hosted.turn || hosted.stopping) throw notFound(key);
     this.touch(hosted);
+    const span = trace.getActiveSpan();
+    if (hosted.startedIn && span?.isRecording()) span.addLink({ context: hosted.startedIn });
     return { sessionId: key, ...(await hosted.turn(text)) };
   }
 

@@ -1,4 +1,5 @@
 import { llm } from '@livekit/agents';
+import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -28,6 +29,16 @@ const ANY_ARGUMENTS = { type: 'object', properties: {}, additionalProperties: tr
 
 type McpTool = Awaited<ReturnType<Client['listTools']>>['tools'][number];
 type CallResult = Awaited<ReturnType<Client['callTool']>>;
+
+const tracer = trace.getTracer('@vab/playground');
+
+const hostOf = (url: string): string => {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return '';
+  }
+};
 
 function authHeaders(cfg: McpConfig): Record<string, string> {
   if (!cfg.authValue || cfg.authType === 'none') return {};
@@ -112,7 +123,34 @@ class McpServer {
     return client.callTool({ name, arguments: args }, undefined, { timeout: this.opts.timeoutMs });
   }
 
+  /**
+   * One tool call, as the MCP semantic conventions trace it (`tools/call <tool>`, a client span under
+   * LiveKit's `function_tool`): the tool's name and outcome, never its arguments or result, and the
+   * server's host without its path or query (a flow's URL may carry a key).
+   */
   async call(name: string, args: Record<string, unknown>): Promise<string> {
+    return tracer.startActiveSpan(`tools/call ${name}`, { kind: SpanKind.CLIENT }, async (span) => {
+      if (span.isRecording()) {
+        span.setAttributes({
+          'mcp.method.name': 'tools/call',
+          'gen_ai.operation.name': 'execute_tool',
+          'gen_ai.tool.name': name,
+          'server.address': hostOf(this.cfg.serverUrl),
+        });
+      }
+      try {
+        return await this.callTraced(name, args);
+      } catch (err) {
+        span.setAttribute('error.type', err instanceof llm.ToolError ? 'tool_error' : 'error');
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        throw err;
+      } finally {
+        span.end();
+      }
+    });
+  }
+
+  private async callTraced(name: string, args: Record<string, unknown>): Promise<string> {
     let result: CallResult;
     try {
       result = await this.callOnce(name, args).catch(async (err: unknown) => {
