@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { KEY_ENV_VARS } from '@vab/playground';
-import { BaseEnv, RedisEnv } from '@vab/service-kit';
+import { BaseEnv, MetricsEnv, RedisEnv } from '@vab/service-kit';
 
 // No Docker engine runs on these machines: this checks that docker-compose.yml and the Dockerfile agree
 // with the code, so the compose stack is not left to rot.
@@ -44,6 +44,11 @@ describe('docker-compose.yml', () => {
         // every service reads the service kit's base (and Redis) variables; the playground also the provider
         // key variables its provider table names
         if (key in BaseEnv.shape || key in RedisEnv) continue;
+        // the services' metrics listener (the gateway serves /metrics on its own port)
+        if (service !== 'gateway' && key in MetricsEnv) {
+          expect(config, `${service} takes the metrics settings`).toContain('...MetricsEnv');
+          continue;
+        }
         if (service === 'playground' && KEY_ENV_VARS.includes(key)) continue;
         expect(config, `${service} reads ${key}`).toMatch(new RegExp(`\\b${key}\\b`));
       }

@@ -19,6 +19,7 @@ import {
 } from '@vab/contracts';
 import type { Logger } from 'pino';
 import { lazyChild } from './lazy-child.js';
+import { busObserver } from './observe.js';
 import { encodeJson, encodeReply, decodeText, type RawJson } from './codec.js';
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
@@ -122,6 +123,8 @@ export interface AnswerOptions<Req, Res> {
  */
 export async function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<void> {
   const { nc, msg, log, subject, schema, handler, intercept } = opts;
+  const started = performance.now();
+  let outcome = 'ok';
   const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
   const reqLog = lazyChild(log, { requestId, subject });
   let reply: { data: Uint8Array; headers: ReturnType<typeof natsHeaders> };
@@ -162,12 +165,14 @@ export async function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<v
     const max = nc.info?.max_payload;
     if (max !== undefined && reply.data.byteLength > max - 4096) {
       reqLog.error({ bytes: reply.data.byteLength, maxPayload: max }, 'reply exceeds bus payload limit');
+      outcome = 'PAYLOAD_TOO_LARGE';
       reply = errorReply({
         code: 'PAYLOAD_TOO_LARGE',
         message: 'the response is larger than the bus payload limit',
       });
     }
   } catch (err) {
+    outcome = err instanceof AppError ? err.code : 'INTERNAL';
     if (err instanceof AppError) {
       reqLog.debug(
         { code: err.code, cause: err.cause === undefined ? undefined : safeError(err.cause) },
@@ -179,6 +184,7 @@ export async function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<v
       reply = errorReply({ code: 'INTERNAL', message: 'internal error' });
     }
   }
+  busObserver().server(subject, outcome, (performance.now() - started) / 1000);
   if (!msg.reply) return;
   try {
     msg.respond(reply.data, { headers: reply.headers });

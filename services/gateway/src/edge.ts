@@ -1,5 +1,5 @@
 import { lazyChild, type Logger } from '@vab/bus';
-import type { AccessLog } from '@vab/service-kit';
+import { methodLabel, processMetrics, type AccessLog } from '@vab/service-kit';
 import { AppError } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
@@ -89,7 +89,17 @@ export async function createEdge(opts: {
     reply.header('x-request-id', String(req.id));
     done();
   });
+  const duration = processMetrics().httpServerDuration;
   app.addHook('onResponse', (req, reply, done) => {
+    // the route's pattern (bounded), never the path: a path carries ids; no route matched: empty
+    duration.observe(
+      {
+        http_route: req.routeOptions.url ?? '',
+        http_request_method: methodLabel(req.method),
+        http_response_status_code: reply.statusCode,
+      },
+      reply.elapsedTime / 1000,
+    );
     accessLog.request({
       reqId: String(req.id),
       method: req.method,

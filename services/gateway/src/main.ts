@@ -1,5 +1,12 @@
 import { connectNats } from '@vab/bus';
-import { configOrExit, createAccessLog, createLogger, natsOptionsOf, runService } from '@vab/service-kit';
+import {
+  configOrExit,
+  createAccessLog,
+  createLogger,
+  instrumentProcess,
+  natsOptionsOf,
+  runService,
+} from '@vab/service-kit';
 import { buildGateway } from './app.js';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { redisTargetOf } from '@vab/storage';
@@ -9,6 +16,7 @@ const config = configOrExit('gateway', () => loadConfig(process.env));
 const log = createLogger('gateway', config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
+  instrumentProcess();
   const nc = await connectNats(natsOptionsOf('gateway', config), log);
   // counters only: a request never waits for a Redis that is down (no offline queue, one retry)
   const options: RedisOptions = { maxRetriesPerRequest: 1, connectTimeout: 2000, enableOfflineQueue: false };
