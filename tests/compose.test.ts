@@ -89,6 +89,31 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it('has Prometheus on the repository’s scrape configuration and rules, scraping each service’s METRICS_PORT', () => {
+    const prometheus = compose.services.prometheus!;
+    expect(prometheus.volumes).toEqual(
+      expect.arrayContaining([
+        './deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro',
+        './deploy/alerts.yml:/etc/prometheus/alerts.yml:ro',
+      ]),
+    );
+    const scrape = parse(readFileSync(join(root, 'deploy', 'prometheus.yml'), 'utf8')) as {
+      rule_files: string[];
+      scrape_configs: { job_name: string; dns_sd_configs: { names: string[]; port: number }[] }[];
+    };
+    expect(scrape.rule_files).toEqual(['alerts.yml']);
+    const jobs = Object.fromEntries(
+      scrape.scrape_configs.map((j) => [j.job_name, j.dns_sd_configs[0]!] as const),
+    );
+    expect(Object.keys(jobs).sort()).toEqual(['agents', 'gateway', 'playground', 'sessions']);
+    expect(jobs.gateway!.port).toBe(Number(compose.services.gateway!.environment?.PORT));
+    for (const svc of ['agents', 'sessions', 'playground']) {
+      expect(jobs[svc]!.names).toEqual([svc]);
+      expect(jobs[svc]!.port).toBe(Number(compose.services[svc]!.environment?.METRICS_PORT));
+      expect(compose.services[svc]!.environment?.METRICS_HOST).toBe('0.0.0.0');
+    }
+  });
+
   it('points at files that exist', () => {
     expect(existsSync(join(root, 'Dockerfile'))).toBe(true);
     expect(existsSync(join(root, 'deploy', 'nats.conf'))).toBe(true);

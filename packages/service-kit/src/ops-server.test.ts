@@ -52,6 +52,9 @@ describe('a service’s /healthz, /readyz and /metrics', () => {
       const metrics = await fetch(`${base}/metrics`);
       expect(metrics.status).toBe(200);
       expect(metrics.headers.get('content-type')).toContain('text/plain');
+      const scraped = await metrics.text();
+      expect(scraped).toContain('dependency_up{dependency="nats"} 1');
+      expect(scraped).toContain('dependency_up{dependency="redis"} 1');
 
       await redisServer.dispose();
       const started = Date.now();
@@ -62,6 +65,7 @@ describe('a service’s /healthz, /readyz and /metrics', () => {
       ]);
       // bounded: a dependency that does not answer is down within the check's timeout
       expect(Date.now() - started).toBeLessThan(3000);
+      expect(await (await fetch(`${base}/metrics`)).text()).toContain('dependency_up{dependency="redis"} 0');
       // the process itself is still alive
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
       expect((await fetch(`${base}/nope`)).status).toBe(404);

@@ -3,7 +3,7 @@ import type { RedisClient } from '@vab/storage';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import type { Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import type { MetricsConfig } from './metrics.js';
 
 /** One dependency's check: resolves true when it answers in time. */
@@ -60,6 +60,21 @@ export async function startOpsServer(opts: {
 }): Promise<OpsServer | undefined> {
   const { config, registry, checks, log } = opts;
   if (config.METRICS_PORT === undefined) return undefined;
+  const runChecks = async () => {
+    const names = Object.keys(checks);
+    const up = await Promise.all(names.map((n) => within(CHECK_TIMEOUT_MS, checks[n]!())));
+    return names.map((n, i) => [n, up[i]!] as const);
+  };
+  // the same checks as a series, so that an alert can say which dependency a process cannot reach
+  new Gauge({
+    name: 'dependency_up',
+    help: 'Whether this process reaches a dependency it needs (1) or not (0), checked at each scrape.',
+    labelNames: ['dependency'],
+    registers: [registry],
+    async collect() {
+      for (const [dependency, up] of await runChecks()) this.set({ dependency }, up ? 1 : 0);
+    },
+  });
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const json = (status: number, body: unknown) => {
@@ -69,12 +84,11 @@ export async function startOpsServer(opts: {
     if (req.method !== 'GET' && req.method !== 'HEAD') return json(405, { status: 'method not allowed' });
     if (path === '/healthz') return json(200, { status: 'ok' });
     if (path === '/readyz') {
-      const names = Object.keys(checks);
-      void Promise.all(names.map((n) => within(CHECK_TIMEOUT_MS, checks[n]!()))).then((up) => {
-        const ready = up.every(Boolean);
+      void runChecks().then((results) => {
+        const ready = results.every(([, up]) => up);
         json(ready ? 200 : 503, {
           status: ready ? 'ready' : 'not ready',
-          checks: Object.fromEntries(names.map((n, i) => [n, up[i] ? 'up' : 'down'])),
+          checks: Object.fromEntries(results.map(([n, up]) => [n, up ? 'up' : 'down'])),
         });
       });
       return;
