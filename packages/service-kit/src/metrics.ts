@@ -1,6 +1,6 @@
 import { observeBus } from '@vab/bus';
 import { contract, ErrorCode } from '@vab/contracts';
-import { tracingChannel } from 'node:diagnostics_channel';
+import { observeRedisCommands } from '@vab/storage';
 import { collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import { z } from 'zod';
 
@@ -69,8 +69,9 @@ export function processMetrics(): ProcessMetrics {
 let instrumented = false;
 
 /**
- * Turns this process's metrics on: process metrics (CPU, memory, event loop, GC), and the bus's and every
- * ioredis client's timings. Called once by a process's main; idempotent.
+ * Turns this process's metrics on: process metrics (CPU, memory, event loop, GC), the bus's timings, and
+ * those of every Redis client `createRedis` makes afterwards. Called once by a process's main, before it
+ * connects; idempotent.
  */
 export function instrumentProcess(): ProcessMetrics {
   const m = processMetrics();
@@ -83,36 +84,11 @@ export function instrumentProcess(): ProcessMetrics {
     server: (subject, outcome, s) =>
       m.busServerDuration.observe({ subject: subjectLabel(subject), outcome: outcomeLabel(outcome) }, s),
   });
-  observeRedisCommands(m.redisCommandDuration);
+  // clients made from now on (createRedis) time their commands
+  observeRedisCommands((command, ok, s) =>
+    m.redisCommandDuration.observe({ command: commandLabel(command), outcome: ok ? 'ok' : 'error' }, s),
+  );
   return m;
-}
-
-interface CommandContext {
-  command?: string;
-  error?: unknown;
-  /** Ours: when the command was sent. */
-  vabStartedAt?: number;
-}
-
-/**
- * ioredis (5.11+) publishes every command on the `ioredis:command` tracing channel (node:diagnostics_channel):
- * the library's own hook, on every client of the process (a single server's and each cluster node's), with
- * no patch of ours. The start and the settled promise share one context object.
- */
-function observeRedisCommands(histogram: ProcessMetrics['redisCommandDuration']): void {
-  tracingChannel<string, CommandContext>('ioredis:command').subscribe({
-    start: (ctx) => void (ctx.vabStartedAt = performance.now()),
-    end: () => undefined,
-    asyncStart: () => undefined,
-    asyncEnd: (ctx) => {
-      if (ctx.vabStartedAt === undefined) return;
-      histogram.observe(
-        { command: commandLabel(ctx.command), outcome: ctx.error === undefined ? 'ok' : 'error' },
-        (performance.now() - ctx.vabStartedAt) / 1000,
-      );
-    },
-    error: () => undefined,
-  });
 }
 
 const PER_SESSION_SUBJECTS: [RegExp, string][] = [
