@@ -5,3 +5,4 @@ export * from './idempotency.js';
 export * from './bus-service.js';
 export * from './metrics.js';
 export * from './ops-server.js';
+export * from './fast-histogram.js';

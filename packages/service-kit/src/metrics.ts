@@ -1,8 +1,9 @@
 import { observeBus } from '@vab/bus';
 import { contract, ErrorCode } from '@vab/contracts';
 import { observeRedisCommands } from '@vab/storage';
-import { collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { z } from 'zod';
+import { FastHistogram } from './fast-histogram.js';
 
 /**
  * Prometheus metrics of one process (prom-client; docs/architecture.md says why not the OpenTelemetry
@@ -13,10 +14,10 @@ import { z } from 'zod';
 export interface ProcessMetrics {
   registry: Registry;
   /** OpenTelemetry's `http.server.request.duration`, as its Prometheus exporter names it. */
-  httpServerDuration: Histogram<'http_route' | 'http_request_method' | 'http_response_status_code'>;
-  busClientDuration: Histogram<'subject' | 'outcome'>;
-  busServerDuration: Histogram<'subject' | 'outcome'>;
-  redisCommandDuration: Histogram<'command' | 'outcome'>;
+  httpServerDuration: FastHistogram<'http_route' | 'http_request_method' | 'http_response_status_code'>;
+  busClientDuration: FastHistogram<'subject' | 'outcome'>;
+  busServerDuration: FastHistogram<'subject' | 'outcome'>;
+  redisCommandDuration: FastHistogram<'command' | 'outcome'>;
 }
 
 /** OpenTelemetry's advice for HTTP server durations (seconds). */
@@ -34,28 +35,28 @@ export function processMetrics(): ProcessMetrics {
   const registers = [registry];
   made = {
     registry,
-    httpServerDuration: new Histogram({
+    httpServerDuration: new FastHistogram({
       name: 'http_server_request_duration_seconds',
       help: 'Duration of HTTP server requests (OpenTelemetry http.server.request.duration).',
       labelNames: ['http_route', 'http_request_method', 'http_response_status_code'],
       buckets: HTTP_BUCKETS,
       registers,
     }),
-    busClientDuration: new Histogram({
+    busClientDuration: new FastHistogram({
       name: 'bus_client_request_duration_seconds',
       help: 'NATS requests this process sent, until their reply, by subject and outcome (ok or error code).',
       labelNames: ['subject', 'outcome'],
       buckets: BUS_BUCKETS,
       registers,
     }),
-    busServerDuration: new Histogram({
+    busServerDuration: new FastHistogram({
       name: 'bus_server_request_duration_seconds',
       help: 'NATS requests this process handled, until its reply, by subject and outcome (ok or error code).',
       labelNames: ['subject', 'outcome'],
       buckets: BUS_BUCKETS,
       registers,
     }),
-    redisCommandDuration: new Histogram({
+    redisCommandDuration: new FastHistogram({
       name: 'redis_command_duration_seconds',
       help: 'Redis commands this process sent, until their answer, by command name and outcome.',
       labelNames: ['command', 'outcome'],
