@@ -15,6 +15,12 @@ describe.skipIf(!built())('benchmarks still run', () => {
     ['playground-memory.mjs', ['20'], /left behind: rooms 0, sessions 0, agents not stopped 0/],
     ['playground-scale.mjs', ['--sessions', '6', '--join-ms', '5'], /\| 3 \|/],
     ['bus-floor.mjs', ['--seconds', '1'], /\| nats-server \| [\d.]+ \| [\d.]+ \| [\d.]+ \|/],
+    [
+      'redis-timing.mjs',
+      ['--commands', '2000', '--rounds', '1'],
+      /\| sendCommand wrapper \(createRedis\) \| [\d.]+ \|/,
+    ],
+    ['metrics.mjs', ['--seconds', '1', '--every', '200'], /\| gateway \/metrics \| idle \| \d+ \|/],
   ])(
     '%s',
     async (file, args, expected) => {

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { KEY_ENV_VARS } from '@vab/playground';
-import { BaseEnv, RedisEnv } from '@vab/service-kit';
+import { BaseEnv, MetricsEnv, RedisEnv } from '@vab/service-kit';
 
 // No Docker engine runs on these machines: this checks that docker-compose.yml and the Dockerfile agree
 // with the code, so the compose stack is not left to rot.
@@ -45,6 +45,11 @@ describe('docker-compose.yml', () => {
         // every service reads the service kit's base (and Redis) variables; the playground also the provider
         // key variables its provider table names
         if (key in BaseEnv.shape || key in RedisEnv) continue;
+        // the services' metrics listener (the gateway serves /metrics on its own port)
+        if (service !== 'gateway' && key in MetricsEnv) {
+          expect(config, `${service} takes the metrics settings`).toContain('...MetricsEnv');
+          continue;
+        }
         if (service === 'playground' && KEY_ENV_VARS.includes(key)) continue;
         expect(config, `${service} reads ${key}`).toMatch(new RegExp(`\\b${key}\\b`));
       }
@@ -82,6 +87,31 @@ describe('docker-compose.yml', () => {
     expect(env).toMatch(/REDIS_CLUSTER_NODES=redis-1:6379,.*redis-6:6379/);
     for (const svc of ['agents', 'sessions', 'playground']) {
       expect(compose.services[svc]!.environment?.REDIS_CLUSTER_NODES).toBe('${REDIS_CLUSTER_NODES:-}');
+    }
+  });
+
+  it('has Prometheus on the repository’s scrape configuration and rules, scraping each service’s METRICS_PORT', () => {
+    const prometheus = compose.services.prometheus!;
+    expect(prometheus.volumes).toEqual(
+      expect.arrayContaining([
+        './deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro',
+        './deploy/alerts.yml:/etc/prometheus/alerts.yml:ro',
+      ]),
+    );
+    const scrape = parse(readFileSync(join(root, 'deploy', 'prometheus.yml'), 'utf8')) as {
+      rule_files: string[];
+      scrape_configs: { job_name: string; dns_sd_configs: { names: string[]; port: number }[] }[];
+    };
+    expect(scrape.rule_files).toEqual(['alerts.yml']);
+    const jobs = Object.fromEntries(
+      scrape.scrape_configs.map((j) => [j.job_name, j.dns_sd_configs[0]!] as const),
+    );
+    expect(Object.keys(jobs).sort()).toEqual(['agents', 'gateway', 'playground', 'sessions']);
+    expect(jobs.gateway!.port).toBe(Number(compose.services.gateway!.environment?.PORT));
+    for (const svc of ['agents', 'sessions', 'playground']) {
+      expect(jobs[svc]!.names).toEqual([svc]);
+      expect(jobs[svc]!.port).toBe(Number(compose.services[svc]!.environment?.METRICS_PORT));
+      expect(compose.services[svc]!.environment?.METRICS_HOST).toBe('0.0.0.0');
     }
   });
 

@@ -33,6 +33,15 @@ describe('API tokens', () => {
       ).toBe(201);
       for (const open of ['/healthz', '/readyz', '/openapi.json', '/docs/'])
         expect((await http.get(open)).status).toBe(200);
+      // the metrics are the operator's: a scraper sends a token like any other caller
+      expect((await fetch(`${stack.baseUrl}/metrics`)).status).toBe(401);
+      const scraped = await fetch(`${stack.baseUrl}/metrics`, {
+        headers: { authorization: 'Bearer token-one' },
+      });
+      expect(scraped.status).toBe(200);
+      const text = await scraped.text();
+      expect(text).toMatch(/http_server_request_duration_seconds_count\{http_route="\/api\/agents"/);
+      expect(text).not.toContain('token-one');
       expect(stack.logs.some((l) => l.includes('API_TOKENS is not set'))).toBe(false);
     } finally {
       await stack.close();

@@ -1,3 +1,4 @@
+import { processMetrics } from '@vab/service-kit';
 import { fullFlow, withNode } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -9,6 +10,23 @@ import {
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 const KEY = 'sk-test-0123456789abcdef';
+
+/** test_runs_total and test_cases_total by verdict, as this process's registry has them now. */
+async function verdictCounts(): Promise<Record<string, number>> {
+  const text = await processMetrics().registry.metrics();
+  const counts: Record<string, number> = {};
+  for (const m of text.matchAll(/^test_(runs|cases)_total\{verdict="(\w+)"\} (\d+)$/gm)) {
+    counts[`${m[1]}/${m[2]}`] = Number(m[3]);
+  }
+  return counts;
+}
+
+const diff = (a: Record<string, number>, b: Record<string, number>) =>
+  Object.fromEntries(
+    Object.entries(b)
+      .map(([k, v]) => [k, v - (a[k] ?? 0)] as const)
+      .filter(([, d]) => d !== 0),
+  );
 const BOOKING = ['Hi', 'Ada', '1815', 'I want to book, yes please'];
 let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
 let stack: Stack;
@@ -90,8 +108,13 @@ describe('test cases and runs', () => {
       (await http.get(`/api/agents/${agentId}/test-cases`)).body.map((c: { id: string }) => c.id),
     ).toEqual([a.body.id, b.body.id]);
 
+    const before = await verdictCounts();
     const run = await runAll(agentId);
     expect(run).toMatchObject({ status: 'failed', version: 1, counts: { total: 2, passed: 1, failed: 1 } });
+    // what Prometheus scrapes of the sessions service: one failed run, one passed and one failed case
+    await expect
+      .poll(async () => diff(before, await verdictCounts()))
+      .toEqual({ 'runs/failed': 1, 'cases/passed': 1, 'cases/failed': 1 });
     const [ok, bad] = run.cases;
     expect(ok).toMatchObject({ caseId: a.body.id, verdict: 'passed', attempts: 1, failures: [] });
     expect(ok.observed).toMatchObject({

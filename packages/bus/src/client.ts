@@ -9,6 +9,7 @@ import {
 } from '@nats-io/transport-node';
 import { AppError, ErrorBody, Headers, type RequestOf, type ResponseOf, type Subject } from '@vab/contracts';
 import { decodeText, encodeJson } from './codec.js';
+import { busObserver } from './observe.js';
 import { endSpan, startRequestSpan } from './trace.js';
 
 export interface RequestOptions {
@@ -54,7 +55,7 @@ export class BusClient {
     payload: RequestOf<S>,
     opts: RequestOptions,
   ): Promise<RawReply> {
-    return this.send(subject, payload, opts);
+    return this.observed(subject, payload, opts);
   }
 
   /**
@@ -67,12 +68,26 @@ export class BusClient {
     opts: RequestOptions & { onNoResponders: AppError },
   ): Promise<T> {
     try {
-      return JSON.parse(decodeText((await this.send(subject, payload, opts)).data)) as T;
+      return JSON.parse(decodeText((await this.observed(subject, payload, opts)).data)) as T;
     } catch (err) {
       if (err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE' && this.isConnected()) {
         throw opts.onNoResponders;
       }
       throw err;
+    }
+  }
+
+  /** `send`, timed for the process's metrics (outcome: ok or the error code). */
+  private async observed(subject: string, payload: unknown, opts: RequestOptions): Promise<RawReply> {
+    const started = performance.now();
+    let outcome = 'ok';
+    try {
+      return await this.send(subject, payload, opts);
+    } catch (err) {
+      outcome = err instanceof AppError ? err.code : 'INTERNAL';
+      throw err;
+    } finally {
+      busObserver().client(subject, outcome, (performance.now() - started) / 1000);
     }
   }
 

@@ -5,3 +5,4 @@ export * from './client.js';
 export * from './lazy-child.js';
 export type { Logger } from 'pino';
 export * from './kv.js';
+export * from './observe.js';

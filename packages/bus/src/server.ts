@@ -19,6 +19,7 @@ import {
 } from '@vab/contracts';
 import type { Logger } from 'pino';
 import { lazyChild } from './lazy-child.js';
+import { busObserver } from './observe.js';
 import { endSpan, serveInSpan } from './trace.js';
 import { encodeJson, encodeReply, decodeText, type RawJson } from './codec.js';
 import { randomUUID } from 'node:crypto';
@@ -131,6 +132,7 @@ export function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<void> {
 /** Answers; resolves to the error code it answered with, if it answered with one. */
 async function answerIn<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<string | undefined> {
   const { nc, msg, log, subject, schema, handler, intercept } = opts;
+  const started = performance.now();
   let failed: string | undefined;
   const requestId = msg.headers?.get(Headers.requestId) || randomUUID();
   const reqLog = lazyChild(log, { requestId, subject });
@@ -191,6 +193,7 @@ async function answerIn<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<string
       reply = errorReply({ code: 'INTERNAL', message: 'internal error' });
     }
   }
+  busObserver().server(subject, failed ?? 'ok', (performance.now() - started) / 1000);
   if (!msg.reply) return failed;
   try {
     msg.respond(reply.data, { headers: reply.headers });

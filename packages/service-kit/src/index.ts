@@ -4,3 +4,6 @@ export * from './lifecycle.js';
 export * from './idempotency.js';
 export * from './bus-service.js';
 export * from './tracing.js';
+export * from './metrics.js';
+export * from './ops-server.js';
+export * from './fast-histogram.js';

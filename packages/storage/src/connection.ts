@@ -1,6 +1,7 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { timeCommands } from './observe.js';
 import { coalesceWrites } from './write-patch.js';
 
 /** One Redis server or a Redis Cluster: every store takes either (the commands they use exist on both). */
@@ -61,6 +62,7 @@ export function createRedis(target: RedisTarget | string, log: Logger, opts: { n
   if ('url' in t) {
     const redis = new Redis(t.url, connectionOptions(opts.name));
     watch(redis);
+    timeCommands(redis);
     // every (re)connect makes a new socket
     redis.on('connect', () => coalesceWrites((redis as unknown as { stream?: Socket }).stream, log));
     return redis;
@@ -76,6 +78,7 @@ export function createRedis(target: RedisTarget | string, log: Logger, opts: { n
     slotsRefreshTimeout: 2000,
   });
   watch(cluster);
+  timeCommands(cluster);
   // each node connection is a Redis of its own: the same write coalescing on every one of them
   cluster.on('+node', (node: Redis) =>
     node.on('connect', () => coalesceWrites((node as unknown as { stream?: Socket }).stream, log)),

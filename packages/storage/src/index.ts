@@ -8,5 +8,6 @@ export {
   type RedisTarget,
 } from './connection.js';
 export { scriptError, storage } from './errors.js';
+export { observeRedisCommands, type RedisCommandObserver } from './observe.js';
 export { masters, scanKeys } from './scan.js';
 export { WriteConcern } from './wait.js';

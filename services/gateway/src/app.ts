@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { BusClient, type Logger } from '@vab/bus';
-import { createAccessLog, type AccessLog } from '@vab/service-kit';
+import { createAccessLog, processMetrics, type AccessLog } from '@vab/service-kit';
 import {
   AppError,
   Headers,
@@ -109,6 +109,11 @@ export async function buildGateway(deps: {
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   registerConsole(app);
+  // Prometheus text of this process; behind API_TOKENS like the API (a scraper sends the bearer token)
+  const { registry } = processMetrics();
+  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
+    reply.header('content-type', registry.contentType).send(await registry.metrics()),
+  );
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
     const connected = bus.isConnected();

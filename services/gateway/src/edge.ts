@@ -1,7 +1,7 @@
 import FastifyOtel from '@fastify/otel';
 import { context, propagation, ROOT_CONTEXT, trace, type Span } from '@opentelemetry/api';
 import { lazyChild, type Logger } from '@vab/bus';
-import type { AccessLog } from '@vab/service-kit';
+import { methodLabel, processMetrics, type AccessLog } from '@vab/service-kit';
 import { AppError } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
@@ -96,7 +96,17 @@ export async function createEdge(opts: {
     reply.header('x-request-id', String(req.id));
     done();
   });
+  const duration = processMetrics().httpServerDuration;
   app.addHook('onResponse', (req, reply, done) => {
+    // the route's pattern (bounded), never the path: a path carries ids; no route matched: empty
+    duration.observe(
+      {
+        http_route: req.routeOptions.url ?? '',
+        http_request_method: methodLabel(req.method),
+        http_response_status_code: reply.statusCode,
+      },
+      reply.elapsedTime / 1000,
+    );
     accessLog.request({
       requestId: String(req.id),
       method: req.method,

@@ -3,6 +3,7 @@ import {
   configOrExit,
   createAccessLog,
   createLogger,
+  instrumentProcess,
   natsOptionsOf,
   runService,
   startTracing,
@@ -17,6 +18,7 @@ const log = createLogger('gateway', config.LOG_LEVEL);
 const tracing = startTracing('gateway', config, log);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
+  instrumentProcess();
   const nc = await connectNats(natsOptionsOf('gateway', config), log);
   // counters only: a request never waits for a Redis that is down (no offline queue, one retry)
   const options: RedisOptions = { maxRetriesPerRequest: 1, connectTimeout: 2000, enableOfflineQueue: false };

@@ -1,4 +1,4 @@
-import { envInt, loadConfig as load, RedisEnv } from '@vab/service-kit';
+import { envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -24,6 +24,7 @@ const listOf = <T>(parse: (text: string | undefined) => T[]) =>
     });
 
 const Env = {
+  ...MetricsEnv,
   /** Optional: Idempotency-Keys of session starts are kept here (shared by instances) instead of in memory. */
   REDIS_URL: z.string().optional(),
   /** The same on a Redis Cluster (seed `host:port,…`), as the storing services take it; wins over REDIS_URL. */

@@ -19,7 +19,14 @@ import { traceLiveKit } from './telemetry.js';
 
 export type PlaygroundServiceConfig = Omit<
   PlaygroundConfig,
-  'NATS_URL' | 'NATS_USER' | 'NATS_PASS' | 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_CLUSTER_PASSWORD'
+  | 'NATS_URL'
+  | 'NATS_USER'
+  | 'NATS_PASS'
+  | 'REDIS_URL'
+  | 'REDIS_CLUSTER_NODES'
+  | 'REDIS_CLUSTER_PASSWORD'
+  | 'METRICS_PORT'
+  | 'METRICS_HOST'
 >;
 
 /** The subjects that start sessions: an instance at capacity leaves their queue groups. */
@@ -122,6 +129,7 @@ export function startPlaygroundService(deps: {
       await served.stop(timeoutMs);
       // stop all, then leave: the other instances must not see this one alive while its rooms go
       await host.stopAll('shutdown');
+      host.detach();
       voice.leave();
     },
   };

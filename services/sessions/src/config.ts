@@ -1,7 +1,8 @@
-import { envInt, loadConfig as load, RedisEnv } from '@vab/service-kit';
+import { envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
 
 const Env = {
   ...RedisEnv,
+  ...MetricsEnv,
   /** How long to wait for the agents service when checking that an agent exists. */
   AGENT_LOOKUP_TIMEOUT_MS: envInt(2000, 50),
   MAX_MESSAGE_CHARS: envInt(16_000, 1),

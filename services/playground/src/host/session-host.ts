@@ -16,6 +16,7 @@ import {
   type TextTurnResult,
   type TurnResult,
 } from '@vab/contracts';
+import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
 
@@ -108,7 +109,7 @@ const notFound = (key: string) =>
  * requests for a session held elsewhere forwarded to the owner's subject, idle and maximum timers, the
  * test-session recorder, and one idempotent stop that undoes everything a transport registered.
  */
-export class SessionHost {
+export class SessionHost implements HostView {
   private readonly sessions = new Map<string, Hosted>();
   /** Starts under way whose key is not known yet: they hold a slot. */
   private reserved = 0;
@@ -126,10 +127,24 @@ export class SessionHost {
     },
   ) {}
 
-  /** Capacity is enforced on the served subjects from now on. */
+  /** Capacity is enforced on the served subjects from now on, and the process's gauges read this host. */
   attach(served: Served): void {
     this.served = served;
+    playgroundMetrics().hosts.add(this);
     this.recount();
+  }
+
+  /** The gauges stop reading this host (it has stopped). */
+  detach(): void {
+    playgroundMetrics().hosts.delete(this);
+  }
+
+  get capacity(): number {
+    return this.deps.config.MAX_SESSIONS;
+  }
+
+  get paused(): boolean {
+    return this.full;
   }
 
   get size(): number {
@@ -260,7 +275,10 @@ export class SessionHost {
       key: hosted.key,
       log: hosted.log,
       recorder: hosted.recorder,
-      emit: (event) => hosted.events?.emit(event),
+      emit: (event) => {
+        if (event.type === 'turn_metrics') observeTurn(hosted.sessionType, event.metrics);
+        hosted.events?.emit(event);
+      },
       lastEventId: () => hosted.events?.lastId ?? 0,
       usageFrom: (read) => {
         hosted.usage = read;

@@ -20,11 +20,22 @@ import {
   type TransferFailureReason,
 } from '@vab/flow';
 import type { Logger } from 'pino';
+import { modelKindLabel, playgroundMetrics, providerLabel } from '../metrics.js';
 import { messageMetrics, redact, TurnClock, usageOf } from './figures.js';
 import { agentOptions, FlowAgent, type FlowRuntime } from './flow-runtime.js';
 import { evaluateBranch, type Turn } from './judge.js';
 import { ReplyTap } from './reply-tap.js';
 import type { ToolObserver } from './mcp.js';
+
+/** A completed model call LiveKit measured (a streamed STT reports no duration: left out). */
+function observeModelCall(m: { type: string; durationMs?: number; metadata?: { modelProvider?: string } }) {
+  const kind = modelKindLabel(m.type);
+  if (kind === 'other' || !m.durationMs) return;
+  playgroundMetrics().modelCalls.observe(
+    { kind, provider: providerLabel(m.metadata?.modelProvider) },
+    m.durationMs / 1000,
+  );
+}
 
 export type TransferTarget = { ok: true; flow: FlowRuntime } | { ok: false; reason: TransferFailureReason };
 
@@ -124,9 +135,14 @@ export class FlowConversation {
     });
     session.on(voice.AgentSessionEventTypes.MetricsCollected, (ev) => {
       if (ev.metrics.type === 'llm_metrics') this.collecting?.clock.llmCall(ev.metrics);
+      observeModelCall(ev.metrics);
     });
     session.on(voice.AgentSessionEventTypes.Error, (ev) => {
       const source = (ev.error as { type?: string }).type ?? 'error';
+      playgroundMetrics().modelErrors.inc({
+        kind: modelKindLabel(source),
+        provider: providerLabel((ev.source as { provider?: string } | undefined)?.provider),
+      });
       const message = redact(String((ev.error as { error?: Error }).error?.message ?? source));
       this.deps.emit({ type: 'error', code: source.toUpperCase(), message, stepId: this.state.stepId });
     });
@@ -179,6 +195,10 @@ export class FlowConversation {
       return (outcome) => {
         const durationMs = Math.max(0, this.now() - startedAt);
         this.collecting?.clock.tool(durationMs);
+        playgroundMetrics().toolCalls.observe(
+          { source: 'mcp', outcome: 'error' in outcome ? 'error' : 'ok' },
+          durationMs / 1000,
+        );
         this.deps.emit({
           type: 'tool_result',
           callId,

@@ -3,6 +3,7 @@ import type { SessionEventInput } from '@vab/contracts';
 import type { LlmConfig, PostStep } from '@vab/flow';
 import type { Logger } from 'pino';
 import { EgressRefused, type EgressFetch } from '../egress/client.js';
+import { playgroundMetrics } from '../metrics.js';
 import { extractStructuredOutput, type Turn } from './judge.js';
 
 export interface PostProcessingOptions {
@@ -60,6 +61,9 @@ export async function runPostProcessing(
       }
       continue;
     }
+    const startedAt = performance.now();
+    const took = (outcome: string) =>
+      playgroundMetrics().webhookCalls.observe({ outcome }, (performance.now() - startedAt) / 1000);
     try {
       const res = await opts.fetch(s.url, {
         method: 'POST',
@@ -71,6 +75,7 @@ export async function runPostProcessing(
       });
       // the answer's body is not ours to read
       await res.body?.cancel().catch(() => undefined);
+      took(res.ok ? 'ok' : 'http_error');
       opts.log.info({ stepId: s.id, status: res.status }, 'webhook delivered');
       opts.emit?.({
         type: 'post_processing',
@@ -81,6 +86,7 @@ export async function runPostProcessing(
       });
     } catch (err) {
       const refused = (err as { cause?: unknown }).cause;
+      took(refused instanceof EgressRefused ? 'refused' : 'failed');
       if (refused instanceof EgressRefused) {
         opts.log.warn(
           { code: 'WEBHOOK_REFUSED', stepId: s.id, host: refused.host, range: refused.range },

@@ -6,11 +6,13 @@ import {
   latencyChanges,
   Subjects,
   type CaseResult,
+  type CaseVerdict,
   type CreateTestRunBody,
   type TestCase,
 } from '@vab/contracts';
 import { z } from 'zod';
 import { runLatency, type TestingStore } from './store.js';
+import { sessionsMetrics } from '../metrics.js';
 import { judge } from './verdict.js';
 
 export interface RunnerSettings {
@@ -97,13 +99,21 @@ export class TestRunner {
     await beatOnce().catch(() => undefined);
     try {
       const queue = [...cases];
+      const verdicts: CaseVerdict[] = [];
       const worker = async () => {
         for (let c = queue.shift(); c; c = queue.shift()) {
-          await this.runCase(order, c);
+          verdicts.push(await this.runCase(order, c));
         }
       };
       await Promise.all(Array.from({ length: Math.min(this.settings.concurrency, cases.length) }, worker));
       await this.store.finishRun(agentId, runId, await this.comparedToLastPass(agentId, runId, version));
+      // as runStatus adds them up
+      const verdict = verdicts.includes('errored')
+        ? 'errored'
+        : verdicts.includes('failed')
+          ? 'failed'
+          : 'passed';
+      sessionsMetrics().runs.inc({ verdict });
       this.log.info({ agentId, runId, cases: cases.length }, 'test run finished');
     } catch (err) {
       this.log.error({ agentId, runId, err: safeError(err) }, 'test run driver failed');
@@ -112,7 +122,14 @@ export class TestRunner {
     }
   }
 
-  private async runCase(order: RunOrder, c: TestCase): Promise<void> {
+  /** Runs one case to its verdict (stored, and returned). */
+  private async runCase(order: RunOrder, c: TestCase): Promise<CaseVerdict> {
+    const verdict = await this.runCaseOnce(order, c);
+    sessionsMetrics().cases.inc({ verdict });
+    return verdict;
+  }
+
+  private async runCaseOnce(order: RunOrder, c: TestCase): Promise<CaseVerdict> {
     const { agentId, runId, version, apiKeys } = order;
     const result: CaseResult = {
       caseId: c.id,
@@ -136,13 +153,9 @@ export class TestRunner {
           { timeoutMs: this.settings.caseTimeoutMs, requestId },
         );
         const failures = judge(c.expect, observed);
-        await this.store.setCaseResult(agentId, runId, {
-          ...result,
-          verdict: failures.length === 0 ? 'passed' : 'failed',
-          failures,
-          observed,
-        });
-        return;
+        const verdict = failures.length === 0 ? 'passed' : 'failed';
+        await this.store.setCaseResult(agentId, runId, { ...result, verdict, failures, observed });
+        return verdict;
       } catch (err) {
         const code = err instanceof AppError ? err.code : 'INTERNAL';
         const message = err instanceof AppError ? err.message : 'the case could not run';
@@ -164,7 +177,7 @@ export class TestRunner {
           verdict: 'errored',
           error: `${code}: ${message}${err instanceof AppError ? flowIssuesText(err.details) : ''}`,
         });
-        return;
+        return 'errored';
       }
     }
   }
@@ -221,6 +234,7 @@ export class TestRunner {
           }
         }
         await this.store.finishRun(agentId, runId);
+        sessionsMetrics().runs.inc({ verdict: 'errored' });
         this.log.warn({ code: 'TEST_RUN_SWEPT', agentId, runId }, 'stale test run errored');
         swept++;
       }
