@@ -109,36 +109,7 @@ export async function buildGateway(deps: {
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   registerConsole(app);
-  // Prometheus text of this process; behind API_TOKENS like the API (a scraper sends the bearer token)
-  const { registry } = processMetrics();
-  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
-    reply.header('content-type', registry.contentType).send(await registry.metrics()),
-  );
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
-    const connected = bus.isConnected();
-    const checks = await Promise.all(
-      ServiceNames.map(async (service) => {
-        if (!connected) return [service, 'bus disconnected'] as const;
-        try {
-          await bus.request(
-            healthSubjectOf[service],
-            {},
-            { timeoutMs: config.READY_TIMEOUT_MS, requestId: String(req.id) },
-          );
-          return [service, 'up'] as const;
-        } catch (err) {
-          return [service, err instanceof AppError ? err.code : 'error'] as const;
-        }
-      }),
-    );
-    const ready = connected && checks.every(([, s]) => s === 'up');
-    return reply.code(ready ? 200 : 503).send({
-      status: ready ? 'ready' : 'not ready',
-      bus: connected ? 'connected' : 'disconnected',
-      services: Object.fromEntries(checks),
-    });
-  });
+  registerOperatorRoutes(app, bus, config.READY_TIMEOUT_MS);
 
   const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
@@ -160,6 +131,40 @@ export async function buildGateway(deps: {
     );
   }
   return app;
+}
+
+/** `/metrics`, `/healthz` and `/readyz`: for the operator's probes and scrapers, not in the API document. */
+function registerOperatorRoutes(app: FastifyInstance, bus: BusClient, readyTimeoutMs: number): void {
+  // Prometheus text of this process; behind API_TOKENS like the API (a scraper sends the bearer token)
+  const { registry } = processMetrics();
+  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
+    reply.header('content-type', registry.contentType).send(await registry.metrics()),
+  );
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (req, reply) => {
+    const connected = bus.isConnected();
+    const checks = await Promise.all(
+      ServiceNames.map(async (service) => {
+        if (!connected) return [service, 'bus disconnected'] as const;
+        try {
+          await bus.request(
+            healthSubjectOf[service],
+            {},
+            { timeoutMs: readyTimeoutMs, requestId: String(req.id) },
+          );
+          return [service, 'up'] as const;
+        } catch (err) {
+          return [service, err instanceof AppError ? err.code : 'error'] as const;
+        }
+      }),
+    );
+    const ready = connected && checks.every(([, s]) => s === 'up');
+    return reply.code(ready ? 200 : 503).send({
+      status: ready ? 'ready' : 'not ready',
+      bus: connected ? 'connected' : 'disconnected',
+      services: Object.fromEntries(checks),
+    });
+  });
 }
 
 /** The document depends on the code and PUBLIC_URL only: made once per process and URL. */

@@ -64,6 +64,41 @@ export async function createEdge(opts: {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler(errorHandler);
+  answerUnrouted(app);
+  app.addHook('onRequest', (req, reply, done) => {
+    reply.header('x-request-id', String(req.id));
+    done();
+  });
+  const duration = processMetrics().httpServerDuration;
+  app.addHook('onResponse', (req, reply, done) => {
+    // the route's pattern (bounded), never the path: a path carries ids; no route matched: empty
+    duration.observe(
+      {
+        http_route: req.routeOptions.url ?? '',
+        http_request_method: methodLabel(req.method),
+        http_response_status_code: reply.statusCode,
+      },
+      reply.elapsedTime / 1000,
+    );
+    accessLog.request({
+      requestId: String(req.id),
+      method: req.method,
+      // a proxied request's route is a wildcard: its path says more
+      url: (!req.routeOptions.config.proxied && req.routeOptions.url) || req.url.split('?')[0]!,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime),
+    });
+    done();
+  });
+  await registerSecurity(app, opts.security);
+  return app;
+}
+
+/**
+ * A request no route takes: 405 with `Allow` when its path is served under other methods, else 404; both
+ * in the one error shape.
+ */
+function answerUnrouted(app: FastifyInstance): void {
   // Which methods each path serves, for a 405's `Allow` (a proxy's catch-all serves every path: not here).
   const served: { pattern: RegExp; methods: Set<string> }[] = [];
   app.addHook('onRoute', (route) => {
@@ -92,33 +127,6 @@ export async function createEdge(opts: {
     }
     return errorHandler(new AppError('ROUTE_NOT_FOUND', `no route ${req.method} ${path}`), req, reply);
   });
-  app.addHook('onRequest', (req, reply, done) => {
-    reply.header('x-request-id', String(req.id));
-    done();
-  });
-  const duration = processMetrics().httpServerDuration;
-  app.addHook('onResponse', (req, reply, done) => {
-    // the route's pattern (bounded), never the path: a path carries ids; no route matched: empty
-    duration.observe(
-      {
-        http_route: req.routeOptions.url ?? '',
-        http_request_method: methodLabel(req.method),
-        http_response_status_code: reply.statusCode,
-      },
-      reply.elapsedTime / 1000,
-    );
-    accessLog.request({
-      requestId: String(req.id),
-      method: req.method,
-      // a proxied request's route is a wildcard: its path says more
-      url: (!req.routeOptions.config.proxied && req.routeOptions.url) || req.url.split('?')[0]!,
-      status: reply.statusCode,
-      ms: Math.round(reply.elapsedTime),
-    });
-    done();
-  });
-  await registerSecurity(app, opts.security);
-  return app;
 }
 
 /** What is not an API request: probes and scrapes would fill a trace store with noise. */
