@@ -78,7 +78,7 @@ function judge(req: ChatRequest): ChatReply {
   const prompt = textOf(req.messages.at(-1)?.content);
   const criterion = prompt.slice(prompt.lastIndexOf('Criterion "'));
   const turns = prompt.split('\n').filter((l) => l.startsWith('Turn '));
-  const verdict = (args: object) => ({ toolCalls: [{ name: 'verdict', args }] });
+  const verdict = (args: Record<string, unknown>) => ({ toolCalls: [{ name: 'verdict', args }] });
   if (criterion.includes('asks for the order number')) {
     const at = turns.findIndex((l) => /Agent: .*order number\?/.test(l));
     return at >= 0
