@@ -355,12 +355,24 @@ describe('simulated test cases', () => {
     expect(unsupported.error).toMatch(/FLOW_INVALID.*judge: this server cannot run deepgram as LLM/);
 
     // with the caller's own key for that endpoint, the same simulator runs
+    const seen = stub.requests.length;
     const ok = await run(agentId, {
       caseIds: [keyless.caseId],
       apiKeys: { openai: KEY, groq: 'gsk-callers-own' },
+      // a recorded seed runs the attempt again the same way: every seeded model of it gets that seed
+      seed: 4242,
     });
     expect(ok.status).toBe('passed');
     expect(stub.authorizations).toContain('Bearer gsk-callers-own');
+    expect(ok.cases[0].observed.seed).toBe(4242);
+    const calls = stub.requests.slice(seen) as (ChatRequest & { seed?: number })[];
+    const callerCalls = calls.filter((r) => has(r, 'end_call'));
+    const agentCalls = calls.filter((r) => !has(r, 'end_call') && !has(r, 'verdict'));
+    expect(callerCalls.length).toBeGreaterThan(0);
+    expect(agentCalls.length).toBeGreaterThan(0);
+    expect([...callerCalls, ...agentCalls].map((r) => r.seed)).toEqual(
+      [...callerCalls, ...agentCalls].map(() => 4242),
+    );
   });
 
   it('refuses every bad simulated case with a 400 naming the field', async () => {

@@ -4310,6 +4310,7 @@ export interface operations {
             [key: string]: string | null;
           };
           caseIds?: string[];
+          seed?: number;
           version?: number;
         } | null;
       };

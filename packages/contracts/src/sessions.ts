@@ -529,6 +529,11 @@ export const CreateTestRunBody = z.object({
   caseIds: z.array(Id).min(1).max(500).optional(),
   /** Keys for this run's model calls, as on a session start; never stored. */
   apiKeys: ApiKeys.optional(),
+  /**
+   * Run every attempt with this seed (an attempt's recorded `observed.seed`): the way to run a failed attempt
+   * again the same way, as far as its providers make seeded sampling repeatable. Default: one drawn per attempt.
+   */
+  seed: z.number().int().min(0).max(2_147_483_646).optional(),
 });
 export type CreateTestRunBody = z.infer<typeof CreateTestRunBody>;
 

@@ -129,6 +129,7 @@ export class ReadinessCheck {
     fallback: LlmConfig,
     env: KeyEnv,
     apiKeys: ApiKeys | null | undefined,
+    seed?: number,
   ): llm.LLM {
     const cfg: LlmConfig = choice
       ? {
@@ -146,7 +147,8 @@ export class ReadinessCheck {
     }
     const use: ModelUse = { provider: cfg.provider, modality: 'llm', nodeId: role, baseURL: cfg.baseURL };
     const endpoint = this.endpoints([use], env, apiKeys).get(useKey(use))!;
-    return providerSpec(cfg.provider)!.llm!(cfg, endpoint);
+    const spec = providerSpec(cfg.provider)!;
+    return spec.llm!(seed !== undefined && spec.seed ? { ...cfg, seed } : cfg, endpoint);
   }
 
   /** Each model use's endpoint and key, or MISSING_CREDENTIALS naming every one without a key it may use. */

@@ -68,11 +68,12 @@ export class TestCaseTransport {
     const env = await this.deps.env();
     const runnable = readiness.require(flow, 'test', env, req.apiKeys, { seed: req.seed });
     // the models beside the flow are checked before the conversation: one that cannot run errors the case
-    // with the readiness issues, as a flow's own model does
+    // with the readiness issues, as a flow's own model does; they take the attempt's seed too, so the whole
+    // attempt runs again the same way
     const agentModel = runnable.config.providers.llm;
     const client = (role: string, choice: RunCaseRequest['judgeModel'] | undefined) =>
       new CaseModelClient(
-        readiness.requireModel(role, choice, agentModel, env, req.apiKeys),
+        readiness.requireModel(role, choice, agentModel, env, req.apiKeys, req.seed),
         this.deps.modelTimeoutMs,
       );
     const simulator = req.simulation ? client('simulator', req.simulation.model) : undefined;

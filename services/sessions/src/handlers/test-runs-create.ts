@@ -37,7 +37,14 @@ export const testRunsCreate =
       queued,
       runner.deadline(),
     );
-    runner.run({ agentId: req.agentId, runId: id, version, cases, apiKeys: req.body.apiKeys });
+    runner.run({
+      agentId: req.agentId,
+      runId: id,
+      version,
+      cases,
+      apiKeys: req.body.apiKeys,
+      seed: req.body.seed,
+    });
     ctx.log.info({ agentId: req.agentId, runId: id, version, cases: cases.length }, 'test run started');
     return run;
   };

@@ -36,6 +36,8 @@ export interface RunOrder {
   version: number;
   cases: TestCase[];
   apiKeys: CreateTestRunBody['apiKeys'];
+  /** The run's fixed seed, when it was given one. */
+  seed?: number | undefined;
 }
 
 /**
@@ -141,7 +143,7 @@ export class TestRunner {
     const attempt = result.repeats[index]!;
     const requestId = c.repeat > 1 ? `${runId}/${c.id}/${index}` : `${runId}/${c.id}`;
     // recorded on the attempt's observation (where the provider takes one): the same seed runs it again
-    const seed = randomInt(0, 2 ** 31 - 1);
+    const seed = order.seed ?? randomInt(0, 2 ** 31 - 1);
     let starts = 0;
     // no instance free (all at capacity, or none up): the attempt waits, queued, without using a start
     const waitUntil = Date.now() + this.settings.caseTimeoutMs * this.settings.attempts;
