@@ -7,6 +7,7 @@
 // turn, and the 0-turn attempt (session start, greeting, the caller hanging up, the judge, the session's
 // close) as the fixed cost.
 // Usage: npm run build && node bench/simulations.mjs [--cases 20] [--repeat 5] [--turns 8] [--concurrency 8]
+//   [--cpu-prof <dir>]
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +22,8 @@ const CASES = option('cases', 20);
 const REPEAT = option('repeat', 5);
 const TURNS = option('turns', 8);
 const CONCURRENCY = option('concurrency', 8);
+/** `--cpu-prof <dir>`: a V8 CPU profile of the playground process, written there when it exits. */
+const CPU_PROF = option('cpu-prof', '');
 
 const text = (c) => (typeof c === 'string' ? c : Array.isArray(c) ? c.map((p) => p.text ?? '').join('') : '');
 
@@ -109,6 +112,7 @@ const playground = await startProcess(
   join(root, 'services/playground/dist/main.js'),
   { ...env, LOG_LEVEL: 'info', INSTANCE_ID: 'bench-1' },
   'playground instance up',
+  CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', CPU_PROF] : [],
 );
 const apiKeys = { openai: 'sk-bench' };
 const agent = await sendJson('POST', `${base}/api/agents`, { name: 'Bench orders', flow });
@@ -195,7 +199,11 @@ console.log(`| ${TURNS} caller turns | ${p50(full).toFixed(1)} ms |`);
 console.log(`| per caller turn (the difference / ${TURNS}) | ${perTurn.toFixed(1)} ms |`);
 
 await nc.close();
-for (const p of [playground, ...procs]) p.kill('SIGTERM');
+// the playground first, and waited for: a CPU profile is written as it exits
+const exited = new Promise((r) => playground.once('exit', r));
+playground.kill('SIGTERM');
+await exited;
+for (const p of procs) p.kill('SIGTERM');
 stub.close();
 await redis.dispose();
 await nats.dispose();
