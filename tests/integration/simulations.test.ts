@@ -148,7 +148,8 @@ beforeAll(async () => {
   stub = await startOpenAiStub(script);
   mcp = await startMcpServer({ transport: 'streamable', token: MCP_TOKEN });
   stack = await startStack({
-    testRuns: { caseTimeoutMs: 15_000, attempts: 1, heartbeatMs: 300 },
+    // a heartbeat well above a loaded machine's timer delays: the sweep must never take a live run for dead
+    testRuns: { caseTimeoutMs: 15_000, attempts: 1, heartbeatMs: 2000 },
     providerEnv: { GROQ_API_KEY: SERVER_GROQ_KEY },
   });
   http = api(stack.baseUrl);
@@ -203,6 +204,18 @@ describe('simulated test cases', () => {
     expect((await http.get(`/api/agents/${agentId}/test-cases/${created.body.id}`)).body).toEqual(
       created.body,
     );
+    // a front end that saves the whole case back (read-only fields, null and empty ones included) may
+    const { id: _id, ...whole } = created.body;
+    const copy = await http.post(`/api/agents/${agentId}/test-cases`, { ...whole, name: 'copy' });
+    expect(copy.status).toBe(201);
+    expect(copy.body).toMatchObject({ ...orderCase, name: 'copy', turns: [], judgeModel: null });
+    const saved = await http.patch(`/api/agents/${agentId}/test-cases/${copy.body.id}`, {
+      ...copy.body,
+      repeat: 2,
+    });
+    expect(saved.status).toBe(200);
+    expect(saved.body).toMatchObject({ simulation: orderCase.simulation, turns: [], repeat: 2 });
+    await http.delete(`/api/agents/${agentId}/test-cases/${copy.body.id}`);
 
     const good = await run(agentId);
     expect(good.status, JSON.stringify(good.cases[0].repeats)).toBe('passed');

@@ -2970,13 +2970,13 @@ export interface operations {
               [key: string]: unknown;
             };
           };
-          fromSession?: string;
+          fromSession?: string | null;
           judgeModel?: {
             baseURL?: string;
             model?: string;
             provider: string;
             temperature?: number;
-          };
+          } | null;
           minPassRate?: number;
           mocks?: {
             tools?: {
@@ -3005,8 +3005,8 @@ export interface operations {
               temperature?: number;
             };
             persona: string;
-          };
-          temperature?: number;
+          } | null;
+          temperature?: number | null;
           turns?: string[];
         };
       };
@@ -3515,7 +3515,7 @@ export interface operations {
               temperature?: number;
             };
             persona: string;
-          };
+          } | null;
           temperature?: number | null;
           turns?: string[];
         };

@@ -187,7 +187,6 @@ export const CaseExpectation = z.object({
 export type CaseExpectation = z.infer<typeof CaseExpectation>;
 
 const CaseName = z.string().trim().min(1).max(200);
-const CaseTurns = z.array(z.string().min(1).max(4000)).min(1).max(50);
 /** A model temperature for this case only (0 makes a real model as repeatable as it gets). */
 const Temperature = z.number().min(0).max(2);
 
@@ -289,52 +288,68 @@ export const TestCaseList = z.array(TestCase);
 export type TestCaseList = z.infer<typeof TestCaseList>;
 
 /**
+ * The turns as a body may carry them: a front end that sends a simulated case back whole sends `turns: []`
+ * (what the case holds), which means "no turns".
+ */
+const BodyTurns = z.array(z.string().min(1).max(4000)).max(50);
+
+/**
  * A case written by hand with scripted `turns`, a simulated one (`simulation`: a model plays the caller), or
  * one made from a recorded test session (`fromSession`: its user turns become the turns and its observed step
- * path the expected steps). Exactly one of the three.
+ * path the expected steps). Exactly one of the three; the others absent, null or (`turns`) empty, as a case
+ * read back shows them.
  */
 export const CreateTestCaseBody = z
   .object({
     name: CaseName.optional(),
-    turns: CaseTurns.optional(),
-    simulation: Simulation.optional(),
-    fromSession: Id.optional(),
+    turns: BodyTurns.optional(),
+    simulation: Simulation.nullish(),
+    fromSession: Id.nullish(),
     expect: CaseExpectation.optional(),
-    temperature: Temperature.optional(),
+    temperature: Temperature.nullish(),
     mocks: CaseMocks.optional(),
     criteria: Criteria.optional(),
-    judgeModel: CaseModel.optional(),
+    judgeModel: CaseModel.nullish(),
     repeat: Repeat.optional(),
     minPassRate: MinPassRate.optional(),
   })
   .strict()
   .superRefine((b, ctx) => {
-    const kinds = (['turns', 'simulation', 'fromSession'] as const).filter((k) => b[k] !== undefined);
+    const given = {
+      turns: b.turns !== undefined && b.turns.length > 0,
+      simulation: b.simulation != null,
+      fromSession: b.fromSession != null,
+    };
+    const kinds = (['turns', 'simulation', 'fromSession'] as const).filter((k) => given[k]);
     if (kinds.length === 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['turns'],
-        message: 'send turns (scripted), simulation (a simulated caller) or fromSession (a replay)',
+        message: 'send turns (scripted, 1–50), simulation (a simulated caller) or fromSession (a replay)',
       });
     }
     if (kinds.length > 1) {
       ctx.addIssue({ code: 'custom', path: [kinds[1]!], message: `not with ${kinds[0]}` });
     }
-    if (b.fromSession === undefined && b.name === undefined) {
+    if (!given.fromSession && b.name === undefined) {
       ctx.addIssue({ code: 'custom', path: ['name'], message: 'required' });
     }
-    if (b.fromSession !== undefined && b.expect !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['expect'], message: 'a replay expects the recorded path' });
+    if (given.fromSession && b.expect !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['expect'], message: 'a replay expects the path it recorded' });
     }
   });
 export type CreateTestCaseBody = z.infer<typeof CreateTestCaseBody>;
 
-/** `simulation` replaces the turns and `turns` the simulation: a case is one kind or the other. */
+/**
+ * The fields sent. A case is scripted or simulated: `simulation` makes it simulated (its turns go), non-empty
+ * `turns` make it scripted (its simulation goes); sent back whole (`turns: []` beside a simulation, or
+ * `simulation: null` beside turns) it stays what it is.
+ */
 export const UpdateTestCaseBody = z
   .object({
     name: CaseName.optional(),
-    turns: CaseTurns.optional(),
-    simulation: Simulation.optional(),
+    turns: BodyTurns.optional(),
+    simulation: Simulation.nullable().optional(),
     expect: CaseExpectation.optional(),
     temperature: Temperature.nullable().optional(),
     mocks: CaseMocks.optional(),
@@ -344,8 +359,19 @@ export const UpdateTestCaseBody = z
     minPassRate: MinPassRate.optional(),
   })
   .superRefine((b, ctx) => {
-    if (b.turns !== undefined && b.simulation !== undefined) {
+    const turns = b.turns !== undefined && b.turns.length > 0;
+    if (turns && b.simulation) {
       ctx.addIssue({ code: 'custom', path: ['simulation'], message: 'not with turns' });
+    }
+    if (b.turns !== undefined && !turns && !b.simulation) {
+      ctx.addIssue({ code: 'custom', path: ['turns'], message: 'at least one turn (or send a simulation)' });
+    }
+    if (b.simulation === null && !turns) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['turns'],
+        message: 'a case without a simulation needs its turns',
+      });
     }
   });
 export type UpdateTestCaseBody = z.infer<typeof UpdateTestCaseBody>;

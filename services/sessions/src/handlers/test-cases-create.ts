@@ -19,7 +19,7 @@ export const testCasesCreate =
     const body = req.body;
     if (body.mocks) checkMocks(body.mocks, await agents.latestFlow(req.agentId, ctx.requestId), 'body');
     let made: Pick<TestCase, 'name' | 'turns' | 'expect' | 'fromSession' | 'simulation'>;
-    if (body.fromSession !== undefined) {
+    if (body.fromSession != null) {
       // replay: the recorded session's user turns, expected to take the path they took then
       const session = await store.getSession(req.agentId, body.fromSession);
       const messages = await store.messagesOf(req.agentId, body.fromSession);
@@ -44,7 +44,7 @@ export const testCasesCreate =
       // the body's own check made sure a case without fromSession has a name and turns or a simulation
       made = {
         name: body.name!,
-        turns: body.turns ?? [],
+        turns: body.simulation ? [] : (body.turns ?? []),
         expect: body.expect ?? {},
         fromSession: null,
         simulation: body.simulation ?? null,

@@ -13,9 +13,9 @@ export const testCasesUpdate =
     const updated = {
       ...current,
       ...(u.name !== undefined ? { name: u.name } : {}),
-      // a case is scripted or simulated: turns replace a simulation, a simulation the turns
-      ...(u.turns !== undefined ? { turns: u.turns, simulation: null } : {}),
-      ...(u.simulation !== undefined ? { simulation: u.simulation, turns: [] } : {}),
+      // a case is scripted or simulated: a simulation replaces the turns, turns replace a simulation
+      ...(u.simulation ? { simulation: u.simulation, turns: [] } : {}),
+      ...(!u.simulation && u.turns?.length ? { turns: u.turns, simulation: null } : {}),
       ...(u.expect !== undefined ? { expect: u.expect } : {}),
       ...(u.temperature !== undefined ? { temperature: u.temperature } : {}),
       ...(u.mocks !== undefined ? { mocks: u.mocks } : {}),
