@@ -154,7 +154,7 @@ export interface paths {
     /** The agent's regression test cases, oldest first */
     get: operations['testCasesList'];
     put?: never;
-    /** Create a test case: by hand, or from a recorded test session (replay) */
+    /** Create a test case: scripted turns, a simulated caller (persona and goal), or from a recorded test session */
     post: operations['testCasesCreate'];
     delete?: never;
     options?: never;
@@ -179,6 +179,23 @@ export interface paths {
     head?: never;
     /** Change a test case (the fields sent) */
     patch: operations['testCasesUpdate'];
+    trace?: never;
+  };
+  '/api/agents/{id}/test-cases/generate': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** A model proposes simulated test cases from the agent's latest flow (returned, not stored) */
+    post: operations['testCasesGenerate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
     trace?: never;
   };
   '/api/agents/{id}/test-runs': {
@@ -2770,6 +2787,10 @@ export interface operations {
           'application/json': {
             agentId: string;
             createdAt: number;
+            criteria: {
+              description: string;
+              name: string;
+            }[];
             expect: {
               ends?: boolean;
               endsAt?: string;
@@ -2781,7 +2802,41 @@ export interface operations {
             };
             fromSession: string | null;
             id: string;
+            judgeModel: {
+              baseURL?: string;
+              model?: string;
+              provider: string;
+              temperature?: number;
+            } | null;
+            minPassRate: number;
+            mocks: {
+              tools?: {
+                [key: string]: {
+                  error?: string;
+                  /** @description Any JSON value */
+                  result?: unknown;
+                };
+              };
+              webhooks?: {
+                [key: string]: {
+                  /** @default 200 */
+                  status: number;
+                };
+              };
+            };
             name: string;
+            repeat: number;
+            simulation: {
+              goal: string;
+              maxTurns: number;
+              model?: {
+                baseURL?: string;
+                model?: string;
+                provider: string;
+                temperature?: number;
+              };
+              persona: string;
+            } | null;
             temperature: number | null;
             turns: string[];
             updatedAt: number;
@@ -2878,45 +2933,82 @@ export interface operations {
       content: {
         /**
          * @example {
-         *       "name": "Books an appointment",
-         *       "turns": [
-         *         "Hi",
-         *         "I would like to book for Tuesday"
-         *       ],
-         *       "expect": {
-         *         "steps": [
-         *           "start",
-         *           "booking"
-         *         ],
-         *         "ends": true,
-         *         "replyContains": [
-         *           "Tuesday"
-         *         ]
+         *       "name": "Asks for the order number",
+         *       "simulation": {
+         *         "persona": "An impatient customer who does not volunteer details",
+         *         "goal": "Find out when order 1234 ships",
+         *         "maxTurns": 8
          *       },
-         *       "temperature": 0
+         *       "mocks": {
+         *         "tools": {
+         *           "lookup_order": {
+         *             "result": "Order 1234 ships on Tuesday."
+         *           }
+         *         }
+         *       },
+         *       "criteria": [
+         *         {
+         *           "name": "asks for the order number",
+         *           "description": "The agent asks for the order number."
+         *         }
+         *       ],
+         *       "repeat": 5,
+         *       "minPassRate": 0.8
          *     }
          */
-        'application/json':
-          | {
-              /** @default {} */
-              expect?: {
-                ends?: boolean;
-                endsAt?: string;
-                replyContains?: string[];
-                steps?: string[];
-                structured?: {
-                  [key: string]: unknown;
-                };
+        'application/json': {
+          criteria?: {
+            description: string;
+            name: string;
+          }[];
+          expect?: {
+            ends?: boolean;
+            endsAt?: string;
+            replyContains?: string[];
+            steps?: string[];
+            structured?: {
+              [key: string]: unknown;
+            };
+          };
+          fromSession?: string | null;
+          judgeModel?: {
+            baseURL?: string;
+            model?: string;
+            provider: string;
+            temperature?: number;
+          } | null;
+          minPassRate?: number;
+          mocks?: {
+            tools?: {
+              [key: string]: {
+                error?: string;
+                /** @description Any JSON value */
+                result?: unknown;
               };
-              name: string;
-              temperature?: number;
-              turns: string[];
-            }
-          | {
-              fromSession: string;
-              name?: string;
+            };
+            webhooks?: {
+              [key: string]: {
+                /** @default 200 */
+                status?: number;
+              };
+            };
+          };
+          name?: string;
+          repeat?: number;
+          simulation?: {
+            goal: string;
+            maxTurns: number;
+            model?: {
+              baseURL?: string;
+              model?: string;
+              provider: string;
               temperature?: number;
             };
+            persona: string;
+          } | null;
+          temperature?: number | null;
+          turns?: string[];
+        };
       };
     };
     responses: {
@@ -2933,6 +3025,10 @@ export interface operations {
           'application/json': {
             agentId: string;
             createdAt: number;
+            criteria: {
+              description: string;
+              name: string;
+            }[];
             expect: {
               ends?: boolean;
               endsAt?: string;
@@ -2944,7 +3040,41 @@ export interface operations {
             };
             fromSession: string | null;
             id: string;
+            judgeModel: {
+              baseURL?: string;
+              model?: string;
+              provider: string;
+              temperature?: number;
+            } | null;
+            minPassRate: number;
+            mocks: {
+              tools?: {
+                [key: string]: {
+                  error?: string;
+                  /** @description Any JSON value */
+                  result?: unknown;
+                };
+              };
+              webhooks?: {
+                [key: string]: {
+                  /** @default 200 */
+                  status: number;
+                };
+              };
+            };
             name: string;
+            repeat: number;
+            simulation: {
+              goal: string;
+              maxTurns: number;
+              model?: {
+                baseURL?: string;
+                model?: string;
+                provider: string;
+                temperature?: number;
+              };
+              persona: string;
+            } | null;
             temperature: number | null;
             turns: string[];
             updatedAt: number;
@@ -3066,6 +3196,10 @@ export interface operations {
           'application/json': {
             agentId: string;
             createdAt: number;
+            criteria: {
+              description: string;
+              name: string;
+            }[];
             expect: {
               ends?: boolean;
               endsAt?: string;
@@ -3077,7 +3211,41 @@ export interface operations {
             };
             fromSession: string | null;
             id: string;
+            judgeModel: {
+              baseURL?: string;
+              model?: string;
+              provider: string;
+              temperature?: number;
+            } | null;
+            minPassRate: number;
+            mocks: {
+              tools?: {
+                [key: string]: {
+                  error?: string;
+                  /** @description Any JSON value */
+                  result?: unknown;
+                };
+              };
+              webhooks?: {
+                [key: string]: {
+                  /** @default 200 */
+                  status: number;
+                };
+              };
+            };
             name: string;
+            repeat: number;
+            simulation: {
+              goal: string;
+              maxTurns: number;
+              model?: {
+                baseURL?: string;
+                model?: string;
+                provider: string;
+                temperature?: number;
+              };
+              persona: string;
+            } | null;
             temperature: number | null;
             turns: string[];
             updatedAt: number;
@@ -3300,6 +3468,10 @@ export interface operations {
          *     }
          */
         'application/json': {
+          criteria?: {
+            description: string;
+            name: string;
+          }[];
           expect?: {
             ends?: boolean;
             endsAt?: string;
@@ -3309,7 +3481,41 @@ export interface operations {
               [key: string]: unknown;
             };
           };
+          judgeModel?: {
+            baseURL?: string;
+            model?: string;
+            provider: string;
+            temperature?: number;
+          } | null;
+          minPassRate?: number;
+          mocks?: {
+            tools?: {
+              [key: string]: {
+                error?: string;
+                /** @description Any JSON value */
+                result?: unknown;
+              };
+            };
+            webhooks?: {
+              [key: string]: {
+                /** @default 200 */
+                status?: number;
+              };
+            };
+          };
           name?: string;
+          repeat?: number;
+          simulation?: {
+            goal: string;
+            maxTurns: number;
+            model?: {
+              baseURL?: string;
+              model?: string;
+              provider: string;
+              temperature?: number;
+            };
+            persona: string;
+          } | null;
           temperature?: number | null;
           turns?: string[];
         };
@@ -3327,6 +3533,10 @@ export interface operations {
           'application/json': {
             agentId: string;
             createdAt: number;
+            criteria: {
+              description: string;
+              name: string;
+            }[];
             expect: {
               ends?: boolean;
               endsAt?: string;
@@ -3338,7 +3548,41 @@ export interface operations {
             };
             fromSession: string | null;
             id: string;
+            judgeModel: {
+              baseURL?: string;
+              model?: string;
+              provider: string;
+              temperature?: number;
+            } | null;
+            minPassRate: number;
+            mocks: {
+              tools?: {
+                [key: string]: {
+                  error?: string;
+                  /** @description Any JSON value */
+                  result?: unknown;
+                };
+              };
+              webhooks?: {
+                [key: string]: {
+                  /** @default 200 */
+                  status: number;
+                };
+              };
+            };
             name: string;
+            repeat: number;
+            simulation: {
+              goal: string;
+              maxTurns: number;
+              model?: {
+                baseURL?: string;
+                model?: string;
+                provider: string;
+                temperature?: number;
+              };
+              persona: string;
+            } | null;
             temperature: number | null;
             turns: string[];
             updatedAt: number;
@@ -3437,6 +3681,170 @@ export interface operations {
       };
     };
   };
+  testCasesGenerate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "count": 3,
+         *       "focus": "callers who do not know their order number"
+         *     }
+         */
+        'application/json': {
+          apiKeys?: {
+            [key: string]: string | null;
+          };
+          count: number;
+          focus?: string;
+          model?: {
+            baseURL?: string;
+            model?: string;
+            provider: string;
+            temperature?: number;
+          };
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            cases: {
+              criteria: {
+                description: string;
+                name: string;
+              }[];
+              name: string;
+              simulation: {
+                goal: string;
+                maxTurns: number;
+                model?: {
+                  baseURL?: string;
+                  model?: string;
+                  provider: string;
+                  temperature?: number;
+                };
+                persona: string;
+              };
+            }[];
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON`, `MISSING_CREDENTIALS` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `FLOW_INVALID` */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UPSTREAM_FAILED` */
+      502: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   testRunsList: {
     parameters: {
       query?: never;
@@ -3466,15 +3874,38 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured';
+                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
               }[];
+              /** @default 1 */
+              minPassRate: number;
               name: string;
               observed: {
                 ended: boolean;
                 endedAt: string | null;
+                /**
+                 * @default turns
+                 * @enum {string}
+                 */
+                endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
+                /** @default null */
+                error: {
+                  message: string;
+                  raw: string | null;
+                  /** @enum {string} */
+                  role: 'simulator' | 'judge';
+                } | null;
+                /** @default null */
+                judgements:
+                  | {
+                      criterion: string;
+                      passed: boolean;
+                      reason: string;
+                      turn: number | null;
+                    }[]
+                  | null;
                 /** @default [] */
                 metrics: {
                   e2eLatencyMs?: number;
@@ -3487,12 +3918,165 @@ export interface operations {
                   turnMs?: number;
                 }[];
                 replies: string[][];
+                /** @default null */
+                seed: number | null;
                 sessionId: string;
                 steps: string[];
                 structured: {
                   [key: string]: unknown;
                 } | null;
+                /**
+                 * @default {
+                 *       "agent": [],
+                 *       "simulator": [],
+                 *       "judge": []
+                 *     }
+                 */
+                usage: {
+                  agent: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                  judge: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                  simulator: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                };
+                /** @default [] */
+                userTurns: string[];
               } | null;
+              /** @default null */
+              passRate: number | null;
+              /** @default [] */
+              repeats: {
+                error: string | null;
+                failures: {
+                  /** @description Any JSON value */
+                  actual: unknown;
+                  /** @enum {string} */
+                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  /** @description Any JSON value */
+                  expected: unknown;
+                  message: string;
+                }[];
+                index: number;
+                observed: {
+                  ended: boolean;
+                  endedAt: string | null;
+                  /**
+                   * @default turns
+                   * @enum {string}
+                   */
+                  endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
+                  /** @default null */
+                  error: {
+                    message: string;
+                    raw: string | null;
+                    /** @enum {string} */
+                    role: 'simulator' | 'judge';
+                  } | null;
+                  /** @default null */
+                  judgements:
+                    | {
+                        criterion: string;
+                        passed: boolean;
+                        reason: string;
+                        turn: number | null;
+                      }[]
+                    | null;
+                  /** @default [] */
+                  metrics: {
+                    e2eLatencyMs?: number;
+                    endOfTurnDelayMs?: number;
+                    llmDurationMs?: number;
+                    llmTtftMs?: number;
+                    toolMs?: number;
+                    transcriptionDelayMs?: number;
+                    ttsTtfbMs?: number;
+                    turnMs?: number;
+                  }[];
+                  replies: string[][];
+                  /** @default null */
+                  seed: number | null;
+                  sessionId: string;
+                  steps: string[];
+                  structured: {
+                    [key: string]: unknown;
+                  } | null;
+                  /**
+                   * @default {
+                   *       "agent": [],
+                   *       "simulator": [],
+                   *       "judge": []
+                   *     }
+                   */
+                  usage: {
+                    agent: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                    judge: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                    simulator: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                  };
+                  /** @default [] */
+                  userTurns: string[];
+                } | null;
+                raw: string | null;
+                /** @enum {string} */
+                verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+              }[];
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
@@ -3589,6 +4173,41 @@ export interface operations {
             /** @enum {string} */
             status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             updatedAt: number;
+            usage: {
+              agent: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+              judge: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+              simulator: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+            };
             version: number;
           }[];
         };
@@ -3691,6 +4310,7 @@ export interface operations {
             [key: string]: string | null;
           };
           caseIds?: string[];
+          seed?: number;
           version?: number;
         } | null;
       };
@@ -3716,15 +4336,38 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured';
+                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
               }[];
+              /** @default 1 */
+              minPassRate: number;
               name: string;
               observed: {
                 ended: boolean;
                 endedAt: string | null;
+                /**
+                 * @default turns
+                 * @enum {string}
+                 */
+                endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
+                /** @default null */
+                error: {
+                  message: string;
+                  raw: string | null;
+                  /** @enum {string} */
+                  role: 'simulator' | 'judge';
+                } | null;
+                /** @default null */
+                judgements:
+                  | {
+                      criterion: string;
+                      passed: boolean;
+                      reason: string;
+                      turn: number | null;
+                    }[]
+                  | null;
                 /** @default [] */
                 metrics: {
                   e2eLatencyMs?: number;
@@ -3737,12 +4380,165 @@ export interface operations {
                   turnMs?: number;
                 }[];
                 replies: string[][];
+                /** @default null */
+                seed: number | null;
                 sessionId: string;
                 steps: string[];
                 structured: {
                   [key: string]: unknown;
                 } | null;
+                /**
+                 * @default {
+                 *       "agent": [],
+                 *       "simulator": [],
+                 *       "judge": []
+                 *     }
+                 */
+                usage: {
+                  agent: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                  judge: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                  simulator: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                };
+                /** @default [] */
+                userTurns: string[];
               } | null;
+              /** @default null */
+              passRate: number | null;
+              /** @default [] */
+              repeats: {
+                error: string | null;
+                failures: {
+                  /** @description Any JSON value */
+                  actual: unknown;
+                  /** @enum {string} */
+                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  /** @description Any JSON value */
+                  expected: unknown;
+                  message: string;
+                }[];
+                index: number;
+                observed: {
+                  ended: boolean;
+                  endedAt: string | null;
+                  /**
+                   * @default turns
+                   * @enum {string}
+                   */
+                  endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
+                  /** @default null */
+                  error: {
+                    message: string;
+                    raw: string | null;
+                    /** @enum {string} */
+                    role: 'simulator' | 'judge';
+                  } | null;
+                  /** @default null */
+                  judgements:
+                    | {
+                        criterion: string;
+                        passed: boolean;
+                        reason: string;
+                        turn: number | null;
+                      }[]
+                    | null;
+                  /** @default [] */
+                  metrics: {
+                    e2eLatencyMs?: number;
+                    endOfTurnDelayMs?: number;
+                    llmDurationMs?: number;
+                    llmTtftMs?: number;
+                    toolMs?: number;
+                    transcriptionDelayMs?: number;
+                    ttsTtfbMs?: number;
+                    turnMs?: number;
+                  }[];
+                  replies: string[][];
+                  /** @default null */
+                  seed: number | null;
+                  sessionId: string;
+                  steps: string[];
+                  structured: {
+                    [key: string]: unknown;
+                  } | null;
+                  /**
+                   * @default {
+                   *       "agent": [],
+                   *       "simulator": [],
+                   *       "judge": []
+                   *     }
+                   */
+                  usage: {
+                    agent: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                    judge: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                    simulator: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                  };
+                  /** @default [] */
+                  userTurns: string[];
+                } | null;
+                raw: string | null;
+                /** @enum {string} */
+                verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+              }[];
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
@@ -3839,6 +4635,41 @@ export interface operations {
             /** @enum {string} */
             status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             updatedAt: number;
+            usage: {
+              agent: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+              judge: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+              simulator: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+            };
             version: number;
           };
         };
@@ -3965,15 +4796,38 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured';
+                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
               }[];
+              /** @default 1 */
+              minPassRate: number;
               name: string;
               observed: {
                 ended: boolean;
                 endedAt: string | null;
+                /**
+                 * @default turns
+                 * @enum {string}
+                 */
+                endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
+                /** @default null */
+                error: {
+                  message: string;
+                  raw: string | null;
+                  /** @enum {string} */
+                  role: 'simulator' | 'judge';
+                } | null;
+                /** @default null */
+                judgements:
+                  | {
+                      criterion: string;
+                      passed: boolean;
+                      reason: string;
+                      turn: number | null;
+                    }[]
+                  | null;
                 /** @default [] */
                 metrics: {
                   e2eLatencyMs?: number;
@@ -3986,12 +4840,165 @@ export interface operations {
                   turnMs?: number;
                 }[];
                 replies: string[][];
+                /** @default null */
+                seed: number | null;
                 sessionId: string;
                 steps: string[];
                 structured: {
                   [key: string]: unknown;
                 } | null;
+                /**
+                 * @default {
+                 *       "agent": [],
+                 *       "simulator": [],
+                 *       "judge": []
+                 *     }
+                 */
+                usage: {
+                  agent: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                  judge: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                  simulator: {
+                    cachedTokens?: number;
+                    completionTokens?: number;
+                    /** @enum {string} */
+                    kind: 'llm' | 'tts' | 'stt';
+                    model: string;
+                    promptTokens?: number;
+                    provider: string;
+                    sttAudioSeconds?: number;
+                    ttsCharacters?: number;
+                  }[];
+                };
+                /** @default [] */
+                userTurns: string[];
               } | null;
+              /** @default null */
+              passRate: number | null;
+              /** @default [] */
+              repeats: {
+                error: string | null;
+                failures: {
+                  /** @description Any JSON value */
+                  actual: unknown;
+                  /** @enum {string} */
+                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  /** @description Any JSON value */
+                  expected: unknown;
+                  message: string;
+                }[];
+                index: number;
+                observed: {
+                  ended: boolean;
+                  endedAt: string | null;
+                  /**
+                   * @default turns
+                   * @enum {string}
+                   */
+                  endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
+                  /** @default null */
+                  error: {
+                    message: string;
+                    raw: string | null;
+                    /** @enum {string} */
+                    role: 'simulator' | 'judge';
+                  } | null;
+                  /** @default null */
+                  judgements:
+                    | {
+                        criterion: string;
+                        passed: boolean;
+                        reason: string;
+                        turn: number | null;
+                      }[]
+                    | null;
+                  /** @default [] */
+                  metrics: {
+                    e2eLatencyMs?: number;
+                    endOfTurnDelayMs?: number;
+                    llmDurationMs?: number;
+                    llmTtftMs?: number;
+                    toolMs?: number;
+                    transcriptionDelayMs?: number;
+                    ttsTtfbMs?: number;
+                    turnMs?: number;
+                  }[];
+                  replies: string[][];
+                  /** @default null */
+                  seed: number | null;
+                  sessionId: string;
+                  steps: string[];
+                  structured: {
+                    [key: string]: unknown;
+                  } | null;
+                  /**
+                   * @default {
+                   *       "agent": [],
+                   *       "simulator": [],
+                   *       "judge": []
+                   *     }
+                   */
+                  usage: {
+                    agent: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                    judge: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                    simulator: {
+                      cachedTokens?: number;
+                      completionTokens?: number;
+                      /** @enum {string} */
+                      kind: 'llm' | 'tts' | 'stt';
+                      model: string;
+                      promptTokens?: number;
+                      provider: string;
+                      sttAudioSeconds?: number;
+                      ttsCharacters?: number;
+                    }[];
+                  };
+                  /** @default [] */
+                  userTurns: string[];
+                } | null;
+                raw: string | null;
+                /** @enum {string} */
+                verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+              }[];
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
@@ -4088,6 +5095,41 @@ export interface operations {
             /** @enum {string} */
             status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             updatedAt: number;
+            usage: {
+              agent: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+              judge: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+              simulator: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+            };
             version: number;
           };
         };

@@ -8,3 +8,4 @@ export * from './subjects.js';
 export * from './metrics.js';
 export * from './events.js';
 export * from './warnings.js';
+export * from './expectations.js';

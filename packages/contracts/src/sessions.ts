@@ -187,19 +187,98 @@ export const CaseExpectation = z.object({
 export type CaseExpectation = z.infer<typeof CaseExpectation>;
 
 const CaseName = z.string().trim().min(1).max(200);
-const CaseTurns = z.array(z.string().min(1).max(4000)).min(1).max(50);
 /** A model temperature for this case only (0 makes a real model as repeatable as it gets). */
 const Temperature = z.number().min(0).max(2);
+
+/**
+ * A model a simulated case uses beside the flow's (the simulated caller, the judge, `generate`): any provider
+ * the readiness check runs for text, under the same key rule and egress policy as a flow's model node.
+ * Absent: the flow's own agent model.
+ */
+export const CaseModel = z
+  .object({
+    provider: z.string().trim().min(1).max(100),
+    model: z.string().trim().min(1).max(200).optional(),
+    /** An OpenAI-compatible endpoint instead of the provider's own (the egress policy applies). */
+    baseURL: z.string().trim().min(1).max(2000).optional(),
+    temperature: Temperature.optional(),
+  })
+  .strict();
+export type CaseModel = z.infer<typeof CaseModel>;
+
+/** A model plays the caller: who they are, what they want, how many turns it may take. */
+export const Simulation = z
+  .object({
+    persona: z.string().trim().min(1).max(4000),
+    goal: z.string().trim().min(1).max(4000),
+    maxTurns: z.number().int().min(1).max(30),
+    model: CaseModel.optional(),
+  })
+  .strict();
+export type Simulation = z.infer<typeof Simulation>;
+
+/** What a mocked tool answers: a result (text as is, anything else as JSON), or an error the model sees. */
+export const ToolMock = z
+  .object({ result: JsonValue.optional(), error: z.string().min(1).max(2000).optional() })
+  .strict()
+  .refine((m) => (m.result !== undefined) !== (m.error !== undefined), {
+    message: 'send either result or error',
+  });
+export type ToolMock = z.infer<typeof ToolMock>;
+
+/** What a mocked webhook answered (its body is never read, as with a real one). */
+export const WebhookMock = z.object({ status: z.number().int().min(100).max(599).default(200) }).strict();
+export type WebhookMock = z.infer<typeof WebhookMock>;
+
+/**
+ * Results a case fixes, so its conversations never reach the real systems: MCP tools by the tool's name (as
+ * selected on the flow's MCP node), webhooks by their node id. A call without a mock behaves as in any session.
+ */
+export const CaseMocks = z
+  .object({
+    tools: z.record(z.string().min(1).max(200), ToolMock).optional(),
+    webhooks: z.record(z.string().min(1).max(200), WebhookMock).optional(),
+  })
+  .strict()
+  .refine((m) => Object.keys(m.tools ?? {}).length + Object.keys(m.webhooks ?? {}).length <= 100, {
+    message: 'at most 100 mocks',
+  });
+export type CaseMocks = z.infer<typeof CaseMocks>;
+
+/** One thing a judge model decides over the transcript: pass or fail, with a reason citing the turn. */
+export const Criterion = z
+  .object({
+    name: z.string().trim().min(1).max(200),
+    description: z.string().trim().min(1).max(4000),
+  })
+  .strict();
+export type Criterion = z.infer<typeof Criterion>;
+
+const Criteria = z.array(Criterion).max(20);
+const Repeat = z.number().int().min(1).max(20);
+const MinPassRate = z.number().min(0).max(1);
 
 export const TestCase = z.object({
   id: Id,
   agentId: Id,
   name: z.string(),
+  /** The scripted user turns; empty for a simulated case. */
   turns: z.array(z.string()),
   expect: CaseExpectation,
   temperature: Temperature.nullable(),
   /** The recorded test session this case was made from, when it was. */
   fromSession: Id.nullable(),
+  /** A model plays the caller instead of scripted turns; null for a scripted case. */
+  simulation: Simulation.nullable(),
+  mocks: CaseMocks,
+  /** Decided by a judge model once the expectations hold. */
+  criteria: z.array(Criterion),
+  /** The judge's model; null: the flow's agent model. */
+  judgeModel: CaseModel.nullable(),
+  /** How many times each run runs it (attempts in parallel). */
+  repeat: Repeat,
+  /** The share of attempts that must pass for the case to pass. */
+  minPassRate: MinPassRate,
   createdAt: EpochMs,
   updatedAt: EpochMs,
 });
@@ -209,32 +288,153 @@ export const TestCaseList = z.array(TestCase);
 export type TestCaseList = z.infer<typeof TestCaseList>;
 
 /**
- * A case written by hand (`name`, `turns`, `expect`), or made from a recorded test session
- * (`fromSession`): its user turns become the turns and its observed step path the expected steps.
+ * The turns as a body may carry them: a front end that sends a simulated case back whole sends `turns: []`
+ * (what the case holds), which means "no turns".
  */
-export const CreateTestCaseBody = z.union([
-  z
-    .object({
-      name: CaseName,
-      turns: CaseTurns,
-      expect: CaseExpectation.default({}),
-      temperature: Temperature.optional(),
-    })
-    .strict(),
-  z.object({ fromSession: Id, name: CaseName.optional(), temperature: Temperature.optional() }).strict(),
-]);
+const BodyTurns = z.array(z.string().min(1).max(4000)).max(50);
+
+/**
+ * A case written by hand with scripted `turns`, a simulated one (`simulation`: a model plays the caller), or
+ * one made from a recorded test session (`fromSession`: its user turns become the turns and its observed step
+ * path the expected steps). Exactly one of the three; the others absent, null or (`turns`) empty, as a case
+ * read back shows them.
+ */
+export const CreateTestCaseBody = z
+  .object({
+    name: CaseName.optional(),
+    turns: BodyTurns.optional(),
+    simulation: Simulation.nullish(),
+    fromSession: Id.nullish(),
+    expect: CaseExpectation.optional(),
+    temperature: Temperature.nullish(),
+    mocks: CaseMocks.optional(),
+    criteria: Criteria.optional(),
+    judgeModel: CaseModel.nullish(),
+    repeat: Repeat.optional(),
+    minPassRate: MinPassRate.optional(),
+  })
+  .strict()
+  .superRefine((b, ctx) => {
+    const given = {
+      turns: b.turns !== undefined && b.turns.length > 0,
+      simulation: b.simulation != null,
+      fromSession: b.fromSession != null,
+    };
+    const kinds = (['turns', 'simulation', 'fromSession'] as const).filter((k) => given[k]);
+    if (kinds.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['turns'],
+        message: 'send turns (scripted, 1–50), simulation (a simulated caller) or fromSession (a replay)',
+      });
+    }
+    if (kinds.length > 1) {
+      ctx.addIssue({ code: 'custom', path: [kinds[1]!], message: `not with ${kinds[0]}` });
+    }
+    if (!given.fromSession && b.name === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['name'], message: 'required' });
+    }
+    if (given.fromSession && b.expect !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['expect'], message: 'a replay expects the path it recorded' });
+    }
+  });
 export type CreateTestCaseBody = z.infer<typeof CreateTestCaseBody>;
 
-export const UpdateTestCaseBody = z.object({
-  name: CaseName.optional(),
-  turns: CaseTurns.optional(),
-  expect: CaseExpectation.optional(),
-  temperature: Temperature.nullable().optional(),
-});
+/**
+ * The fields sent. A case is scripted or simulated: `simulation` makes it simulated (its turns go), non-empty
+ * `turns` make it scripted (its simulation goes); sent back whole (`turns: []` beside a simulation, or
+ * `simulation: null` beside turns) it stays what it is.
+ */
+export const UpdateTestCaseBody = z
+  .object({
+    name: CaseName.optional(),
+    turns: BodyTurns.optional(),
+    simulation: Simulation.nullable().optional(),
+    expect: CaseExpectation.optional(),
+    temperature: Temperature.nullable().optional(),
+    mocks: CaseMocks.optional(),
+    criteria: Criteria.optional(),
+    judgeModel: CaseModel.nullable().optional(),
+    repeat: Repeat.optional(),
+    minPassRate: MinPassRate.optional(),
+  })
+  .superRefine((b, ctx) => {
+    const turns = b.turns !== undefined && b.turns.length > 0;
+    if (turns && b.simulation) {
+      ctx.addIssue({ code: 'custom', path: ['simulation'], message: 'not with turns' });
+    }
+    if (b.turns !== undefined && !turns && !b.simulation) {
+      ctx.addIssue({ code: 'custom', path: ['turns'], message: 'at least one turn (or send a simulation)' });
+    }
+    if (b.simulation === null && !turns) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['turns'],
+        message: 'a case without a simulation needs its turns',
+      });
+    }
+  });
 export type UpdateTestCaseBody = z.infer<typeof UpdateTestCaseBody>;
+
+/** Ask a model to propose simulated cases from the agent's latest flow; nothing is stored. */
+export const GenerateTestCasesBody = z
+  .object({
+    count: z.number().int().min(1).max(20),
+    /** What to concentrate on (e.g. "refund requests from angry callers"). */
+    focus: z.string().trim().min(1).max(2000).optional(),
+    /** Default: the flow's agent model. */
+    model: CaseModel.optional(),
+    /** Keys for the model call, as on a session start; never stored. */
+    apiKeys: ApiKeys.optional(),
+  })
+  .strict();
+export type GenerateTestCasesBody = z.infer<typeof GenerateTestCasesBody>;
+
+/** A proposed simulated case: a body `POST /api/agents/:id/test-cases` accepts as it is. */
+export const GeneratedTestCase = z.object({
+  name: CaseName,
+  simulation: Simulation,
+  criteria: Criteria,
+});
+export type GeneratedTestCase = z.infer<typeof GeneratedTestCase>;
+
+export const GeneratedTestCases = z.object({ cases: z.array(GeneratedTestCase) });
+export type GeneratedTestCases = z.infer<typeof GeneratedTestCases>;
 
 export const TestCaseParams = z.object({ id: Id, caseId: Id });
 export type TestCaseParams = z.infer<typeof TestCaseParams>;
+
+/** Usage of one attempt, or a whole run, by who used it: the flow's agent, the simulated caller, the judge. */
+export const UsageByRole = z.object({
+  agent: SessionUsage,
+  simulator: SessionUsage,
+  judge: SessionUsage,
+});
+export type UsageByRole = z.infer<typeof UsageByRole>;
+
+/** A judge's decision on one criterion; `turn` is the 1-based turn of the transcript its reason cites. */
+export const Judgement = z.object({
+  criterion: z.string(),
+  passed: z.boolean(),
+  reason: z.string(),
+  turn: z.number().int().nonnegative().nullable(),
+});
+export type Judgement = z.infer<typeof Judgement>;
+
+/** Why a conversation stopped: the flow ended it, the simulated caller did, or the turns ran out. */
+export const AttemptEnd = z.enum(['flow', 'goal_reached', 'gave_up', 'max_turns', 'turns']);
+export type AttemptEnd = z.infer<typeof AttemptEnd>;
+
+/**
+ * An attempt that could not be decided: the simulated caller's or a judge's model failed or answered
+ * something that is not the structured output asked for. `raw` is what it answered, kept for the builder.
+ */
+export const AttemptError = z.object({
+  role: z.enum(['simulator', 'judge']),
+  message: z.string(),
+  raw: z.string().nullable(),
+});
+export type AttemptError = z.infer<typeof AttemptError>;
 
 /** What one case's conversation did (the playground reports it). */
 export const CaseObservation = z.object({
@@ -249,12 +449,24 @@ export const CaseObservation = z.object({
   structured: z.record(z.string(), JsonValue).nullable(),
   /** Each agent turn's figures, in order (the greeting first). */
   metrics: z.array(TurnMetrics).default([]),
+  /** What the caller said, per turn: the script's turns, or what the simulated caller chose. */
+  userTurns: z.array(z.string()).default([]),
+  /** Why the conversation stopped. */
+  endedBy: AttemptEnd.default('turns'),
+  /** The seed the agent's model ran with (null: its provider takes none); the same seed runs it again. */
+  seed: z.number().int().nullable().default(null),
+  /** The judges' decisions; null when the case has no criteria or an expectation failed first. */
+  judgements: z.array(Judgement).nullable().default(null),
+  usage: UsageByRole.default({ agent: [], simulator: [], judge: [] }),
+  /** Set when the attempt errored after its conversation began (the transcript is still browsable). */
+  error: AttemptError.nullable().default(null),
 });
 export type CaseObservation = z.infer<typeof CaseObservation>;
 
 /** One expectation that did not hold: which, what was expected, what happened. */
 export const CaseFailure = z.object({
-  expectation: z.enum(['steps', 'ends', 'endsAt', 'replyContains', 'structured']),
+  /** `criterion`: a judge decided against it (`expected` is the criterion's name, `actual` the judgement). */
+  expectation: z.enum(['steps', 'ends', 'endsAt', 'replyContains', 'structured', 'criterion']),
   expected: JsonValue,
   actual: JsonValue,
   message: z.string(),
@@ -264,16 +476,36 @@ export type CaseFailure = z.infer<typeof CaseFailure>;
 export const CaseVerdict = z.enum(['queued', 'running', 'passed', 'failed', 'errored']);
 export type CaseVerdict = z.infer<typeof CaseVerdict>;
 
+/** One of a case's repeats: its own conversation (a test session), verdict and failures. */
+export const CaseAttempt = z.object({
+  /** 0-based position among the case's repeats. */
+  index: z.number().int().nonnegative(),
+  verdict: CaseVerdict,
+  failures: z.array(CaseFailure),
+  observed: CaseObservation.nullable(),
+  error: z.string().nullable(),
+  /** What the failing simulator or judge model answered, when an attempt errored on it. */
+  raw: z.string().nullable(),
+});
+export type CaseAttempt = z.infer<typeof CaseAttempt>;
+
 export const CaseResult = z.object({
   caseId: Id,
   name: z.string(),
+  /** passed: its pass rate met `minPassRate`; errored: it did not, and errored attempts are why. */
   verdict: CaseVerdict,
   /** How many times it was started (a case whose playground instance died is started once more). */
   attempts: z.number().int().nonnegative(),
+  /** The first attempt that did not pass (else the first): its failures and observation. */
   failures: z.array(CaseFailure),
   observed: CaseObservation.nullable(),
   /** Why it errored (it could not run to the end), when it did. */
   error: z.string().nullable(),
+  /** Passed attempts over all repeats (an errored attempt never passes); null until every one finished. */
+  passRate: z.number().min(0).max(1).nullable().default(null),
+  minPassRate: z.number().min(0).max(1).default(1),
+  /** Every repeat, in order, each with its browsable test session. */
+  repeats: z.array(CaseAttempt).default([]),
 });
 export type CaseResult = z.infer<typeof CaseResult>;
 
@@ -308,6 +540,8 @@ export const TestRun = z.object({
   latency: z.partialRecord(z.enum(METRIC_NAMES), z.number().nonnegative()),
   /** How those p50s changed against the agent's newest passing run before this one; null without one. */
   latencyChange: z.object({ runId: Id, changes: z.array(LatencyChange) }).nullable(),
+  /** Tokens this run used so far, by role (agent, simulated caller, judge), per provider and model. */
+  usage: UsageByRole,
 });
 export type TestRun = z.infer<typeof TestRun>;
 
@@ -321,6 +555,11 @@ export const CreateTestRunBody = z.object({
   caseIds: z.array(Id).min(1).max(500).optional(),
   /** Keys for this run's model calls, as on a session start; never stored. */
   apiKeys: ApiKeys.optional(),
+  /**
+   * Run every attempt with this seed (an attempt's recorded `observed.seed`): the way to run a failed attempt
+   * again the same way, as far as its providers make seeded sampling repeatable. Default: one drawn per attempt.
+   */
+  seed: z.number().int().min(0).max(2_147_483_646).optional(),
 });
 export type CreateTestRunBody = z.infer<typeof CreateTestRunBody>;
 

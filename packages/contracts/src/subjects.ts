@@ -44,6 +44,8 @@ import {
   CreateTestCaseBody,
   CreateTestRunBody,
   DeployGate,
+  GenerateTestCasesBody,
+  GeneratedTestCases,
   TestCase,
   TestCaseList,
   TestRun,
@@ -100,6 +102,7 @@ export const Subjects = {
   agentSessionCreate: 'playground.session.create',
   agentSessionEnd: 'playground.session.end',
   testCaseRun: 'playground.cases.run',
+  testCasesGenerate: 'playground.cases.generate',
 } as const;
 
 /** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
@@ -136,9 +139,24 @@ export const RunCaseRequest = z.object({
   version: z.number().int().positive(),
   runId: Id,
   caseId: Id,
-  turns: TestCase.shape.turns.min(1),
+  /** Scripted turns; empty for a simulated case. */
+  turns: TestCase.shape.turns.max(50),
   temperature: TestCase.shape.temperature,
   apiKeys: ApiKeys.optional(),
+  simulation: TestCase.shape.simulation.default(null),
+  mocks: TestCase.shape.mocks.default({}),
+  criteria: TestCase.shape.criteria.default([]),
+  judgeModel: TestCase.shape.judgeModel.default(null),
+  /** Checked before the judges are asked: a conversation that fails them needs no model to fail. */
+  expect: TestCase.shape.expect.default({}),
+  /** Which repeat this is (0-based), and the seed its agent model runs with where the provider takes one. */
+  attempt: z.number().int().nonnegative().default(0),
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .optional(),
 });
 export type RunCaseRequest = z.infer<typeof RunCaseRequest>;
 
@@ -360,6 +378,13 @@ export const contract = {
     response: CaseObservation,
     errors: ['NOT_FOUND', 'FLOW_INVALID', 'MISSING_CREDENTIALS', 'CAPACITY_EXHAUSTED', 'UPSTREAM_FAILED'],
     noResponders: AT_CAPACITY,
+  },
+  /** One model call over the flow's description (a few seconds for a real model). */
+  [Subjects.testCasesGenerate]: {
+    request: z.object({ agentId: Id, body: GenerateTestCasesBody }),
+    response: GeneratedTestCases,
+    errors: ['NOT_FOUND', 'FLOW_INVALID', 'MISSING_CREDENTIALS', 'UPSTREAM_FAILED'],
+    timeoutMs: 60_000,
   },
 } as const satisfies Record<Subject, SubjectSpec>;
 

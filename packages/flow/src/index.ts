@@ -2,4 +2,4 @@ export * from './types.js';
 export { compile } from './compiler.js';
 export * from './engine.js';
 export { isBranch, isTerminal, modelKindOf, type ModelKind } from './node-types.js';
-export { modelOf, URL_PARAMS, urlsOf } from './params.js';
+export { mockTargets, modelOf, URL_PARAMS, urlsOf } from './params.js';

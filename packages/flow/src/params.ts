@@ -307,3 +307,20 @@ export function modelOf(
   const read = PARAMS[kind].parse(node) as { provider: string; baseURL?: string | undefined };
   return { kind, provider: read.provider, baseURL: read.baseURL };
 }
+
+/**
+ * What a test case may mock in a flow: the tools its MCP nodes select (by the tool's name) and its webhook
+ * nodes (by node id). Read leniently, as the compiler reads them: a draft that does not compile still has them.
+ */
+export function mockTargets(flow: { nodes: SimpleNode[] }): { tools: Set<string>; webhooks: Set<string> } {
+  const tools = new Set<string>();
+  const webhooks = new Set<string>();
+  for (const node of flow.nodes) {
+    if (node.nodeType === 'mcp') {
+      for (const t of (PARAMS.mcp.parse(node) as { selectedTools: string[] }).selectedTools) tools.add(t);
+    } else if (node.nodeType === 'webhook' && typeof node.id === 'string') {
+      webhooks.add(node.id);
+    }
+  }
+  return { tools, webhooks };
+}

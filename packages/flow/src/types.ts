@@ -11,6 +11,8 @@ export interface LlmConfig {
   temperature?: number | undefined;
   maxTokens?: number | undefined;
   baseURL?: string | undefined;
+  /** Sent to a provider that takes one (a test attempt's, so it can be run again the same way). */
+  seed?: number | undefined;
 }
 
 export interface TtsConfig {

@@ -27,6 +27,8 @@ export interface ProviderSpec {
   llm?: (cfg: LlmConfig, endpoint: Endpoint) => llm.LLM;
   tts?: (cfg: TtsConfig, endpoint: Endpoint) => tts.TTS;
   stt?: (cfg: SttConfig, language: string, endpoint: Endpoint) => stt.STT;
+  /** Its chat API takes a `seed` (sampling made repeatable, as far as the provider makes it). */
+  seed?: boolean;
   /** Why a modality the flow format names for this provider cannot run here. */
   unsupported?: Partial<Record<Modality, string>>;
 }
@@ -39,7 +41,11 @@ export interface ProviderSpec {
 const openAiCompatible =
   (defaultModel: string, defaultBaseURL: string) =>
   (cfg: LlmConfig, endpoint: Endpoint): llm.LLM =>
-    new (cfg.temperature === 0 ? ZeroTemperatureLLM : openai.LLM)({
+    new FixedKwargsLLM({
+      kwargs: {
+        ...(cfg.temperature === 0 ? { temperature: 0 } : {}),
+        ...(cfg.seed !== undefined ? { seed: cfg.seed } : {}),
+      },
       model: cfg.model ?? defaultModel,
       temperature: cfg.temperature,
       maxCompletionTokens: cfg.maxTokens,
@@ -55,12 +61,17 @@ const openAiCompatible =
 
 /**
  * The OpenAI plugin (1.9.0) sends `temperature` only when it is truthy, so a flow's `temperature: 0` — the
- * most repeatable setting, which regression test cases ask for — would reach the model as its default (1).
- * The plugin's own per-request `extraKwargs` carries it instead.
+ * most repeatable setting, which regression test cases ask for — would reach the model as its default (1);
+ * and it has no `seed` option. The plugin's own per-request `extraKwargs` carries both instead.
  */
-class ZeroTemperatureLLM extends openai.LLM {
+class FixedKwargsLLM extends openai.LLM {
+  private readonly kwargs: Record<string, unknown>;
+  constructor({ kwargs, ...opts }: Partial<openai.LLMOptions> & { kwargs?: Record<string, unknown> }) {
+    super(opts);
+    this.kwargs = kwargs ?? {};
+  }
   override chat(opts: Parameters<openai.LLM['chat']>[0]): ReturnType<openai.LLM['chat']> {
-    return super.chat({ ...opts, extraKwargs: { temperature: 0, ...opts.extraKwargs } });
+    return super.chat({ ...opts, extraKwargs: { ...this.kwargs, ...opts.extraKwargs } });
   }
 }
 
@@ -142,6 +153,7 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     defaultBaseURL: 'https://api.openai.com/v1',
     customBaseURL: true,
     llm: openAiCompatible('gpt-4o-mini', 'https://api.openai.com/v1'),
+    seed: true,
     tts: (cfg, { apiKey }) => new openai.TTS(ttsOptions.openai(cfg, apiKey)),
     stt: (cfg, language, { apiKey }) =>
       new openai.STT({ apiKey, language, ...(cfg.model ? { model: cfg.model } : {}) }),
@@ -158,6 +170,7 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     defaultBaseURL: 'https://api.groq.com/openai/v1',
     customBaseURL: true,
     llm: openAiCompatible('llama-3.3-70b-versatile', 'https://api.groq.com/openai/v1'),
+    seed: true,
   },
   google: {
     envVars: ['GOOGLE_API_KEY'],

@@ -2,6 +2,7 @@ import type { llm, stt, tts } from '@livekit/agents';
 import {
   AppError,
   type ApiKeys,
+  type CaseModel,
   type Flow,
   type FlowIssue,
   type FlowValidation,
@@ -37,6 +38,8 @@ export interface Readiness {
 export interface RunnableFlow {
   config: CompiledFlow;
   sessionType: SessionType;
+  /** The seed its models run with, where their provider takes one (the agent model's decides); else null. */
+  seed: number | null;
   llm(cfg: LlmConfig): llm.LLM;
   /** Voice only. */
   tts(): tts.TTS;
@@ -105,10 +108,55 @@ export class ReadinessCheck {
     sessionType: SessionType,
     env: KeyEnv,
     apiKeys: ApiKeys | null | undefined,
+    opts: { seed?: number | undefined } = {},
   ): RunnableFlow {
     const { issues, config } = this.assess(flow, sessionType, env);
     if (!config) throw new AppError('FLOW_INVALID', 'the flow cannot run', { details: issues });
     const uses = modelUses(config, sessionType);
+    const endpoints = this.endpoints(uses, env, apiKeys);
+    return runnable(config, sessionType, endpoints, opts.seed);
+  }
+
+  /**
+   * A model a test case runs beside its flow (the simulated caller, a judge, the case generator), checked as
+   * a flow's model node would be — a provider this server runs for text, a base URL the provider allows and
+   * the egress policy lets through, a key the key rule lets go there — and made. `role` names it in issues.
+   * Without `choice`: the flow's own agent model.
+   */
+  requireModel(
+    role: string,
+    choice: CaseModel | null | undefined,
+    fallback: LlmConfig,
+    env: KeyEnv,
+    apiKeys: ApiKeys | null | undefined,
+    seed?: number,
+  ): llm.LLM {
+    const cfg: LlmConfig = choice
+      ? {
+          nodeId: role,
+          provider: choice.provider,
+          model: choice.model,
+          baseURL: choice.baseURL,
+          temperature: choice.temperature,
+        }
+      : { ...fallback, nodeId: role };
+    const node = { id: role, nodeType: 'llm', ...cfg };
+    const issues = this.nodeIssues({ nodes: [node], edges: [] }, 'text');
+    if (issues.length > 0) {
+      throw new AppError('FLOW_INVALID', `the ${role} model cannot run`, { details: issues });
+    }
+    const use: ModelUse = { provider: cfg.provider, modality: 'llm', nodeId: role, baseURL: cfg.baseURL };
+    const endpoint = this.endpoints([use], env, apiKeys).get(useKey(use))!;
+    const spec = providerSpec(cfg.provider)!;
+    return spec.llm!(seed !== undefined && spec.seed ? { ...cfg, seed } : cfg, endpoint);
+  }
+
+  /** Each model use's endpoint and key, or MISSING_CREDENTIALS naming every one without a key it may use. */
+  private endpoints(
+    uses: ModelUse[],
+    env: KeyEnv,
+    apiKeys: ApiKeys | null | undefined,
+  ): Map<string, Endpoint> {
     const endpoints = new Map<string, Endpoint>();
     const missing: string[] = [];
     for (const use of uses) {
@@ -135,11 +183,11 @@ export class ReadinessCheck {
         `missing API key for: ${[...new Set(missing)].join(', ')} (send it in apiKeys or set it on the server)`,
       );
     }
-    return runnable(config, sessionType, endpoints);
+    return endpoints;
   }
 
   /** What the server cannot do for the flow's nodes, whether or not the graph compiles. */
-  private nodeIssues(flow: Flow, sessionType: SessionType): FlowIssue[] {
+  private nodeIssues(flow: Pick<Flow, 'nodes' | 'edges'>, sessionType: SessionType): FlowIssue[] {
     const issues: FlowIssue[] = [];
     for (const node of flow.nodes) {
       const model = modelOf(node);
@@ -201,6 +249,7 @@ function runnable(
   config: CompiledFlow,
   sessionType: SessionType,
   endpoints: Map<string, Endpoint>,
+  seed: number | undefined,
 ): RunnableFlow {
   const endpoint = (use: { provider: string; baseURL?: string | undefined }): Endpoint => {
     const e = endpoints.get(useKey(use));
@@ -213,13 +262,16 @@ function runnable(
     return s;
   };
   const llms = new Map<string, llm.LLM>();
+  const seeded = (provider: string) => seed !== undefined && spec(provider).seed === true;
   return {
     config,
     sessionType,
+    seed: seeded(config.providers.llm.provider) ? seed! : null,
     llm(cfg) {
       let model = llms.get(cfg.nodeId);
       if (!model) {
-        model = spec(cfg.provider).llm!(cfg, endpoint(cfg));
+        const s = spec(cfg.provider);
+        model = s.llm!(seeded(cfg.provider) ? { ...cfg, seed } : cfg, endpoint(cfg));
         llms.set(cfg.nodeId, model);
       }
       return model;

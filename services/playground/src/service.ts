@@ -13,6 +13,7 @@ import { ReadinessCheck } from './readiness.js';
 import { ConversationKit } from './runtime/conversations.js';
 import { LiveKitTransport } from './transports/livekit/livekit-transport.js';
 import { LiveKitAgentRunner, type AgentRunner } from './transports/livekit/runner.js';
+import { CaseGenerator } from './testing/generate.js';
 import { TestCaseTransport } from './transports/test-case.js';
 import { TextTransport } from './transports/text.js';
 import { traceLiveKit } from './telemetry.js';
@@ -82,6 +83,15 @@ export function startPlaygroundService(deps: {
     text,
     env,
     busTimeoutMs: config.BUS_TIMEOUT_MS,
+    modelTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
+  });
+  const generator = new CaseGenerator({
+    bus,
+    readiness,
+    env,
+    busTimeoutMs: config.BUS_TIMEOUT_MS,
+    // one answer carries up to 20 proposals: longer than one decision
+    modelTimeoutMs: 4 * config.LLM_DECISION_TIMEOUT_MS,
   });
   const voice = new LiveKitTransport({
     host,
@@ -107,6 +117,7 @@ export function startPlaygroundService(deps: {
     'playground.session.create': (req, ctx) => voice.create(req, ctx.requestId),
     'playground.session.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
     'playground.cases.run': (req, ctx) => cases.run(req, ctx.requestId),
+    'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
   };
   const served = serve(nc, {
     service: 'playground',

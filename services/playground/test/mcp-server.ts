@@ -18,6 +18,8 @@ export interface McpCall {
  */
 export async function startMcpServer(opts: { transport: 'streamable' | 'sse'; token: string }) {
   const calls: McpCall[] = [];
+  /** Every HTTP request it got, of any kind (a tool list or a handshake too). */
+  const requests = { count: 0 };
   let authorization: string | undefined;
   const mcp = () => {
     const server = new McpServer({ name: 'orders', version: '1.0.0' });
@@ -43,6 +45,7 @@ export async function startMcpServer(opts: { transport: 'streamable' | 'sse'; to
   };
   const http: Server = createServer((req, res) => {
     void (async () => {
+      requests.count++;
       authorization = req.headers.authorization;
       if (authorization !== `Bearer ${opts.token}`) {
         res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"unauthorized"}');
@@ -81,6 +84,7 @@ export async function startMcpServer(opts: { transport: 'streamable' | 'sse'; to
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     calls,
+    requests,
     /** Cuts every open connection (an SSE stream included), as a restart of the server would. */
     dropConnections: () => http.closeAllConnections(),
     close: async () => {

@@ -1,5 +1,5 @@
 import { BusClient } from '@vab/bus';
-import { AppError, Subjects, type AgentLookup } from '@vab/contracts';
+import { AppError, Subjects, type AgentLookup, type Flow } from '@vab/contracts';
 import type { NatsConnection } from '@nats-io/transport-node';
 
 /** What this service knows of agents: only what the agents service answers over the bus. */
@@ -31,6 +31,16 @@ export class AgentsDirectory {
     if (found !== undefined) return found;
     await this.requireExisting(id, requestId);
     return empty;
+  }
+
+  /** The agent's latest flow (what a new or edited test case is checked against). */
+  async latestFlow(id: string, requestId: string): Promise<Flow> {
+    const agent = await this.bus.request(
+      Subjects.agentsGet,
+      { id },
+      { timeoutMs: this.timeoutMs, requestId },
+    );
+    return agent.flow;
   }
 
   /** 404 unless the agent still keeps `version` (versions past the latest never were; retention removes old ones). */

@@ -4,6 +4,7 @@ import {
   AppError,
   Subjects,
   type ApiKeys,
+  type CaseMocks,
   type SessionEventInput,
   type SessionMessage,
   type SessionType,
@@ -42,6 +43,8 @@ export interface ConverseOptions extends TransportSide {
   onEnded(): void;
   log: Logger;
   requestId: string;
+  /** A test case's mocks: these tools and webhooks answer what the case fixed, never the real system. */
+  mocks?: CaseMocks | undefined;
 }
 
 let agentsLoggerReady = false;
@@ -86,7 +89,7 @@ export class ConversationKit {
       called: (name, args) => made.conversation?.tools.called(name, args) ?? (() => undefined),
     };
     made.conversation = new FlowConversation({
-      flow: await openFlowRuntime(opts.flow, this.mcp(log, observer)),
+      flow: await openFlowRuntime(opts.flow, this.mcp(log, observer), opts.mocks?.tools),
       sessionType: opts.flow.sessionType,
       session: opts.session,
       startSession: opts.startSession,
@@ -98,7 +101,15 @@ export class ConversationKit {
       log,
       branchTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
       loadTransferTarget: (agentId) =>
-        this.transferTarget(agentId, opts.flow.sessionType, opts.apiKeys, opts.requestId, log, observer),
+        this.transferTarget(
+          agentId,
+          opts.flow.sessionType,
+          opts.apiKeys,
+          opts.requestId,
+          log,
+          observer,
+          opts.mocks,
+        ),
       postProcess: (steps, transcript, flow) =>
         runPostProcessing(steps, transcript, (cfg) => flow.llm(cfg ?? flow.config.providers.llm), {
           fetch: egressFetch,
@@ -106,6 +117,7 @@ export class ConversationKit {
           llmTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
           log,
           emit: opts.emit,
+          webhookMocks: opts.mocks?.webhooks,
         }),
     });
     return made.conversation;
@@ -119,6 +131,7 @@ export class ConversationKit {
     requestId: string,
     log: Logger,
     observer: ToolObserver,
+    mocks: CaseMocks | undefined,
   ): Promise<TransferTarget> {
     const { bus, readiness, config } = this.deps;
     const opts = { timeoutMs: config.BUS_TIMEOUT_MS, requestId };
@@ -128,7 +141,8 @@ export class ConversationKit {
       if (found.archived) return { ok: false, reason: 'archived' };
       const { flow } = await bus.request(Subjects.agentsGet, { id: agentId }, opts);
       const runnable = readiness.require(flow, sessionType, await this.deps.env(), apiKeys);
-      return { ok: true, flow: await openFlowRuntime(runnable, this.mcp(log, observer)) };
+      // a test case's tool mocks hold across a transfer: its conversation never reaches the real system
+      return { ok: true, flow: await openFlowRuntime(runnable, this.mcp(log, observer), mocks?.tools) };
     } catch (err) {
       if (err instanceof AppError && (err.code === 'FLOW_INVALID' || err.code === 'MISSING_CREDENTIALS')) {
         log.warn(

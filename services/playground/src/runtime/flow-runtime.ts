@@ -1,5 +1,5 @@
 import { llm, voice } from '@livekit/agents';
-import type { SessionType } from '@vab/contracts';
+import type { SessionType, ToolMock } from '@vab/contracts';
 import type { RunnableFlow } from '../readiness.js';
 import { openMcpTools, type McpOptions } from './mcp.js';
 
@@ -10,10 +10,14 @@ export interface FlowRuntime extends RunnableFlow {
   close(): Promise<void>;
 }
 
-export async function openFlowRuntime(flow: RunnableFlow, mcp: McpOptions): Promise<FlowRuntime> {
+export async function openFlowRuntime(
+  flow: RunnableFlow,
+  mcp: McpOptions,
+  toolMocks?: Readonly<Record<string, ToolMock>>,
+): Promise<FlowRuntime> {
   const toolbox =
     flow.config.tools.length > 0
-      ? await openMcpTools(flow.config.tools, mcp)
+      ? await openMcpTools(flow.config.tools, mcp, toolMocks)
       : { tools: [], close: async () => undefined };
   return { ...flow, tools: toolbox.tools, close: toolbox.close };
 }

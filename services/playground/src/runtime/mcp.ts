@@ -4,6 +4,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { ToolMock } from '@vab/contracts';
 import type { McpConfig } from '@vab/flow';
 import type { Logger } from 'pino';
 import type { EgressFetch } from '../egress/client.js';
@@ -184,6 +185,15 @@ class McpServer {
   }
 }
 
+/** A mocked tool's answer, as a server's would reach the model: text as is, other values as JSON. */
+function mockResult(name: string, mock: ToolMock): string {
+  if (mock.error !== undefined) throw new llm.ToolError(mock.error);
+  const text = typeof mock.result === 'string' ? mock.result : JSON.stringify(mock.result ?? null);
+  return text.length > MAX_RESULT_CHARS
+    ? `${text.slice(0, MAX_RESULT_CHARS)}\n[result cut]`
+    : text || `${name}: done`;
+}
+
 export interface McpTools {
   /** The selected tools of every MCP node, as the model sees them. */
   tools: llm.FunctionTool[];
@@ -195,17 +205,25 @@ export interface McpTools {
  * the node's `selectedTools` are exposed. A server that does not answer still gets its selected tools
  * exposed, taking any arguments, so the model that calls one learns that it is unavailable.
  */
-export async function openMcpTools(configs: McpConfig[], opts: McpOptions): Promise<McpTools> {
+export async function openMcpTools(
+  configs: McpConfig[],
+  opts: McpOptions,
+  mocks: Readonly<Record<string, ToolMock>> = {},
+): Promise<McpTools> {
   const servers = configs.map((cfg) => new McpServer(cfg, opts));
+  const mocked = (name: string) => Object.hasOwn(mocks, name);
   const listed = await Promise.all(
     servers.map((s, i) =>
-      s.listSelected().catch((err: unknown) => {
-        opts.log.warn(
-          { code: 'MCP_SERVER_UNREACHABLE', nodeId: configs[i]!.nodeId, err: String(err) },
-          'mcp server not reachable',
-        );
-        return undefined;
-      }),
+      // a server whose every selected tool a test case mocks is never contacted, not even to list them
+      configs[i]!.selectedTools.every(mocked)
+        ? Promise.resolve(undefined)
+        : s.listSelected().catch((err: unknown) => {
+            opts.log.warn(
+              { code: 'MCP_SERVER_UNREACHABLE', nodeId: configs[i]!.nodeId, err: String(err) },
+              'mcp server not reachable',
+            );
+            return undefined;
+          }),
     ),
   );
   const taken = new Set<string>();
@@ -235,7 +253,9 @@ export async function openMcpTools(configs: McpConfig[], opts: McpOptions): Prom
           execute: async (args: Record<string, unknown>) => {
             const done = opts.observer?.called(exposed, args ?? {});
             try {
-              const result = await server.call(name, args ?? {});
+              const result = mocked(name)
+                ? mockResult(name, mocks[name]!)
+                : await server.call(name, args ?? {});
               done?.({ result });
               return result;
             } catch (err) {

@@ -1,5 +1,5 @@
 import type { llm } from '@livekit/agents';
-import type { SessionEventInput } from '@vab/contracts';
+import type { SessionEventInput, WebhookMock } from '@vab/contracts';
 import type { LlmConfig, PostStep } from '@vab/flow';
 import type { Logger } from 'pino';
 import { EgressRefused, type EgressFetch } from '../egress/client.js';
@@ -14,6 +14,8 @@ export interface PostProcessingOptions {
   log: Logger;
   /** The session's events: each step's outcome. */
   emit?(event: SessionEventInput): void;
+  /** A test case's mocked webhooks, by node id: not called, answered with the mock's status. */
+  webhookMocks?: Readonly<Record<string, WebhookMock>> | undefined;
 }
 
 /**
@@ -59,6 +61,14 @@ export async function runPostProcessing(
           error: 'the model gave no valid structured output',
         });
       }
+      continue;
+    }
+    const mock =
+      opts.webhookMocks && Object.hasOwn(opts.webhookMocks, s.id) ? opts.webhookMocks[s.id] : undefined;
+    if (mock) {
+      opts.log.info({ stepId: s.id, status: mock.status }, 'webhook mocked');
+      const ok = mock.status >= 200 && mock.status < 300;
+      opts.emit?.({ type: 'post_processing', stepId: s.id, kind: 'webhook', ok, status: mock.status });
       continue;
     }
     const startedAt = performance.now();

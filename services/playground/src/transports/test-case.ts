@@ -1,9 +1,25 @@
 import type { BusClient } from '@vab/bus';
 import { modelKindOf } from '@vab/flow';
-import { Subjects, type CaseObservation, type Flow, type RunCaseRequest } from '@vab/contracts';
+import {
+  Subjects,
+  unmetExpectations,
+  type AttemptEnd,
+  type AttemptError,
+  type CaseObservation,
+  type Flow,
+  type Judgement,
+  type RunCaseRequest,
+  type SessionUsage,
+  type TurnResult,
+} from '@vab/contracts';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck } from '../readiness.js';
+import type { FlowConversation } from '../runtime/conversation.js';
+import type { Turn } from '../runtime/judge.js';
+import { judgeCriteria } from '../testing/judges.js';
+import { CaseModelClient, ModelAnswerError } from '../testing/model-call.js';
+import { SimulatedCaller } from '../testing/simulator.js';
 import type { TextTransport } from './text.js';
 
 /** The flow with every language model's temperature set to `temperature` (a case's override). */
@@ -14,10 +30,18 @@ export function withTemperature(flow: Flow, temperature: number): Flow {
   };
 }
 
+/** An attempt that errored on its simulator or judge: what it said, and what the model answered. */
+function attemptError(role: AttemptError['role'], err: unknown): AttemptError {
+  if (err instanceof ModelAnswerError) return { role, message: err.message, raw: err.raw };
+  return { role, message: err instanceof Error ? err.message : String(err), raw: null };
+}
+
 /**
- * One regression test case, run here from start to end: a text conversation on the stored version's flow,
- * recorded as a test session of type "test", its user turns typed in order. Answers what happened (the step
- * path, the replies, where it ended, the structured output); the sessions service judges it.
+ * One attempt of a regression test case, run here from start to end: a text conversation on the stored
+ * version's flow, recorded as a test session of type "test". Its user turns are the case's script, or chosen
+ * one at a time by a simulated caller (a model given the case's persona and goal). Mocked tools and webhooks
+ * answer what the case fixed. When the expectations hold, a judge model decides each criterion. Answers what
+ * happened; the sessions service gives the verdict.
  */
 export class TestCaseTransport {
   constructor(
@@ -28,6 +52,8 @@ export class TestCaseTransport {
       text: TextTransport;
       env(): Promise<KeyEnv>;
       busTimeoutMs: number;
+      /** Bound on one call of the simulator's or the judge's model. */
+      modelTimeoutMs: number;
     },
   ) {}
 
@@ -39,39 +65,118 @@ export class TestCaseTransport {
       { timeoutMs: this.deps.busTimeoutMs, requestId },
     );
     const flow = req.temperature === null ? stored.flow : withTemperature(stored.flow, req.temperature);
-    const runnable = readiness.require(flow, 'test', await this.deps.env(), req.apiKeys);
+    const env = await this.deps.env();
+    const runnable = readiness.require(flow, 'test', env, req.apiKeys, { seed: req.seed });
+    // the models beside the flow are checked before the conversation: one that cannot run errors the case
+    // with the readiness issues, as a flow's own model does; they take the attempt's seed too, so the whole
+    // attempt runs again the same way
+    const agentModel = runnable.config.providers.llm;
+    const client = (role: string, choice: RunCaseRequest['judgeModel'] | undefined) =>
+      new CaseModelClient(
+        readiness.requireModel(role, choice, agentModel, env, req.apiKeys, req.seed),
+        this.deps.modelTimeoutMs,
+      );
+    const simulator = req.simulation ? client('simulator', req.simulation.model) : undefined;
+    const judge = req.criteria.length > 0 ? client('judge', req.judgeModel) : undefined;
+
     const { key, result, conversation } = await text.open(req.agentId, runnable, {
       sessionType: 'test',
       version: req.version,
       apiKeys: req.apiKeys,
       failure: 'the test case could not start',
       requestId,
+      mocks: req.mocks,
     });
+    const talk = await this.talk(req, key, result, conversation, simulator, requestId).finally(() =>
+      host.end(key, req.agentId, requestId),
+    );
+    const { steps, replies, metrics, userTurns, transcript, last, endedBy, error, structured, agentUsage } =
+      talk;
+    const observed: CaseObservation = {
+      sessionId: key,
+      steps,
+      replies,
+      ended: last.ended,
+      endedAt: last.ended ? last.stepId : null,
+      structured,
+      metrics,
+      userTurns,
+      endedBy,
+      seed: runnable.seed,
+      judgements: null,
+      usage: { agent: agentUsage, simulator: simulator?.usage() ?? [], judge: [] },
+      error,
+    };
+    // the expectations need no model and decide first: a conversation that fails them is not judged
+    if (judge && !error && unmetExpectations(req.expect, observed).length === 0) {
+      let judgements: Judgement[] | null = null;
+      try {
+        judgements = await judgeCriteria(judge, req.criteria, transcript);
+      } catch (err) {
+        observed.error = attemptError('judge', err);
+      }
+      observed.judgements = judgements;
+      observed.usage.judge = judge.usage();
+    }
+    return observed;
+  }
+
+  /**
+   * The conversation of one attempt: the script's turns, or the simulated caller's until the flow ends, the
+   * caller hangs up, or `maxTurns`. A simulator that fails stops it with the attempt's error.
+   */
+  private async talk(
+    req: RunCaseRequest,
+    key: string,
+    result: TurnResult,
+    conversation: FlowConversation,
+    simulator: CaseModelClient | undefined,
+    requestId: string,
+  ) {
     const steps = [result.stepId];
     const replies = [result.replies];
     const metrics = result.metrics ? [result.metrics] : [];
-    let last = { ended: result.ended, stepId: result.stepId };
-    try {
+    const userTurns: string[] = [];
+    const transcript: Turn[] = result.replies.map((r) => ({ role: 'assistant', content: r }));
+    let last: Pick<TurnResult, 'ended' | 'stepId'> = { ended: result.ended, stepId: result.stepId };
+    let endedBy: AttemptEnd = 'turns';
+    let error: AttemptError | null = null;
+    const say = async (said: string) => {
+      const turn = await this.deps.host.turn(key, req.agentId, said, requestId);
+      userTurns.push(said);
+      transcript.push({ role: 'user', content: said });
+      for (const r of turn.replies) transcript.push({ role: 'assistant', content: r });
+      steps.push(...turn.stepChanges.map((c) => c.stepId));
+      replies.push(turn.replies);
+      if (turn.metrics) metrics.push(turn.metrics);
+      last = turn;
+    };
+    if (simulator && req.simulation) {
+      const caller = new SimulatedCaller(simulator, req.simulation);
+      endedBy = 'max_turns';
+      for (let i = 0; i < req.simulation.maxTurns && !last.ended; i++) {
+        let move;
+        try {
+          move = await caller.next(transcript);
+        } catch (err) {
+          error = attemptError('simulator', err);
+          break;
+        }
+        if ('end' in move) {
+          endedBy = move.end;
+          break;
+        }
+        await say(move.say);
+      }
+    } else {
       for (const said of req.turns) {
         if (last.ended) break;
-        const turn = await host.turn(key, req.agentId, said, requestId);
-        steps.push(...turn.stepChanges.map((c) => c.stepId));
-        replies.push(turn.replies);
-        if (turn.metrics) metrics.push(turn.metrics);
-        last = turn;
+        await say(said);
       }
-      const structured = last.ended ? await conversation.structuredOutput() : null;
-      return {
-        sessionId: key,
-        steps,
-        replies,
-        ended: last.ended,
-        endedAt: last.ended ? last.stepId : null,
-        structured,
-        metrics,
-      };
-    } finally {
-      await host.end(key, req.agentId, requestId);
     }
+    if (last.ended && !error) endedBy = 'flow';
+    const structured = last.ended ? await conversation.structuredOutput() : null;
+    const agentUsage: SessionUsage = conversation.usage();
+    return { steps, replies, metrics, userTurns, transcript, last, endedBy, error, structured, agentUsage };
   }
 }

@@ -3,6 +3,7 @@ import {
   AppError,
   Subjects,
   type ApiKeys,
+  type CaseMocks,
   type Ok,
   type SessionType,
   type StartTextSessionBody,
@@ -81,6 +82,7 @@ export class TextTransport {
       apiKeys: ApiKeys | null | undefined;
       failure: string;
       requestId: string;
+      mocks?: CaseMocks | undefined;
     },
   ): Promise<{ key: string; result: TurnResult; conversation: FlowConversation }> {
     const { requestId } = opts;
@@ -101,6 +103,7 @@ export class TextTransport {
           onEnded: () => void ctx.closeRecord(),
           log: ctx.log,
           requestId,
+          mocks: opts.mocks,
         });
         conversation = conv;
         ctx.usageFrom(() => conv.usage());

@@ -1,12 +1,7 @@
-import { RawJson, type Handler } from '@vab/bus';
+import type { Handler } from '@vab/bus';
 import type { Deps } from '../deps.js';
 
 export const testCasesList =
   ({ testing, agents }: Deps): Handler<'sessions.cases.list'> =>
   async (req, ctx) =>
-    agents.listOrNotFound(
-      req.agentId,
-      ctx.requestId,
-      await testing.listCases(req.agentId),
-      new RawJson('[]'),
-    );
+    agents.listOrNotFound(req.agentId, ctx.requestId, await testing.listCases(req.agentId), []);

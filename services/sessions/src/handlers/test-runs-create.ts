@@ -2,6 +2,7 @@ import type { Handler } from '@vab/bus';
 import { AppError, type CaseResult } from '@vab/contracts';
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../deps.js';
+import { queuedResult } from '../testing/runner.js';
 
 export const testRunsCreate =
   ({ testing, agents, runner }: Deps): Handler<'sessions.runs.create'> =>
@@ -23,15 +24,7 @@ export const testRunsCreate =
     }
     const now = Date.now();
     const id = randomUUID();
-    const queued: CaseResult[] = cases.map((c) => ({
-      caseId: c.id,
-      name: c.name,
-      verdict: 'queued',
-      attempts: 0,
-      failures: [],
-      observed: null,
-      error: null,
-    }));
+    const queued: CaseResult[] = cases.map(queuedResult);
     const run = await testing.createRun(
       {
         id,
@@ -44,7 +37,14 @@ export const testRunsCreate =
       queued,
       runner.deadline(),
     );
-    runner.run({ agentId: req.agentId, runId: id, version, cases, apiKeys: req.body.apiKeys });
+    runner.run({
+      agentId: req.agentId,
+      runId: id,
+      version,
+      cases,
+      apiKeys: req.body.apiKeys,
+      seed: req.body.seed,
+    });
     ctx.log.info({ agentId: req.agentId, runId: id, version, cases: cases.length }, 'test run started');
     return run;
   };

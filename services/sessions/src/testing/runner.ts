@@ -11,9 +11,10 @@ import {
   type TestCase,
 } from '@vab/contracts';
 import { z } from 'zod';
-import { runLatency, type TestingStore } from './store.js';
+import { randomInt } from 'node:crypto';
 import { sessionsMetrics } from '../metrics.js';
-import { judge } from './verdict.js';
+import { runLatency, type TestingStore } from './store.js';
+import { attemptVerdict, caseVerdict } from './verdict.js';
 
 export interface RunnerSettings {
   /** Cases of one run in flight at once (TEST_RUN_CONCURRENCY). */
@@ -37,6 +38,8 @@ export interface RunOrder {
   version: number;
   cases: TestCase[];
   apiKeys: CreateTestRunBody['apiKeys'];
+  /** The run's fixed seed, when it was given one. */
+  seed?: number | undefined;
 }
 
 /**
@@ -91,29 +94,28 @@ export class TestRunner {
   }
 
   private async drive(order: RunOrder): Promise<void> {
-    const { agentId, runId, version, cases } = order;
+    const { agentId, runId, cases } = order;
     // alive for three heartbeats from each beat: a run unheard of for longer is swept
     const beatOnce = () => this.store.heartbeat(agentId, runId, this.deadline());
     const beat = setInterval(() => void beatOnce().catch(() => undefined), this.settings.heartbeatMs);
     beat.unref();
     await beatOnce().catch(() => undefined);
     try {
-      const queue = [...cases];
-      const verdicts: CaseVerdict[] = [];
+      // every repeat of every case is one unit of work: units spread over instances as cases always did
+      const results = new Map(cases.map((c) => [c.id, queuedResult(c)]));
+      const queue = cases.flatMap((c) => Array.from({ length: c.repeat }, (_, index) => ({ c, index })));
       const worker = async () => {
-        for (let c = queue.shift(); c; c = queue.shift()) {
-          verdicts.push(await this.runCase(order, c));
+        for (let u = queue.shift(); u; u = queue.shift()) {
+          await this.runAttempt(order, u.c, u.index, results.get(u.c.id)!);
         }
       };
-      await Promise.all(Array.from({ length: Math.min(this.settings.concurrency, cases.length) }, worker));
-      await this.store.finishRun(agentId, runId, await this.comparedToLastPass(agentId, runId, version));
-      // as runStatus adds them up
-      const verdict = verdicts.includes('errored')
-        ? 'errored'
-        : verdicts.includes('failed')
-          ? 'failed'
-          : 'passed';
-      sessionsMetrics().runs.inc({ verdict });
+      await Promise.all(Array.from({ length: Math.min(this.settings.concurrency, queue.length) }, worker));
+      await this.store.finishRun(
+        agentId,
+        runId,
+        await this.comparedToLastPass(agentId, runId, order.version),
+      );
+      this.count([...results.values()].map((r) => r.verdict));
       this.log.info({ agentId, runId, cases: cases.length }, 'test run finished');
     } catch (err) {
       this.log.error({ agentId, runId, err: safeError(err) }, 'test run driver failed');
@@ -122,62 +124,93 @@ export class TestRunner {
     }
   }
 
-  /** Runs one case to its verdict (stored, and returned). */
-  private async runCase(order: RunOrder, c: TestCase): Promise<CaseVerdict> {
-    const verdict = await this.runCaseOnce(order, c);
-    sessionsMetrics().cases.inc({ verdict });
-    return verdict;
+  /** A finished run and its cases, by verdict, as the run's status adds them up. */
+  private count(verdicts: CaseVerdict[]): void {
+    const metrics = sessionsMetrics();
+    for (const verdict of verdicts) metrics.cases.inc({ verdict });
+    const run = verdicts.includes('errored') ? 'errored' : verdicts.includes('failed') ? 'failed' : 'passed';
+    metrics.runs.inc({ verdict: run });
   }
 
-  private async runCaseOnce(order: RunOrder, c: TestCase): Promise<CaseVerdict> {
+  /**
+   * One case's result, rewritten whole after each change of one of its attempts: this driver is the only
+   * writer of its run's cases, and its writes reach Redis in order on one connection.
+   */
+  private async publish(order: RunOrder, result: CaseResult, minPassRate: number): Promise<void> {
+    const { verdict, passRate } = caseVerdict(result.repeats, minPassRate);
+    result.verdict = verdict;
+    result.passRate = passRate;
+    const shown =
+      result.repeats.find((a) => a.verdict === 'failed' || a.verdict === 'errored') ??
+      result.repeats.find((a) => a.observed !== null);
+    result.failures = shown?.failures ?? [];
+    result.observed = shown?.observed ?? null;
+    result.error = verdict === 'errored' ? (shown?.error ?? null) : null;
+    await this.store.setCaseResult(order.agentId, order.runId, result);
+  }
+
+  private async runAttempt(order: RunOrder, c: TestCase, index: number, result: CaseResult): Promise<void> {
     const { agentId, runId, version, apiKeys } = order;
-    const result: CaseResult = {
-      caseId: c.id,
-      name: c.name,
-      verdict: 'running',
-      attempts: 0,
-      failures: [],
-      observed: null,
-      error: null,
-    };
-    const requestId = `${runId}/${c.id}`;
-    // no instance free (all at capacity, or none up): the case waits, queued, without using an attempt
+    const attempt = result.repeats[index]!;
+    const requestId = c.repeat > 1 ? `${runId}/${c.id}/${index}` : `${runId}/${c.id}`;
+    // recorded on the attempt's observation (where the provider takes one): the same seed runs it again
+    const seed = order.seed ?? randomInt(0, 2 ** 31 - 1);
+    let starts = 0;
+    // no instance free (all at capacity, or none up): the attempt waits, queued, without using a start
     const waitUntil = Date.now() + this.settings.caseTimeoutMs * this.settings.attempts;
     for (;;) {
+      starts++;
       result.attempts++;
-      await this.store.setCaseResult(agentId, runId, { ...result, verdict: 'running' });
+      attempt.verdict = 'running';
+      await this.publish(order, result, c.minPassRate);
       try {
         const observed = await this.bus.request(
           Subjects.testCaseRun,
-          { agentId, version, runId, caseId: c.id, turns: c.turns, temperature: c.temperature, apiKeys },
+          {
+            agentId,
+            version,
+            runId,
+            caseId: c.id,
+            turns: c.turns,
+            temperature: c.temperature,
+            apiKeys,
+            simulation: c.simulation,
+            mocks: c.mocks,
+            criteria: c.criteria,
+            judgeModel: c.judgeModel,
+            expect: c.expect,
+            attempt: index,
+            seed,
+          },
           { timeoutMs: this.settings.caseTimeoutMs, requestId },
         );
-        const failures = judge(c.expect, observed);
-        const verdict = failures.length === 0 ? 'passed' : 'failed';
-        await this.store.setCaseResult(agentId, runId, { ...result, verdict, failures, observed });
-        return verdict;
+        Object.assign(attempt, attemptVerdict(c, observed), { observed });
+        await this.publish(order, result, c.minPassRate);
+        return;
       } catch (err) {
         const code = err instanceof AppError ? err.code : 'INTERNAL';
         const message = err instanceof AppError ? err.message : 'the case could not run';
         if (NO_INSTANCE.has(code) && Date.now() < waitUntil) {
+          starts--;
           result.attempts--;
-          await this.store.setCaseResult(agentId, runId, { ...result, verdict: 'queued' });
+          attempt.verdict = 'queued';
+          await this.publish(order, result, c.minPassRate);
           await new Promise((r) => setTimeout(r, this.settings.noInstanceRetryMs));
           continue;
         }
-        if (code === 'TIMEOUT' && result.attempts < this.settings.attempts) {
+        if (code === 'TIMEOUT' && starts < this.settings.attempts) {
           this.log.warn(
-            { code: 'TEST_CASE_RESTARTED', agentId, runId, caseId: c.id, attempt: result.attempts },
+            { code: 'TEST_CASE_RESTARTED', agentId, runId, caseId: c.id, repeat: index, attempt: starts },
             'test case lost; started again',
           );
           continue;
         }
-        await this.store.setCaseResult(agentId, runId, {
-          ...result,
+        Object.assign(attempt, {
           verdict: 'errored',
           error: `${code}: ${message}${err instanceof AppError ? flowIssuesText(err.details) : ''}`,
         });
-        return 'errored';
+        await this.publish(order, result, c.minPassRate);
+        return;
       }
     }
   }
@@ -226,10 +259,18 @@ export class TestRunner {
         const run = await this.store.getRun(agentId, runId).catch(() => undefined);
         for (const c of run?.cases ?? []) {
           if (c.verdict === 'queued' || c.verdict === 'running') {
+            const error = 'the instance running this test run stopped before the case finished';
+            const repeats = c.repeats.map((a) =>
+              a.verdict === 'queued' || a.verdict === 'running'
+                ? { ...a, verdict: 'errored' as const, error }
+                : a,
+            );
             await this.store.setCaseResult(agentId, runId, {
               ...c,
+              repeats,
+              passRate: caseVerdict(repeats, c.minPassRate).passRate,
               verdict: 'errored',
-              error: 'the instance running this test run stopped before the case finished',
+              error,
             });
           }
         }
@@ -243,6 +284,29 @@ export class TestRunner {
     }
     return swept;
   }
+}
+
+/** A case's result before any of its repeats has started. */
+export function queuedResult(c: TestCase): CaseResult {
+  return {
+    caseId: c.id,
+    name: c.name,
+    verdict: 'queued',
+    attempts: 0,
+    failures: [],
+    observed: null,
+    error: null,
+    passRate: null,
+    minPassRate: c.minPassRate,
+    repeats: Array.from({ length: c.repeat }, (_, index) => ({
+      index,
+      verdict: 'queued' as const,
+      failures: [],
+      observed: null,
+      error: null,
+      raw: null,
+    })),
+  };
 }
 
 /** The readiness issues a FLOW_INVALID carries, as text: "the flow cannot run" alone does not say what to fix. */

@@ -27,6 +27,9 @@ const result = (caseId: string, verdict: CaseResult['verdict']): CaseResult => (
   failures: [],
   observed: null,
   error: null,
+  passRate: null,
+  minPassRate: 1,
+  repeats: [],
 });
 
 async function newRun(runId: string) {

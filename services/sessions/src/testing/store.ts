@@ -1,10 +1,12 @@
-import { RawJson } from '@vab/bus';
 import {
   AppError,
   METRIC_NAMES,
   type CaseResult,
   type MetricName,
+  type ModelUsage,
+  type SessionUsage,
   type TestCase,
+  type UsageByRole,
   type TestRun,
   type TestRunStatus,
 } from '@vab/contracts';
@@ -61,6 +63,48 @@ export function runLatency(cases: CaseResult[]): TestRun['latency'] {
   return latency;
 }
 
+/** A stored case as today's schema reads it: cases written before simulations have none of their fields. */
+export function readCase(json: string): TestCase {
+  const c = JSON.parse(json) as Partial<TestCase> & Omit<TestCase, keyof typeof CASE_DEFAULTS>;
+  return { ...CASE_DEFAULTS, ...c };
+}
+const CASE_DEFAULTS = {
+  simulation: null,
+  mocks: {},
+  criteria: [],
+  judgeModel: null,
+  repeat: 1,
+  minPassRate: 1,
+} satisfies Partial<TestCase>;
+
+/** The case results' usage, summed per role and per provider and model. */
+export function runUsage(cases: CaseResult[]): UsageByRole {
+  const sum = (role: keyof UsageByRole): SessionUsage => {
+    const byModel = new Map<string, ModelUsage>();
+    for (const c of cases) {
+      for (const a of c.repeats ?? []) {
+        for (const u of a.observed?.usage?.[role] ?? []) {
+          const key = `${u.kind} ${u.provider} ${u.model}`;
+          const t = byModel.get(key) ?? { kind: u.kind, provider: u.provider, model: u.model };
+          for (const f of FIELDS) {
+            if (u[f] !== undefined) t[f] = (t[f] ?? 0) + u[f];
+          }
+          byModel.set(key, t);
+        }
+      }
+    }
+    return [...byModel.values()].slice(0, 100);
+  };
+  return { agent: sum('agent'), simulator: sum('simulator'), judge: sum('judge') };
+}
+const FIELDS = [
+  'promptTokens',
+  'completionTokens',
+  'cachedTokens',
+  'ttsCharacters',
+  'sttAudioSeconds',
+] as const;
+
 interface Scripts {
   ssCreateCase(k1: string, k2: string, ...argv: string[]): Promise<number>;
   ssSetCaseResult(k1: string, ...argv: string[]): Promise<number>;
@@ -104,6 +148,7 @@ function toRun(h: Record<string, string>): TestRun | undefined {
     sinceLastPass: meta.sinceLastPass ?? null,
     latency: runLatency(cases),
     latencyChange: meta.latencyChange ?? null,
+    usage: runUsage(cases),
   };
 }
 
@@ -147,26 +192,26 @@ export class TestingStore {
   }
 
   /** Oldest first; `undefined` when the agent has none. */
-  async listCases(agentId: string): Promise<RawJson<TestCase[]> | undefined> {
+  async listCases(agentId: string): Promise<TestCase[] | undefined> {
     return storage(async () => {
       const ids = await this.redis.zrange(keys.cases(agentId), 0, -1);
       if (ids.length === 0) return undefined;
       const rows = await this.redis.mget(...ids.map((id) => keys.case(agentId, id)));
-      return new RawJson(`[${rows.filter((r) => r !== null).join(',')}]`);
+      return rows.flatMap((r) => (r === null ? [] : [readCase(r)]));
     });
   }
 
   async getCase(agentId: string, caseId: string): Promise<TestCase> {
     const json = await storage(() => this.redis.get(keys.case(agentId, caseId)));
     if (json === null) throw new AppError('NOT_FOUND', `test case ${caseId} not found`);
-    return JSON.parse(json) as TestCase;
+    return readCase(json);
   }
 
   /** The cases of `ids` that exist, in that order. */
   async casesById(agentId: string, ids: string[]): Promise<TestCase[]> {
     if (ids.length === 0) return [];
     const rows = await storage(() => this.redis.mget(...ids.map((id) => keys.case(agentId, id))));
-    return rows.flatMap((r) => (r === null ? [] : [JSON.parse(r) as TestCase]));
+    return rows.flatMap((r) => (r === null ? [] : [readCase(r)]));
   }
 
   async caseIds(agentId: string): Promise<string[]> {

@@ -1,69 +1,66 @@
-import type { CaseExpectation, CaseFailure, CaseObservation } from '@vab/contracts';
-import { isDeepStrictEqual } from 'node:util';
+import {
+  unmetExpectations as judge,
+  type CaseAttempt,
+  type CaseObservation,
+  type CaseVerdict,
+  type TestCase,
+} from '@vab/contracts';
 
-/** True when `wanted` appears in `path` in order, other steps allowed in between. */
-function isSubsequence(wanted: string[], path: string[]): boolean {
-  let i = 0;
-  for (const step of path) if (step === wanted[i]) i++;
-  return i === wanted.length;
+export { judge };
+
+/**
+ * One attempt's verdict: an attempt whose simulator or judge failed errors (it never passes); otherwise its
+ * unmet expectations, then every criterion a judge decided against.
+ */
+export function attemptVerdict(
+  c: Pick<TestCase, 'expect' | 'criteria'>,
+  seen: CaseObservation,
+): Pick<CaseAttempt, 'verdict' | 'failures' | 'error' | 'raw'> {
+  if (seen.error) {
+    return {
+      verdict: 'errored',
+      failures: [],
+      error: `${seen.error.role}: ${seen.error.message}`,
+      raw: seen.error.raw,
+    };
+  }
+  const failures = judge(c.expect, seen);
+  if (failures.length === 0 && c.criteria.length > 0 && seen.judgements === null) {
+    return { verdict: 'errored', failures, error: 'judge: the criteria were not judged', raw: null };
+  }
+  for (const j of seen.judgements ?? []) {
+    if (j.passed) continue;
+    failures.push({
+      expectation: 'criterion',
+      expected: j.criterion,
+      actual: j,
+      message: `${j.criterion}: ${j.reason}${j.turn !== null ? ` (turn ${j.turn})` : ''}`,
+    });
+  }
+  return { verdict: failures.length === 0 ? 'passed' : 'failed', failures, error: null, raw: null };
 }
 
 /**
- * Every expectation of a case that the observed conversation does not meet, with what was expected and
- * what happened. Empty: the case passed.
+ * A case's verdict over its repeats: running until each has finished; then passed when the share of passed
+ * attempts meets `minPassRate`; errored when it does not and errored attempts are why (they would have made
+ * it); failed otherwise.
  */
-export function judge(expect: CaseExpectation, seen: CaseObservation): CaseFailure[] {
-  const failures: CaseFailure[] = [];
-  if (expect.steps && !isSubsequence(expect.steps, seen.steps)) {
-    failures.push({
-      expectation: 'steps',
-      expected: expect.steps,
-      actual: seen.steps,
-      message: 'the conversation did not pass through these steps in this order',
-    });
+export function caseVerdict(
+  repeats: CaseAttempt[],
+  minPassRate: number,
+): { verdict: CaseVerdict; passRate: number | null } {
+  if (repeats.some((a) => a.verdict === 'queued' || a.verdict === 'running')) {
+    return {
+      verdict: repeats.every((a) => a.verdict === 'queued') ? 'queued' : 'running',
+      passRate: null,
+    };
   }
-  const mustEnd = expect.endsAt !== undefined ? true : expect.ends;
-  if (mustEnd !== undefined && seen.ended !== mustEnd) {
-    failures.push({
-      expectation: 'ends',
-      expected: mustEnd,
-      actual: seen.ended,
-      message: mustEnd ? 'the conversation did not end' : 'the conversation ended',
-    });
-  }
-  if (expect.endsAt !== undefined && seen.ended && seen.endedAt !== expect.endsAt) {
-    failures.push({
-      expectation: 'endsAt',
-      expected: expect.endsAt,
-      actual: seen.endedAt,
-      message: `the conversation ended at another step`,
-    });
-  }
-  if (expect.replyContains) {
-    const all = seen.replies.flat().join('\n').toLowerCase();
-    const missing = expect.replyContains.filter((t) => !all.includes(t.toLowerCase()));
-    if (missing.length > 0) {
-      failures.push({
-        expectation: 'replyContains',
-        expected: missing,
-        actual: seen.replies,
-        message: `no reply contains ${missing.map((t) => JSON.stringify(t)).join(', ')}`,
-      });
-    }
-  }
-  if (expect.structured) {
-    const got = seen.structured ?? {};
-    const wrong = Object.keys(expect.structured).filter(
-      (k) => !isDeepStrictEqual(got[k], expect.structured![k]),
-    );
-    if (wrong.length > 0) {
-      failures.push({
-        expectation: 'structured',
-        expected: Object.fromEntries(wrong.map((k) => [k, expect.structured![k]])),
-        actual: seen.structured,
-        message: `structured output differs in ${wrong.join(', ')}`,
-      });
-    }
-  }
-  return failures;
+  const n = repeats.length;
+  const passed = repeats.filter((a) => a.verdict === 'passed').length;
+  const errored = repeats.filter((a) => a.verdict === 'errored').length;
+  const passRate = n === 0 ? 0 : passed / n;
+  // a rate is a ratio of small integers: compare without float noise (0.6 of 5 is 3 of 5)
+  const meets = (k: number) => k >= Math.ceil(minPassRate * n - 1e-9);
+  const verdict = meets(passed) ? 'passed' : meets(passed + errored) && errored > 0 ? 'errored' : 'failed';
+  return { verdict, passRate };
 }
