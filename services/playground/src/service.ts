@@ -40,6 +40,28 @@ export interface PlaygroundService extends Served {
 }
 
 /**
+ * What stands between a flow and the network: the egress policy, the fetch that enforces it, and the
+ * readiness check (with the key rule) every model a flow or a test case names goes through.
+ */
+function outboundOf(config: PlaygroundServiceConfig, log: Logger, resolve: Resolver | undefined) {
+  const policy = new EgressPolicy(config.FLOW_EGRESS_ALLOW);
+  const egressFetch = createEgressFetch({
+    policy,
+    timeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
+    maxResponseBytes: config.FLOW_EGRESS_MAX_RESPONSE_BYTES,
+    log,
+    resolve,
+  });
+  const readiness = new ReadinessCheck({
+    policy,
+    keys: new KeyRule(config.TRUSTED_MODEL_URLS),
+    egressFetch,
+    egressTimeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
+  });
+  return { policy, egressFetch, readiness };
+}
+
+/**
  * Serves the playground subjects: flow validation, key status, and sessions — voice (LiveKit) and text —
  * on one session host. Stopping it ends every session it holds and stops the reaper.
  */
@@ -59,20 +81,7 @@ export function startPlaygroundService(deps: {
   traceLiveKit(deps.tracing);
   const bus = new BusClient(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
-  const policy = new EgressPolicy(config.FLOW_EGRESS_ALLOW);
-  const egressFetch = createEgressFetch({
-    policy,
-    timeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
-    maxResponseBytes: config.FLOW_EGRESS_MAX_RESPONSE_BYTES,
-    log,
-    resolve: deps.resolve,
-  });
-  const readiness = new ReadinessCheck({
-    policy,
-    keys: new KeyRule(config.TRUSTED_MODEL_URLS),
-    egressFetch,
-    egressTimeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
-  });
+  const { policy, egressFetch, readiness } = outboundOf(config, log, deps.resolve);
   const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS });
   const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
   const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
