@@ -201,10 +201,11 @@ function clinicReply(chat) {
 }
 
 /**
- * An OpenAI-compatible model stub for the test flow (`fullFlow()`), streaming its answer at once, or after
- * `modelMs`. Resolves to its base URL, what it served (`calls`, and `ms` on its side) and its server.
+ * An OpenAI-compatible model stub, streaming its answer at once, or after `modelMs`: `reply(chat)` says what
+ * it answers (`{ content }` or `{ tool: { name, args } }`; by default the test flow's, `fullFlow()`).
+ * Resolves to its base URL, what it served (`calls`, and `ms` on its side) and its server.
  */
-export async function startModelStub({ modelMs = 0 } = {}) {
+export async function startModelStub({ modelMs = 0, reply = clinicReply } = {}) {
   const served = { calls: 0, ms: 0 };
   const server = createServer(async (req, res) => {
     const t0 = performance.now();
@@ -216,7 +217,7 @@ export async function startModelStub({ modelMs = 0 } = {}) {
     for await (const c of req) body += c;
     if (!req.url.endsWith('/chat/completions')) return res.writeHead(404).end();
     const chat = JSON.parse(body);
-    const r = clinicReply(chat);
+    const r = reply(chat);
     if (modelMs > 0) await new Promise((done) => setTimeout(done, modelMs));
     const base = { id: 'x', object: 'chat.completion.chunk', created: 0, model: chat.model };
     const chunk = (delta, finish = null) =>

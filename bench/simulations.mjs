@@ -8,14 +8,13 @@
 // close) as the fixed cost.
 // Usage: npm run build && node bench/simulations.mjs [--cases 20] [--repeat 5] [--turns 8] [--concurrency 8]
 //   [--cpu-prof <dir>]
-import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { BusClient, connectNats } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
-import { option, sendJson, startCore, startProcess } from './processes.mjs';
+import { option, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 20);
@@ -44,32 +43,7 @@ function reply(chat) {
   return { content: 'ok' };
 }
 
-const served = { calls: 0 };
-const stub = createServer(async (req, res) => {
-  let body = '';
-  for await (const c of req) body += c;
-  if (!req.url.endsWith('/chat/completions')) return res.writeHead(404).end();
-  served.calls++;
-  const chat = JSON.parse(body);
-  const r = reply(chat);
-  const base = { id: 'x', object: 'chat.completion.chunk', created: 0, model: chat.model };
-  const chunk = (delta, finish = null) =>
-    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  res.writeHead(200, { 'content-type': 'text/event-stream' });
-  res.write(chunk({ role: 'assistant', content: r.content ?? '' }));
-  if (r.tool) {
-    const call = { index: 0, id: 'call_1', type: 'function' };
-    res.write(
-      chunk({
-        tool_calls: [{ ...call, function: { name: r.tool.name, arguments: JSON.stringify(r.tool.args) } }],
-      }),
-    );
-  }
-  res.write(chunk({}, r.tool ? 'tool_calls' : 'stop'));
-  res.end('data: [DONE]\n\n');
-});
-await new Promise((r) => stub.listen(0, '127.0.0.1', r));
-const stubURL = `http://127.0.0.1:${stub.address().port}/v1`;
+const { url: stubURL, served, server: stub } = await startModelStub({ reply });
 
 const e = (source, sourceHandle, target, targetHandle = 'in') => ({
   source,
