@@ -56,6 +56,15 @@ export const ModelUsage = z.object({
 });
 export type ModelUsage = z.infer<typeof ModelUsage>;
 
+/** The amounts of a `ModelUsage`, the fields that add up across calls and sessions. */
+export const USAGE_FIELDS = [
+  'promptTokens',
+  'completionTokens',
+  'cachedTokens',
+  'ttsCharacters',
+  'sttAudioSeconds',
+] as const satisfies readonly (keyof ModelUsage)[];
+
 export const SessionUsage = z.array(ModelUsage).max(100);
 export type SessionUsage = z.infer<typeof SessionUsage>;
 

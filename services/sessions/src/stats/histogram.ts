@@ -1,5 +1,6 @@
 import {
   METRIC_NAMES,
+  USAGE_FIELDS,
   type AgentStats,
   type FigureStats,
   type MetricName,
@@ -51,14 +52,6 @@ export function turnDelta(metrics: TurnMetrics): StatsDelta {
   }
   return d;
 }
-
-const USAGE_FIELDS = [
-  'promptTokens',
-  'completionTokens',
-  'cachedTokens',
-  'ttsCharacters',
-  'sttAudioSeconds',
-] as const;
 
 /** Provider and model names go into field names: `|` separates them, so it is replaced. */
 const part = (s: string) => s.replaceAll('|', '/');

@@ -1,6 +1,7 @@
 import {
   AppError,
   METRIC_NAMES,
+  USAGE_FIELDS,
   type CaseResult,
   type MetricName,
   type ModelUsage,
@@ -86,7 +87,7 @@ export function runUsage(cases: CaseResult[]): UsageByRole {
         for (const u of a.observed?.usage?.[role] ?? []) {
           const key = `${u.kind} ${u.provider} ${u.model}`;
           const t = byModel.get(key) ?? { kind: u.kind, provider: u.provider, model: u.model };
-          for (const f of FIELDS) {
+          for (const f of USAGE_FIELDS) {
             if (u[f] !== undefined) t[f] = (t[f] ?? 0) + u[f];
           }
           byModel.set(key, t);
@@ -97,13 +98,6 @@ export function runUsage(cases: CaseResult[]): UsageByRole {
   };
   return { agent: sum('agent'), simulator: sum('simulator'), judge: sum('judge') };
 }
-const FIELDS = [
-  'promptTokens',
-  'completionTokens',
-  'cachedTokens',
-  'ttsCharacters',
-  'sttAudioSeconds',
-] as const;
 
 interface Scripts {
   ssCreateCase(k1: string, k2: string, ...argv: string[]): Promise<number>;
