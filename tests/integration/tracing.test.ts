@@ -222,6 +222,24 @@ describe.skipIf(!built())('traces across processes (OTLP/HTTP receiver in the te
     expect(redis.map((r) => r.name)).toContain('evalsha');
   });
 
+  it('a request that fails: both bus spans end as errors with the error code as error.type', async () => {
+    const traceId = hex(16);
+    const res = await json(stack.base, 'GET', `/api/agents/${'0'.repeat(8)}-no-such-agent`, undefined, {
+      traceparent: traceparentOf(traceId, hex(8)),
+    });
+    expect(res.status).toBe(404);
+    const spans = await spansOf(receiver, traceId, (s) =>
+      ['gateway', 'agents'].every((svc) =>
+        s.some((x) => x.service === svc && x.name.endsWith(' agents.get')),
+      ),
+    );
+    for (const svc of ['gateway', 'agents']) {
+      const span = spans.find((s) => s.service === svc && s.name.endsWith(' agents.get'))!;
+      expect(span.statusCode).toBe(2);
+      expect(span.attributes['error.type']).toBe('NOT_FOUND');
+    }
+  });
+
   it('a malformed traceparent is ignored: 200, and the request starts a trace of its own', async () => {
     const created = await json(stack.base, 'POST', '/api/agents', { name: 'Malformed' });
     const res = await json(

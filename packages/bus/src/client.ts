@@ -11,6 +11,7 @@ import { AppError, ErrorBody, Headers, type RequestOf, type ResponseOf, type Sub
 import { decodeText, encodeJson } from './codec.js';
 import { busObserver } from './observe.js';
 import { endSpan, startRequestSpan } from './trace.js';
+import type { Span } from '@opentelemetry/api';
 
 export interface RequestOptions {
   timeoutMs: number;
@@ -50,12 +51,8 @@ export class BusClient {
     return this.connected && !this.nc.isClosed() && !this.nc.isDraining();
   }
 
-  async requestRaw<S extends Subject>(
-    subject: S,
-    payload: RequestOf<S>,
-    opts: RequestOptions,
-  ): Promise<RawReply> {
-    return this.observed(subject, payload, opts);
+  requestRaw<S extends Subject>(subject: S, payload: RequestOf<S>, opts: RequestOptions): Promise<RawReply> {
+    return this.send(subject, payload, opts);
   }
 
   /**
@@ -68,7 +65,7 @@ export class BusClient {
     opts: RequestOptions & { onNoResponders: AppError },
   ): Promise<T> {
     try {
-      return JSON.parse(decodeText((await this.observed(subject, payload, opts)).data)) as T;
+      return JSON.parse(decodeText((await this.send(subject, payload, opts)).data)) as T;
     } catch (err) {
       if (err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE' && this.isConnected()) {
         throw opts.onNoResponders;
@@ -77,46 +74,43 @@ export class BusClient {
     }
   }
 
-  /** `send`, timed for the process's metrics (outcome: ok or the error code). */
-  private async observed(subject: string, payload: unknown, opts: RequestOptions): Promise<RawReply> {
+  /**
+   * One request, its span and its timing (outcome: ok or the error code) in the same frame: a wrapper of its
+   * own was one more promise on every API request (docs/performance.md).
+   */
+  private async send(subject: string, payload: unknown, opts: RequestOptions): Promise<RawReply> {
     const started = performance.now();
-    let outcome = 'ok';
+    let outcome: string | undefined;
+    let span: Span | undefined;
     try {
-      return await this.send(subject, payload, opts);
+      if (!this.isConnected()) throw new AppError('SERVICE_UNAVAILABLE', 'the message bus is not connected');
+      const data = encodeJson(payload);
+      const max = this.nc.info?.max_payload;
+      if (max !== undefined && data.byteLength > max - 4096) {
+        throw new AppError(
+          'PAYLOAD_TOO_LARGE',
+          `request is larger than the bus payload limit (${max} bytes)`,
+        );
+      }
+      const h = natsHeaders();
+      h.set(Headers.requestId, opts.requestId);
+      if (opts.idempotencyKey) h.set(Headers.idempotencyKey, opts.idempotencyKey);
+      span = startRequestSpan(subject, h, data.byteLength);
+      let msg;
+      try {
+        msg = await this.replies.request(subject, data, h, opts.timeoutMs);
+      } catch (err) {
+        throw translateNatsError(err, subject);
+      }
+      if (msg.headers?.has(Headers.serviceErrorCode)) throw errorFromReply(msg.data);
+      return { data: msg.data, headers: msg.headers };
     } catch (err) {
       outcome = err instanceof AppError ? err.code : 'INTERNAL';
       throw err;
     } finally {
-      busObserver().client(subject, outcome, (performance.now() - started) / 1000);
+      endSpan(span, outcome);
+      busObserver().client(subject, outcome ?? 'ok', (performance.now() - started) / 1000);
     }
-  }
-
-  private async send(subject: string, payload: unknown, opts: RequestOptions): Promise<RawReply> {
-    if (!this.isConnected()) throw new AppError('SERVICE_UNAVAILABLE', 'the message bus is not connected');
-    const data = encodeJson(payload);
-    const max = this.nc.info?.max_payload;
-    if (max !== undefined && data.byteLength > max - 4096) {
-      throw new AppError('PAYLOAD_TOO_LARGE', `request is larger than the bus payload limit (${max} bytes)`);
-    }
-    const h = natsHeaders();
-    h.set(Headers.requestId, opts.requestId);
-    if (opts.idempotencyKey) h.set(Headers.idempotencyKey, opts.idempotencyKey);
-    const span = startRequestSpan(subject, h, data.byteLength);
-    let msg;
-    try {
-      msg = await this.replies.request(subject, data, h, opts.timeoutMs);
-    } catch (err) {
-      const failure = translateNatsError(err, subject);
-      endSpan(span, failure.code);
-      throw failure;
-    }
-    if (msg.headers?.has(Headers.serviceErrorCode)) {
-      const failure = errorFromReply(msg.data);
-      endSpan(span, failure.code);
-      throw failure;
-    }
-    endSpan(span);
-    return { data: msg.data, headers: msg.headers };
   }
 
   async request<S extends Subject>(

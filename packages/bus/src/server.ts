@@ -20,7 +20,7 @@ import {
 import type { Logger } from 'pino';
 import { lazyChild } from './lazy-child.js';
 import { busObserver } from './observe.js';
-import { endSpan, serveInSpan } from './trace.js';
+import { serveInSpan } from './trace.js';
 import { encodeJson, encodeReply, decodeText, type RawJson } from './codec.js';
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
@@ -122,11 +122,8 @@ export interface AnswerOptions<Req, Res> {
  * with the result, or `{code, message}` plus the micro error headers. Used by `serve` and by services that
  * subscribe to subjects of their own making (e.g. a per-session subject only its owning instance holds).
  */
-export function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<void> {
-  return serveInSpan(opts.subject, opts.msg.headers, async (span) => {
-    const code = await answerIn(opts);
-    endSpan(span, code);
-  });
+export function answer<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<string | undefined> {
+  return serveInSpan(opts.subject, opts.msg.headers, () => answerIn(opts));
 }
 
 /** Answers; resolves to the error code it answered with, if it answered with one. */
@@ -210,10 +207,10 @@ async function answerIn<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<string
  */
 export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOptions<Svc>): Served {
   const { service, handlers, log } = opts;
-  const inflight = new Set<Promise<void>>();
+  const inflight = new Set<Promise<unknown>>();
   const subs = new Map<string, Subscription>();
 
-  const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<void> =>
+  const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<unknown> =>
     // The table's type ties each handler to its subject's schema; the union is widened here on purpose.
     answer({
       nc,

@@ -65,17 +65,18 @@ export function endSpan(span: Span | undefined, errorCode?: string): void {
 
 /**
  * The serving side: the caller's context from the message headers, a server span under it, and `run`
- * inside that context. A request from outside any trace (no valid `traceparent`) is run as it is: no span,
- * and no async context entered (which, once entered, costs every later promise something).
+ * inside that context; the span ends with the error code `run` resolves to (none: ok). A request from
+ * outside any trace (no valid `traceparent`) is run as it is: no span, no extra promise, and no async context
+ * entered (which, once entered, costs every later promise something).
  */
-export function serveInSpan<T>(
+export function serveInSpan(
   subject: string,
   headers: MsgHdrs | undefined,
-  run: (span: Span | undefined) => Promise<T>,
-): Promise<T> {
-  if (headers?.has('traceparent') !== true) return run(undefined);
+  run: () => Promise<string | undefined>,
+): Promise<string | undefined> {
+  if (headers?.has('traceparent') !== true) return run();
   const parent: Context = propagation.extract(ROOT_CONTEXT, headers, getter);
-  if (trace.getSpanContext(parent) === undefined) return run(undefined);
+  if (trace.getSpanContext(parent) === undefined) return run();
   const span = tracer.startSpan(`process ${subject}`, { kind: SpanKind.SERVER }, parent);
   if (span.isRecording()) {
     span.setAttributes({
@@ -85,5 +86,14 @@ export function serveInSpan<T>(
       'messaging.operation.type': 'process',
     });
   }
-  return context.with(trace.setSpan(parent, span), () => run(span));
+  return context.with(trace.setSpan(parent, span), run).then(
+    (code) => {
+      endSpan(span, code);
+      return code;
+    },
+    (err: unknown) => {
+      endSpan(span, 'INTERNAL');
+      throw err;
+    },
+  );
 }
