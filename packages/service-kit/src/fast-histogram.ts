@@ -15,18 +15,26 @@ interface Series {
   count: number;
 }
 
+/** A level of the label tree: each label's value leads to the next level, the last one to a series. */
+type Level = Map<string | number, Level | Series>;
+
 /**
  * A histogram for the request path: the same exposition as prom-client's `Histogram` (a test compares the
- * two), but an observation is a bucket search and three additions on a series found by one string key.
- * prom-client's `observe` validates and hashes its label object on every call (~1.9 µs here, against
- * ~0.6 µs for this: bench/histogram-observe.mjs), and a scenario-1 request makes five observations across the gateway and the agents service
- * (docs/performance.md). Served by the registry it is registered in (`registerMetric`, prom-client's own way
- * to add a metric to a registry); label values must come bounded from the caller.
+ * two), but an observation is one map lookup per label, a bucket search and three additions. prom-client's
+ * `observe` validates and hashes its label object on every call (~1.9 µs here: bench/histogram-observe.mjs),
+ * and a key string joined from the values (this class's first version) was a new string to hash on every
+ * call; the values themselves (a route pattern, a subject, a status code) are the same strings and numbers
+ * each time, hashed once. A scenario-1 request makes five observations across the gateway and the agents
+ * service (docs/performance.md). Served by the registry it is registered in (`registerMetric`, prom-client's
+ * own way to add a metric to a registry); label values must come bounded from the caller, and one label
+ * always as a string or always as a number (`200` and `'200'` would be two series).
  */
 export class FastHistogram<L extends string> {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
-  private readonly series = new Map<string, Series>();
+  private readonly root: Level = new Map();
+  /** Every series, in the order first seen (the exposition's order). */
+  private readonly all: Series[] = [];
   private readonly bounds: Float64Array;
 
   constructor(
@@ -52,14 +60,24 @@ export class FastHistogram<L extends string> {
 
   observe(labels: Record<L, string | number>, value: number): void {
     if (!Number.isFinite(value)) return;
-    let key = '';
-    for (const n of this.opts.labelNames) key += `${labels[n]}\u0000`;
-    let s = this.series.get(key);
-    if (!s) {
-      const own: Record<string, string | number> = {};
-      for (const n of this.opts.labelNames) own[n] = labels[n];
-      s = { labels: own, counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 };
-      this.series.set(key, s);
+    const names = this.opts.labelNames;
+    const last = names.length - 1;
+    let level = this.root;
+    for (let i = 0; i < last; i++) {
+      const v = labels[names[i]!];
+      let next = level.get(v) as Level | undefined;
+      if (next === undefined) {
+        next = new Map();
+        level.set(v, next);
+      }
+      level = next;
+    }
+    // the last label's value leads to the series (no labels: the one series, under '')
+    const key = last < 0 ? '' : labels[names[last]!];
+    let s = level.get(key) as Series | undefined;
+    if (s === undefined) {
+      s = this.newSeries(labels);
+      level.set(key, s);
     }
     const bounds = this.bounds;
     let i = 0;
@@ -69,13 +87,22 @@ export class FastHistogram<L extends string> {
     s.count += 1;
   }
 
+  private newSeries(labels: Record<L, string | number>): Series {
+    const own: Record<string, string | number> = {};
+    for (const n of this.opts.labelNames) own[n] = labels[n];
+    const s: Series = { labels: own, counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 };
+    this.all.push(s);
+    return s;
+  }
+
   reset(): void {
-    this.series.clear();
+    this.root.clear();
+    this.all.length = 0;
   }
 
   async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Value[] }> {
     const values: Value[] = [];
-    for (const s of this.series.values()) {
+    for (const s of this.all) {
       let cumulative = 0;
       for (let i = 0; i <= this.bounds.length; i++) {
         cumulative += s.counts[i]!;

@@ -1,4 +1,4 @@
-import { context, trace } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import { pino, type Logger } from 'pino';
 
 export type { Logger } from 'pino';
@@ -30,7 +30,10 @@ const REDACT_PATHS = [
  * with or without an exporter.
  */
 export function traceFields(): Record<string, string> {
-  const sc = trace.getSpanContext(context.active());
+  const active = context.active();
+  // outside any trace (most lines, and every untraced request's access line): nothing to look up
+  if (active === ROOT_CONTEXT) return {};
+  const sc = trace.getSpanContext(active);
   // a new object each time: pino merges the line's own fields into it
   if (!sc || sc.traceId === INVALID_TRACE_ID) return {};
   return { trace_id: sc.traceId, span_id: sc.spanId, trace_flags: sc.traceFlags === 1 ? '01' : '00' };

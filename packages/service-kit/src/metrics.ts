@@ -112,8 +112,18 @@ export const outcomeLabel = (outcome: string): string =>
   outcome === 'ok' || ERROR_CODES.has(outcome) ? outcome : 'INTERNAL';
 
 /** Redis command names are the server's, a bounded set; only the shape is checked. */
-export const commandLabel = (command: string | undefined): string =>
-  command && /^[a-z][a-z0-9_.|-]{0,30}$/i.test(command) ? command.toLowerCase() : 'other';
+export const commandLabel = (command: string | undefined): string => {
+  if (!command) return 'other';
+  let label = commandLabels.get(command);
+  if (label === undefined) {
+    label = /^[a-z][a-z0-9_.|-]{0,30}$/i.test(command) ? command.toLowerCase() : 'other';
+    // a cache, not the set of labels: it stops growing at its bound (the label is still right after)
+    if (commandLabels.size < 512) commandLabels.set(command, label);
+  }
+  return label;
+};
+/** Every command is labelled: the check and the lower-casing once per name, not once per command. */
+const commandLabels = new Map<string, string>();
 
 const HTTP_METHODS = new Set([
   'GET',
