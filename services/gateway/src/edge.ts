@@ -47,6 +47,7 @@ export async function createEdge(opts: {
     return503OnClosing: true,
   });
 
+  // first: a caller's trace context is entered before any other hook runs
   await traceRequests(app, opts.tracing?.enabled ?? false);
 
   // Bodies are JSON only (spec): without this Fastify would accept text/plain as a string. A text/plain POST
@@ -65,16 +66,14 @@ export async function createEdge(opts: {
   app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler(errorHandler);
   answerUnrouted(app);
-  app.addHook('onRequest', (req, reply, done) => {
-    reply.header('x-request-id', String(req.id));
-    done();
-  });
   const duration = processMetrics().httpServerDuration;
   app.addHook('onResponse', (req, reply, done) => {
+    // Fastify builds `routeOptions` anew on every read: once here
+    const { url: route, config } = req.routeOptions;
     // the route's pattern (bounded), never the path: a path carries ids; no route matched: empty
     duration.observe(
       {
-        http_route: req.routeOptions.url ?? '',
+        http_route: route ?? '',
         http_request_method: methodLabel(req.method),
         http_response_status_code: reply.statusCode,
       },
@@ -84,7 +83,7 @@ export async function createEdge(opts: {
       requestId: String(req.id),
       method: req.method,
       // a proxied request's route is a wildcard: its path says more
-      url: (!req.routeOptions.config.proxied && req.routeOptions.url) || req.url.split('?')[0]!,
+      url: (!config.proxied && route) || req.url.split('?')[0]!,
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime),
     });
@@ -140,8 +139,11 @@ const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
  * the bus; a request without one costs nothing (no async context is entered).
  */
 async function traceRequests(app: FastifyInstance, enabled: boolean): Promise<void> {
+  // every answer carries its request id; with tracing off the same hook enters a caller's trace context
+  // (one hook, not two: each costs its request a step of Fastify's hook runner)
   if (!enabled) {
-    app.addHook('onRequest', (req, _reply, done) => {
+    app.addHook('onRequest', (req, reply, done) => {
+      reply.header('x-request-id', String(req.id));
       if (req.headers.traceparent === undefined) return done();
       const ctx = propagation.extract(ROOT_CONTEXT, req.headers);
       if (trace.getSpanContext(ctx) === undefined) return done();
@@ -149,6 +151,10 @@ async function traceRequests(app: FastifyInstance, enabled: boolean): Promise<vo
     });
     return;
   }
+  app.addHook('onRequest', (req, reply, done) => {
+    reply.header('x-request-id', String(req.id));
+    done();
+  });
   const otel = new FastifyOtel.FastifyOtelInstrumentation({
     registerOnInitialization: false,
     // the route's own hooks (security, CORS, rate limits) are microseconds each: one span per request

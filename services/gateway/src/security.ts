@@ -93,11 +93,9 @@ function bearer(req: FastifyRequest): string | undefined {
  */
 export async function registerSecurity(app: FastifyInstance, config: SecurityConfig): Promise<void> {
   const pageHeaders = securityHeaders();
-  app.addHook('onRequest', (req, _reply, done) => {
-    takeTicket(req);
-    done();
-  });
+  // one hook for both: each hook is a step of Fastify's runner on every request
   app.addHook('onRequest', (req, reply, done) => {
+    takeTicket(req);
     reply.headers(isPage(req.url) ? pageHeaders : apiSecurityHeaders);
     done();
   });
@@ -162,9 +160,10 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
 /** The HTML pages this gateway serves (the API reference, the console); everything else answers JSON. */
 export const DOCS_PREFIX = '/docs';
 export const CONSOLE_PREFIX = '/console';
-const PAGE_PREFIXES = [DOCS_PREFIX, CONSOLE_PREFIX];
+const PAGE_PREFIXES = [DOCS_PREFIX, CONSOLE_PREFIX].map((p) => ({ page: p, below: `${p}/`, query: `${p}?` }));
+// asked on every request: the prefixes are made once, not per call
 const isPage = (url: string) =>
-  PAGE_PREFIXES.some((p) => url === p || url.startsWith(`${p}/`) || url.startsWith(`${p}?`));
+  PAGE_PREFIXES.some((p) => url === p.page || url.startsWith(p.below) || url.startsWith(p.query));
 
 /**
  * What OWASP's REST Security Cheat Sheet lists for every API response (Content-Type is set per answer).
