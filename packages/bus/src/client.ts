@@ -93,8 +93,9 @@ export class BusClient {
         );
       }
       const h = natsHeaders();
-      h.set(Headers.requestId, opts.requestId);
-      if (opts.idempotencyKey) h.set(Headers.idempotencyKey, opts.idempotencyKey);
+      // a new set: `append`, as `set` would first look for a value to replace (nats.js scans every key)
+      h.append(Headers.requestId, opts.requestId);
+      if (opts.idempotencyKey) h.append(Headers.idempotencyKey, opts.idempotencyKey);
       span = startRequestSpan(subject, h, data.byteLength);
       let msg;
       try {

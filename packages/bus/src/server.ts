@@ -101,8 +101,8 @@ export function safeError(err: unknown, depth = 3): SafeError {
 
 function errorReply(body: ErrorBody) {
   const h = natsHeaders();
-  h.set(Headers.serviceError, body.message.slice(0, 200));
-  h.set(Headers.serviceErrorCode, String(httpStatusOf[body.code]));
+  h.append(Headers.serviceError, body.message.slice(0, 200));
+  h.append(Headers.serviceErrorCode, String(httpStatusOf[body.code]));
   return { data: encodeJson(body), headers: h };
 }
 
@@ -166,7 +166,8 @@ async function answerIn<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<string
         })
       : await run();
     const h = natsHeaders();
-    for (const [name, value] of Object.entries(done.headers)) h.set(name, value);
+    // distinct names into a new set: `append` (`set` would scan for a value to replace first)
+    for (const [name, value] of Object.entries(done.headers)) h.append(name, value);
     reply = { data: done.data, headers: h };
     const max = nc.info?.max_payload;
     if (max !== undefined && reply.data.byteLength > max - 4096) {
