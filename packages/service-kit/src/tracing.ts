@@ -1,20 +1,15 @@
 import { diag, DiagLogLevel, trace, type Context, type Span as ApiSpan } from '@opentelemetry/api';
-import { OTLPTraceExporter as OTLPJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as OTLPProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
+import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
+import type * as IORedisInstrumentationModule from '@opentelemetry/instrumentation-ioredis';
+import type * as UndiciInstrumentationModule from '@opentelemetry/instrumentation-undici';
+import type * as Resources from '@opentelemetry/resources';
+import type * as SdkTraceNode from '@opentelemetry/sdk-trace-node';
+import type {
   NodeTracerProvider,
-  ParentBasedSampler,
-  TraceIdRatioBasedSampler,
-  type ReadableSpan,
-  type Sampler,
-  type Span,
-  type SpanProcessor,
+  ReadableSpan,
+  Sampler,
+  Span,
+  SpanProcessor,
 } from '@opentelemetry/sdk-trace-node';
 import { createRequire } from 'node:module';
 import { randomUUID } from 'node:crypto';
@@ -50,6 +45,13 @@ const OFF: Tracing = {
 let started: Tracing | undefined;
 
 /**
+ * The SDK, its exporters and instrumentations are loaded only when tracing is on: loaded and unused they were
+ * ~10 MB more heap in every process, and a same-run A/B read the agents service's CPU per request 6–10 %
+ * higher for that alone (docs/performance.md). They are CommonJS packages; `require` keeps start synchronous.
+ */
+const load = createRequire(import.meta.url);
+
+/**
  * Starts OpenTelemetry for this process as the standard variables say (tracing-env.ts): the W3C propagator
  * and context always; with an OTLP endpoint also the tracer provider, the exporter (http/protobuf or
  * http/json), the sampler, the resource, and the ioredis and undici instrumentations. Once per process: a
@@ -63,14 +65,24 @@ export function startTracing(service: string, config: TracingConfig, log?: Logge
     started = OFF;
     return started;
   }
-  const Exporter = settings.protocol === 'http/json' ? OTLPJsonExporter : OTLPProtoExporter;
+  const sdk = load('@opentelemetry/sdk-trace-node') as typeof SdkTraceNode;
+  const { defaultResource, resourceFromAttributes } = load('@opentelemetry/resources') as typeof Resources;
+  const { UndiciInstrumentation } = load(
+    '@opentelemetry/instrumentation-undici',
+  ) as typeof UndiciInstrumentationModule;
+  // both exporters take the same options and export the same class shape
+  const { OTLPTraceExporter: Exporter } = load(
+    settings.protocol === 'http/json'
+      ? '@opentelemetry/exporter-trace-otlp-http'
+      : '@opentelemetry/exporter-trace-otlp-proto',
+  ) as typeof OtlpHttp;
   const exporter = new Exporter({
     url: settings.url,
     headers: settings.headers,
     ...(settings.timeoutMs ? { timeoutMillis: settings.timeoutMs } : {}),
   });
   const fanout = new FanoutProcessor();
-  const provider = new NodeTracerProvider({
+  const provider = new sdk.NodeTracerProvider({
     resource: defaultResource().merge(
       resourceFromAttributes({
         'service.instance.id': randomUUID(),
@@ -78,8 +90,8 @@ export function startTracing(service: string, config: TracingConfig, log?: Logge
         'service.name': settings.serviceName,
       }),
     ),
-    sampler: samplerOf(settings),
-    spanProcessors: [new RedactingProcessor(), fanout, new BatchSpanProcessor(exporter, settings.batch)],
+    sampler: samplerOf(sdk, settings),
+    spanProcessors: [new RedactingProcessor(), fanout, new sdk.BatchSpanProcessor(exporter, settings.batch)],
   });
   trace.setGlobalTracerProvider(provider);
   instrumentRedis(provider);
@@ -115,7 +127,8 @@ export function startTracing(service: string, config: TracingConfig, log?: Logge
   return started;
 }
 
-function samplerOf(s: TracingSettings): Sampler {
+function samplerOf(sdk: typeof SdkTraceNode, s: TracingSettings): Sampler {
+  const { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } = sdk;
   const ratio = new TraceIdRatioBasedSampler(s.samplerRatio);
   switch (s.sampler) {
     case 'always_on':
@@ -142,15 +155,17 @@ function samplerOf(s: TracingSettings): Sampler {
  * only: a script's arguments are stored flows, which may hold credentials.
  */
 function instrumentRedis(provider: NodeTracerProvider): void {
+  const { IORedisInstrumentation } = load(
+    '@opentelemetry/instrumentation-ioredis',
+  ) as typeof IORedisInstrumentationModule;
   const instrumentation = new IORedisInstrumentation({
     enabled: false,
     requireParentSpan: true,
     dbStatementSerializer: (cmdName) => cmdName,
   });
   instrumentation.setTracerProvider(provider);
-  const require = createRequire(import.meta.url);
-  const ioredis = require('ioredis') as unknown;
-  const version = (require('ioredis/package.json') as { version: string }).version;
+  const ioredis = load('ioredis') as unknown;
+  const version = (load('ioredis/package.json') as { version: string }).version;
   for (const def of instrumentation.getModuleDefinitions()) {
     if (def.name === 'ioredis') def.patch?.(ioredis, version);
   }

@@ -1,4 +1,3 @@
-import FastifyOtel from '@fastify/otel';
 import { context, propagation, ROOT_CONTEXT, trace, type Span } from '@opentelemetry/api';
 import { lazyChild, type Logger } from '@vab/bus';
 import { methodLabel, processMetrics, type AccessLog } from '@vab/service-kit';
@@ -155,7 +154,9 @@ async function traceRequests(app: FastifyInstance, enabled: boolean): Promise<vo
     reply.header('x-request-id', String(req.id));
     done();
   });
-  const otel = new FastifyOtel.FastifyOtelInstrumentation({
+  // loaded only when tracing is on (it brings OpenTelemetry's instrumentation machinery)
+  const { FastifyOtelInstrumentation } = (await import('@fastify/otel')).default;
+  const otel = new FastifyOtelInstrumentation({
     registerOnInitialization: false,
     // the route's own hooks (security, CORS, rate limits) are microseconds each: one span per request
     instrumentHooks: false,
