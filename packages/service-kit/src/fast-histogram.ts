@@ -21,7 +21,7 @@ type Level = Map<string | number, Level | Series>;
 /**
  * A histogram for the request path: the same exposition as prom-client's `Histogram` (a test compares the
  * two), but an observation is one map lookup per label, a bucket search and three additions. prom-client's
- * `observe` validates and hashes its label object on every call (~1.9 µs here: bench/histogram-observe.mjs),
+ * `observe` validates and hashes its label object on every call (0.31 µs against 0.02: bench/histogram-observe.mjs),
  * and a key string joined from the values (this class's first version) was a new string to hash on every
  * call; the values themselves (a route pattern, a subject, a status code) are the same strings and numbers
  * each time, hashed once. A scenario-1 request makes five observations across the gateway and the agents
