@@ -15,7 +15,7 @@
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startLocalNats, startLocalNatsCluster, startLocalRedis, startLocalRedisCluster } from '@vab/testkit';
-import { autocannon, benchFlow, flag, option, sendJson, startCore } from './processes.mjs';
+import { autocannon, benchFlow, envOf, flag, option, sendJson, startCore } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const base = option('base');
@@ -28,14 +28,6 @@ if (!base) {
 const SECONDS = option('seconds', 5);
 const ROUNDS = option('rounds', 5);
 const APPEND = flag('append');
-
-const envOf = (text) =>
-  Object.fromEntries(
-    (text ?? '')
-      .split(',')
-      .filter(Boolean)
-      .map((kv) => kv.split('=')),
-  );
 
 /** One NATS and one Redis, or a cluster of each: the environment the services get, and the NATS pids. */
 async function servers(cluster) {

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis, stopOnExit } from '@vab/testkit';
-import { benchFlow, option, sendJson, startProcess } from './processes.mjs';
+import { benchFlow, envOf, option, sendJson, startProcess } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const base = option('base');
@@ -37,13 +37,6 @@ try {
   process.exit(2);
 }
 
-const envOf = (text) =>
-  Object.fromEntries(
-    (text ?? '')
-      .split(',')
-      .filter(Boolean)
-      .map((kv) => kv.split('=')),
-  );
 const out = mkdtempSync(join(tmpdir(), 'vab-callgrind-'));
 process.on('exit', () => rmSync(out, { recursive: true, force: true }));
 

@@ -19,6 +19,15 @@ export function flag(name) {
   return process.argv.includes(`--${name}`);
 }
 
+/** `K=V,K2=V2` (an `--env-a`-style option) as an environment object; nothing given: none. */
+export const envOf = (text) =>
+  Object.fromEntries(
+    (text ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => kv.split('=')),
+  );
+
 /**
  * Starts `node [...nodeArgs] file` and resolves once its output contains `ready`. Only the tail of the
  * output is kept and only until ready: scanning an ever-growing string of every access-log line would spend

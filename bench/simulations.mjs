@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { BusClient, connectNats } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
-import { startLocalNats, startLocalRedis } from '@vab/testkit';
+import { orderFlow, startLocalNats, startLocalRedis } from '@vab/testkit';
 import { option, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -45,31 +45,7 @@ function reply(chat) {
 
 const { url: stubURL, served, server: stub } = await startModelStub({ reply });
 
-const e = (source, sourceHandle, target, targetHandle = 'in') => ({
-  source,
-  sourceHandle,
-  target,
-  targetHandle,
-});
-const flow = {
-  nodes: [
-    { id: 'agent', nodeType: 'agent', name: 'Orders', instructions: 'Help with orders.', language: 'en' },
-    { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'stub', baseURL: stubURL },
-    { id: 'tts', nodeType: 'tts', provider: 'elevenlabs', voiceId: 'v1' },
-    { id: 'stt', nodeType: 'stt', provider: 'deepgram' },
-    { id: 'start', nodeType: 'start', command: 'Hello, order desk.', isLiteral: true },
-    { id: 'talk', nodeType: 'opentalk', command: 'Help with the order.' },
-    { id: 'end', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
-  ],
-  edges: [
-    e('llm', 'output', 'agent', 'llm_in'),
-    e('tts', 'output', 'agent', 'tts_in'),
-    e('stt', 'output', 'agent', 'stt_in'),
-    e('agent', 'output', 'start'),
-    e('start', 'output', 'talk'),
-    e('talk', 'output', 'end'),
-  ],
-};
+const flow = orderFlow({ modelURL: stubURL });
 
 const nats = await startLocalNats();
 const redis = await startLocalRedis();

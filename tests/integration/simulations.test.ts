@@ -1,4 +1,4 @@
-import type { Flow, SimpleEdge, SimpleNode } from '@vab/contracts';
+import { orderFlow } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMcpServer } from '../../services/playground/test/mcp-server.js';
 import {
@@ -107,42 +107,8 @@ function script(req: ChatRequest): ChatReply {
   return agent(req);
 }
 
-const e = (source: string, sourceHandle: string, target: string, targetHandle = 'in'): SimpleEdge => ({
-  source,
-  sourceHandle,
-  target,
-  targetHandle,
-});
-
-function orderFlow(instructions: string): Flow {
-  const nodes: SimpleNode[] = [
-    { id: 'agent', nodeType: 'agent', name: 'Orders', instructions, language: 'en' },
-    { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'stub', baseURL: stub.baseURL },
-    { id: 'tts', nodeType: 'tts', provider: 'elevenlabs', voiceId: 'v1' },
-    { id: 'stt', nodeType: 'stt', provider: 'deepgram' },
-    { id: 'start', nodeType: 'start', command: 'Hello, order desk.', isLiteral: true },
-    { id: 'talk', nodeType: 'opentalk', command: 'Help with the order.' },
-    { id: 'end', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
-    {
-      id: 'orders',
-      nodeType: 'mcp',
-      serverUrl: mcp.url,
-      authType: 'bearer',
-      authValue: MCP_TOKEN,
-      selectedTools: ['lookup_order'],
-    },
-  ];
-  const edges = [
-    e('llm', 'output', 'agent', 'llm_in'),
-    e('tts', 'output', 'agent', 'tts_in'),
-    e('stt', 'output', 'agent', 'stt_in'),
-    e('orders', 'output', 'agent', 'tools_in'),
-    e('agent', 'output', 'start'),
-    e('start', 'output', 'talk'),
-    e('talk', 'output', 'end'),
-  ];
-  return { nodes, edges };
-}
+const orderFlowOf = (instructions: string) =>
+  orderFlow({ modelURL: stub.baseURL, instructions, mcp: { url: mcp.url, token: MCP_TOKEN } });
 
 beforeAll(async () => {
   stub = await startOpenAiStub(script);
@@ -161,7 +127,7 @@ afterAll(async () => {
 });
 
 async function newAgent(name: string, instructions: string) {
-  const res = await http.post('/api/agents', { name, flow: orderFlow(instructions) });
+  const res = await http.post('/api/agents', { name, flow: orderFlowOf(instructions) });
   expect(res.status).toBe(201);
   return res.body.id as string;
 }
@@ -244,7 +210,7 @@ describe('simulated test cases', () => {
     expect(good.usage.simulator[0].provider).toBe(good.usage.agent[0].provider);
 
     // a flow change: the agent no longer asks
-    const flow = orderFlow(SKIPS);
+    const flow = orderFlowOf(SKIPS);
     expect((await http.patch(`/api/agents/${agentId}`, { flow })).status).toBe(200);
     const bad = await run(agentId);
     expect(bad).toMatchObject({ status: 'failed', version: 2 });

@@ -1,11 +1,18 @@
 import type { Flow, SimpleEdge, SimpleNode } from '@vab/contracts';
 
-const e = (source: string, sourceHandle: string, target: string, targetHandle = 'in'): SimpleEdge => ({
+/** An edge as the builder draws it; a target's handle is `in` unless named. */
+export const edge = (
+  source: string,
+  sourceHandle: string,
+  target: string,
+  targetHandle = 'in',
+): SimpleEdge => ({
   source,
   sourceHandle,
   target,
   targetHandle,
 });
+const e = edge;
 
 /**
  * A flow that uses every step kind: greeting → 2-round burst → opentalk → 3-way categorize →
@@ -64,6 +71,52 @@ export function fullFlow(): Flow {
     e('end', 'output', 'so'),
     e('so', 'output', 'hook'),
   ];
+  return { nodes, edges };
+}
+
+/**
+ * A small order desk: greeting → open talk → end, its model at `modelURL` (a stub), and with `mcp` an MCP
+ * server's `lookup_order` tool behind a bearer token. What the simulated-caller tests and bench talk to.
+ */
+export function orderFlow(opts: {
+  modelURL: string;
+  instructions?: string;
+  mcp?: { url: string; token: string };
+}): Flow {
+  const nodes: SimpleNode[] = [
+    {
+      id: 'agent',
+      nodeType: 'agent',
+      name: 'Orders',
+      instructions: opts.instructions ?? 'Help with orders.',
+      language: 'en',
+    },
+    { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'stub', baseURL: opts.modelURL },
+    { id: 'tts', nodeType: 'tts', provider: 'elevenlabs', voiceId: 'v1' },
+    { id: 'stt', nodeType: 'stt', provider: 'deepgram' },
+    { id: 'start', nodeType: 'start', command: 'Hello, order desk.', isLiteral: true },
+    { id: 'talk', nodeType: 'opentalk', command: 'Help with the order.' },
+    { id: 'end', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
+  ];
+  const edges: SimpleEdge[] = [
+    e('llm', 'output', 'agent', 'llm_in'),
+    e('tts', 'output', 'agent', 'tts_in'),
+    e('stt', 'output', 'agent', 'stt_in'),
+    e('agent', 'output', 'start'),
+    e('start', 'output', 'talk'),
+    e('talk', 'output', 'end'),
+  ];
+  if (opts.mcp) {
+    nodes.push({
+      id: 'orders',
+      nodeType: 'mcp',
+      serverUrl: opts.mcp.url,
+      authType: 'bearer',
+      authValue: opts.mcp.token,
+      selectedTools: ['lookup_order'],
+    });
+    edges.push(e('orders', 'output', 'agent', 'tools_in'));
+  }
   return { nodes, edges };
 }
 
