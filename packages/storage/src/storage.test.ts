@@ -1,9 +1,17 @@
 import { AppError } from '@vab/contracts';
-import { countSocketWrites, freePort, lineSink, startRedis, type DisposableServer } from '@vab/testkit';
+import {
+  countSocketWrites,
+  freePort,
+  lineSink,
+  startLocalRedisCluster,
+  startRedis,
+  type DisposableServer,
+} from '@vab/testkit';
+import { spawnSync } from 'node:child_process';
 import { Socket } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedis, scriptError, storage } from './index.js';
+import { createRedis, observeRedisCommands, scriptError, storage, type RedisClient } from './index.js';
 
 let server: DisposableServer;
 const log = pino({ level: 'silent' });
@@ -68,6 +76,138 @@ describe('createRedis', () => {
       }
     } finally {
       redis.disconnect();
+    }
+  });
+});
+
+describe('Redis command timing', () => {
+  /** A client made while `observe` is the process's observer, and what it has heard so far. */
+  const observed = (target: Parameters<typeof createRedis>[0], observe = (_ok: boolean) => undefined) => {
+    const heard: [string, boolean][] = [];
+    observeRedisCommands((command, ok, seconds) => {
+      expect(seconds).toBeGreaterThanOrEqual(0);
+      // ioredis's own at connect (CLIENT SETNAME, SETINFO, the INFO ready check) are timed too; not these tests'
+      if (command !== 'client' && command !== 'info') heard.push([command, ok]);
+      observe(ok);
+    });
+    try {
+      return { redis: createRedis(target, log, { name: 'timing-test' }), heard };
+    } finally {
+      observeRedisCommands(undefined);
+    }
+  };
+
+  it('times each command once, by name and outcome: queued before connecting, failed, piped, scripted', async () => {
+    const { redis, heard } = observed(server.url);
+    try {
+      // sent before the connection is up: queued, then sent again on connect — still one command
+      expect(await redis.set('timing:s', 'v')).toBe('OK');
+      expect(heard).toEqual([['set', true]]);
+
+      heard.length = 0;
+      await expect(redis.incr('timing:s')).rejects.toThrow(/not an integer/);
+      expect(heard).toEqual([['incr', false]]);
+
+      heard.length = 0;
+      expect(await redis.pipeline().get('timing:s').incr('timing:s').exec()).toEqual([
+        [null, 'v'],
+        [expect.objectContaining({ name: 'ReplyError' })],
+      ]);
+      expect(await redis.multi().set('timing:m', '1').incr('timing:m').exec()).toEqual([
+        [null, 'OK'],
+        [null, 2],
+      ]);
+      expect(heard).toEqual([
+        ['get', true],
+        ['incr', false],
+        ['multi', true],
+        ['set', true],
+        ['incr', true],
+        ['exec', true],
+      ]);
+
+      // a script: EVAL the first time on a connection, EVALSHA after; after a SCRIPT FLUSH, the NOSCRIPT
+      // refusal (an error Redis did answer) and the EVAL ioredis sends again, and the caller sees neither
+      const client = redis as RedisClient & { echo1(key: string, v: string): Promise<string> };
+      redis.defineCommand('echo1', { numberOfKeys: 1, lua: 'return ARGV[1]' });
+      heard.length = 0;
+      expect(await client.echo1('timing:e', 'a')).toBe('a');
+      expect(await client.echo1('timing:e', 'b')).toBe('b');
+      expect(heard).toEqual([
+        ['eval', true],
+        ['evalsha', true],
+      ]);
+      await redis.script('FLUSH');
+      heard.length = 0;
+      expect(await client.echo1('timing:e', 'c')).toBe('c');
+      expect(heard).toEqual([
+        ['evalsha', false],
+        ['eval', true],
+      ]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it('answers the caller even when the observer throws', async () => {
+    const { redis, heard } = observed(server.url, () => {
+      throw new Error('observer broke');
+    });
+    try {
+      expect(await redis.set('timing:t', '1')).toBe('OK');
+      await expect(
+        redis.incr('timing:t:missing:type').then(() => redis.hget('timing:t', 'f')),
+      ).rejects.toThrow(/WRONGTYPE/);
+      expect(await redis.get('timing:t')).toBe('1');
+      expect(heard).toEqual([
+        ['set', true],
+        ['incr', true],
+        ['hget', false],
+        ['get', true],
+      ]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  it('times a command redirected by a cluster once, from its first send', { timeout: 60_000 }, async () => {
+    const cluster = await startLocalRedisCluster({ masters: 3, replicas: 0 });
+    const cli = (port: number, ...args: string[]) => {
+      const r = spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      return r.stdout.trim();
+    };
+    const { redis, heard } = observed({
+      clusterNodes: cluster.nodes.map(({ host, port }) => ({ host, port })),
+    });
+    try {
+      // sent before the cluster's slots are known: queued, then sent again — one command
+      expect(await redis.set('timing:{moved}', 'before')).toBe('OK');
+      expect(heard.filter(([name]) => name !== 'cluster')).toEqual([['set', true]]);
+      // move the key's slot to another master behind the client's back: its next command there is MOVED
+      const from = cluster.masterOf('timing:{moved}');
+      const to = cluster.nodes.find((n) => n !== from)!;
+      const slot = cli(from.port, 'cluster', 'keyslot', 'timing:{moved}');
+      const toId = cli(to.port, 'cluster', 'myid');
+      const fromId = cli(from.port, 'cluster', 'myid');
+      cli(to.port, 'cluster', 'setslot', slot, 'importing', fromId);
+      cli(from.port, 'cluster', 'setslot', slot, 'migrating', toId);
+      cli(from.port, 'migrate', '127.0.0.1', String(to.port), 'timing:{moved}', '0', '5000');
+      for (const n of cluster.nodes) cli(n.port, 'cluster', 'setslot', slot, 'node', toId);
+      heard.length = 0;
+      expect(await redis.get('timing:{moved}')).toBe('before');
+      expect(heard).toEqual([['get', true]]);
+      // it was redirected: the client learnt the slot's new master from the MOVED reply
+      const slots = (redis as unknown as { slots: string[][] }).slots;
+      expect(slots[Number(slot)]?.[0]).toBe(`127.0.0.1:${to.port}`);
+      await expect(redis.incr('timing:{moved}')).rejects.toThrow(/not an integer/);
+      expect(heard).toEqual([
+        ['get', true],
+        ['incr', false],
+      ]);
+    } finally {
+      redis.disconnect();
+      await cluster.dispose();
     }
   });
 });
