@@ -12,6 +12,8 @@ import { decodeText, encodeJson } from './codec.js';
 import { busObserver } from './observe.js';
 import { endSpan, startRequestSpan } from './trace.js';
 import type { Span } from '@opentelemetry/api';
+// the module's own: the global `performance` is a getter on globalThis, run on every read (Node 20)
+import { performance } from 'node:perf_hooks';
 
 export interface RequestOptions {
   timeoutMs: number;

@@ -24,6 +24,8 @@ import { serveInSpan } from './trace.js';
 import { encodeJson, encodeReply, decodeText, type RawJson } from './codec.js';
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
+// the module's own: the global `performance` is a getter on globalThis, run on every read (Node 20)
+import { performance } from 'node:perf_hooks';
 
 export interface HandlerContext {
   requestId: string;

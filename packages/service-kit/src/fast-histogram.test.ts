@@ -29,8 +29,31 @@ describe('FastHistogram', () => {
     }
     expect(await ours.metrics()).toBe(await theirs.metrics());
     expect(await ours.metrics()).toContain('h_seconds_bucket{le="+Inf",route="/b",code="404"} 1');
+  });
+
+  it('counts into a kept series as into its labels, and keeps it counting across a reset (from zero)', async () => {
+    const registry = new Registry();
+    const fast = new FastHistogram({
+      name: 'h_seconds',
+      help: 'a histogram',
+      labelNames: ['route', 'code'] as const,
+      buckets: [0.01, 0.1, 1],
+      registers: [registry],
+    });
+    const kept = fast.series({ route: '/a', code: 200 });
+    expect(fast.series({ route: '/a', code: 200 })).toBe(kept);
+    kept.observe(0.05);
+    fast.observe({ route: '/a', code: 200 }, 0.5);
+    kept.observe(Number.NaN);
+    expect(await registry.metrics()).toContain('h_seconds_count{route="/a",code="200"} 2');
+    expect(await registry.metrics()).toContain('h_seconds_bucket{le="0.1",route="/a",code="200"} 1');
     fast.reset();
-    expect(await ours.metrics()).toBe('# HELP h_seconds a histogram\n# TYPE h_seconds histogram\n');
+    expect(await registry.metrics()).toContain('h_seconds_count{route="/a",code="200"} 0');
+    kept.observe(2);
+    const text = await registry.metrics();
+    expect(text).toContain('h_seconds_count{route="/a",code="200"} 1');
+    expect(text).toContain('h_seconds_sum{route="/a",code="200"} 2');
+    expect(text).toContain('h_seconds_bucket{le="1",route="/a",code="200"} 0');
   });
 
   it('writes the same as prom-client for a histogram without labels, and for three labels', async () => {

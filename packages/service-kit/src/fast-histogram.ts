@@ -7,16 +7,33 @@ interface Value {
   value: number;
 }
 
-interface Series {
-  labels: Record<string, string | number>;
+/** One series of a `FastHistogram`: one set of label values. */
+export class FastSeries {
   /** Per bucket (not cumulative), the last one +Inf. */
-  counts: Float64Array;
-  sum: number;
-  count: number;
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  constructor(
+    readonly labels: Readonly<Record<string, string | number>>,
+    private readonly bounds: Float64Array,
+  ) {
+    this.counts = new Float64Array(bounds.length + 1);
+  }
+
+  observe(value: number): void {
+    if (!Number.isFinite(value)) return;
+    const bounds = this.bounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]!) i++;
+    this.counts[i]! += 1;
+    this.sum += value;
+    this.count += 1;
+  }
 }
 
 /** A level of the label tree: each label's value leads to the next level, the last one to a series. */
-type Level = Map<string | number, Level | Series>;
+type Level = Map<string | number, Level | FastSeries>;
 
 /**
  * A histogram for the request path: the same exposition as prom-client's `Histogram` (a test compares the
@@ -34,7 +51,7 @@ export class FastHistogram<L extends string> {
   readonly aggregator = 'sum';
   private readonly root: Level = new Map();
   /** Every series, in the order first seen (the exposition's order). */
-  private readonly all: Series[] = [];
+  private readonly all: FastSeries[] = [];
   private readonly bounds: Float64Array;
 
   constructor(
@@ -59,7 +76,14 @@ export class FastHistogram<L extends string> {
   }
 
   observe(labels: Record<L, string | number>, value: number): void {
-    if (!Number.isFinite(value)) return;
+    this.series(labels).observe(value);
+  }
+
+  /**
+   * The series of these label values, to observe into without finding it again: a caller that sees the same
+   * values over and over keeps it (the bus and Redis timings, by subject and by command).
+   */
+  series(labels: Record<L, string | number>): FastSeries {
     const names = this.opts.labelNames;
     const last = names.length - 1;
     let level = this.root;
@@ -74,30 +98,27 @@ export class FastHistogram<L extends string> {
     }
     // the last label's value leads to the series (no labels: the one series, under '')
     const key = last < 0 ? '' : labels[names[last]!];
-    let s = level.get(key) as Series | undefined;
+    let s = level.get(key) as FastSeries | undefined;
     if (s === undefined) {
-      s = this.newSeries(labels);
+      const own: Record<string, string | number> = {};
+      for (const n of names) own[n] = labels[n];
+      s = new FastSeries(own, this.bounds);
       level.set(key, s);
+      this.all.push(s);
     }
-    const bounds = this.bounds;
-    let i = 0;
-    while (i < bounds.length && value > bounds[i]!) i++;
-    s.counts[i]! += 1;
-    s.sum += value;
-    s.count += 1;
-  }
-
-  private newSeries(labels: Record<L, string | number>): Series {
-    const own: Record<string, string | number> = {};
-    for (const n of this.opts.labelNames) own[n] = labels[n];
-    const s: Series = { labels: own, counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 };
-    this.all.push(s);
     return s;
   }
 
+  /**
+   * Every series back to zero. They stay (prom-client's `reset` drops them) so that a series a caller kept
+   * (`series`) still counts; Prometheus reads a drop to zero as a counter reset.
+   */
   reset(): void {
-    this.root.clear();
-    this.all.length = 0;
+    for (const s of this.all) {
+      s.counts.fill(0);
+      s.sum = 0;
+      s.count = 0;
+    }
   }
 
   async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Value[] }> {

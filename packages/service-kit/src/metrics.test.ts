@@ -1,4 +1,4 @@
-import { connectNats, serve, BusClient, type HandlerTable } from '@vab/bus';
+import { busObserver, connectNats, serve, BusClient, type HandlerTable } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { createRedis } from '@vab/storage';
 import { startNats, startRedis, type DisposableServer } from '@vab/testkit';
@@ -79,23 +79,42 @@ describe('the process metrics, fed by real NATS and Redis', () => {
       const served = serve(nc, { service: 'agents', handlers, log });
       await served.ready;
       const bus = new BusClient(nc);
+      // twice: the second finds its series kept from the first
       await bus.request(Subjects.agentsHealth, {}, { timeoutMs: 2000, requestId: 'r1' });
+      await bus.request(Subjects.agentsHealth, {}, { timeoutMs: 2000, requestId: 'r1b' });
+      await redis.hset('metrics-test:{x}', 'f', '1');
+      await expect(redis.incr('metrics-test:{x}')).rejects.toThrow(/WRONGTYPE/);
+      // per-session subjects: one series under `*`, never one per session
+      busObserver().server('playground.live.ts_1', 'ok', 0.001);
+      busObserver().server('playground.live.ts_2', 'NOT_FOUND', 0.001);
+      busObserver().server('playground.live.ts_3', 'NOT_FOUND', 0.001);
       await expect(
         bus.request(Subjects.agentsGet, { id: 'ag_1' } as never, { timeoutMs: 2000, requestId: 'r2' }),
       ).rejects.toThrow();
       await served.stop(1000);
       const text = await registry.metrics();
-      expect(text).toMatch(
-        /bus_client_request_duration_seconds_count\{subject="agents.health",outcome="ok"\} [1-9]/,
+      expect(text).toContain(
+        'bus_client_request_duration_seconds_count{subject="agents.health",outcome="ok"} 2',
       );
-      expect(text).toMatch(
-        /bus_server_request_duration_seconds_count\{subject="agents.health",outcome="ok"\} [1-9]/,
+      expect(text).toContain(
+        'bus_server_request_duration_seconds_count{subject="agents.health",outcome="ok"} 2',
       );
+      expect(text).toContain(
+        'bus_server_request_duration_seconds_count{subject="playground.live.*",outcome="ok"} 1',
+      );
+      expect(text).toContain(
+        'bus_server_request_duration_seconds_count{subject="playground.live.*",outcome="NOT_FOUND"} 2',
+      );
+      expect(text).not.toMatch(/ts_[123]/);
       // nobody serves agents.get here: the client's outcome is the code the gateway would answer with
       expect(text).toMatch(
         /bus_client_request_duration_seconds_count\{subject="agents.get",outcome="SERVICE_UNAVAILABLE"\} 1/,
       );
-      expect(text).toMatch(/redis_command_duration_seconds_count\{command="hgetall",outcome="ok"\} [1-9]/);
+      expect(text).toContain('redis_command_duration_seconds_count{command="hgetall",outcome="ok"} 2');
+      expect(text).toContain('redis_command_duration_seconds_count{command="incr",outcome="error"} 1');
+      // an outcome that never happened has no series
+      expect(text).not.toContain('command="hgetall",outcome="error"');
+      expect(text).not.toContain('command="incr",outcome="ok"');
       expect(text).toContain('process_cpu_user_seconds_total');
       // nothing of the request made it into a label
       expect(text).not.toContain('ag_1');

@@ -3,7 +3,7 @@ import { contract, ErrorCode } from '@vab/contracts';
 import { observeRedisCommands } from '@vab/storage';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { z } from 'zod';
-import { FastHistogram } from './fast-histogram.js';
+import { FastHistogram, type FastSeries } from './fast-histogram.js';
 
 /**
  * Prometheus metrics of one process (prom-client; docs/architecture.md says why not the OpenTelemetry
@@ -79,17 +79,57 @@ export function instrumentProcess(): ProcessMetrics {
   if (instrumented) return m;
   instrumented = true;
   collectDefaultMetrics({ register: m.registry });
-  observeBus({
-    client: (subject, outcome, s) =>
-      m.busClientDuration.observe({ subject: subjectLabel(subject), outcome: outcomeLabel(outcome) }, s),
-    server: (subject, outcome, s) =>
-      m.busServerDuration.observe({ subject: subjectLabel(subject), outcome: outcomeLabel(outcome) }, s),
-  });
+  observeBus({ client: busTiming(m.busClientDuration), server: busTiming(m.busServerDuration) });
   // clients made from now on (createRedis) time their commands
-  observeRedisCommands((command, ok, s) =>
-    m.redisCommandDuration.observe({ command: commandLabel(command), outcome: ok ? 'ok' : 'error' }, s),
-  );
+  observeRedisCommands(redisTiming(m.redisCommandDuration));
   return m;
+}
+
+/** Bound for the caches below: past it a value is labelled afresh each time (still right, a little slower). */
+const CACHED = 512;
+
+/**
+ * A bus timing: its series found through the subject and outcome as they come (the same strings every time:
+ * two map lookups on hashes already made), the labels worked out once per pair. A per-session subject (its
+ * key in it, unbounded) is never kept.
+ */
+function busTiming(h: FastHistogram<'subject' | 'outcome'>) {
+  const bySubject = new Map<string, Map<string, FastSeries>>();
+  return (subject: string, outcome: string, seconds: number): void => {
+    let byOutcome = bySubject.get(subject);
+    if (byOutcome === undefined) {
+      const label = subjectLabel(subject);
+      if (label !== subject || bySubject.size >= CACHED) {
+        h.observe({ subject: label, outcome: outcomeLabel(outcome) }, seconds);
+        return;
+      }
+      byOutcome = new Map();
+      bySubject.set(subject, byOutcome);
+    }
+    let series = byOutcome.get(outcome);
+    if (series === undefined) {
+      series = h.series({ subject, outcome: outcomeLabel(outcome) });
+      if (byOutcome.size < CACHED) byOutcome.set(outcome, series);
+    }
+    series.observe(seconds);
+  };
+}
+
+/** A Redis command's timing, its series found by the command's name (the shape checked once per name). */
+function redisTiming(h: FastHistogram<'command' | 'outcome'>) {
+  const byCommand = new Map<string, { label: string; ok?: FastSeries; error?: FastSeries }>();
+  return (command: string, ok: boolean, seconds: number): void => {
+    let known = byCommand.get(command);
+    if (known === undefined) {
+      known = { label: commandLabel(command) };
+      if (byCommand.size < CACHED) byCommand.set(command, known);
+    }
+    // each outcome's series made when first seen: no zero series for errors that never happened
+    const series = ok
+      ? (known.ok ??= h.series({ command: known.label, outcome: 'ok' }))
+      : (known.error ??= h.series({ command: known.label, outcome: 'error' }));
+    series.observe(seconds);
+  };
 }
 
 const PER_SESSION_SUBJECTS: [RegExp, string][] = [
@@ -112,18 +152,8 @@ export const outcomeLabel = (outcome: string): string =>
   outcome === 'ok' || ERROR_CODES.has(outcome) ? outcome : 'INTERNAL';
 
 /** Redis command names are the server's, a bounded set; only the shape is checked. */
-export const commandLabel = (command: string | undefined): string => {
-  if (!command) return 'other';
-  let label = commandLabels.get(command);
-  if (label === undefined) {
-    label = /^[a-z][a-z0-9_.|-]{0,30}$/i.test(command) ? command.toLowerCase() : 'other';
-    // a cache, not the set of labels: it stops growing at its bound (the label is still right after)
-    if (commandLabels.size < 512) commandLabels.set(command, label);
-  }
-  return label;
-};
-/** Every command is labelled: the check and the lower-casing once per name, not once per command. */
-const commandLabels = new Map<string, string>();
+export const commandLabel = (command: string | undefined): string =>
+  command && /^[a-z][a-z0-9_.|-]{0,30}$/i.test(command) ? command.toLowerCase() : 'other';
 
 const HTTP_METHODS = new Set([
   'GET',

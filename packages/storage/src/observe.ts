@@ -1,4 +1,6 @@
 import type { RedisClient } from './connection.js';
+// the module's own: the global `performance` is a getter on globalThis, run on every read (Node 20)
+import { performance } from 'node:perf_hooks';
 
 /** Hears each Redis command's name, whether it succeeded, and how long it took (seconds). */
 export type RedisCommandObserver = (command: string, ok: boolean, seconds: number) => void;
