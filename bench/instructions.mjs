@@ -7,15 +7,19 @@
 // 2-vCPU machine move by ±5–10 % from round to round; this moves by ~1 %, so it can tell a 3 % budget apart.
 // Timers are stretched under valgrind (a request takes ~50× longer), so periodic work (prom-client's
 // event-loop sampling) counts for more here than it costs in production: the figure is an upper bound.
+// `--by-function`: both run with node's `--perf-basic-prof` (so JIT code has names), and each round also prints
+// the functions whose own instructions per request differ most (a function inlined in one build and not in the
+// other shows as a pair that cancels out).
 // Usage: npm run build && node bench/instructions.mjs --base <another built checkout> [--process gateway|agents]
-//   [--requests 3000] [--warmup 10000] [--rounds 3] [--env-a K=V,…] [--env-b K=V,…]
+//   [--requests 3000] [--warmup 10000] [--rounds 3] [--env-a K=V,…] [--env-b K=V,…] [--by-function]
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startLocalNats, startLocalRedis, stopOnExit } from '@vab/testkit';
-import { benchFlow, envOf, option, sendJson, startProcess } from './processes.mjs';
+import { differences, selfCost } from './callgrind-functions.mjs';
+import { benchFlow, envOf, flag, option, sendJson, startProcess } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const base = option('base');
@@ -23,10 +27,13 @@ const WHO = option('process', 'gateway');
 const REQUESTS = option('requests', 3000);
 const WARMUP = option('warmup', 10000);
 const ROUNDS = option('rounds', 3);
+const BY_FUNCTION = flag('by-function');
+// (V8 would also write an isolate-*.log per process into the working directory: not wanted)
+const nodeFlags = BY_FUNCTION ? ['--perf-basic-prof', '--no-logfile-per-isolate', '--logfile=/dev/null'] : [];
 if (!base || !['gateway', 'agents'].includes(WHO)) {
   console.error(
     'usage: node bench/instructions.mjs --base <another built checkout> [--process gateway|agents] ' +
-      '[--requests 3000] [--warmup 10000] [--rounds 3]',
+      '[--requests 3000] [--warmup 10000] [--rounds 3] [--by-function]',
   );
   process.exit(2);
 }
@@ -43,10 +50,14 @@ process.on('exit', () => rmSync(out, { recursive: true, force: true }));
 /** `file` under callgrind; resolves once its output says `ready`. */
 function underCallgrind(file, env, ready) {
   const child = stopOnExit(
-    spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${out}/cg.%p`, process.execPath, file], {
-      env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
+    spawn(
+      'valgrind',
+      ['--tool=callgrind', `--callgrind-out-file=${out}/cg.%p`, process.execPath, ...nodeFlags, file],
+      {
+        env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ),
   );
   return new Promise((res, rej) => {
     let tail = '';
@@ -106,7 +117,7 @@ async function measure(root, extraEnv) {
     // the dump is written by the process itself, after the command returns
     for (let i = 0; i < 50; i++) {
       const total = dumped(measured.pid);
-      if (total !== undefined) return total / REQUESTS;
+      if (total !== undefined) return { perRequest: total / REQUESTS, pid: measured.pid };
       await new Promise((r) => setTimeout(r, 200));
     }
     throw new Error('callgrind wrote no dump');
@@ -143,9 +154,32 @@ for (let i = 1; i <= ROUNDS; i++) {
     measure(resolve(base), envOf(option('env-a'))),
     measure(here, envOf(option('env-b'))),
   ]);
-  as.push(a);
-  bs.push(b);
-  console.log(`| ${i} | ${Math.round(a)} | ${Math.round(b)} | ${(b / a).toFixed(3)} |`);
+  as.push(a.perRequest);
+  bs.push(b.perRequest);
+  console.log(
+    `| ${i} | ${Math.round(a.perRequest)} | ${Math.round(b.perRequest)} | ${(b.perRequest / a.perRequest).toFixed(3)} |`,
+  );
+  if (BY_FUNCTION) byFunction(a.pid, b.pid);
+}
+
+/** The functions of this round whose own instructions per request differ most between A and B. */
+function byFunction(pidA, pidB) {
+  // URLs first: `file:///work/x/a.js` must lose the whole prefix
+  const roots = [`file://${resolve(base)}/`, `file://${here}/`, `${resolve(base)}/`, `${here}/`];
+  const rows = differences(
+    selfCost(join(out, `cg.${pidA}.1`), pidA, roots),
+    selfCost(join(out, `cg.${pidB}.1`), pidB, roots),
+    REQUESTS,
+  );
+  for (const pid of [pidA, pidB]) rmSync(`/tmp/perf-${pid}.map`, { force: true });
+  console.log('\n| B − A | A | B | function (own instructions per request) |');
+  console.log('|---|---|---|---|');
+  for (const r of rows) {
+    console.log(
+      `| ${Math.round(r.b - r.a)} | ${Math.round(r.a)} | ${Math.round(r.b)} | ${r.name.slice(0, 120).replaceAll('|', '/')} |`,
+    );
+  }
+  console.log('');
 }
 // the median: a round whose measured window held one of V8's rare full collections reads several % higher
 const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
