@@ -14,6 +14,14 @@ export const edge = (
 });
 const e = edge;
 
+/** The `llm`, `tts` and `stt` nodes into the `agent` node, and the agent into its `start` step. */
+const agentWiring = (): SimpleEdge[] => [
+  e('llm', 'output', 'agent', 'llm_in'),
+  e('tts', 'output', 'agent', 'tts_in'),
+  e('stt', 'output', 'agent', 'stt_in'),
+  e('agent', 'output', 'start'),
+];
+
 /**
  * A flow that uses every step kind: greeting → 2-round burst → opentalk → 3-way categorize →
  * (if/else → end | timer → end | transfer), with structured output and a webhook after the end.
@@ -55,10 +63,7 @@ export function fullFlow(): Flow {
     { id: 'hook', nodeType: 'webhook', url: 'http://127.0.0.1:9/hook' },
   ];
   const edges: SimpleEdge[] = [
-    e('llm', 'output', 'agent', 'llm_in'),
-    e('tts', 'output', 'agent', 'tts_in'),
-    e('stt', 'output', 'agent', 'stt_in'),
-    e('agent', 'output', 'start'),
+    ...agentWiring(),
     e('start', 'output', 'burst'),
     e('burst', 'output', 'talk'),
     e('talk', 'output', 'cat'),
@@ -98,14 +103,7 @@ export function orderFlow(opts: {
     { id: 'talk', nodeType: 'opentalk', command: 'Help with the order.' },
     { id: 'end', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
   ];
-  const edges: SimpleEdge[] = [
-    e('llm', 'output', 'agent', 'llm_in'),
-    e('tts', 'output', 'agent', 'tts_in'),
-    e('stt', 'output', 'agent', 'stt_in'),
-    e('agent', 'output', 'start'),
-    e('start', 'output', 'talk'),
-    e('talk', 'output', 'end'),
-  ];
+  const edges: SimpleEdge[] = [...agentWiring(), e('start', 'output', 'talk'), e('talk', 'output', 'end')];
   if (opts.mcp) {
     nodes.push({
       id: 'orders',
