@@ -1,6 +1,6 @@
 import type { Flow, SimpleEdge, SimpleNode } from '@vab/contracts';
 import { CATEGORY_HANDLE, feedable, isBranch, isTerminal, nodeTypeOf, type NodeType } from './node-types.js';
-import { readParams, type PARAMS, type ParamsOf } from './params.js';
+import { PARAMS, readParams, type ParamsOf } from './params.js';
 import type {
   CompiledFlow,
   CompileResult,
@@ -153,15 +153,24 @@ function readAgent(g: Graph): { node: Node | undefined; agent: CompiledFlow['age
     g.add('MULTIPLE_AGENTS', 'the flow has more than one agent node', { nodeId: extra.id });
   }
   const node = agents[0];
-  const fallback = { id: '', name: 'Agent', instructions: '', language: 'en', allowInterruptions: true };
-  if (!node) return { node, agent: fallback };
-  if (node.nodeType === 'framework') {
-    // the older serialization: who the agent is lives on a `persona` node
-    const persona = g.list.find((n) => n.nodeType === 'persona') ?? node;
-    const { allowInterruptions } = g.params(node, 'framework');
-    return { node, agent: { id: node.id, ...g.params(persona, 'persona'), allowInterruptions } };
+  if (!node) return { node, agent: { id: '', ...PARAMS.agent.parse({}) } };
+  const agent =
+    node.nodeType === 'framework'
+      ? // the older serialization: who the agent is lives on a `persona` node
+        {
+          id: node.id,
+          ...g.params(g.list.find((n) => n.nodeType === 'persona') ?? node, 'persona'),
+          ...g.params(node, 'framework'),
+        }
+      : { id: node.id, ...g.params(node, 'agent') };
+  if (agent.maxEndpointingDelay < agent.minEndpointingDelay) {
+    g.add(
+      'PARAM_OUT_OF_RANGE',
+      '`maxEndpointingDelay` must be at least `minEndpointingDelay`',
+      { nodeId: node.id },
+    );
   }
-  return { node, agent: { id: node.id, ...g.params(node, 'agent') } };
+  return { node, agent };
 }
 
 /** The provider node on one of a node's model inputs (one connection at the most). */
@@ -186,7 +195,7 @@ function llmOf(g: Graph, n: Node | undefined): LlmConfig | undefined {
 
 function ttsOf(g: Graph, n: Node | undefined): TtsConfig | undefined {
   if (!n) return undefined;
-  const { id: _id, nodeType: _t, provider: _p, model: _m, voiceId: _v, ...extras } = n;
+  const { id: _id, nodeType: _t, provider: _p, model: _m, voiceId: _v, baseURL: _u, ...extras } = n;
   return { nodeId: n.id, ...g.params(n, 'tts'), extras };
 }
 

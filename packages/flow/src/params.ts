@@ -171,10 +171,27 @@ const persona = () => ({
   language: language(),
 });
 
+/**
+ * How the agent takes turns in a voice session (LiveKit's turn handling; docs/flow-reference.md). Names and
+ * units are the builder's (milliseconds), defaults LiveKit's own recommended ones.
+ */
+const turnHandling = () => ({
+  allowInterruptions: bool(true),
+  /** What ends the user's turn: LiveKit's end-of-turn model over the audio, the silence alone, or the STT's. */
+  turnDetection: oneOf(['model', 'vad', 'stt'], 'model'),
+  minEndpointingDelay: numOr({ min: 0, max: 5000, int: true, unit: 'ms', def: 500 }),
+  maxEndpointingDelay: numOr({ min: 100, max: 30_000, int: true, unit: 'ms', def: 3000 }),
+  minInterruptionDuration: numOr({ min: 0, max: 5000, int: true, unit: 'ms', def: 500 }),
+  minInterruptionWords: numOr({ min: 0, max: 20, int: true, def: 0 }),
+  falseInterruptionTimeout: numOr({ min: 100, max: 10_000, int: true, unit: 'ms', def: 2000 }),
+  resumeFalseInterruption: bool(true),
+  preemptiveGeneration: bool(true),
+});
+
 /** Each node type's params, as a draft is read: wrong values give way to their fallback. */
 export const PARAMS = {
-  agent: z.object({ ...persona(), allowInterruptions: bool(true) }),
-  framework: z.object({ allowInterruptions: bool(true) }),
+  agent: z.object({ ...persona(), ...turnHandling() }),
+  framework: z.object(turnHandling()),
   persona: z.object(persona()),
   llm: z.object({
     provider: text({ required: true }),
@@ -183,11 +200,22 @@ export const PARAMS = {
     maxTokens: optionalNum({ min: 1, max: 200_000, int: true }),
     baseURL: optionalUrl(),
   }),
-  tts: z.object({ provider: text({ required: true }), model: optionalText(), voiceId: optionalText() }),
+  tts: z.object({
+    provider: text({ required: true }),
+    model: optionalText(),
+    voiceId: optionalText(),
+    baseURL: optionalUrl(),
+  }),
   stt: z.object({
     provider: text({ required: true }),
     model: optionalText(),
     language: optionalText(),
+    baseURL: optionalUrl(),
+    /**
+     * openai: `file` posts each utterance (cut by the VAD) to /audio/transcriptions, which every
+     * OpenAI-compatible server has; `realtime` streams over the Realtime API's WebSocket.
+     */
+    mode: oneOf(['file', 'realtime'], 'file'),
     // absent stays absent (not an empty list)
     keyterms: textList().optional().catch(undefined),
   }),

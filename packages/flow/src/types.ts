@@ -20,6 +20,7 @@ export interface TtsConfig {
   provider: string;
   model?: string | undefined;
   voiceId?: string | undefined;
+  baseURL?: string | undefined;
   /** Provider extras, passed through. */
   extras: Record<string, unknown>;
 }
@@ -30,6 +31,8 @@ export interface SttConfig {
   model?: string | undefined;
   language?: string | undefined;
   keyterms?: string[] | undefined;
+  baseURL?: string | undefined;
+  mode: 'file' | 'realtime';
 }
 
 export interface McpConfig {
@@ -87,8 +90,21 @@ export type StepKind = Step['kind'];
 /** The steps that ask a model where the run goes next. */
 export type BranchStep = Extract<Step, { kind: 'ifelse' | 'categorize' }>;
 
+/** How the agent takes turns in a voice session (the agent node's turn params). */
+export interface TurnSettings {
+  allowInterruptions: boolean;
+  turnDetection: 'model' | 'vad' | 'stt';
+  minEndpointingDelay: number;
+  maxEndpointingDelay: number;
+  minInterruptionDuration: number;
+  minInterruptionWords: number;
+  falseInterruptionTimeout: number;
+  resumeFalseInterruption: boolean;
+  preemptiveGeneration: boolean;
+}
+
 export interface CompiledFlow {
-  agent: { id: string; name: string; instructions: string; language: string; allowInterruptions: boolean };
+  agent: { id: string; name: string; instructions: string; language: string } & TurnSettings;
   providers: { llm: LlmConfig; tts: TtsConfig; stt: SttConfig };
   tools: McpConfig[];
   startStepId: string;

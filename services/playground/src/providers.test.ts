@@ -39,7 +39,7 @@ describe('the provider table', () => {
         ? spec.llm!({ ...BASE, provider: id }, endpoint)
         : modality === 'tts'
           ? spec.tts!({ ...BASE, provider: id, extras: {} }, endpoint)
-          : spec.stt!({ ...BASE, provider: id }, 'en', endpoint);
+          : spec.stt!({ ...BASE, provider: id, mode: 'file' }, 'en', endpoint);
     expect(made).toBeInstanceOf({ llm: llm.LLM, tts: tts.TTS, stt: stt.STT }[modality]);
   });
 
@@ -126,8 +126,14 @@ describe('TTS provider extras', () => {
   });
 
   it('openai: speed and instructions; deepgram: speed', () => {
-    expect(ttsOptions.openai(node('openai', { speed: 1.5, instructions: 'Warmly.' }), 'k')).toEqual({
-      apiKey: 'k',
+    const { client, ...openAiOptions } = ttsOptions.openai(
+      node('openai', { speed: 1.5, instructions: 'Warmly.' }),
+      { apiKey: 'k' },
+    );
+    // the key rule's key, on a client of ours (never the plugin's own, which would read the environment)
+    expect(client?.apiKey).toBe('k');
+    expect(client?.baseURL).toBe('https://api.openai.com/v1');
+    expect(openAiOptions).toEqual({
       model: 'tts-model',
       voice: 'v-9',
       speed: 1.5,

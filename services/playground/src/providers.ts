@@ -22,8 +22,11 @@ export interface ProviderSpec {
   envVars: readonly string[];
   /** The provider's own endpoint (the plugin's default): the only place the server's key is ever sent. */
   defaultBaseURL: string;
-  /** A flow may point it at another OpenAI-compatible endpoint with `baseURL`. */
-  customBaseURL: boolean;
+  /**
+   * The modalities a flow may point at another endpoint with `baseURL` (an OpenAI-compatible one): only where
+   * the provider's client takes our egress-checked fetch, so the one connect-time check applies.
+   */
+  customBaseURL: readonly Modality[];
   llm?: (cfg: LlmConfig, endpoint: Endpoint) => llm.LLM;
   tts?: (cfg: TtsConfig, endpoint: Endpoint) => tts.TTS;
   stt?: (cfg: SttConfig, language: string, endpoint: Endpoint) => stt.STT;
@@ -49,15 +52,38 @@ const openAiCompatible =
       model: cfg.model ?? defaultModel,
       temperature: cfg.temperature,
       maxCompletionTokens: cfg.maxTokens,
-      client: new OpenAI({
-        apiKey: endpoint.apiKey,
-        baseURL: endpoint.flowBaseURL?.url ?? defaultBaseURL,
-        maxRetries: 0,
-        ...(endpoint.flowBaseURL
-          ? { fetch: endpoint.flowBaseURL.fetch, timeout: endpoint.flowBaseURL.timeoutMs }
-          : {}),
-      }),
+      client: openAiClient(endpoint, defaultBaseURL),
     });
+
+/** An OpenAI client for one endpoint: a flow's own base URL only through the egress-checked fetch. */
+function openAiClient(endpoint: Endpoint, defaultBaseURL: string): OpenAI {
+  return new OpenAI({
+    apiKey: endpoint.apiKey,
+    baseURL: endpoint.flowBaseURL?.url ?? defaultBaseURL,
+    maxRetries: 0,
+    ...(endpoint.flowBaseURL
+      ? { fetch: endpoint.flowBaseURL.fetch, timeout: endpoint.flowBaseURL.timeoutMs }
+      : {}),
+  });
+}
+
+const OPENAI_BASE_URL = 'https://api.openai.com/v1';
+
+/**
+ * OpenAI speech-to-text. `file` (the default): each utterance the VAD cuts is posted to /audio/transcriptions
+ * (whisper-1), which every OpenAI-compatible server speaks and which goes through our fetch; `realtime`: the
+ * Realtime API's WebSocket, which the plugin opens itself, so only at OpenAI's own URL (readiness refuses a
+ * flow URL with it).
+ */
+function openAiStt(cfg: SttConfig, language: string, endpoint: Endpoint): stt.STT {
+  const realtime = cfg.mode === 'realtime';
+  return new openai.STT({
+    language,
+    useRealtime: realtime,
+    ...(cfg.model ? { model: cfg.model } : {}),
+    ...(realtime ? { apiKey: endpoint.apiKey } : { client: openAiClient(endpoint, OPENAI_BASE_URL) }),
+  });
+}
 
 /**
  * The OpenAI plugin (1.9.0) sends `temperature` only when it is truthy, so a flow's `temperature: 0` — the
@@ -99,10 +125,10 @@ const ELEVENLABS_VOICE_DEFAULTS = { stability: 0.5, similarity_boost: 0.75 };
  * understands (an extra it does not, or out of range, is left out rather than failing the session).
  */
 export const ttsOptions = {
-  openai: (cfg: TtsConfig, apiKey: string): Partial<openai.TTSOptions> => {
+  openai: (cfg: TtsConfig, endpoint: Endpoint): Partial<openai.TTSOptions> => {
     const x = OpenAiTtsExtras.parse(cfg.extras);
     return {
-      apiKey,
+      client: openAiClient(endpoint, OPENAI_BASE_URL),
       ...(cfg.model ? { model: cfg.model } : {}),
       ...(cfg.voiceId ? { voice: cfg.voiceId as openai.TTSOptions['voice'] } : {}),
       ...(x.speed !== undefined ? { speed: x.speed } : {}),
@@ -150,25 +176,24 @@ export const ttsOptions = {
 export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
   openai: {
     envVars: ['OPENAI_API_KEY'],
-    defaultBaseURL: 'https://api.openai.com/v1',
-    customBaseURL: true,
-    llm: openAiCompatible('gpt-4o-mini', 'https://api.openai.com/v1'),
+    defaultBaseURL: OPENAI_BASE_URL,
+    customBaseURL: ['llm', 'tts', 'stt'],
+    llm: openAiCompatible('gpt-4o-mini', OPENAI_BASE_URL),
     seed: true,
-    tts: (cfg, { apiKey }) => new openai.TTS(ttsOptions.openai(cfg, apiKey)),
-    stt: (cfg, language, { apiKey }) =>
-      new openai.STT({ apiKey, language, ...(cfg.model ? { model: cfg.model } : {}) }),
+    tts: (cfg, endpoint) => new openai.TTS(ttsOptions.openai(cfg, endpoint)),
+    stt: openAiStt,
   },
   // Anthropic has no LiveKit Node plugin; its API speaks the OpenAI chat-completions protocol.
   anthropic: {
     envVars: ['ANTHROPIC_API_KEY'],
     defaultBaseURL: 'https://api.anthropic.com/v1/',
-    customBaseURL: true,
+    customBaseURL: ['llm'],
     llm: openAiCompatible('claude-sonnet-4-5', 'https://api.anthropic.com/v1/'),
   },
   groq: {
     envVars: ['GROQ_API_KEY'],
     defaultBaseURL: 'https://api.groq.com/openai/v1',
-    customBaseURL: true,
+    customBaseURL: ['llm'],
     llm: openAiCompatible('llama-3.3-70b-versatile', 'https://api.groq.com/openai/v1'),
     seed: true,
   },
@@ -176,7 +201,7 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     envVars: ['GOOGLE_API_KEY'],
     defaultBaseURL: 'https://generativelanguage.googleapis.com',
     // the Gemini client takes no fetch of ours, so a flow cannot point it elsewhere through the egress check
-    customBaseURL: false,
+    customBaseURL: [],
     llm: (cfg, { apiKey }) =>
       new google.LLM({
         apiKey,
@@ -189,7 +214,8 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
   deepgram: {
     envVars: ['DEEPGRAM_API_KEY'],
     defaultBaseURL: 'https://api.deepgram.com',
-    customBaseURL: false,
+    // its plugin opens its WebSockets itself: no connect-time check could apply to a flow's URL
+    customBaseURL: [],
     tts: (cfg, { apiKey }) => new deepgram.TTS(ttsOptions.deepgram(cfg, apiKey)),
     stt: (cfg, language, { apiKey }) =>
       new deepgram.STT({
@@ -203,13 +229,13 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     // the plugin reads ELEVEN_API_KEY; many .env files say ELEVENLABS_API_KEY
     envVars: ['ELEVEN_API_KEY', 'ELEVENLABS_API_KEY'],
     defaultBaseURL: 'https://api.elevenlabs.io/v1',
-    customBaseURL: false,
+    customBaseURL: [],
     tts: (cfg, { apiKey }) => new elevenlabs.TTS(ttsOptions.elevenlabs(cfg, apiKey)),
   },
   cartesia: {
     envVars: ['CARTESIA_API_KEY'],
     defaultBaseURL: 'https://api.cartesia.ai',
-    customBaseURL: false,
+    customBaseURL: [],
     unsupported: {
       tts:
         'no release of @livekit/agents-plugin-cartesia runs on @livekit/agents 1.9.0 (its newest, 1.8.1, ' +

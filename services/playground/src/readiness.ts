@@ -65,8 +65,8 @@ function modelUses(config: CompiledFlow, sessionType: SessionType): ModelUse[] {
   }
   if (sessionType === 'voice') {
     const { tts: t, stt: s } = config.providers;
-    uses.push({ provider: t.provider, modality: 'tts', nodeId: t.nodeId });
-    uses.push({ provider: s.provider, modality: 'stt', nodeId: s.nodeId });
+    uses.push({ provider: t.provider, modality: 'tts', nodeId: t.nodeId, baseURL: t.baseURL });
+    uses.push({ provider: s.provider, modality: 'stt', nodeId: s.nodeId, baseURL: s.baseURL });
   }
   return uses;
 }
@@ -204,12 +204,9 @@ export class ReadinessCheck {
           });
           continue;
         }
-        if (modality === 'llm' && !spec.customBaseURL && model.baseURL) {
-          issues.push({
-            code: 'BASE_URL_UNSUPPORTED',
-            message: `${provider} models run only against ${spec.defaultBaseURL}: remove \`baseURL\``,
-            nodeId: node.id,
-          });
+        const baseIssue = model.baseURL ? baseUrlIssue(provider, modality, node) : undefined;
+        if (baseIssue) {
+          issues.push({ code: 'BASE_URL_UNSUPPORTED', message: baseIssue, nodeId: node.id });
           continue;
         }
       }
@@ -243,6 +240,18 @@ export class ReadinessCheck {
     }
     return [...byProvider.values()];
   }
+}
+
+/** Why a model node may not name its own `baseURL` (undefined: it may). */
+function baseUrlIssue(provider: string, modality: Modality, node: Flow['nodes'][number]): string | undefined {
+  const spec = providerSpec(provider)!;
+  if (!spec.customBaseURL.includes(modality)) {
+    return `${provider} ${modality.toUpperCase()} runs only against ${spec.defaultBaseURL}: remove \`baseURL\``;
+  }
+  if (modality === 'stt' && node.mode === 'realtime') {
+    return 'the realtime mode runs only against OpenAI itself: remove `baseURL`, or set `mode` to file';
+  }
+  return undefined;
 }
 
 function runnable(
