@@ -32,6 +32,8 @@ export const SessionEventPayloads = {
     durationMs: z.number().int().nonnegative(),
   }),
   step_entered: z.object({ stepId: StepId, stepType: z.string().max(100) }),
+  /** Voice: what the agent is doing now (LiveKit's agent state). */
+  agent_state: z.object({ state: z.enum(['initializing', 'idle', 'listening', 'thinking', 'speaking']) }),
   /** What the user said: final turns, and a voice session's interim transcripts (`final: false`). */
   user_turn: z.object({ text: z.string(), final: z.boolean(), stepId: StepId }),
   /** A piece of the agent's reply as the model streams it. */
@@ -93,6 +95,7 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventOf('session_started'),
   eventOf('session_ended'),
   eventOf('step_entered'),
+  eventOf('agent_state'),
   eventOf('user_turn'),
   eventOf('agent_reply_delta'),
   eventOf('agent_reply'),

@@ -9,3 +9,4 @@ export * from './metrics.js';
 export * from './events.js';
 export * from './warnings.js';
 export * from './expectations.js';
+export * from './voice.js';

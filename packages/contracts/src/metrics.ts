@@ -13,6 +13,11 @@ const Ms = z.number().nonnegative();
 export const TurnMetrics = z.object({
   /** Voice: from the user's end of speech to the agent's first audio (LiveKit's `e2eLatency`). */
   e2eLatencyMs: Ms.optional(),
+  /**
+   * Voice: what a caller feels — from the end of the user's speech in the input audio (the VAD's) to the first
+   * non-silent agent audio sent back to the client.
+   */
+  responseMs: Ms.optional(),
   /** Voice: end-of-utterance detection delay (LiveKit's `endOfTurnDelay`). */
   endOfTurnDelayMs: Ms.optional(),
   /** Voice: from the end of speech to the final transcript (LiveKit's `transcriptionDelay`). */
@@ -33,6 +38,7 @@ export type TurnMetrics = z.infer<typeof TurnMetrics>;
 /** The figures a turn can carry, in a fixed order (stats, the console and docs list them so). */
 export const METRIC_NAMES = [
   'e2eLatencyMs',
+  'responseMs',
   'endOfTurnDelayMs',
   'transcriptionDelayMs',
   'llmTtftMs',

@@ -13,6 +13,7 @@ import {
 } from './agents.js';
 import { ApiKeys, Id, Ok } from './common.js';
 import { AgentStats, AgentStatsQuery } from './metrics.js';
+import { StartVoiceSessionBody, VoiceSessionStarted } from './voice.js';
 import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
@@ -99,6 +100,8 @@ export const Subjects = {
   textSessionStart: 'playground.text.start',
   textSessionTurn: 'playground.text.turn',
   textSessionEnd: 'playground.text.end',
+  voiceSessionStart: 'playground.voice.start',
+  voiceSessionEnd: 'playground.voice.end',
   agentSessionCreate: 'playground.session.create',
   agentSessionEnd: 'playground.session.end',
   testCaseRun: 'playground.cases.run',
@@ -114,7 +117,7 @@ export const PLAYGROUND_INSTANCES_SUBJECT = 'playground.instances';
  * forwarded there, and "no responders" means the session is gone.
  */
 export const ownerSubject = (key: string, verb: OwnerVerb) => `playground.owner.${key}.${verb}`;
-export type OwnerVerb = 'turn' | 'end';
+export type OwnerVerb = 'turn' | 'end' | 'attach';
 /** A key that can stand in a subject (one token): what the playground's session keys look like. */
 export const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
@@ -357,6 +360,15 @@ export const contract = {
     timeoutMs: 60_000,
   },
   [Subjects.textSessionEnd]: { request: TextEndRequest, response: Ok, errors: [] },
+  [Subjects.voiceSessionStart]: {
+    request: z.object({ agentId: Id, body: StartVoiceSessionBody }),
+    response: VoiceSessionStarted,
+    errors: START_ERRORS,
+    idempotent: true,
+    timeoutMs: 30_000,
+    noResponders: AT_CAPACITY,
+  },
+  [Subjects.voiceSessionEnd]: { request: TextEndRequest, response: Ok, errors: [] },
   [Subjects.agentSessionCreate]: {
     request: AgentSessionRequest,
     response: PlaygroundSession,

@@ -27,6 +27,7 @@ import { PROXY_METHODS, registerUpstream } from './proxy.js';
 import { routes, type AnyRoute } from './route-table.js';
 import { DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
 import { createTickets, kvUsedTickets, registerTicketRoute } from './tickets.js';
+import { DEFAULT_VOICE_SOCKET, registerVoiceSocket } from './voice-socket.js';
 
 export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'> &
   Partial<
@@ -113,6 +114,7 @@ export async function buildGateway(deps: {
 
   const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
+  await registerVoiceSocket(app, { nc, bus, streams, log, settings: DEFAULT_VOICE_SOCKET });
   for (const r of routes) registerRoute(app, bus, r, config, security, streams);
   registerTicketRoute(app, tickets);
   if (config.UPSTREAM_URL) {

@@ -345,6 +345,26 @@ export class EventStreams {
   }
 
   /**
+   * A session's events from its first, then live, for another kind of stream (the voice socket): the same
+   * shared feed as `serve`. Resolves once following; the returned function stops.
+   */
+  async follow(
+    target: { agentId: string; sessionId: string },
+    reader: FeedReader,
+    requestId: string,
+  ): Promise<() => void> {
+    const last = await this.lastStored(eventsSubject(target.agentId, target.sessionId));
+    let feed = this.feedFor(target, requestId, { after: 0, last });
+    await feed.ready;
+    if (feed.isClosed()) {
+      feed = this.feedFor(target, requestId, { after: 0, last });
+      await feed.ready;
+    }
+    feed.attach(reader, 0);
+    return () => feed.detach(reader);
+  }
+
+  /**
    * `POST …/turns` with `Accept: text/event-stream`: the turn's events as they happen, then `result` (the JSON
    * form's answer). Until its first event the turn can still be refused like the JSON form (same status and
    * body); after it, a failure is an `error` event.

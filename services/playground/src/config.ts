@@ -68,6 +68,12 @@ const Env = {
   /** After the last user leaves, the session stops unless someone rejoins within this. */
   USER_LEFT_GRACE_MS: envInt(15_000, 0),
   MAX_SESSION_MS: envInt(30 * 60_000, 1000),
+  /** A voice session whose client has not opened its audio socket within this is ended. */
+  VOICE_CONNECT_TIMEOUT_MS: envInt(15_000, 100),
+  /** No audio from a voice client for this long (it sends silence, not nothing): it is gone, the session ends. */
+  VOICE_INPUT_IDLE_MS: envInt(5000, 100),
+  /** How long the agent waits for a client's playback report beyond the audio's own length. */
+  VOICE_PLAYBACK_ACK_GRACE_MS: envInt(2000, 50),
   REAPER_INTERVAL_MS: envInt(60_000, 1000),
   /** A room whose owner is not alive is reaped once it is at least this old (spares rooms being created). */
   REAPER_MIN_AGE_MS: envInt(30_000, 0),

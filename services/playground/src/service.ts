@@ -16,6 +16,8 @@ import { LiveKitAgentRunner, type AgentRunner } from './transports/livekit/runne
 import { CaseGenerator } from './testing/generate.js';
 import { TestCaseTransport } from './transports/test-case.js';
 import { TextTransport } from './transports/text.js';
+import { VoiceTransport } from './transports/voice/voice-transport.js';
+import { prewarmVoiceModels } from './runtime/voice-models.js';
 import { traceLiveKit } from './telemetry.js';
 
 export type PlaygroundServiceConfig = Omit<
@@ -31,7 +33,12 @@ export type PlaygroundServiceConfig = Omit<
 >;
 
 /** The subjects that start sessions: an instance at capacity leaves their queue groups. */
-const CREATE_SUBJECTS = [Subjects.agentSessionCreate, Subjects.textSessionStart, Subjects.testCaseRun];
+const CREATE_SUBJECTS = [
+  Subjects.agentSessionCreate,
+  Subjects.voiceSessionStart,
+  Subjects.textSessionStart,
+  Subjects.testCaseRun,
+];
 
 export interface PlaygroundService extends Served {
   host: SessionHost;
@@ -79,6 +86,8 @@ export function startPlaygroundService(deps: {
 }): PlaygroundService {
   const { nc, log, config } = deps;
   traceLiveKit(deps.tracing);
+  // once per process, before any session: the VAD and the end-of-turn model (~650 ms the first time)
+  prewarmVoiceModels();
   const bus = new BusClient(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
   const { policy, egressFetch, readiness } = outboundOf(config, log, deps.resolve);
@@ -102,6 +111,7 @@ export function startPlaygroundService(deps: {
     // one answer carries up to 20 proposals: longer than one decision
     modelTimeoutMs: 4 * config.LLM_DECISION_TIMEOUT_MS,
   });
+  const audio = new VoiceTransport({ host, bus, nc, readiness, kit, env, config });
   const voice = new LiveKitTransport({
     host,
     bus,
@@ -123,6 +133,8 @@ export function startPlaygroundService(deps: {
     'playground.text.start': (req, ctx) => text.start(req.agentId, req.body, ctx.requestId),
     'playground.text.turn': (req, ctx) => text.turn(req.agentId, req.sessionId, req.text, ctx.requestId),
     'playground.text.end': (req, ctx) => text.end(req.agentId, req.sessionId, ctx.requestId),
+    'playground.voice.start': (req, ctx) => audio.start(req.agentId, req.body, ctx.requestId),
+    'playground.voice.end': (req, ctx) => audio.end(req.agentId, req.sessionId, ctx.requestId),
     'playground.session.create': (req, ctx) => voice.create(req, ctx.requestId),
     'playground.session.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
     'playground.cases.run': (req, ctx) => cases.run(req, ctx.requestId),

@@ -10,12 +10,14 @@ import {
   Subjects,
   TextTurnRequest,
   type Ok,
+  type OwnerVerb,
   type SessionEventInput,
   type SessionType,
   type SessionUsage,
   type TextTurnResult,
   type TurnResult,
 } from '@vab/contracts';
+import type { z } from 'zod';
 import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
@@ -51,6 +53,17 @@ export interface SessionContext {
   stop(reason: string): void;
   /** Stops it after `ms` unless called again first (e.g. the last user left the room). */
   stopAfter(ms: number, reason: string): void;
+  /** Cancels a `stopAfter` (e.g. the client connected in time). */
+  cancelStop(): void;
+  /**
+   * Answers requests on one of the session's owner subjects (`playground.owner.<key>.<verb>`) for as long as
+   * it runs: whichever instance a request reached, it comes here.
+   */
+  answerOwner<T extends z.ZodType, R>(
+    verb: OwnerVerb,
+    schema: T,
+    handler: (req: z.output<T>, requestId: string) => Promise<R>,
+  ): void;
 }
 
 export interface OpenOptions {
@@ -290,6 +303,23 @@ export class SessionHost implements HostView {
       },
       stop: (reason) => void this.stop(hosted.key, reason),
       stopAfter: (ms, reason) => this.timer(hosted, 'stop-after', ms, reason),
+      cancelStop: () => clearTimeout(hosted.timers.get('stop-after')),
+      answerOwner: (verb, schema, handler) => {
+        const { nc, log } = this.deps;
+        hosted.subs.push(
+          nc.subscribe(ownerSubject(hosted.key, verb), {
+            callback: (_e, msg) =>
+              void answer({
+                nc,
+                msg,
+                log,
+                subject: msg.subject,
+                schema,
+                handler: (req, ctx) => handler(req as z.output<typeof schema>, ctx.requestId),
+              }),
+          }),
+        );
+      },
     };
   }
 

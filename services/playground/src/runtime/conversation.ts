@@ -66,6 +66,8 @@ export interface ConversationDeps {
   log: Logger;
   now?: () => number;
   branchTimeoutMs: number;
+  /** Voice: the figures the transport measured from the audio for the turn just answered (taken once). */
+  audioFigures?: (() => Partial<TurnMetrics>) | undefined;
 }
 
 /** One pass over the actions an event led to, and what it carries from one action to the next. */
@@ -172,12 +174,17 @@ export class FlowConversation {
       return;
     }
     turn?.replies.push(text);
-    const metrics = messageMetrics(report);
+    const metrics = { ...messageMetrics(report), ...this.deps.audioFigures?.() };
     if (Object.keys(metrics).length > 0) {
       message.metrics = metrics;
       this.deps.emit({ type: 'turn_metrics', stepId, metrics });
     }
     this.deps.record(message);
+  }
+
+  /** The text of the reply being spoken (or spoken last): what an interrupted one is cut from. */
+  replyText(): string | undefined {
+    return this.replyTap.lastText();
   }
 
   /** What the session used so far, per provider and model (LiveKit's usage collector). */

@@ -9,6 +9,7 @@ import {
   type SessionMessage,
   type SessionType,
   type StepChange,
+  type TurnMetrics,
 } from '@vab/contracts';
 import type { EgressFetch } from '../egress/client.js';
 import type { KeyEnv } from '../keys.js';
@@ -30,6 +31,8 @@ export interface TransportSide {
   session: voice.AgentSession;
   startSession(agent: FlowAgent): Promise<void>;
   onStepChange?(change: StepChange): void;
+  /** Voice: the figures the transport measures from the audio, for the turn just answered. */
+  audioFigures?: () => Partial<TurnMetrics>;
 }
 
 export interface ConverseOptions extends TransportSide {
@@ -94,6 +97,7 @@ export class ConversationKit {
       session: opts.session,
       startSession: opts.startSession,
       onStepChange: opts.onStepChange,
+      audioFigures: opts.audioFigures,
       record: opts.record,
       emit: opts.emit,
       lastEventId: opts.lastEventId,

@@ -2,6 +2,7 @@ import { llm, voice } from '@livekit/agents';
 import type { SessionType, ToolMock } from '@vab/contracts';
 import type { RunnableFlow } from '../readiness.js';
 import { openMcpTools, type McpOptions } from './mcp.js';
+import { sharedVad, turnHandlingOf } from './voice-models.js';
 
 /** A runnable flow opened for one session: its models, and the tools of its MCP nodes (connected). */
 export interface FlowRuntime extends RunnableFlow {
@@ -51,8 +52,6 @@ export class FlowAgent extends voice.Agent {
   }
 }
 
-type TurnHandling = NonNullable<voice.AgentOptions<unknown>['turnHandling']>;
-
 /** What LiveKit runs a flow's agent with, for a session of this kind. */
 export function agentOptions(
   flow: FlowRuntime,
@@ -69,8 +68,9 @@ export function agentOptions(
       ? {
           tts: flow.tts(),
           stt: flow.stt(),
-          // a partial override, merged by LiveKit over the session's (as its own legacy options are)
-          turnHandling: { interruption: { enabled: agent.allowInterruptions } } as TurnHandling,
+          // the agent's own (a transfer's target takes its turns its own way); the models are shared
+          vad: sharedVad(),
+          turnHandling: turnHandlingOf(agent),
         }
       : {}),
   };

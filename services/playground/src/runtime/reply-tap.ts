@@ -72,6 +72,11 @@ export class ReplyTap {
     if (this.done.length > 16) this.done.shift();
   }
 
+  /** The text of the reply streamed last (open or finished): what an interrupted reply is cut from. */
+  lastText(): string | undefined {
+    return this.text === '' ? undefined : this.text;
+  }
+
   /** The id of the streamed segment a final reply came from (a new one when none streamed, e.g. no output). */
   replyIdOf(text: string): string {
     const i = this.done.findIndex((d) => d.text.trim() === text.trim());

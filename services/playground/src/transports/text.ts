@@ -1,7 +1,5 @@
 import type { BusClient } from '@vab/bus';
 import {
-  AppError,
-  Subjects,
   type ApiKeys,
   type CaseMocks,
   type Ok,
@@ -15,6 +13,7 @@ import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
 import type { ConversationKit } from '../runtime/conversations.js';
+import { flowToRun } from './flow-to-run.js';
 import { TypedAgentSession } from './typed-session.js';
 
 /**
@@ -35,7 +34,10 @@ export class TextTransport {
 
   async start(agentId: string, body: StartTextSessionBody, requestId: string): Promise<TextTurnResult> {
     const { readiness } = this.deps;
-    const { flow, version } = await this.flowOf(agentId, body, requestId);
+    const { flow, version } = await flowToRun(this.deps.bus, agentId, body, {
+      timeoutMs: this.deps.busTimeoutMs,
+      requestId,
+    });
     const runnable = readiness.require(flow, 'text', await this.deps.env(), body.apiKeys);
     const { key, result } = await this.open(agentId, runnable, {
       sessionType: 'text',
@@ -45,27 +47,6 @@ export class TextTransport {
       requestId,
     });
     return { sessionId: key, ...result };
-  }
-
-  /** The flow to run: a draft sent with the start, a stored version, or the agent's latest. */
-  private async flowOf(agentId: string, body: StartTextSessionBody, requestId: string) {
-    const opts = { timeoutMs: this.deps.busTimeoutMs, requestId };
-    if (body.flow && body.version) {
-      throw new AppError('VALIDATION_FAILED', 'send either a flow or a version, not both', {
-        issues: [{ path: 'body.version', message: 'not with flow' }],
-      });
-    }
-    if (body.flow) return { flow: body.flow, version: null };
-    if (body.version) {
-      const stored = await this.deps.bus.request(
-        Subjects.agentsVersionsGet,
-        { id: agentId, version: body.version },
-        opts,
-      );
-      return { flow: stored.flow, version: stored.version };
-    }
-    const agent = await this.deps.bus.request(Subjects.agentsGet, { id: agentId }, opts);
-    return { flow: agent.flow, version: agent.version };
   }
 
   /**

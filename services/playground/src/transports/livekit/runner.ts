@@ -5,6 +5,7 @@ import type { CompiledFlow } from '@vab/flow';
 import type { Logger } from 'pino';
 import type { FlowConversation } from '../../runtime/conversation.js';
 import type { TransportSide } from '../../runtime/conversations.js';
+import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
 
 export interface RunnerStartOptions {
   roomName: string;
@@ -38,7 +39,7 @@ export interface AgentRunner {
 
 /**
  * The in-process LiveKit agent: a bare `Room` (not the worker, which forks a process per job) and an
- * `AgentSession` whose turn detection is the STT's end of speech (no local model needed). The agent's own
+ * `AgentSession` with the flow's turn handling (the local VAD and end-of-turn model, shared by the process). The agent's own
  * models come from the flow (so a transfer can swap them); step changes go out on the data channel for the
  * builder to highlight.
  */
@@ -74,7 +75,10 @@ export class LiveKitAgentRunner implements AgentRunner {
             ),
           );
       };
-      const session = new voice.AgentSession({ turnHandling: { turnDetection: 'stt' } });
+      const session = new voice.AgentSession({
+        vad: sharedVad(),
+        turnHandling: turnHandlingOf(opts.flow.agent),
+      });
       conv = await opts.converse({
         session,
         startSession: (agent) => session.start({ agent, room }),

@@ -1,0 +1,121 @@
+import { z } from 'zod';
+import { ApiKeys, Id } from './common.js';
+import { Flow } from './flow.js';
+
+// ---- the voice WebSocket (docs/api.md › Voice sessions) -----------------------------------------
+
+/** Sample rates a client may send and receive 16-bit mono PCM at. */
+export const VOICE_SAMPLE_RATES = [8000, 16000, 24000, 48000] as const;
+/** Frame lengths a client may send (ms of audio per binary message). */
+export const VOICE_FRAME_MS = [10, 20, 40, 60] as const;
+
+export const VoiceAudioFormat = z
+  .object({
+    sampleRate: z
+      .union(VOICE_SAMPLE_RATES.map((r) => z.literal(r)) as [z.ZodLiteral<8000>, ...z.ZodLiteral<number>[]])
+      .default(16000)
+      .describe('Hz of the 16-bit mono PCM the client sends and receives'),
+    frameMs: z
+      .union(VOICE_FRAME_MS.map((r) => z.literal(r)) as [z.ZodLiteral<10>, ...z.ZodLiteral<number>[]])
+      .default(20)
+      .describe('ms of audio in each binary message the client sends'),
+  })
+  .strict();
+export type VoiceAudioFormat = z.infer<typeof VoiceAudioFormat>;
+
+export const StartVoiceSessionBody = z
+  .object({
+    /** A flow to try instead of the agent's latest stored one (e.g. unsaved edits). */
+    flow: Flow.nullish(),
+    /** A stored version to run instead of the latest (not with `flow`). */
+    version: z.number().int().positive().nullish(),
+    /** Provider keys by provider id; the server environment is the fallback (the key rule applies). */
+    apiKeys: ApiKeys.nullish(),
+    audio: VoiceAudioFormat.default({ sampleRate: 16000, frameMs: 20 }),
+  })
+  .strict();
+export type StartVoiceSessionBody = z.infer<typeof StartVoiceSessionBody>;
+
+export const VoiceSessionStarted = z.object({
+  /** The test session (sessionType "voice") that records this conversation. */
+  sessionId: Id,
+  /** Where to open the WebSocket (same origin; a ticket or the bearer token authenticates it). */
+  audioPath: z.string(),
+  audio: z.object({
+    sampleRate: z.number().int(),
+    frameMs: z.number().int(),
+    /** The exact size of every binary message the client sends. */
+    frameBytes: z.number().int(),
+  }),
+  /** The session ends when no client has opened the audio socket within this many ms. */
+  connectWithinMs: z.number().int(),
+});
+export type VoiceSessionStarted = z.infer<typeof VoiceSessionStarted>;
+
+/** JSON messages a client sends on the audio socket (binary messages are its microphone's PCM). */
+export const VoiceClientMessage = z.discriminatedUnion('type', [
+  /**
+   * The agent's audio up to a `playback_flush` has played out, or (`interrupted`) playback stopped after a
+   * `playback_clear`: `playedMs` of the segment were heard. The agent keeps only what was heard.
+   */
+  z
+    .object({
+      type: z.literal('playback_finished'),
+      playedMs: z.number().nonnegative().max(3_600_000),
+      interrupted: z.boolean(),
+    })
+    .strict(),
+  /** Ends the session (closing the socket does too). */
+  z.object({ type: z.literal('end') }).strict(),
+]);
+export type VoiceClientMessage = z.infer<typeof VoiceClientMessage>;
+
+/** JSON messages the server sends on the audio socket besides the agent's PCM (binary messages). */
+export type VoiceServerMessage =
+  | { type: 'ready'; sessionId: string; sampleRate: number; frameBytes: number }
+  /** The agent's segment is complete: report `playback_finished` once it has played out. */
+  | { type: 'playback_flush' }
+  /** Stop playing and drop what is buffered (the user interrupted): report what was played. */
+  | { type: 'playback_clear' }
+  /** Pause playback (a possible interruption) / resume it (it was not one). */
+  | { type: 'playback_pause' }
+  | { type: 'playback_resume' }
+  /** One of the session's events, exactly as its Server-Sent Events stream carries it. */
+  | { type: 'event'; event: unknown };
+
+/** Close codes of the audio socket (4000–4999 are the application's, RFC 6455 § 7.4.2). */
+export const VoiceCloseCodes = {
+  /** The session ended (its reason is the close reason). */
+  ended: 1000,
+  /** A frame of the wrong size, a JSON message that is not one of VoiceClientMessage, or garbage. */
+  badInput: 4400,
+  unauthorized: 4401,
+  notFound: 4404,
+  /** A second client on a session that has one. */
+  taken: 4409,
+  /** Audio faster than real time beyond the allowed burst. */
+  tooFast: 4429,
+  /** The client left too much of the agent's audio unread. */
+  tooSlow: 4408,
+  /** The instance running the session is gone. */
+  lost: 4503,
+} as const;
+
+// ---- between the gateway and the session's owner --------------------------------------------------
+
+/** Binary PCM from the client (no headers), or a JSON control message (header `Voice-Control: 1`). */
+export const voiceInSubject = (sessionId: string) => `voice.${sessionId}.in`;
+/** The agent's PCM (no headers), or a JSON VoiceServerMessage (header `Voice-Control: 1`). */
+export const voiceOutSubject = (sessionId: string) => `voice.${sessionId}.out`;
+export const VOICE_CONTROL_HEADER = 'Voice-Control';
+
+/** The gateway's socket attaches to the session at its owner (`playground.owner.<id>.attach`). */
+export const VoiceAttachRequest = z.object({
+  agentId: Id,
+  sessionId: Id,
+  /** This socket's id: a second attach with another id is refused while this one holds the session. */
+  connectionId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+});
+export type VoiceAttachRequest = z.infer<typeof VoiceAttachRequest>;
+export const VoiceAttached = z.object({ sampleRate: z.number().int(), frameBytes: z.number().int() });
+export type VoiceAttached = z.infer<typeof VoiceAttached>;

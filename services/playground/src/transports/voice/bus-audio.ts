@@ -1,0 +1,206 @@
+import { voice } from '@livekit/agents';
+import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
+import type { VoiceServerMessage } from '@vab/contracts';
+
+/**
+ * The client's microphone as LiveKit's audio input: 16-bit mono PCM frames at the client's rate, pushed as
+ * they arrive over the bus (the gateway checked their size and pace). The session's VAD and STT resample.
+ */
+export class BusAudioInput extends voice.AudioInput {
+  private readonly writer: WritableStreamDefaultWriter<AudioFrame>;
+  private closed = false;
+
+  constructor(private readonly sampleRate: number) {
+    super();
+    const pipe = new TransformStream<AudioFrame, AudioFrame>();
+    this.writer = pipe.writable.getWriter();
+    this.multiStream.addInputStream(pipe.readable);
+  }
+
+  /** One frame of the client's audio (its bytes are copied: the bus reuses nothing, but we own ours). */
+  push(pcm: Int16Array): void {
+    if (this.closed) return;
+    const frame = new AudioFrame(pcm, this.sampleRate, 1, pcm.length);
+    this.writer.write(frame).catch(() => undefined);
+  }
+
+  override async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.writer.close().catch(() => undefined);
+    await super.close();
+  }
+}
+
+/** A sample this loud or louder is speech-level audio, not silence (about −40 dBFS). */
+const AUDIBLE = 330;
+
+export const isAudible = (pcm: Int16Array): boolean => {
+  for (let i = 0; i < pcm.length; i++) {
+    const v = pcm[i]!;
+    if (v >= AUDIBLE || v <= -AUDIBLE) return true;
+  }
+  return false;
+};
+
+/** How speech is paced when nothing better is known: ~14 characters a second (150 words a minute). */
+const CHARS_PER_SECOND = 14;
+
+/** The part of a reply heard after `playedMs`, cut at a word: the text an interrupted reply keeps. */
+export function heardPart(text: string, playedMs: number, segmentMs: number | undefined): string {
+  const share =
+    segmentMs && segmentMs > 0
+      ? Math.min(1, playedMs / segmentMs)
+      : Math.min(1, (playedMs / 1000) * (CHARS_PER_SECOND / Math.max(1, text.length)));
+  if (share >= 1) return text;
+  const cut = Math.round(text.length * share);
+  const space = text.lastIndexOf(' ', cut);
+  return (space > 0 ? text.slice(0, space) : '').trimEnd();
+}
+
+export interface BusAudioOutputOptions {
+  /** The client's rate: the agent's audio is resampled to it. */
+  sampleRate: number;
+  send(message: VoiceServerMessage | Int16Array): void;
+  /** The text of the reply being played (for what an interrupted one keeps). */
+  replyText(): string | undefined;
+  /** The first audible frame of a segment goes out now. */
+  onAudible?(at: number): void;
+  /** How long to wait for the client's report beyond the audio's own length (a client that never reports). */
+  ackGraceMs: number;
+}
+
+interface Segment {
+  startedAt: number;
+  pushedMs: number;
+  /** No more frames come (flushed or cleared). */
+  complete: boolean;
+  /** Flushed before any interruption: `pushedMs` is the whole reply's audio. */
+  flushed: boolean;
+  interrupted: boolean;
+  audible: boolean;
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * The agent's voice to the client, with LiveKit's playout handshake done by the client: frames go out as
+ * LiveKit makes them (faster than real time; the client buffers and plays), `playback_flush` ends a segment,
+ * `playback_clear` stops it (an interruption), and the client's `playback_finished` says how much was heard.
+ * Only then does LiveKit learn the segment finished — so an interrupted reply keeps only what was played.
+ * A client that never reports is not waited for beyond the audio's length plus a grace.
+ */
+export class BusAudioOutput extends voice.AudioOutput {
+  private segment: Segment | undefined;
+  private resampler: AudioResampler | undefined;
+
+  constructor(private readonly opts: BusAudioOutputOptions) {
+    super(opts.sampleRate, undefined, { pause: true });
+  }
+
+  override async captureFrame(frame: AudioFrame): Promise<void> {
+    await super.captureFrame(frame);
+    let seg = this.segment;
+    if (!seg || seg.complete) {
+      // a segment still awaiting its report when the next starts is done as far as LiveKit cares
+      if (seg) this.settle(seg.pushedMs, false);
+      seg = {
+        startedAt: Date.now(),
+        pushedMs: 0,
+        complete: false,
+        flushed: false,
+        interrupted: false,
+        audible: false,
+      };
+      this.segment = seg;
+      this.onPlaybackStarted(seg.startedAt);
+    }
+    seg.pushedMs += (frame.samplesPerChannel / frame.sampleRate) * 1000;
+    for (const out of this.toClientRate(frame)) {
+      if (!seg.audible && isAudible(out.data)) {
+        seg.audible = true;
+        this.opts.onAudible?.(Date.now());
+      }
+      this.opts.send(out.data);
+    }
+  }
+
+  private toClientRate(frame: AudioFrame): AudioFrame[] {
+    if (frame.sampleRate === this.opts.sampleRate) return [frame];
+    if (this.resampler?.inputRate !== frame.sampleRate) {
+      this.resampler?.close();
+      this.resampler = new AudioResampler(frame.sampleRate, this.opts.sampleRate, 1);
+    }
+    return this.resampler.push(frame);
+  }
+
+  override flush(): void {
+    super.flush();
+    this.opts.send({ type: 'playback_flush' });
+    const seg = this.segment;
+    if (!seg || seg.complete) return;
+    seg.complete = true;
+    seg.flushed = true;
+    const left = Math.max(0, seg.startedAt + seg.pushedMs - Date.now());
+    this.waitForReport(seg, left + this.opts.ackGraceMs);
+  }
+
+  override clearBuffer(): void {
+    this.opts.send({ type: 'playback_clear' });
+    const seg = this.segment;
+    if (!seg || seg.interrupted) return;
+    seg.interrupted = true;
+    if (!seg.complete) super.flush();
+    seg.complete = true;
+    this.waitForReport(seg, this.opts.ackGraceMs);
+  }
+
+  override pause(): void {
+    super.pause();
+    this.opts.send({ type: 'playback_pause' });
+  }
+
+  override resume(): void {
+    super.resume();
+    this.opts.send({ type: 'playback_resume' });
+  }
+
+  /** The client's `playback_finished`. */
+  reported(playedMs: number, interrupted: boolean): void {
+    const seg = this.segment;
+    if (!seg?.complete) return;
+    this.settle(Math.min(playedMs, seg.pushedMs), interrupted || seg.interrupted);
+  }
+
+  private waitForReport(seg: Segment, ms: number): void {
+    clearTimeout(seg.timer);
+    seg.timer = setTimeout(() => {
+      if (this.segment !== seg) return;
+      // no report: what wall-clock time says could have played
+      this.settle(Math.min(seg.pushedMs, Date.now() - seg.startedAt), seg.interrupted);
+    }, ms);
+    seg.timer.unref();
+  }
+
+  private settle(playedMs: number, interrupted: boolean): void {
+    const seg = this.segment;
+    if (!seg) return;
+    clearTimeout(seg.timer);
+    this.segment = undefined;
+    const text = interrupted ? this.opts.replyText() : undefined;
+    this.onPlaybackFinished({
+      playbackPosition: playedMs / 1000,
+      interrupted,
+      ...(text !== undefined
+        ? { synchronizedTranscript: heardPart(text, playedMs, seg.flushed ? seg.pushedMs : undefined) }
+        : {}),
+    });
+  }
+
+  /** Ends any segment still awaiting its report (the session closes). */
+  close(): void {
+    const seg = this.segment;
+    if (seg) this.settle(Math.min(seg.pushedMs, Date.now() - seg.startedAt), true);
+    this.resampler?.close();
+    this.resampler = undefined;
+  }
+}

@@ -1,0 +1,279 @@
+import { voice } from '@livekit/agents';
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { headers as natsHeaders } from '@nats-io/transport-node';
+import type { BusClient } from '@vab/bus';
+import {
+  AppError,
+  VOICE_CONTROL_HEADER,
+  VoiceAttachRequest,
+  VoiceClientMessage,
+  voiceInSubject,
+  voiceOutSubject,
+  type Ok,
+  type StartVoiceSessionBody,
+  type TurnMetrics,
+  type VoiceAttached,
+  type VoiceServerMessage,
+  type VoiceSessionStarted,
+} from '@vab/contracts';
+import type { SessionContext, SessionHost } from '../../host/session-host.js';
+import type { KeyEnv } from '../../keys.js';
+import type { ReadinessCheck, RunnableFlow } from '../../readiness.js';
+import type { FlowConversation } from '../../runtime/conversation.js';
+import type { ConversationKit } from '../../runtime/conversations.js';
+import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
+import { flowToRun } from '../flow-to-run.js';
+import { BusAudioInput, BusAudioOutput } from './bus-audio.js';
+
+export interface VoiceTransportConfig {
+  BUS_TIMEOUT_MS: number;
+  /** A started voice session whose client has not opened the audio socket within this is ended. */
+  VOICE_CONNECT_TIMEOUT_MS: number;
+  /** No audio from the client for this long: it is gone, and the session ends. */
+  VOICE_INPUT_IDLE_MS: number;
+  /** How long the agent waits for the client's playback report beyond the audio's own length. */
+  VOICE_PLAYBACK_ACK_GRACE_MS: number;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Voice sessions without a media server: the flow's agent on LiveKit's pipeline (VAD, STT, end of turn, LLM,
+ * TTS, interruptions) with the audio of a WebSocket client, which the gateway relays over the bus
+ * (`voice.<id>.in` / `voice.<id>.out`, NATS core subjects of the instance that owns the session). Started,
+ * capped, timed, checked and recorded as a test session of type "voice" exactly like every other session.
+ */
+export class VoiceTransport {
+  constructor(
+    private readonly deps: {
+      host: SessionHost;
+      bus: BusClient;
+      nc: NatsConnection;
+      readiness: ReadinessCheck;
+      kit: ConversationKit;
+      env(): Promise<KeyEnv>;
+      config: VoiceTransportConfig;
+    },
+  ) {}
+
+  async start(agentId: string, body: StartVoiceSessionBody, requestId: string): Promise<VoiceSessionStarted> {
+    const { config, readiness } = this.deps;
+    const { flow, version } = await flowToRun(this.deps.bus, agentId, body, {
+      timeoutMs: config.BUS_TIMEOUT_MS,
+      requestId,
+    });
+    const runnable = readiness.require(flow, 'voice', await this.deps.env(), body.apiKeys);
+    const { sampleRate, frameMs } = body.audio;
+    const frameBytes = ((sampleRate * frameMs) / 1000) * 2;
+    const { key } = await this.deps.host.open(
+      { sessionType: 'voice', agentId, version, requestId, failure: 'the voice session could not start' },
+      async (ctx) => {
+        const call = new VoiceCall({
+          ...this.deps,
+          ctx,
+          flow: runnable,
+          agentId,
+          apiKeys: body.apiKeys ?? undefined,
+          sampleRate,
+          frameBytes,
+          requestId,
+        });
+        ctx.answerOwner('attach', VoiceAttachRequest, async (req) => call.attach(req.connectionId));
+        ctx.onStop(() => call.close());
+        ctx.stopAfter(config.VOICE_CONNECT_TIMEOUT_MS, 'client never connected');
+        return { result: undefined };
+      },
+    );
+    return {
+      sessionId: key,
+      audioPath: `/api/agents/${agentId}/voice-sessions/${key}/audio`,
+      audio: { sampleRate, frameMs, frameBytes },
+      connectWithinMs: config.VOICE_CONNECT_TIMEOUT_MS,
+    };
+  }
+
+  /** Idempotent: an unknown or already ended session answers ok. */
+  async end(agentId: string, sessionId: string, requestId: string): Promise<Ok> {
+    await this.deps.host.end(sessionId, agentId, requestId);
+    return { ok: true };
+  }
+}
+
+interface CallDeps {
+  nc: NatsConnection;
+  kit: ConversationKit;
+  config: VoiceTransportConfig;
+  ctx: SessionContext;
+  flow: RunnableFlow;
+  agentId: string;
+  apiKeys: StartVoiceSessionBody['apiKeys'];
+  sampleRate: number;
+  frameBytes: number;
+  requestId: string;
+}
+
+/** The moments of one user turn, on the wall clock, that the audio figures are made from. */
+interface TurnMoments {
+  speechEndAt?: number;
+  transcriptAt?: number;
+  committedAt?: number;
+  playbackAt?: number;
+  audibleAt?: number;
+}
+
+/** One voice session's audio, pipeline and figures, once its client attached. */
+class VoiceCall {
+  private connectionId: string | undefined;
+  private sub: Subscription | undefined;
+  private input: BusAudioInput | undefined;
+  private output: BusAudioOutput | undefined;
+  private conversation: FlowConversation | undefined;
+  private lastInputAt = Date.now();
+  private idleCheck: NodeJS.Timeout | undefined;
+  private turn: TurnMoments = {};
+  private closed = false;
+  private readonly controlHeaders = natsHeaders();
+
+  constructor(private readonly deps: CallDeps) {
+    this.controlHeaders.set(VOICE_CONTROL_HEADER, '1');
+  }
+
+  /** The gateway's socket takes the session: one client at a time. */
+  async attach(connectionId: string): Promise<VoiceAttached> {
+    const { ctx } = this.deps;
+    if (this.closed) throw new AppError('NOT_FOUND', 'the voice session has ended');
+    if (this.connectionId !== undefined) {
+      throw new AppError('CONFLICT', 'another client is connected to this voice session');
+    }
+    this.connectionId = connectionId;
+    ctx.cancelStop();
+    await this.startPipeline();
+    this.send({ type: 'ready', sessionId: ctx.key, sampleRate: this.deps.sampleRate, frameBytes: this.deps.frameBytes });
+    return { sampleRate: this.deps.sampleRate, frameBytes: this.deps.frameBytes };
+  }
+
+  private async startPipeline(): Promise<void> {
+    const { nc, ctx, flow, sampleRate, config } = this.deps;
+    const input = new BusAudioInput(sampleRate);
+    this.input = input;
+    this.sub = nc.subscribe(voiceInSubject(ctx.key), { callback: (_e, msg) => this.heard(msg) });
+    this.idleCheck = setInterval(() => {
+      if (Date.now() - this.lastInputAt > config.VOICE_INPUT_IDLE_MS) ctx.stop('client gone');
+    }, Math.min(1000, config.VOICE_INPUT_IDLE_MS));
+    this.idleCheck.unref();
+    const session = new voice.AgentSession({ vad: sharedVad(), turnHandling: turnHandlingOf(flow.config.agent) });
+    this.watch(session);
+    const output = new BusAudioOutput({
+      sampleRate,
+      send: (m) => this.send(m),
+      replyText: () => this.conversation?.replyText(),
+      onAudible: (at) => (this.turn.audibleAt ??= at),
+      ackGraceMs: config.VOICE_PLAYBACK_ACK_GRACE_MS,
+    });
+    output.on(voice.AudioOutput.EVENT_PLAYBACK_STARTED, (ev: { createdAt: number }) => {
+      this.turn.playbackAt ??= ev.createdAt;
+    });
+    this.output = output;
+    session.input.audio = input;
+    session.output.audio = output;
+    const conv = await this.deps.kit.converse({
+      session,
+      startSession: (agent) => session.start({ agent }),
+      flow,
+      apiKeys: this.deps.apiKeys ?? undefined,
+      record: (m) => ctx.recorder?.record(m),
+      emit: ctx.emit,
+      lastEventId: ctx.lastEventId,
+      onEnded: () => ctx.stop('end step'),
+      log: ctx.log,
+      requestId: this.deps.requestId,
+      audioFigures: () => this.takeFigures(),
+    });
+    this.conversation = conv;
+    ctx.usageFrom(() => conv.usage());
+    await conv.start();
+  }
+
+  /** LiveKit's session events the figures and the agent-state events are made of. */
+  private watch(session: voice.AgentSession): void {
+    const { ctx } = this.deps;
+    session.on(voice.AgentSessionEventTypes.AgentStateChanged, (ev) => {
+      ctx.emit({ type: 'agent_state', state: ev.newState });
+    });
+    session.on(voice.AgentSessionEventTypes.UserStateChanged, (ev) => {
+      if (ev.newState === 'speaking') this.turn = {};
+      // the VAD reports the end of speech once its silence has lasted: the speech ended that long before
+      else if (ev.oldState === 'speaking') {
+        this.turn.speechEndAt = ev.createdAt - sharedVad().minSilenceDuration;
+      }
+    });
+    session.on(voice.AgentSessionEventTypes.UserInputTranscribed, (ev) => {
+      if (ev.isFinal) this.turn.transcriptAt = Date.now();
+    });
+    session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
+      if (ev.item.type === 'message' && ev.item.role === 'user') this.turn.committedAt = Date.now();
+    });
+    session.on(voice.AgentSessionEventTypes.Close, () => ctx.stop('session closed'));
+  }
+
+  /** The turn's figures measured here from the audio itself; once per turn. */
+  private takeFigures(): Partial<TurnMetrics> {
+    const t = this.turn;
+    this.turn = {};
+    if (t.speechEndAt === undefined) return {};
+    const since = (at: number | undefined) =>
+      at === undefined ? undefined : Math.max(0, Math.round(at - t.speechEndAt!));
+    const figures: Partial<TurnMetrics> = {
+      responseMs: since(t.audibleAt),
+      e2eLatencyMs: since(t.playbackAt),
+      transcriptionDelayMs: since(t.transcriptAt),
+      endOfTurnDelayMs: since(t.committedAt),
+    };
+    return Object.fromEntries(Object.entries(figures).filter(([, v]) => v !== undefined));
+  }
+
+  /** A message from the client, relayed by the gateway: its microphone's PCM, or a control message. */
+  private heard(msg: Msg): void {
+    this.lastInputAt = Date.now();
+    if (!msg.headers?.has(VOICE_CONTROL_HEADER)) {
+      const { data } = msg;
+      if (data.byteLength !== this.deps.frameBytes) return;
+      // a copy: the frame outlives this message's buffer in LiveKit's queues
+      const pcm = new Int16Array(data.byteLength / 2);
+      new Uint8Array(pcm.buffer).set(data);
+      this.input?.push(pcm);
+      return;
+    }
+    let parsed: ReturnType<typeof VoiceClientMessage.safeParse>;
+    try {
+      parsed = VoiceClientMessage.safeParse(JSON.parse(decoder.decode(msg.data)));
+    } catch {
+      return;
+    }
+    if (!parsed.success) return;
+    const m = parsed.data;
+    if (m.type === 'playback_finished') this.output?.reported(m.playedMs, m.interrupted);
+    else this.deps.ctx.stop('client ended');
+  }
+
+  private send(message: VoiceServerMessage | Int16Array): void {
+    if (this.closed) return;
+    const subject = voiceOutSubject(this.deps.ctx.key);
+    if (message instanceof Int16Array) {
+      this.deps.nc.publish(subject, new Uint8Array(message.buffer, message.byteOffset, message.byteLength));
+    } else {
+      this.deps.nc.publish(subject, encoder.encode(JSON.stringify(message)), { headers: this.controlHeaders });
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    clearInterval(this.idleCheck);
+    this.output?.close();
+    await this.conversation?.close();
+    this.closed = true;
+    this.sub?.unsubscribe();
+    await this.input?.close();
+  }
+}
