@@ -7,3 +7,5 @@ export * from './logs.js';
 export * from './clusters.js';
 export * from './browser.js';
 export * from './otlp.js';
+export * from './speech.js';
+export * from './voice-client.js';

@@ -134,6 +134,7 @@ describe('TTS provider extras', () => {
     expect(client?.apiKey).toBe('k');
     expect(client?.baseURL).toBe('https://api.openai.com/v1');
     expect(openAiOptions).toEqual({
+      apiKey: 'k',
       model: 'tts-model',
       voice: 'v-9',
       speed: 1.5,

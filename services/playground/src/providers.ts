@@ -80,8 +80,10 @@ function openAiStt(cfg: SttConfig, language: string, endpoint: Endpoint): stt.ST
   return new openai.STT({
     language,
     useRealtime: realtime,
+    // checked by the constructor even when the client (which carries it) is ours
+    apiKey: endpoint.apiKey,
     ...(cfg.model ? { model: cfg.model } : {}),
-    ...(realtime ? { apiKey: endpoint.apiKey } : { client: openAiClient(endpoint, OPENAI_BASE_URL) }),
+    ...(realtime ? {} : { client: openAiClient(endpoint, OPENAI_BASE_URL) }),
   });
 }
 
@@ -128,6 +130,7 @@ export const ttsOptions = {
   openai: (cfg: TtsConfig, endpoint: Endpoint): Partial<openai.TTSOptions> => {
     const x = OpenAiTtsExtras.parse(cfg.extras);
     return {
+      apiKey: endpoint.apiKey,
       client: openAiClient(endpoint, OPENAI_BASE_URL),
       ...(cfg.model ? { model: cfg.model } : {}),
       ...(cfg.voiceId ? { voice: cfg.voiceId as openai.TTSOptions['voice'] } : {}),

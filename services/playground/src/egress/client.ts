@@ -81,7 +81,23 @@ export function createEgressFetch(opts: EgressClientOptions): EgressFetch {
     bodyTimeout: opts.timeoutMs,
     maxResponseSize: opts.maxResponseBytes,
   });
-  const egressFetch = (input: unknown, init?: RequestInit) =>
-    undiciFetch(input as never, { ...(init as object), dispatcher, redirect: 'manual' } as never);
-  return egressFetch as unknown as EgressFetch;
+  const egressFetch = async (input: unknown, init?: RequestInit) =>
+    undiciFetch(
+      input as never,
+      { ...(init as object), ...(await multipartOf(init)), dispatcher, redirect: 'manual' } as never,
+    );
+  // what the OpenAI SDK probes to see that this fetch takes the global FormData (a speech-to-text upload)
+  return Object.assign(egressFetch, { Response: globalThis.Response }) as unknown as EgressFetch;
+}
+
+/**
+ * A body of Node's global FormData (an OpenAI file upload) encoded as multipart by Node's own Request: the
+ * undici package's fetch would take it for an unknown object and send "[object FormData]".
+ */
+async function multipartOf(init: RequestInit | undefined): Promise<Partial<RequestInit>> {
+  if (!(init?.body instanceof FormData)) return {};
+  const encoded = new Request('http://multipart.invalid/', { method: 'POST', body: init.body });
+  const headers = new Headers(init.headers);
+  headers.set('content-type', encoded.headers.get('content-type')!);
+  return { body: Buffer.from(await encoded.arrayBuffer()), headers };
 }

@@ -230,7 +230,7 @@ export class FlowConversation {
       agentOptions(flow, this.deps.sessionType, chatCtx),
       inRoom
         ? (text) =>
-            void this.userTurn(text, { inContext: true }).catch((err: unknown) =>
+            void this.userTurn(text, { spoken: true }).catch((err: unknown) =>
               this.deps.log.error({ err: String(err) }, 'user turn failed'),
             )
         : undefined,
@@ -253,18 +253,17 @@ export class FlowConversation {
   }
 
   /**
-   * A user turn. `inContext`: the session already added the message to the model's context (a voice turn
-   * committed by the framework); a text turn is added here, with the reply that answers it.
+   * A user turn. `spoken`: a voice turn the framework committed, whose final transcript was an event already
+   * (user_input_transcribed); LiveKit leaves a turn it was told not to answer (StopResponse) out of the
+   * model's context, so like a text turn it goes in with the reply that answers it.
    */
-  async userTurn(text: string, opts: { inContext?: boolean } = {}): Promise<TurnResult> {
+  async userTurn(text: string, opts: { spoken?: boolean } = {}): Promise<TurnResult> {
     return this.serialized(async () => {
       if (this.ended) return this.result();
       this.transcript.push({ role: 'user', content: text });
       this.deps.record({ role: 'user', content: text, stepId: this.state.stepId, timestamp: this.now() });
-      // a voice turn's final transcript was an event already (user_input_transcribed)
-      if (!opts.inContext)
-        this.deps.emit({ type: 'user_turn', text, final: true, stepId: this.state.stepId });
-      return this.handle({ type: 'user_turn', at: this.now(), text }, opts.inContext ? undefined : text);
+      if (!opts.spoken) this.deps.emit({ type: 'user_turn', text, final: true, stepId: this.state.stepId });
+      return this.handle({ type: 'user_turn', at: this.now(), text }, text);
     });
   }
 

@@ -1,0 +1,131 @@
+import type { Flow } from '@vab/contracts';
+import { edge, speak, startSpeechStub, VoiceClient } from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
+import { api, startStack, type Stack } from '../helpers/stack.js';
+
+/**
+ * Voice over the gateway's WebSocket, on real audio: espeak-ng speech streamed in real time, LiveKit's pipeline
+ * (VAD, end-of-turn model, STT, LLM, TTS, interruptions) running for real in the playground, OpenAI's speech
+ * and chat protocols spoken by stubs on loopback.
+ */
+
+const KEY = 'sk-voice-test-key-0123456789';
+const LONG_REPLY =
+  'Of course. We have appointments on Monday, Tuesday and Wednesday mornings, and on Thursday ' +
+  'afternoon, and our doctors can see you for a check up, a vaccination or a longer consultation.';
+const FIRST = 'I would like to book an appointment please';
+const SECOND = 'Stop. What time is it?';
+
+let stack: Stack;
+let http: ReturnType<typeof api>;
+let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
+let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+const utterances: string[] = [];
+
+const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
+
+function voiceFlow(turns: Record<string, unknown> = {}): Flow {
+  return {
+    nodes: [
+      { id: 'agent', nodeType: 'agent', name: 'Clinic', instructions: 'You book appointments.', ...turns },
+      { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'stub', baseURL: chat.baseURL },
+      { id: 'tts', nodeType: 'tts', provider: 'openai', voiceId: 'alloy', baseURL: speech.baseURL },
+      { id: 'stt', nodeType: 'stt', provider: 'openai', baseURL: speech.baseURL },
+      { id: 'start', nodeType: 'start', command: 'Hello, how can I help?', isLiteral: true },
+      { id: 'talk', nodeType: 'opentalk', command: 'Help the caller.' },
+      { id: 'end', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
+    ],
+    edges: [
+      edge('llm', 'output', 'agent', 'llm_in'),
+      edge('tts', 'output', 'agent', 'tts_in'),
+      edge('stt', 'output', 'agent', 'stt_in'),
+      edge('agent', 'output', 'start'),
+      edge('start', 'output', 'talk'),
+      edge('talk', 'output', 'end'),
+    ],
+  };
+}
+
+beforeAll(async () => {
+  chat = await startOpenAiStub((req) =>
+    lastUser(req).includes('appointment') ? { content: LONG_REPLY } : { content: `ok: ${lastUser(req)}` },
+  );
+  speech = await startSpeechStub({ transcribe: (i) => utterances[i] ?? '' });
+  stack = await startStack();
+  http = api(stack.baseUrl);
+});
+afterAll(async () => {
+  if (process.env.VOICE_DEBUG)
+    console.log(stack.logs.filter((l) => /"level":(40|50)|warn|error/.test(l)).join('\n'));
+  await stack?.close();
+  await chat?.close();
+  await speech?.close();
+});
+
+async function startVoice(flow: Flow) {
+  const agent = await http.post('/api/agents', { name: 'Voice clinic', flow });
+  expect(agent.status).toBe(201);
+  const agentId = agent.body.id as string;
+  const started = await http.post(`/api/agents/${agentId}/voice-sessions`, { apiKeys: { openai: KEY } });
+  expect(started.status, JSON.stringify(started.body)).toBe(201);
+  const { sessionId, audioPath, audio } = started.body as {
+    sessionId: string;
+    audioPath: string;
+    audio: { sampleRate: number; frameBytes: number };
+  };
+  expect(audio).toEqual({ sampleRate: 16000, frameMs: 20, frameBytes: 640 });
+  const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + audioPath });
+  await client.ready;
+  return { agentId, sessionId, client };
+}
+
+describe('voice sessions over the WebSocket', () => {
+  it('holds a two-turn spoken conversation with a barge-in, keeping only what was heard', async () => {
+    utterances.length = 0;
+    utterances.push(FIRST, SECOND);
+    const { agentId, sessionId, client } = await startVoice(voiceFlow());
+    // the greeting plays out, then the caller speaks
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    client.say(speak(FIRST));
+    // the long answer starts playing; the caller talks over it 1.5 s in (the wait is the barge-in's timing)
+    await vi.waitFor(() => expect(client.playing).toBe(true), { timeout: 20_000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    client.say(speak(SECOND));
+    await vi
+      .waitFor(() => expect(client.segments.some((s) => s.interrupted)).toBe(true), { timeout: 15_000 })
+      .catch((err: unknown) => {
+        if (process.env.VOICE_DEBUG) {
+          console.log(JSON.stringify(client.segments), JSON.stringify(speech.requests.transcriptions));
+          console.log(JSON.stringify(chat.requests.map((r) => r.messages)));
+          console.log(client.events.map((e) => `${e.type}:${String(e.state ?? e.text ?? '')}`).join(' | '));
+        }
+        throw err;
+      });
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(3), { timeout: 20_000 });
+    client.send({ type: 'end' });
+    expect((await client.closed).code).toBe(1000);
+
+    const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
+    const said = messages.body as { role: string; content: string; metrics?: Record<string, number> }[];
+    expect(said.map((m) => m.role)).toEqual(['assistant', 'user', 'assistant', 'user', 'assistant']);
+    expect(said[1]!.content).toBe(FIRST);
+    // cut where playback stopped: a start of the long reply, not all of it
+    const cut = said[2]!.content;
+    expect(cut.length).toBeGreaterThan(0);
+    expect(cut.length).toBeLessThan(LONG_REPLY.length * 0.7);
+    expect(LONG_REPLY.startsWith(cut)).toBe(true);
+    expect(said[3]!.content).toBe(SECOND);
+    expect(said[4]!.content).toBe(`ok: ${SECOND}`);
+    // figures from the real pipeline: the caller-felt response time is there and plausible
+    const figures = said[4]!.metrics ?? {};
+    expect(figures.responseMs).toBeGreaterThan(200);
+    expect(figures.responseMs).toBeLessThan(8000);
+    expect(figures.llmTtftMs).toBeGreaterThanOrEqual(0);
+    // the key went to the stubs (the request's key rule), and nowhere into the events
+    expect(speech.requests.speech[0]!.authorization).toBe(`Bearer ${KEY}`);
+    expect(JSON.stringify(client.events)).not.toContain(KEY);
+    const states = client.events.filter((e) => e.type === 'agent_state').map((e) => e.state);
+    expect(states).toEqual(expect.arrayContaining(['listening', 'thinking', 'speaking']));
+  }, 90_000);
+});
