@@ -1,6 +1,7 @@
 import type { Flow } from '@vab/contracts';
 import { edge, speak, startSpeechStub, VoiceClient } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { WebSocket } from 'ws';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
@@ -52,7 +53,8 @@ beforeAll(async () => {
     lastUser(req).includes('appointment') ? { content: LONG_REPLY } : { content: `ok: ${lastUser(req)}` },
   );
   speech = await startSpeechStub({ transcribe: (i) => utterances[i] ?? '' });
-  stack = await startStack();
+  // a client that sends nothing for this long is gone (real clients send silence, not nothing)
+  stack = await startStack({ playground: { VOICE_INPUT_IDLE_MS: 2500, VOICE_CONNECT_TIMEOUT_MS: 3000 } });
   http = api(stack.baseUrl);
 });
 afterAll(async () => {
@@ -128,4 +130,106 @@ describe('voice sessions over the WebSocket', () => {
     const states = client.events.filter((e) => e.type === 'agent_state').map((e) => e.state);
     expect(states).toEqual(expect.arrayContaining(['listening', 'thinking', 'speaking']));
   }, 90_000);
+});
+
+/** A bare socket on a session's audio path: what a broken or hostile client does with it. */
+function rawSocket(audioPath: string) {
+  const ws = new WebSocket(stack.baseUrl.replace(/^http/, 'ws') + audioPath);
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
+  const ready = new Promise<void>((resolve) =>
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary && (JSON.parse(data.toString()) as { type: string }).type === 'ready') resolve();
+    }),
+  );
+  return { ws, closed, ready };
+}
+
+async function startedSession() {
+  const agent = await http.post('/api/agents', { name: 'Voice clinic', flow: voiceFlow() });
+  const agentId = agent.body.id as string;
+  const started = await http.post(`/api/agents/${agentId}/voice-sessions`, { apiKeys: { openai: KEY } });
+  expect(started.status).toBe(201);
+  return { agentId, ...(started.body as { sessionId: string; audioPath: string }) };
+}
+
+async function sessionRecord(agentId: string, sessionId: string) {
+  return (await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`)).body as {
+    status: string;
+    sessionType: string;
+  };
+}
+
+describe('voice sessions refuse bad input with a close code and a reason', () => {
+  it('a frame of the wrong size', async () => {
+    const { agentId, sessionId, audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    c.ws.send(Buffer.alloc(100));
+    expect(await c.closed).toEqual({ code: 4400, reason: expect.stringContaining('640 bytes') as string });
+    await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+      timeout: 5000,
+    });
+  });
+
+  it('garbage instead of a protocol message', async () => {
+    const { audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    c.ws.send('{"type":"hello"');
+    expect((await c.closed).code).toBe(4400);
+  });
+
+  it('audio faster than real time beyond the burst', async () => {
+    const { audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    for (let i = 0; i < 200; i++) c.ws.send(Buffer.alloc(640));
+    expect(await c.closed).toEqual({ code: 4429, reason: expect.stringContaining('real time') as string });
+  });
+
+  it('a second client on a session that has one', async () => {
+    const { audioPath } = await startedSession();
+    const first = rawSocket(audioPath);
+    await first.ready;
+    const second = rawSocket(audioPath);
+    expect((await second.closed).code).toBe(4409);
+    expect(first.ws.readyState).toBe(WebSocket.OPEN);
+    first.ws.close();
+  });
+
+  it('a session that does not exist', async () => {
+    const { agentId } = await startedSession();
+    const c = rawSocket(`/api/agents/${agentId}/voice-sessions/no-such-session/audio`);
+    expect((await c.closed).code).toBe(4404);
+  });
+
+  it('a client that vanishes or stops sending: the session ends within its bound', async () => {
+    const gone = await startedSession();
+    const a = rawSocket(gone.audioPath);
+    await a.ready;
+    a.ws.terminate();
+    await vi.waitFor(
+      async () => expect((await sessionRecord(gone.agentId, gone.sessionId)).status).toBe('closed'),
+      { timeout: 5000 },
+    );
+
+    const silent = await startedSession();
+    const b = rawSocket(silent.audioPath);
+    await b.ready;
+    // connected, sending nothing: ended after VOICE_INPUT_IDLE_MS
+    expect(await b.closed).toEqual({ code: 1000, reason: 'session ended' });
+    expect(await sessionRecord(silent.agentId, silent.sessionId)).toMatchObject({
+      status: 'closed',
+      sessionType: 'voice',
+    });
+  });
+
+  it('a client that never connects: the session ends after its connect bound', async () => {
+    const { agentId, sessionId } = await startedSession();
+    await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+      timeout: 8000,
+    });
+  });
 });
