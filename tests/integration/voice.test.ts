@@ -1,5 +1,5 @@
 import type { Flow } from '@vab/contracts';
-import { edge, speak, startSpeechStub, VoiceClient } from '@vab/testkit';
+import { concat, edge, silence, speak, startSpeechStub, VoiceClient } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
@@ -22,7 +22,13 @@ let stack: Stack;
 let http: ReturnType<typeof api>;
 let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
-const utterances: string[] = [];
+/** What the stub STT answers for each utterance the next session sends, in order. */
+let utterances: string[] = [];
+let utterancesFrom = 0;
+function willSay(...texts: string[]) {
+  utterances = texts;
+  utterancesFrom = speech.requests.transcriptions.length;
+}
 
 const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
 
@@ -52,7 +58,7 @@ beforeAll(async () => {
   chat = await startOpenAiStub((req) =>
     lastUser(req).includes('appointment') ? { content: LONG_REPLY } : { content: `ok: ${lastUser(req)}` },
   );
-  speech = await startSpeechStub({ transcribe: (i) => utterances[i] ?? '' });
+  speech = await startSpeechStub({ transcribe: (i) => utterances[i - utterancesFrom] ?? '' });
   // a client that sends nothing for this long is gone (real clients send silence, not nothing)
   stack = await startStack({ playground: { VOICE_INPUT_IDLE_MS: 2500, VOICE_CONNECT_TIMEOUT_MS: 3000 } });
   http = api(stack.baseUrl);
@@ -84,8 +90,7 @@ async function startVoice(flow: Flow) {
 
 describe('voice sessions over the WebSocket', () => {
   it('holds a two-turn spoken conversation with a barge-in, keeping only what was heard', async () => {
-    utterances.length = 0;
-    utterances.push(FIRST, SECOND);
+    willSay(FIRST, SECOND);
     const { agentId, sessionId, client } = await startVoice(voiceFlow());
     // the greeting plays out, then the caller speaks
     await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
@@ -160,6 +165,36 @@ async function sessionRecord(agentId: string, sessionId: string) {
     sessionType: string;
   };
 }
+
+describe("the end-of-turn model decides when the caller's turn ends", () => {
+  /** The caller pauses mid-sentence; how many user turns did the agent hear? */
+  async function userTurnsWith(turnDetection: 'model' | 'vad'): Promise<string[]> {
+    willSay('I would like to book an', 'appointment on Tuesday please');
+    const { agentId, sessionId, client } = await startVoice(
+      voiceFlow({ turnDetection, minEndpointingDelay: 500, maxEndpointingDelay: 6000 }),
+    );
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    client.say(concat(speak('I would like to book an'), silence(1300), speak('appointment on Tuesday please')));
+    // every reply the caller caused has played out
+    await vi.waitFor(() => expect(client.micQueuedMs).toBe(0), { timeout: 20_000 });
+    await vi.waitFor(
+      () => expect(client.events.filter((e) => e.type === 'agent_state').at(-1)?.state).toBe('listening'),
+      { timeout: 20_000, interval: 200 },
+    );
+    await new Promise((r) => setTimeout(r, 7000)); // past maxEndpointingDelay: no turn is still pending
+    client.close();
+    await client.closed;
+    const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
+    return (messages.body as { role: string; content: string }[])
+      .filter((m) => m.role === 'user')
+      .map((m) => m.content);
+  }
+
+  it('a pause inside a sentence does not end the turn; on silence alone it does', async () => {
+    expect(await userTurnsWith('model')).toEqual(['I would like to book an appointment on Tuesday please']);
+    expect(await userTurnsWith('vad')).toEqual(['I would like to book an', 'appointment on Tuesday please']);
+  }, 120_000);
+});
 
 describe('voice sessions refuse bad input with a close code and a reason', () => {
   it('a frame of the wrong size', async () => {
