@@ -1,4 +1,5 @@
 import type { Flow } from '@vab/contracts';
+import { loadConfig } from '@vab/playground';
 import { concat, edge, silence, speak, startSpeechStub, VoiceClient } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
@@ -165,6 +166,73 @@ async function sessionRecord(agentId: string, sessionId: string) {
     sessionType: string;
   };
 }
+
+describe('speech providers at their own URLs: the key rule and the egress policy', () => {
+  const validate = async (patch: Record<string, Record<string, unknown>>) => {
+    const flow = voiceFlow();
+    flow.nodes = flow.nodes.map((n) => ({ ...n, ...patch[n.id] }));
+    const res = await http.post('/api/flows/validate', { ...flow, sessionType: 'voice' });
+    expect(res.status).toBe(200);
+    return res.body as {
+      valid: boolean;
+      issues: { code: string; nodeId?: string }[];
+      requirements: { provider: string; key: string }[];
+    };
+  };
+
+  it('validate: an internal address is refused, a provider whose client we cannot check takes none', async () => {
+    expect(await validate({ stt: { baseURL: 'http://10.1.2.3/v1' } })).toMatchObject({
+      valid: false,
+      issues: [{ code: 'URL_NOT_ALLOWED', nodeId: 'stt' }],
+    });
+    expect(
+      (await validate({ stt: { provider: 'deepgram', baseURL: 'http://127.0.0.1:1/' } })).issues,
+    ).toEqual([expect.objectContaining({ code: 'BASE_URL_UNSUPPORTED', nodeId: 'stt' })]);
+    expect((await validate({ stt: { mode: 'realtime' } })).issues).toEqual([
+      expect.objectContaining({ code: 'BASE_URL_UNSUPPORTED', nodeId: 'stt' }),
+    ]);
+    expect((await validate({ tts: { baseURL: 'http://169.254.169.254/v1' } })).issues).toEqual([
+      expect.objectContaining({ code: 'URL_NOT_ALLOWED', nodeId: 'tts' }),
+    ]);
+    // a flow's own speech URL never gets the server's key: the request must bring one
+    expect((await validate({})).requirements).toEqual([
+      expect.objectContaining({ provider: 'openai', key: 'request' }),
+    ]);
+  });
+
+  it('at run time, a speech URL whose name resolves inside is refused when connecting', async () => {
+    const s = await startStack({
+      playground: { FLOW_EGRESS_ALLOW: loadConfig({ FLOW_EGRESS_ALLOW: 'chat.test' }).FLOW_EGRESS_ALLOW },
+      resolve: async () => [{ address: '127.0.0.1', family: 4 }],
+    });
+    try {
+      const h = api(s.baseUrl);
+      const flow = voiceFlow();
+      const named = (url: string, name: string) => url.replace('127.0.0.1', name);
+      flow.nodes = flow.nodes.map((n) =>
+        n.id === 'llm'
+          ? { ...n, baseURL: named(chat.baseURL, 'chat.test') }
+          : n.id === 'tts' || n.id === 'stt'
+            ? { ...n, baseURL: named(speech.baseURL, 'speech.test') }
+            : n,
+      );
+      const agentId = (await h.post('/api/agents', { name: 'Rebind', flow })).body.id as string;
+      const before = speech.requests.speech.length;
+      const started = await h.post(`/api/agents/${agentId}/voice-sessions`, { apiKeys: { openai: KEY } });
+      expect(started.status).toBe(201); // a name is checked when connecting, not before
+      const client = new VoiceClient({ url: s.baseUrl.replace(/^http/, 'ws') + String(started.body.audioPath) });
+      await client.ready;
+      await vi.waitFor(() => expect(client.events.some((e) => e.type === 'error')).toBe(true), {
+        timeout: 10_000,
+      });
+      expect(speech.requests.speech.length).toBe(before);
+      expect(s.logs.some((l) => l.includes('FLOW_EGRESS_REFUSED') && l.includes('speech.test'))).toBe(true);
+      client.close();
+    } finally {
+      await s.close();
+    }
+  });
+});
 
 describe("the end-of-turn model decides when the caller's turn ends", () => {
   /** The caller pauses mid-sentence; how many user turns did the agent hear? */

@@ -17,11 +17,13 @@ import {
 } from '@vab/service-kit';
 import { createRedis, redisTargetOf } from '@vab/storage';
 import { loadConfig } from './config.js';
+import { surviveLiveKitRejections } from './runtime/stray-rejections.js';
 import { startPlaygroundService } from './service.js';
 
 const config = configOrExit('playground', () => loadConfig(process.env));
 const log = createLogger('playground', config.LOG_LEVEL);
 const tracing = startTracing('playground', config, log);
+surviveLiveKitRejections(log);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const { registry } = instrumentProcess();

@@ -1,4 +1,4 @@
-import type { llm, stt, tts } from '@livekit/agents';
+import { tokenize, tts as livekitTts, type llm, type stt, type tts } from '@livekit/agents';
 import {
   AppError,
   type ApiKeys,
@@ -254,6 +254,17 @@ function baseUrlIssue(provider: string, modality: Modality, node: Flow['nodes'][
   return undefined;
 }
 
+/**
+ * A TTS that streams. LiveKit wraps one that does not (OpenAI's HTTP speech) in a new `StreamAdapter` for
+ * every reply, with no error listener on it: a failed synthesis is then re-emitted as an unhandled `error`
+ * event (a crash) and every reply leaves a listener on the model. Wrapped once here, the adapter is the
+ * session's own TTS, whose errors the session listens to.
+ */
+function streamingTts(model: tts.TTS): tts.TTS {
+  if (model.capabilities.streaming) return model;
+  return new livekitTts.StreamAdapter(model, new tokenize.basic.SentenceTokenizer());
+}
+
 function runnable(
   config: CompiledFlow,
   sessionType: SessionType,
@@ -287,7 +298,7 @@ function runnable(
     },
     tts() {
       const t = config.providers.tts;
-      return spec(t.provider).tts!(t, endpoint(t));
+      return streamingTts(spec(t.provider).tts!(t, endpoint(t)));
     },
     stt() {
       const s = config.providers.stt;
