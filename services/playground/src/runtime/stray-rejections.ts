@@ -10,8 +10,11 @@ import type { Logger } from 'pino';
  */
 const LIVEKIT_MODEL_TASK = /[\\/]@livekit[\\/]agents[\\/]dist[\\/](tts|stt)[\\/]/;
 
-export const isLiveKitStrayRejection = (reason: unknown): boolean =>
-  reason instanceof Error && LIVEKIT_MODEL_TASK.test(reason.stack ?? '');
+export const isLiveKitStrayRejection = (reason: unknown): boolean => {
+  // an Error, or its serialized form (a test runner's)
+  const stack = (reason as { stack?: unknown } | null)?.stack;
+  return typeof stack === 'string' && LIVEKIT_MODEL_TASK.test(stack);
+};
 
 /** The process keeps running through LiveKit's stray rejections; any other still ends it, as Node's default. */
 export function surviveLiveKitRejections(log: Logger): void {
