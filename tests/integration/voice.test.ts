@@ -220,7 +220,9 @@ describe('speech providers at their own URLs: the key rule and the egress policy
       const before = speech.requests.speech.length;
       const started = await h.post(`/api/agents/${agentId}/voice-sessions`, { apiKeys: { openai: KEY } });
       expect(started.status).toBe(201); // a name is checked when connecting, not before
-      const client = new VoiceClient({ url: s.baseUrl.replace(/^http/, 'ws') + String(started.body.audioPath) });
+      const client = new VoiceClient({
+        url: s.baseUrl.replace(/^http/, 'ws') + String(started.body.audioPath),
+      });
       await client.ready;
       await vi.waitFor(() => expect(client.events.some((e) => e.type === 'error')).toBe(true), {
         timeout: 10_000,
@@ -242,7 +244,9 @@ describe("the end-of-turn model decides when the caller's turn ends", () => {
       voiceFlow({ turnDetection, minEndpointingDelay: 500, maxEndpointingDelay: 6000 }),
     );
     await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(concat(speak('I would like to book an'), silence(1300), speak('appointment on Tuesday please')));
+    client.say(
+      concat(speak('I would like to book an'), silence(1300), speak('appointment on Tuesday please')),
+    );
     // every reply the caller caused has played out
     await vi.waitFor(() => expect(client.micQueuedMs).toBe(0), { timeout: 20_000 });
     await vi.waitFor(

@@ -31,7 +31,7 @@ describe('compile: a runnable flow', () => {
     const r = compile(fullFlow());
     if (!r.ok) throw new Error(JSON.stringify(r.issues));
     const { config } = r;
-    expect(config.agent).toEqual({
+    expect(config.agent).toMatchObject({
       id: 'agent',
       name: 'Clinic',
       instructions: 'You book appointments.',
@@ -144,6 +144,50 @@ describe('compile: a runnable flow', () => {
         { code: 'UNKNOWN_NODE_TYPE', nodeId: 'sticky-note', message: 'node sticky-note has no nodeType' },
       ],
     });
+  });
+
+  it("reads the agent's turn handling, LiveKit's defaults where unset, and speech providers' URLs", () => {
+    const plain = compile(fullFlow());
+    expect(plain.ok && plain.config.agent).toMatchObject({
+      allowInterruptions: true,
+      turnDetection: 'model',
+      minEndpointingDelay: 500,
+      maxEndpointingDelay: 3000,
+      minInterruptionDuration: 500,
+      minInterruptionWords: 0,
+      falseInterruptionTimeout: 2000,
+      resumeFalseInterruption: true,
+      preemptiveGeneration: true,
+    });
+    const tuned = compile(
+      withNode(
+        withNode(
+          withNode(fullFlow(), 'agent', {
+            turnDetection: 'vad',
+            minEndpointingDelay: '800',
+            preemptiveGeneration: false,
+          }),
+          'stt',
+          { provider: 'openai', baseURL: 'https://speech.example/v1', mode: 'realtime' },
+        ),
+        'tts',
+        { provider: 'openai', baseURL: 'https://speech.example/v1' },
+      ),
+    );
+    expect(tuned.ok).toBe(true);
+    if (!tuned.ok) return;
+    expect(tuned.config.agent).toMatchObject({
+      turnDetection: 'vad',
+      minEndpointingDelay: 800,
+      preemptiveGeneration: false,
+    });
+    expect(tuned.config.providers.stt).toMatchObject({
+      baseURL: 'https://speech.example/v1',
+      mode: 'realtime',
+    });
+    // a URL is a param of ours, not a provider extra passed through to the TTS plugin
+    expect(tuned.config.providers.tts.baseURL).toBe('https://speech.example/v1');
+    expect(tuned.config.providers.tts.extras).not.toHaveProperty('baseURL');
   });
 
   it('accepts numbers sent as text by form inputs', () => {
@@ -367,6 +411,33 @@ describe('compile: every problem, each with its code and node or edge', () => {
     if (typeof where === 'string') expect(found.map((i) => i.nodeId)).toContain(where);
     if (typeof where === 'number') expect(found.map((i) => i.edgeIndex)).toContain(where);
     for (const i of r.issues) expect(i.message.length).toBeGreaterThan(5);
+  });
+
+  it('refuses turn settings out of range, each named', () => {
+    const r = compile(
+      withNode(fullFlow(), 'agent', {
+        turnDetection: 'telepathy',
+        minEndpointingDelay: 9000,
+        minInterruptionWords: 1.5,
+        falseInterruptionTimeout: 0,
+      }),
+    );
+    expect(r.ok).toBe(false);
+    const messages = r.ok ? [] : r.issues.map((i) => `${i.code} ${i.message}`);
+    expect(messages).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/PARAM_OUT_OF_RANGE .*turnDetection.* model, vad or stt/),
+        expect.stringMatching(/PARAM_OUT_OF_RANGE .*minEndpointingDelay.* 0 to 5000 ms/),
+        expect.stringMatching(/PARAM_OUT_OF_RANGE .*minInterruptionWords/),
+        expect.stringMatching(/PARAM_OUT_OF_RANGE .*falseInterruptionTimeout/),
+      ]),
+    );
+    const crossed = compile(
+      withNode(fullFlow(), 'agent', { minEndpointingDelay: 2000, maxEndpointingDelay: 1000 }),
+    );
+    expect(crossed.ok ? [] : crossed.issues.map((i) => i.message)).toEqual([
+      '`maxEndpointingDelay` must be at least `minEndpointingDelay`',
+    ]);
   });
 
   it('reports every problem at once, not the first only', () => {

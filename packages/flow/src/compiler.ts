@@ -164,11 +164,9 @@ function readAgent(g: Graph): { node: Node | undefined; agent: CompiledFlow['age
         }
       : { id: node.id, ...g.params(node, 'agent') };
   if (agent.maxEndpointingDelay < agent.minEndpointingDelay) {
-    g.add(
-      'PARAM_OUT_OF_RANGE',
-      '`maxEndpointingDelay` must be at least `minEndpointingDelay`',
-      { nodeId: node.id },
-    );
+    g.add('PARAM_OUT_OF_RANGE', '`maxEndpointingDelay` must be at least `minEndpointingDelay`', {
+      nodeId: node.id,
+    });
   }
   return { node, agent };
 }

@@ -25,6 +25,14 @@ describe('node params', () => {
       instructions: '',
       language: 'en',
       allowInterruptions: true,
+      turnDetection: 'model',
+      minEndpointingDelay: 500,
+      maxEndpointingDelay: 3000,
+      minInterruptionDuration: 500,
+      minInterruptionWords: 0,
+      falseInterruptionTimeout: 2000,
+      resumeFalseInterruption: true,
+      preemptiveGeneration: true,
     });
     expect(read('mcp', { serverUrl: 'https://tools.test/mcp' }).params).toEqual({
       serverUrl: 'https://tools.test/mcp',
@@ -84,7 +92,13 @@ describe('node params', () => {
 
 describe('what other packages read of a flow', () => {
   it('knows which params are URLs the server calls', () => {
-    expect(URL_PARAMS).toEqual({ llm: ['baseURL'], mcp: ['serverUrl'], webhook: ['url'] });
+    expect(URL_PARAMS).toEqual({
+      llm: ['baseURL'],
+      tts: ['baseURL'],
+      stt: ['baseURL'],
+      mcp: ['serverUrl'],
+      webhook: ['url'],
+    });
     expect(urlsOf({ id: 'h', nodeType: 'webhook', url: 'https://hooks.test/x' })).toEqual([
       { param: 'url', url: 'https://hooks.test/x' },
     ]);

@@ -56,7 +56,10 @@ export class VoiceClient {
     this.ready = new Promise((resolve, reject) => {
       this.socket.on('error', reject);
       this.socket.on('message', (data: Buffer, isBinary: boolean) => {
-        if (isBinary) return this.received(new Int16Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength)));
+        if (isBinary)
+          return this.received(
+            new Int16Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength)),
+          );
         const m = JSON.parse(data.toString('utf8')) as { type: string; event?: { type: string } };
         if (m.type === 'ready') {
           this.start();

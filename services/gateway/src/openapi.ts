@@ -98,7 +98,10 @@ const TAGS = [
   { name: 'deploys', description: 'Deploy records' },
   { name: 'playground', description: 'Flow validation, the voice playground and provider key status' },
   { name: 'text-sessions', description: 'Typed test conversations with a flow' },
-  { name: 'voice-sessions', description: 'Spoken conversations with a flow over a WebSocket, no media server needed' },
+  {
+    name: 'voice-sessions',
+    description: 'Spoken conversations with a flow over a WebSocket, no media server needed',
+  },
   { name: 'stats', description: 'Turn figures, usage and errors per version and per agent' },
   { name: 'tests', description: 'Regression test cases, test runs and the deploy gate' },
   { name: 'tickets', description: 'Single-use tickets for what a browser cannot send a header on' },

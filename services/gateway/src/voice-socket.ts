@@ -72,7 +72,15 @@ export async function registerVoiceSocket(
         socket.close(VoiceCloseCodes.lost, 'this gateway has no bus');
         return;
       }
-      const relay = new VoiceRelay({ ...deps, nc, bus, socket, agentId, sessionId, requestId: String(req.id) });
+      const relay = new VoiceRelay({
+        ...deps,
+        nc,
+        bus,
+        socket,
+        agentId,
+        sessionId,
+        requestId: String(req.id),
+      });
       void relay.open();
     },
   );
@@ -174,7 +182,10 @@ class VoiceRelay {
       parsed = undefined;
     }
     if (!parsed?.success) {
-      this.close(VoiceCloseCodes.badInput, 'not a message of the voice protocol (docs/api.md › Voice sessions)');
+      this.close(
+        VoiceCloseCodes.badInput,
+        'not a message of the voice protocol (docs/api.md › Voice sessions)',
+      );
       return;
     }
     nc.publish(voiceInSubject(sessionId), JSON.stringify(parsed.data), { headers: this.control });
@@ -199,7 +210,8 @@ class VoiceRelay {
 
   /** The session's event stream is over: it ended, or its instance is gone. */
   private ended(closing: string | undefined): void {
-    if (closing?.includes('SESSION_LOST')) this.close(VoiceCloseCodes.lost, 'the instance running the session is gone', false);
+    if (closing?.includes('SESSION_LOST'))
+      this.close(VoiceCloseCodes.lost, 'the instance running the session is gone', false);
     // a moment for the owner's last audio and messages to reach the client
     else setTimeout(() => this.close(VoiceCloseCodes.ended, 'session ended', false), 200).unref();
   }
@@ -207,7 +219,8 @@ class VoiceRelay {
   private close(code: number, reason: string, endSession = true): void {
     if (this.closed) return;
     const { socket } = this.deps;
-    if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reasonOf(reason));
+    if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING)
+      socket.close(code, reasonOf(reason));
     void this.finish(endSession);
   }
 
@@ -222,7 +235,10 @@ class VoiceRelay {
     await this.deps.bus
       .request(Subjects.voiceSessionEnd, { agentId, sessionId }, { timeoutMs: 10_000, requestId })
       .catch((err: unknown) =>
-        this.deps.log.warn({ code: 'VOICE_END_FAILED', sessionId, err: String(err) }, 'voice session not ended'),
+        this.deps.log.warn(
+          { code: 'VOICE_END_FAILED', sessionId, err: String(err) },
+          'voice session not ended',
+        ),
       );
   }
 }

@@ -25,6 +25,7 @@ describe('playground labels stay bounded', () => {
   it('each turn figure has its own label, in seconds', async () => {
     expect(METRIC_NAMES.map(figureLabel)).toEqual([
       'e2e',
+      'response',
       'end_of_turn_delay',
       'transcription_delay',
       'llm_ttft',

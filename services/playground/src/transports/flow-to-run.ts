@@ -18,7 +18,11 @@ export async function flowToRun(
   }
   if (body.flow) return { flow: body.flow, version: null };
   if (body.version) {
-    const stored = await bus.request(Subjects.agentsVersionsGet, { id: agentId, version: body.version }, opts);
+    const stored = await bus.request(
+      Subjects.agentsVersionsGet,
+      { id: agentId, version: body.version },
+      opts,
+    );
     return { flow: stored.flow, version: stored.version };
   }
   const agent = await bus.request(Subjects.agentsGet, { id: agentId }, opts);

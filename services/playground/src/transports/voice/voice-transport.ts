@@ -149,7 +149,12 @@ class VoiceCall {
     this.connectionId = connectionId;
     ctx.cancelStop();
     await this.startPipeline();
-    this.send({ type: 'ready', sessionId: ctx.key, sampleRate: this.deps.sampleRate, frameBytes: this.deps.frameBytes });
+    this.send({
+      type: 'ready',
+      sessionId: ctx.key,
+      sampleRate: this.deps.sampleRate,
+      frameBytes: this.deps.frameBytes,
+    });
     return { sampleRate: this.deps.sampleRate, frameBytes: this.deps.frameBytes };
   }
 
@@ -158,11 +163,17 @@ class VoiceCall {
     const input = new BusAudioInput(sampleRate);
     this.input = input;
     this.sub = nc.subscribe(voiceInSubject(ctx.key), { callback: (_e, msg) => this.heard(msg) });
-    this.idleCheck = setInterval(() => {
-      if (Date.now() - this.lastInputAt > config.VOICE_INPUT_IDLE_MS) ctx.stop('client gone');
-    }, Math.min(1000, config.VOICE_INPUT_IDLE_MS));
+    this.idleCheck = setInterval(
+      () => {
+        if (Date.now() - this.lastInputAt > config.VOICE_INPUT_IDLE_MS) ctx.stop('client gone');
+      },
+      Math.min(1000, config.VOICE_INPUT_IDLE_MS),
+    );
     this.idleCheck.unref();
-    const session = new voice.AgentSession({ vad: sharedVad(), turnHandling: turnHandlingOf(flow.config.agent) });
+    const session = new voice.AgentSession({
+      vad: sharedVad(),
+      turnHandling: turnHandlingOf(flow.config.agent),
+    });
     this.watch(session);
     const output = new BusAudioOutput({
       sampleRate,
@@ -263,7 +274,9 @@ class VoiceCall {
     if (message instanceof Int16Array) {
       this.deps.nc.publish(subject, new Uint8Array(message.buffer, message.byteOffset, message.byteLength));
     } else {
-      this.deps.nc.publish(subject, encoder.encode(JSON.stringify(message)), { headers: this.controlHeaders });
+      this.deps.nc.publish(subject, encoder.encode(JSON.stringify(message)), {
+        headers: this.controlHeaders,
+      });
     }
   }
 
