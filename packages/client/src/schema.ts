@@ -440,6 +440,40 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/agents/{id}/voice-sessions': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Start a voice session with the agent over a WebSocket (no media server): then open `audioPath` (docs/api.md › Voice sessions) */
+    post: operations['voiceSessionStart'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/voice-sessions/{sessionId}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /** End a voice session (idempotent; closing its audio socket ends it too) */
+    delete: operations['voiceSessionEnd'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/env-keys': {
     parameters: {
       query?: never;
@@ -655,6 +689,7 @@ export interface components {
         endOfTurnDelayMs?: number;
         llmDurationMs?: number;
         llmTtftMs?: number;
+        responseMs?: number;
         toolMs?: number;
         transcriptionDelayMs?: number;
         ttsTtfbMs?: number;
@@ -722,6 +757,7 @@ export interface components {
         endOfTurnDelayMs?: number;
         llmDurationMs?: number;
         llmTtftMs?: number;
+        responseMs?: number;
         toolMs?: number;
         transcriptionDelayMs?: number;
         ttsTtfbMs?: number;
@@ -3912,6 +3948,7 @@ export interface operations {
                   endOfTurnDelayMs?: number;
                   llmDurationMs?: number;
                   llmTtftMs?: number;
+                  responseMs?: number;
                   toolMs?: number;
                   transcriptionDelayMs?: number;
                   ttsTtfbMs?: number;
@@ -4015,6 +4052,7 @@ export interface operations {
                     endOfTurnDelayMs?: number;
                     llmDurationMs?: number;
                     llmTtftMs?: number;
+                    responseMs?: number;
                     toolMs?: number;
                     transcriptionDelayMs?: number;
                     ttsTtfbMs?: number;
@@ -4102,6 +4140,7 @@ export interface operations {
                 /** @enum {string} */
                 figure:
                   | 'e2eLatencyMs'
+                  | 'responseMs'
                   | 'endOfTurnDelayMs'
                   | 'transcriptionDelayMs'
                   | 'llmTtftMs'
@@ -4145,6 +4184,7 @@ export interface operations {
                   /** @enum {string} */
                   figure:
                     | 'e2eLatencyMs'
+                    | 'responseMs'
                     | 'endOfTurnDelayMs'
                     | 'transcriptionDelayMs'
                     | 'llmTtftMs'
@@ -4374,6 +4414,7 @@ export interface operations {
                   endOfTurnDelayMs?: number;
                   llmDurationMs?: number;
                   llmTtftMs?: number;
+                  responseMs?: number;
                   toolMs?: number;
                   transcriptionDelayMs?: number;
                   ttsTtfbMs?: number;
@@ -4477,6 +4518,7 @@ export interface operations {
                     endOfTurnDelayMs?: number;
                     llmDurationMs?: number;
                     llmTtftMs?: number;
+                    responseMs?: number;
                     toolMs?: number;
                     transcriptionDelayMs?: number;
                     ttsTtfbMs?: number;
@@ -4564,6 +4606,7 @@ export interface operations {
                 /** @enum {string} */
                 figure:
                   | 'e2eLatencyMs'
+                  | 'responseMs'
                   | 'endOfTurnDelayMs'
                   | 'transcriptionDelayMs'
                   | 'llmTtftMs'
@@ -4607,6 +4650,7 @@ export interface operations {
                   /** @enum {string} */
                   figure:
                     | 'e2eLatencyMs'
+                    | 'responseMs'
                     | 'endOfTurnDelayMs'
                     | 'transcriptionDelayMs'
                     | 'llmTtftMs'
@@ -4834,6 +4878,7 @@ export interface operations {
                   endOfTurnDelayMs?: number;
                   llmDurationMs?: number;
                   llmTtftMs?: number;
+                  responseMs?: number;
                   toolMs?: number;
                   transcriptionDelayMs?: number;
                   ttsTtfbMs?: number;
@@ -4937,6 +4982,7 @@ export interface operations {
                     endOfTurnDelayMs?: number;
                     llmDurationMs?: number;
                     llmTtftMs?: number;
+                    responseMs?: number;
                     toolMs?: number;
                     transcriptionDelayMs?: number;
                     ttsTtfbMs?: number;
@@ -5024,6 +5070,7 @@ export interface operations {
                 /** @enum {string} */
                 figure:
                   | 'e2eLatencyMs'
+                  | 'responseMs'
                   | 'endOfTurnDelayMs'
                   | 'transcriptionDelayMs'
                   | 'llmTtftMs'
@@ -5067,6 +5114,7 @@ export interface operations {
                   /** @enum {string} */
                   figure:
                     | 'e2eLatencyMs'
+                    | 'responseMs'
                     | 'endOfTurnDelayMs'
                     | 'transcriptionDelayMs'
                     | 'llmTtftMs'
@@ -5719,6 +5767,16 @@ export interface operations {
             | {
                 agentId: string;
                 at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                state: 'initializing' | 'idle' | 'listening' | 'thinking' | 'speaking';
+                /** @enum {string} */
+                type: 'agent_state';
+              }
+            | {
+                agentId: string;
+                at: number;
                 final: boolean;
                 id: number;
                 sessionId: string;
@@ -5828,6 +5886,7 @@ export interface operations {
                   endOfTurnDelayMs?: number;
                   llmDurationMs?: number;
                   llmTtftMs?: number;
+                  responseMs?: number;
                   toolMs?: number;
                   transcriptionDelayMs?: number;
                   ttsTtfbMs?: number;
@@ -6041,6 +6100,7 @@ export interface operations {
             endOfTurnDelayMs?: number;
             llmDurationMs?: number;
             llmTtftMs?: number;
+            responseMs?: number;
             toolMs?: number;
             transcriptionDelayMs?: number;
             ttsTtfbMs?: number;
@@ -6471,6 +6531,16 @@ export interface operations {
             | {
                 agentId: string;
                 at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                state: 'initializing' | 'idle' | 'listening' | 'thinking' | 'speaking';
+                /** @enum {string} */
+                type: 'agent_state';
+              }
+            | {
+                agentId: string;
+                at: number;
                 final: boolean;
                 id: number;
                 sessionId: string;
@@ -6580,6 +6650,7 @@ export interface operations {
                   endOfTurnDelayMs?: number;
                   llmDurationMs?: number;
                   llmTtftMs?: number;
+                  responseMs?: number;
                   toolMs?: number;
                   transcriptionDelayMs?: number;
                   ttsTtfbMs?: number;
@@ -6856,6 +6927,7 @@ export interface operations {
               /** @enum {string} */
               figure:
                 | 'e2eLatencyMs'
+                | 'responseMs'
                 | 'endOfTurnDelayMs'
                 | 'transcriptionDelayMs'
                 | 'llmTtftMs'
@@ -7256,6 +7328,291 @@ export interface operations {
       };
       /** @description `PAYLOAD_TOO_LARGE` */
       413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  voiceSessionStart: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description A retry with the same key gets the first answer again and creates nothing */
+        'idempotency-key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        /**
+         * @example {
+         *       "apiKeys": {
+         *         "openai": "<PROVIDER_KEY>"
+         *       },
+         *       "audio": {
+         *         "sampleRate": 16000,
+         *         "frameMs": 20
+         *       }
+         *     }
+         */
+        'application/json': {
+          apiKeys?: {
+            [key: string]: string | null;
+          } | null;
+          /**
+           * @default {
+           *       "sampleRate": 16000,
+           *       "frameMs": 20
+           *     }
+           */
+          audio?: {
+            /**
+             * @description ms of audio in each binary message the client sends
+             * @default 20
+             */
+            frameMs?: 10 | 20 | 40 | 60;
+            /**
+             * @description Hz of the 16-bit mono PCM the client sends and receives
+             * @default 16000
+             */
+            sampleRate?: 8000 | 16000 | 24000 | 48000;
+          };
+          flow?: components['schemas']['FlowInput'] | null;
+          version?: number | null;
+        } | null;
+      };
+    };
+    responses: {
+      /** @description Success */
+      201: {
+        headers: {
+          /** @description `true` on a replayed answer */
+          'Idempotent-Replayed'?: string;
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            audio: {
+              frameBytes: number;
+              frameMs: number;
+              sampleRate: number;
+            };
+            audioPath: string;
+            connectWithinMs: number;
+            sessionId: string;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON`, `MISSING_CREDENTIALS` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `CONFLICT`, `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `FLOW_INVALID` */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UPSTREAM_FAILED` */
+      502: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  voiceSessionEnd: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        sessionId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            ok: true;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
         headers: {
           [name: string]: unknown;
         };
