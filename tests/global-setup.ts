@@ -5,6 +5,15 @@ import { dockerAnswers, hasBinary } from '@vab/testkit';
  * binaries are there. Each test stack then starts its own servers (tests/helpers/stack.ts).
  */
 export default async function setup(): Promise<void> {
+  // voice tests speak real audio, made at test time
+  const speech = [
+    ['espeak-ng', 'espeak-ng'],
+    ['sox', 'sox'],
+  ].filter(([b]) => !hasBinary(b!));
+  if (speech.length > 0) {
+    const pkgs = speech.map(([, p]) => p).join(' ');
+    throw new Error(`tests need ${pkgs}: apt-get install -y ${pkgs}`);
+  }
   if (process.env.NATS_URL && process.env.REDIS_URL) return;
   if (await dockerAnswers()) return;
   const missing = ['nats-server', 'redis-server'].filter((b) => !hasBinary(b));
