@@ -1,5 +1,5 @@
 import { inference, type voice } from '@livekit/agents';
-import * as local from '@livekit/local-inference';
+import local from '@livekit/local-inference';
 import type { TurnSettings } from '@vab/flow';
 import { performance } from 'node:perf_hooks';
 

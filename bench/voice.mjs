@@ -1,0 +1,203 @@
+#!/usr/bin/env node
+// Voice over the WebSocket, on this machine (docs/performance.md › Voice):
+// 1. transport: what the gateway + the bus add per audio frame. A client streams 20 ms frames in real time to
+//    the gateway's audio socket; an owner stand-in echoes each one from voice.<id>.in to voice.<id>.out. The
+//    round trip (client → gateway → NATS → owner → NATS → gateway → client) against a bare ws echo server's
+//    (client → server → client) on the same machine: half the difference is what one direction adds.
+// 2. sessions: --sessions voice sessions on one playground instance (in this process: its event loop is the
+//    one measured), each streaming real espeak-ng speech in real time with VAD and the end-of-turn model,
+//    against instant chat/speech stubs: event-loop delay p50/p99 while they talk, heap and RSS per session,
+//    and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
+//    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.
+// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3]
+import { connectNats } from '@vab/bus';
+import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
+import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
+import { edge, speak, silence, concat, startLocalNats, startLocalRedis, startSpeechStub, VoiceClient } from '@vab/testkit';
+import { headers as natsHeaders } from '@nats-io/transport-node';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import WebSocket, { WebSocketServer } from 'ws';
+import { option, sendJson, startCore, startModelStub } from './processes.mjs';
+
+const here = join(dirname(fileURLToPath(import.meta.url)), '..');
+const FRAMES = option('frames', 250);
+const SESSIONS = option('sessions', 50);
+const TURNS = option('turns', 3);
+const log = pino({ level: 'silent' });
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : '—');
+
+const nats = await startLocalNats();
+const redis = await startLocalRedis();
+const env = { NATS_URL: nats.url, REDIS_URL: redis.url };
+const core = await startCore(here, env, { RATE_LIMIT_MAX: '1000000000', SESSION_RATE_LIMIT_MAX: '1000000000' });
+const nc = await connectNats({ url: nats.url, name: 'bench', service: 'playground' }, log);
+const cleanup = async () => {
+  for (const p of core.procs) p.kill();
+  await nc.close().catch(() => undefined);
+  await nats.stop();
+  await redis.stop();
+};
+
+/** Streams FRAMES frames in real time, each stamped, and times each one's return. */
+async function roundTrips(url, onOpen) {
+  const ws = new WebSocket(url);
+  const rtts = [];
+  await new Promise((resolve, reject) => {
+    ws.on('error', reject);
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) {
+        if (JSON.parse(String(data)).type === 'ready') resolve();
+        return;
+      }
+      const sent = Buffer.from(data).readDoubleLE(0);
+      rtts.push(performance.now() - sent);
+    });
+    ws.on('open', () => onOpen?.(resolve));
+  });
+  const frame = Buffer.alloc(640);
+  for (let i = 0; i < FRAMES; i++) {
+    frame.writeDoubleLE(performance.now(), 0);
+    ws.send(frame);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await new Promise((r) => setTimeout(r, 200));
+  ws.close();
+  return rtts;
+}
+
+async function transport() {
+  // the owner stand-in: answers the attach, echoes every frame
+  const sessionId = 'bench-voice-session';
+  const agent = await sendJson('POST', `${core.url}/api/agents`, { name: 'bench', flow: { nodes: [], edges: [] } });
+  const control = natsHeaders();
+  control.set('Voice-Control', '1');
+  nc.subscribe(ownerSubject(sessionId, 'attach'), {
+    callback: (_e, msg) => {
+      msg.respond(JSON.stringify({ sampleRate: 16000, frameBytes: 640 }));
+      nc.publish(voiceOutSubject(sessionId), JSON.stringify({ type: 'ready' }), { headers: control });
+    },
+  });
+  // it runs the session, as far as the gateway's event feed asks
+  nc.subscribe(liveSubject(sessionId), { callback: (_e, msg) => msg.respond() });
+  nc.subscribe(voiceInSubject(sessionId), { callback: (_e, msg) => nc.publish(voiceOutSubject(sessionId), msg.data) });
+  await ensureEventsStream(nc, loadConfig({}), log);
+  const viaGateway = await roundTrips(
+    `${core.url.replace('http', 'ws')}/api/agents/${agent.id}/voice-sessions/${sessionId}/audio`,
+  );
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  wss.on('connection', (s) => {
+    s.send(JSON.stringify({ type: 'ready' }));
+    s.on('message', (d, isBinary) => isBinary && s.send(d));
+  });
+  await new Promise((r) => wss.once('listening', r));
+  const bare = await roundTrips(`ws://127.0.0.1:${wss.address().port}/`);
+  wss.close();
+  console.log('\n### Audio transport: one 20 ms frame (640 B), round trip\n');
+  console.log('| path | frames | p50 ms | p99 ms |');
+  console.log('| --- | --- | --- | --- |');
+  console.log(`| client → gateway → NATS → owner → NATS → gateway → client | ${viaGateway.length} | ${fmt(pct(viaGateway, 50))} | ${fmt(pct(viaGateway, 99))} |`);
+  console.log(`| client → bare ws echo → client | ${bare.length} | ${fmt(pct(bare, 50))} | ${fmt(pct(bare, 99))} |`);
+  console.log(
+    `\nwhat the gateway + bus add per frame, one direction (half the p50 difference): **${fmt((pct(viaGateway, 50) - pct(bare, 50)) / 2)} ms**`,
+  );
+}
+
+function voiceFlow(chatURL, speechURL) {
+  return {
+    nodes: [
+      { id: 'agent', nodeType: 'agent', name: 'Bench', instructions: 'Be brief.', minEndpointingDelay: 500 },
+      { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'stub', baseURL: chatURL },
+      { id: 'tts', nodeType: 'tts', provider: 'openai', voiceId: 'alloy', baseURL: speechURL },
+      { id: 'stt', nodeType: 'stt', provider: 'openai', baseURL: speechURL },
+      { id: 'start', nodeType: 'start', command: 'Hi.', isLiteral: true },
+      { id: 'talk', nodeType: 'opentalk', command: 'Answer.' },
+      { id: 'end', nodeType: 'end', command: 'Bye.', isLiteral: true },
+    ],
+    edges: [
+      edge('llm', 'output', 'agent', 'llm_in'),
+      edge('tts', 'output', 'agent', 'tts_in'),
+      edge('stt', 'output', 'agent', 'stt_in'),
+      edge('agent', 'output', 'start'),
+      edge('start', 'output', 'talk'),
+      edge('talk', 'output', 'end'),
+    ],
+  };
+}
+
+async function sessions() {
+  const chat = await startModelStub({ reply: () => ({ content: 'Sure, noted.' }) });
+  const ttsTimes = [];
+  const speech = await startSpeechStub({ transcribe: () => 'I would like to book a table for two.' });
+  const playground = startPlaygroundService({
+    nc,
+    log,
+    config: {
+      ...loadConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1', MAX_SESSIONS: String(SESSIONS + 5) }),
+      VOICE_INPUT_IDLE_MS: 30_000,
+    },
+  });
+  await playground.ready;
+  const agent = await sendJson('POST', `${core.url}/api/agents`, {
+    name: 'bench voice',
+    flow: voiceFlow(chat.url, speech.baseURL),
+  });
+  const utterance = concat(speak('I would like to book a table for two.'), silence(3500));
+  const heapBefore = process.memoryUsage();
+  const clients = [];
+  for (let i = 0; i < SESSIONS; i++) {
+    const started = await sendJson('POST', `${core.url}/api/agents/${agent.id}/voice-sessions`, {
+      apiKeys: { openai: 'k' },
+    });
+    const client = new VoiceClient({ url: `${core.url.replace('http', 'ws')}${started.audioPath}` });
+    await client.ready;
+    clients.push({ client, sessionId: started.sessionId });
+    await new Promise((r) => setTimeout(r, 30)); // staggered, as callers are
+  }
+  const delay = monitorEventLoopDelay({ resolution: 5 });
+  delay.enable();
+  const t0 = Date.now();
+  for (let turn = 0; turn < TURNS; turn++) for (const { client } of clients) client.say(utterance);
+  while (clients.some(({ client }) => client.micQueuedMs > 0)) await new Promise((r) => setTimeout(r, 250));
+  await new Promise((r) => setTimeout(r, 3000));
+  delay.disable();
+  const heapAfter = process.memoryUsage();
+  const talkSeconds = (Date.now() - t0) / 1000;
+  const figures = [];
+  for (const { client, sessionId } of clients) {
+    for (const e of client.events) if (e.type === 'turn_metrics' && e.metrics.responseMs !== undefined) figures.push(e.metrics);
+    client.close();
+    void sessionId;
+  }
+  await Promise.all(clients.map(({ client }) => client.closed));
+  const response = figures.map((m) => m.responseMs);
+  const overhead = figures
+    .filter((m) => m.endOfTurnDelayMs !== undefined)
+    .map((m) => m.responseMs - m.endOfTurnDelayMs - (m.ttsTtfbMs ?? 0) - (m.llmTtftMs ?? 0));
+  console.log(`\n### ${SESSIONS} voice sessions on one playground instance, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s)\n`);
+  console.log('| figure | p50 | p99 |');
+  console.log('| --- | --- | --- |');
+  console.log(`| event-loop delay, ms | ${fmt(delay.percentile(50) / 1e6)} | ${fmt(delay.percentile(99) / 1e6)} |`);
+  console.log(`| responseMs (end of speech → first audible agent audio) | ${fmt(pct(response, 50))} | ${fmt(pct(response, 99))} |`);
+  console.log(`| turn overhead (responseMs − endOfTurnDelayMs − LLM TTFT − TTS TTFB) | ${fmt(pct(overhead, 50))} | ${fmt(pct(overhead, 99))} |`);
+  console.log(`\nturns measured: ${figures.length} of ${SESSIONS * TURNS}; heap +${((heapAfter.heapUsed - heapBefore.heapUsed) / SESSIONS / 1024).toFixed(0)} KB and RSS +${((heapAfter.rss - heapBefore.rss) / SESSIONS / 1024 / 1024).toFixed(1)} MB per session (in this process: playground + clients)`);
+  void ttsTimes;
+  await playground.stop(5000);
+  chat.server.close();
+  await speech.close();
+}
+
+try {
+  await transport();
+  if (SESSIONS > 0) await sessions();
+} finally {
+  await cleanup();
+}
+process.exit(0);
