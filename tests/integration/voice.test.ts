@@ -1,6 +1,6 @@
 import type { Flow } from '@vab/contracts';
 import { loadConfig } from '@vab/playground';
-import { concat, edge, silence, speak, startSpeechStub, VoiceClient } from '@vab/testkit';
+import { concat, edge, silence, speak, startDeepgramStub, startSpeechStub, VoiceClient } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
@@ -186,7 +186,7 @@ describe('speech providers at their own URLs: the key rule and the egress policy
       issues: [{ code: 'URL_NOT_ALLOWED', nodeId: 'stt' }],
     });
     expect(
-      (await validate({ stt: { provider: 'deepgram', baseURL: 'http://127.0.0.1:1/' } })).issues,
+      (await validate({ stt: { provider: 'deepgram', baseURL: 'http://stt.example.test/' } })).issues,
     ).toEqual([expect.objectContaining({ code: 'BASE_URL_UNSUPPORTED', nodeId: 'stt' })]);
     expect((await validate({ stt: { mode: 'realtime' } })).issues).toEqual([
       expect.objectContaining({ code: 'BASE_URL_UNSUPPORTED', nodeId: 'stt' }),
@@ -233,6 +233,66 @@ describe('speech providers at their own URLs: the key rule and the egress policy
     } finally {
       await s.close();
     }
+  });
+});
+
+describe("the default STT provider's own protocol: Deepgram's live WebSocket", () => {
+  it('streams the caller to Deepgram, shows interim transcripts, and answers the final one', async () => {
+    const deepgram = await startDeepgramStub({ transcribe: () => FIRST });
+    try {
+      const flow = voiceFlow();
+      flow.nodes = flow.nodes.map((n) =>
+        n.id === 'stt' ? { id: 'stt', nodeType: 'stt', provider: 'deepgram', baseURL: deepgram.baseURL } : n,
+      );
+      const agent = await http.post('/api/agents', { name: 'Deepgram clinic', flow });
+      const agentId = agent.body.id as string;
+      const started = await http.post(`/api/agents/${agentId}/voice-sessions`, {
+        apiKeys: { openai: KEY, deepgram: 'dg-key-0123456789' },
+      });
+      expect(started.status, JSON.stringify(started.body)).toBe(201);
+      const client = new VoiceClient({
+        url: stack.baseUrl.replace(/^http/, 'ws') + String(started.body.audioPath),
+      });
+      await client.ready;
+      await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+      client.say(speak(FIRST));
+      await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 20_000 });
+      client.close();
+      await client.closed;
+      const [stream] = deepgram.streams;
+      expect(stream!.authorization).toBe('Token dg-key-0123456789');
+      expect(Object.fromEntries(stream!.query)).toMatchObject({ encoding: 'linear16', sample_rate: '16000' });
+      const userTurns = client.events.filter((e) => e.type === 'user_turn');
+      expect(userTurns.some((e) => e.final === false)).toBe(true);
+      expect(userTurns.filter((e) => e.final === true).map((e) => e.text)).toEqual([FIRST]);
+      const messages = await http.get(
+        `/api/agents/${agentId}/test-sessions/${String(started.body.sessionId)}/messages`,
+      );
+      expect((messages.body as { role: string; content: string }[]).map((m) => m.content)).toEqual([
+        'Hello, how can I help?',
+        FIRST,
+        LONG_REPLY,
+      ]);
+    } finally {
+      await deepgram.close();
+    }
+  }, 60_000);
+
+  it('a flow may point it only at an address: its plugin connects by itself', async () => {
+    const flow = voiceFlow();
+    flow.nodes = flow.nodes.map((n) =>
+      n.id === 'stt'
+        ? { id: 'stt', nodeType: 'stt', provider: 'deepgram', baseURL: 'http://localhost:9/' }
+        : n,
+    );
+    const res = await http.post('/api/flows/validate', { ...flow, sessionType: 'voice' });
+    expect(res.body.issues).toEqual([
+      expect.objectContaining({
+        code: 'BASE_URL_UNSUPPORTED',
+        nodeId: 'stt',
+        message: expect.stringContaining('address'),
+      }),
+    ]);
   });
 });
 

@@ -102,3 +102,128 @@ export async function startSpeechStub(opts: {
     close: () => new Promise((r) => server.close(() => r())),
   };
 }
+
+/** What the Deepgram stub saw of one stream: its query, its key, the messages it got and what it answered. */
+export interface DeepgramStream {
+  query: URLSearchParams;
+  authorization: string | undefined;
+  controls: string[];
+  finals: string[];
+}
+
+/**
+ * Deepgram's live transcription WebSocket (`/v1/listen`) on loopback, speaking its wire protocol: binary
+ * linear16 PCM in at `sample_rate`; `SpeechStarted` when speech begins, interim `Results` while it goes on,
+ * and a final one (`is_final`, `speech_final`) once `endpointing` ms of silence follow it; `KeepAlive`,
+ * `Finalize` and `CloseStream` honoured. Speech is told from silence by its energy (espeak-ng's is clean);
+ * the words are the test's, in order, since a stub cannot recognize speech.
+ */
+export async function startDeepgramStub(opts: {
+  transcribe(index: number, durationMs: number): string;
+}): Promise<{ baseURL: string; streams: DeepgramStream[]; close(): Promise<void> }> {
+  const { WebSocketServer } = await import('ws');
+  const streams: DeepgramStream[] = [];
+  let utterances = 0;
+  const server = createServer((_req, res) => res.writeHead(404).end());
+  const wss = new WebSocketServer({ server, path: '/v1/listen' });
+  wss.on('connection', (ws, req) => {
+    const query = new URL(req.url ?? '/', 'http://stub').searchParams;
+    const stream: DeepgramStream = {
+      query,
+      authorization: req.headers.authorization,
+      controls: [],
+      finals: [],
+    };
+    streams.push(stream);
+    const rate = Number(query.get('sample_rate') ?? 16000);
+    const endpointingMs = Math.max(300, Number(query.get('endpointing')) || 0);
+    let audioMs = 0;
+    let speechStartMs: number | undefined;
+    let lastSpeechMs = 0;
+    let interimSent = false;
+    const results = (final: boolean, text: string, start: number, end: number) =>
+      JSON.stringify({
+        type: 'Results',
+        channel_index: [0, 1],
+        duration: (end - start) / 1000,
+        start: start / 1000,
+        is_final: final,
+        speech_final: final,
+        channel: {
+          alternatives: [
+            {
+              transcript: text,
+              confidence: 0.99,
+              words: text
+                .split(' ')
+                .filter(Boolean)
+                .map((w) => ({
+                  word: w,
+                  punctuated_word: w,
+                  start: start / 1000,
+                  end: end / 1000,
+                  confidence: 0.99,
+                })),
+            },
+          ],
+        },
+        metadata: { request_id: 'stub' },
+      });
+    const finish = () => {
+      if (speechStartMs === undefined) return;
+      const text = opts.transcribe(utterances++, lastSpeechMs - speechStartMs);
+      stream.finals.push(text);
+      ws.send(results(true, text, speechStartMs, lastSpeechMs));
+      speechStartMs = undefined;
+      interimSent = false;
+    };
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      if (!isBinary) {
+        const type = (JSON.parse(data.toString('utf8')) as { type: string }).type;
+        stream.controls.push(type);
+        if (type === 'Finalize') finish();
+        if (type === 'CloseStream') ws.close();
+        return;
+      }
+      const pcm = new Int16Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+      let energy = 0;
+      for (const v of pcm) energy += v * v;
+      const loud = pcm.length > 0 && Math.sqrt(energy / pcm.length) > 300;
+      const frameMs = (pcm.length / rate) * 1000;
+      if (loud) {
+        if (speechStartMs === undefined) {
+          speechStartMs = audioMs;
+          ws.send(JSON.stringify({ type: 'SpeechStarted', channel: [0], timestamp: audioMs / 1000 }));
+        }
+        lastSpeechMs = audioMs + frameMs;
+        if (!interimSent && lastSpeechMs - speechStartMs >= 400) {
+          // what a streaming recognizer has heard so far: the first words
+          interimSent = true;
+          const words = opts.transcribe(utterances, 0).split(' ');
+          ws.send(
+            results(
+              false,
+              words.slice(0, Math.ceil(words.length / 2)).join(' '),
+              speechStartMs,
+              lastSpeechMs,
+            ),
+          );
+        }
+      } else if (speechStartMs !== undefined && audioMs - lastSpeechMs >= endpointingMs) {
+        finish();
+      }
+      audioMs += frameMs;
+    });
+  });
+  const port = await listenOnLoopback(server);
+  return {
+    baseURL: `http://127.0.0.1:${port}`,
+    streams,
+    close: () =>
+      new Promise((r) => {
+        for (const c of wss.clients) c.terminate();
+        wss.close();
+        server.close(() => r());
+      }),
+  };
+}

@@ -27,6 +27,12 @@ export interface ProviderSpec {
    * the provider's client takes our egress-checked fetch, so the one connect-time check applies.
    */
   customBaseURL: readonly Modality[];
+  /**
+   * The modalities whose plugin opens its connections itself (a WebSocket of its own): a flow may point them
+   * elsewhere only at an address written in the URL, which the URL policy checks before the start and which
+   * no resolver can change by the time of the connect (a name could not be checked then).
+   */
+  literalBaseURL?: readonly Modality[];
   llm?: (cfg: LlmConfig, endpoint: Endpoint) => llm.LLM;
   tts?: (cfg: TtsConfig, endpoint: Endpoint) => tts.TTS;
   stt?: (cfg: SttConfig, language: string, endpoint: Endpoint) => stt.STT;
@@ -217,15 +223,18 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
   deepgram: {
     envVars: ['DEEPGRAM_API_KEY'],
     defaultBaseURL: 'https://api.deepgram.com',
-    // its plugin opens its WebSockets itself: no connect-time check could apply to a flow's URL
     customBaseURL: [],
+    // its plugin opens its WebSocket itself
+    literalBaseURL: ['stt'],
     tts: (cfg, { apiKey }) => new deepgram.TTS(ttsOptions.deepgram(cfg, apiKey)),
-    stt: (cfg, language, { apiKey }) =>
+    stt: (cfg, language, { apiKey, flowBaseURL }) =>
       new deepgram.STT({
         apiKey,
         language,
         ...(cfg.model ? { model: cfg.model } : {}),
         ...(cfg.keyterms ? { keyterm: cfg.keyterms } : {}),
+        // the plugin appends /v1/listen, over ws(s)
+        ...(flowBaseURL ? { baseUrl: flowBaseURL.url.replace(/^http/, 'ws').replace(/\/+$/, '') } : {}),
       }),
   },
   elevenlabs: {

@@ -9,6 +9,7 @@ import {
   type ProviderRequirement,
   type SessionType,
 } from '@vab/contracts';
+import { isIP } from 'node:net';
 import { compile, isBranch, modelOf, urlsOf, type CompiledFlow, type LlmConfig } from '@vab/flow';
 import type { EgressFetch } from './egress/client.js';
 import type { EgressPolicy } from './egress/policy.js';
@@ -204,7 +205,7 @@ export class ReadinessCheck {
           });
           continue;
         }
-        const baseIssue = model.baseURL ? baseUrlIssue(provider, modality, node) : undefined;
+        const baseIssue = model.baseURL ? baseUrlIssue(provider, modality, node, model.baseURL) : undefined;
         if (baseIssue) {
           issues.push({ code: 'BASE_URL_UNSUPPORTED', message: baseIssue, nodeId: node.id });
           continue;
@@ -243,8 +244,19 @@ export class ReadinessCheck {
 }
 
 /** Why a model node may not name its own `baseURL` (undefined: it may). */
-function baseUrlIssue(provider: string, modality: Modality, node: Flow['nodes'][number]): string | undefined {
+function baseUrlIssue(
+  provider: string,
+  modality: Modality,
+  node: Flow['nodes'][number],
+  baseURL: string,
+): string | undefined {
   const spec = providerSpec(provider)!;
+  if (spec.literalBaseURL?.includes(modality)) {
+    const host = new URL(baseURL).hostname.replace(/^\[|\]$/g, '');
+    return isIP(host)
+      ? undefined
+      : `${provider} ${modality.toUpperCase()} connects by itself, so a flow's \`baseURL\` for it must name an address (e.g. http://10.0.0.5:8080), not a host name`;
+  }
   if (!spec.customBaseURL.includes(modality)) {
     return `${provider} ${modality.toUpperCase()} runs only against ${spec.defaultBaseURL}: remove \`baseURL\``;
   }
