@@ -10,6 +10,7 @@ import { KeyRule } from '../src/keys.js';
 import { ReadinessCheck } from '../src/readiness.js';
 import { FlowConversation, type TransferTarget } from '../src/runtime/conversation.js';
 import { openFlowRuntime, type FlowRuntime } from '../src/runtime/flow-runtime.js';
+import { TYPED } from '../src/runtime/conversation-mode.js';
 import { runPostProcessing } from '../src/runtime/post-processing.js';
 import { lastUserText, startOpenAiStub, systemText, textOf, type ChatRequest } from './openai-stub.js';
 
@@ -84,7 +85,7 @@ function conversation(
   const session = new voice.AgentSession({ turnHandling: { turnDetection: 'manual' } });
   const conv = new FlowConversation({
     flow,
-    sessionType: 'text',
+    mode: TYPED,
     session,
     startSession: (agent) => session.start({ agent }),
     loadTransferTarget: async () => (opts.transfer ? opts.transfer() : { ok: false, reason: 'missing' }),

@@ -2,7 +2,6 @@ import { llm, voice } from '@livekit/agents';
 import type {
   SessionEventInput,
   SessionMessage,
-  SessionType,
   SessionUsage,
   StepChange,
   TurnMetrics,
@@ -24,6 +23,7 @@ import { modelKindLabel, playgroundMetrics, providerLabel } from '../metrics.js'
 import { messageMetrics, redact, TurnClock, usageOf } from './figures.js';
 import { agentOptions, FlowAgent, type FlowRuntime } from './flow-runtime.js';
 import { evaluateBranch, type Turn } from './judge.js';
+import type { ConversationMode } from './conversation-mode.js';
 import { ReplyTap } from './reply-tap.js';
 import type { ToolObserver } from './mcp.js';
 
@@ -41,7 +41,8 @@ export type TransferTarget = { ok: true; flow: FlowRuntime } | { ok: false; reas
 
 export interface ConversationDeps {
   flow: FlowRuntime;
-  sessionType: SessionType;
+  /** Typed or spoken turns: the transport's. */
+  mode: ConversationMode;
   /** The transport's LiveKit session: in a room (voice), or without one and with manual turns (text). */
   session: voice.AgentSession;
   /** Starts the session with its first agent. */
@@ -148,7 +149,7 @@ export class FlowConversation {
       const message = redact(String((ev.error as { error?: Error }).error?.message ?? source));
       this.deps.emit({ type: 'error', code: source.toUpperCase(), message, stepId: this.state.stepId });
     });
-    if (deps.sessionType === 'voice') {
+    if (deps.mode.hears) {
       session.on(voice.AgentSessionEventTypes.UserInputTranscribed, (ev) =>
         this.deps.emit({
           type: 'user_turn',
@@ -167,7 +168,7 @@ export class FlowConversation {
     this.deps.emit({ type: 'agent_reply', replyId: this.replyTap.replyIdOf(text), text, stepId });
     const message: SessionMessage = { role: 'assistant', content: text, stepId, timestamp: this.now() };
     const turn = this.collecting;
-    if (this.deps.sessionType !== 'voice' && turn) {
+    if (this.deps.mode.records === 'at-turn-end' && turn) {
       turn.replies.push(text);
       turn.clock.reply(report);
       turn.messages.push(message);
@@ -225,10 +226,9 @@ export class FlowConversation {
   }
 
   private makeAgent(flow: FlowRuntime, chatCtx?: llm.ChatContext): FlowAgent {
-    const inRoom = this.deps.sessionType === 'voice';
     return new FlowAgent(
-      agentOptions(flow, this.deps.sessionType, chatCtx),
-      inRoom
+      agentOptions(flow, this.deps.mode, chatCtx),
+      this.deps.mode.hears
         ? (text) =>
             void this.userTurn(text, { spoken: true }).catch((err: unknown) =>
               this.deps.log.error({ err: String(err) }, 'user turn failed'),
@@ -239,13 +239,14 @@ export class FlowConversation {
 
   /** Starts the session: the start step speaks first. */
   async start(): Promise<TurnResult> {
-    if (this.deps.sessionType !== 'voice') this.replyTap.attach(this.deps.session);
+    const { mode } = this.deps;
+    if (!mode.tapsAfterStart) this.replyTap.attach(this.deps.session);
     await this.deps.startSession(this.agent);
-    // in a room, LiveKit puts its own transcription output in place at start: the tap goes in front of it
-    if (this.deps.sessionType === 'voice') this.replyTap.attach(this.deps.session);
+    // LiveKit puts its own transcription output in place at start: the tap goes in front of it
+    if (mode.tapsAfterStart) this.replyTap.attach(this.deps.session);
     const greet = () => this.serialized(() => this.handle({ type: 'session_started', at: this.now() }));
-    if (this.deps.sessionType === 'voice') {
-      // in a room the greeting plays out while the user joins: returning now lets the token be handed over
+    if (mode.greetsInBackground) {
+      // the greeting plays out while the user joins: returning now lets the token (or socket) be handed over
       void greet().catch((err: unknown) => this.deps.log.error({ err: String(err) }, 'greeting failed'));
       return this.result();
     }
@@ -340,7 +341,7 @@ export class FlowConversation {
 
   /** A text turn's figures: on its last agent message and in an event; its messages go to the transcript. */
   private endTurn(turn: NonNullable<FlowConversation['collecting']>): void {
-    if (this.deps.sessionType === 'voice') return;
+    if (this.deps.mode.records === 'when-said') return;
     turn.metrics = turn.clock.figures(this.now());
     const last = turn.messages.at(-1);
     if (last) {

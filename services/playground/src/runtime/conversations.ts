@@ -15,6 +15,7 @@ import type { EgressFetch } from '../egress/client.js';
 import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import { FlowConversation, type TransferTarget } from './conversation.js';
+import type { ConversationMode } from './conversation-mode.js';
 import { openFlowRuntime, type FlowAgent } from './flow-runtime.js';
 import type { McpOptions, ToolObserver } from './mcp.js';
 import { runPostProcessing } from './post-processing.js';
@@ -26,8 +27,9 @@ export interface ConversationKitConfig {
   WEBHOOK_TIMEOUT_MS: number;
 }
 
-/** What only the transport knows: its LiveKit session, and how that starts. */
+/** What only the transport knows: its LiveKit session, how that starts, and how its turns come. */
 export interface TransportSide {
+  mode: ConversationMode;
   session: voice.AgentSession;
   startSession(agent: FlowAgent): Promise<void>;
   onStepChange?(change: StepChange): void;
@@ -93,7 +95,7 @@ export class ConversationKit {
     };
     made.conversation = new FlowConversation({
       flow: await openFlowRuntime(opts.flow, this.mcp(log, observer), opts.mocks?.tools),
-      sessionType: opts.flow.sessionType,
+      mode: opts.mode,
       session: opts.session,
       startSession: opts.startSession,
       onStepChange: opts.onStepChange,

@@ -1,6 +1,7 @@
 import { llm, voice } from '@livekit/agents';
-import type { SessionType, ToolMock } from '@vab/contracts';
+import type { ToolMock } from '@vab/contracts';
 import type { RunnableFlow } from '../readiness.js';
+import type { ConversationMode } from './conversation-mode.js';
 import { openMcpTools, type McpOptions } from './mcp.js';
 import { sharedVad, turnHandlingOf } from './voice-models.js';
 
@@ -52,10 +53,10 @@ export class FlowAgent extends voice.Agent {
   }
 }
 
-/** What LiveKit runs a flow's agent with, for a session of this kind. */
+/** What LiveKit runs a flow's agent with, in this mode. */
 export function agentOptions(
   flow: FlowRuntime,
-  sessionType: SessionType,
+  mode: ConversationMode,
   chatCtx?: llm.ChatContext,
 ): voice.AgentOptions<unknown> {
   const { agent, providers } = flow.config;
@@ -64,7 +65,7 @@ export function agentOptions(
     llm: flow.llm(providers.llm),
     tools: flow.tools,
     ...(chatCtx ? { chatCtx } : {}),
-    ...(sessionType === 'voice'
+    ...(mode.speaks
       ? {
           tts: flow.tts(),
           stt: flow.stt(),

@@ -13,6 +13,7 @@ import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
 import type { ConversationKit } from '../runtime/conversations.js';
+import { TYPED } from '../runtime/conversation-mode.js';
 import { flowToRun } from './flow-to-run.js';
 import { TypedAgentSession } from './typed-session.js';
 
@@ -74,6 +75,7 @@ export class TextTransport {
         const session = new TypedAgentSession();
         const conv = await this.deps.kit.converse({
           flow,
+          mode: TYPED,
           apiKeys: opts.apiKeys ?? undefined,
           session,
           startSession: (agent) => session.start({ agent }),

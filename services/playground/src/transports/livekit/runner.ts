@@ -5,6 +5,7 @@ import type { CompiledFlow } from '@vab/flow';
 import type { Logger } from 'pino';
 import type { FlowConversation } from '../../runtime/conversation.js';
 import type { TransportSide } from '../../runtime/conversations.js';
+import { SPOKEN } from '../../runtime/conversation-mode.js';
 import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
 
 export interface RunnerStartOptions {
@@ -80,6 +81,7 @@ export class LiveKitAgentRunner implements AgentRunner {
         turnHandling: turnHandlingOf(opts.flow.agent),
       });
       conv = await opts.converse({
+        mode: SPOKEN,
         session,
         startSession: (agent) => session.start({ agent, room }),
         onStepChange: publish,

@@ -21,6 +21,7 @@ import type { KeyEnv } from '../../keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../../readiness.js';
 import type { FlowConversation } from '../../runtime/conversation.js';
 import type { ConversationKit } from '../../runtime/conversations.js';
+import { SPOKEN } from '../../runtime/conversation-mode.js';
 import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
 import { flowToRun } from '../flow-to-run.js';
 import { BusAudioInput, BusAudioOutput } from './bus-audio.js';
@@ -189,6 +190,7 @@ class VoiceCall {
     session.input.audio = input;
     session.output.audio = output;
     const conv = await this.deps.kit.converse({
+      mode: SPOKEN,
       session,
       startSession: (agent) => session.start({ agent }),
       flow,
