@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
+import { busClientOf, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
 import { idempotency, MemoryIdempotencyStore, type Tracing } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
@@ -79,7 +79,7 @@ export function startPlaygroundService(deps: {
 }): PlaygroundService {
   const { nc, log, config } = deps;
   traceLiveKit(deps.tracing);
-  const bus = new BusClient(nc);
+  const bus = busClientOf(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
   const { policy, egressFetch, readiness } = outboundOf(config, log, deps.resolve);
   const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS });
