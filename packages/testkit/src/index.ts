@@ -7,3 +7,4 @@ export * from './logs.js';
 export * from './clusters.js';
 export * from './browser.js';
 export * from './otlp.js';
+export * from './openai-stub.js';
