@@ -127,7 +127,7 @@ export class BusClient {
   /**
    * A request whose reply is parsed with the subject's response schema, so a service that answers
    * something else (an older or newer contract mid-deploy) fails here, named, instead of deep in the caller.
-   * Service-to-service replies are small: ~1 µs per parse (docs/decisions/0013-bus-replies-parsed.md). The
+   * Service-to-service replies are small: ~1 µs per parse (docs/decisions/0017-bus-replies-parsed.md). The
    * gateway passes bytes on with `requestRaw` and never pays it.
    */
   async request<S extends Subject>(

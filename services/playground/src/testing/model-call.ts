@@ -38,7 +38,7 @@ export function safeJson(text: string): unknown {
  * `timeoutMs` (LiveKit's own timeout set to the same bound), and never retried — LiveKit's default would
  * retry 3 times under its own timer; a failed call is reported to its caller (a branch decision's `error`,
  * an attempt's error with the raw answer), never hidden or stretched past its bound
- * (docs/decisions/0014-one-model-call.md). Its tokens are counted for a test run's usage by role.
+ * (docs/decisions/0018-one-model-call.md). Its tokens are counted for a test run's usage by role.
  */
 export class CaseModelClient {
   private readonly totals = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
