@@ -8,7 +8,7 @@ import { EgressPolicy } from './egress/policy.js';
 import { currentKeyEnv, keyStatus } from './env-keys.js';
 import { ensureEventsStream } from './host/events.js';
 import { SessionHost } from './host/session-host.js';
-import { KeyRule } from './keys.js';
+import { KeyRule } from './provider-keys.js';
 import { ReadinessCheck } from './readiness.js';
 import { ConversationKit } from './runtime/conversations.js';
 import { LiveKitTransport } from './transports/livekit/livekit-transport.js';

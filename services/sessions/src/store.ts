@@ -13,7 +13,7 @@ import { closeDelta, mergeInto, turnDelta } from './stats/histogram.js';
 import { scanKeys, scriptError, storage, WriteConcern, type RedisClient } from '@vab/storage';
 import { randomUUID } from 'node:crypto';
 import type { SessionsLimits } from './config.js';
-import { keys, SEQ_WIDTH, SESSIONS_KEY } from './keys.js';
+import { keys, SEQ_WIDTH, SESSIONS_KEY } from './redis-keys.js';
 import { APPEND_ENTRY, APPEND_MESSAGE, CLOSE_SESSION, CREATE_DEPLOY, UPDATE_DEPLOY } from './scripts.js';
 
 interface Scripts {

@@ -11,7 +11,7 @@ import {
   type StepChange,
 } from '@vab/contracts';
 import type { EgressFetch } from '../egress/client.js';
-import type { KeyEnv } from '../keys.js';
+import type { KeyEnv } from '../provider-keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import { FlowConversation, type TransferTarget } from './conversation.js';
 import { openFlowRuntime, type FlowAgent } from './flow-runtime.js';

@@ -2,7 +2,7 @@ import { llm } from '@livekit/agents';
 import type { Simulation } from '@vab/contracts';
 import { z } from 'zod';
 import type { Turn } from '../runtime/transcript.js';
-import { ModelAnswerError, rawOf, safeJson, type CaseModelClient } from './model-call.js';
+import { ModelAnswerError, rawOf, safeJson, type CaseModelClient } from '../model-call.js';
 
 /** How the simulated caller ends the call: the one tool it has. */
 export const END_CALL_TOOL = 'end_call';
