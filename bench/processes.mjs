@@ -2,10 +2,9 @@
 // the API, and the realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, fullFlow, stopOnExit } from '@vab/testkit';
+import { clinicScript, freePort, fullFlow, startOpenAiStub, stopOnExit } from '@vab/testkit';
 
 /** The value after `--name` on the command line, or `def` when it is not given; a number when `def` is one. */
 export function option(name, def) {
@@ -192,64 +191,19 @@ export function autocannon({ url, seconds, connections = 50, method, body, pids 
   });
 }
 
-/** The clinic flow's model, answering at once: decisions as tool calls, everything else "ok: …". */
-function clinicReply(chat) {
-  const last = chat.messages.at(-1);
-  const text = typeof last?.content === 'string' ? last.content.toLowerCase() : '';
-  const tool = chat.tools?.[0]?.function?.name;
-  if (tool === 'decide') {
-    const choice = text.includes('why do they call')
-      ? text.includes('book')
-        ? 'booking'
-        : 'question'
-      : 'false';
-    return { tool: { name: 'decide', args: { choice } } };
-  }
-  if (tool === 'extract') return { tool: { name: 'extract', args: { name: 'Ada', urgent: true } } };
-  return { content: 'ok' };
-}
-
 /**
- * An OpenAI-compatible model stub, streaming its answer at once, or after `modelMs`: `reply(chat)` says what
- * it answers (`{ content }` or `{ tool: { name, args } }`; by default the test flow's, `fullFlow()`).
- * Resolves to its base URL, what it served (`calls`, and `ms` on its side) and its server.
+ * The testkit's OpenAI stub (the tests' own), answering at once or after `modelMs`: `reply(chat)` says what
+ * it answers (`{ content }` or `{ tool: { name, args } }`; by default the test flow's, `fullFlow()`: the
+ * testkit's `clinicScript`). Resolves to its base URL, what it served (`calls`, and `ms` on its side) and a
+ * handle to close it. It keeps no requests: a benchmark makes thousands.
  */
-export async function startModelStub({ modelMs = 0, reply = clinicReply } = {}) {
-  const served = { calls: 0, ms: 0 };
-  const server = createServer(async (req, res) => {
-    const t0 = performance.now();
-    res.on('finish', () => {
-      served.calls++;
-      served.ms += performance.now() - t0;
-    });
-    let body = '';
-    for await (const c of req) body += c;
-    if (!req.url.endsWith('/chat/completions')) return res.writeHead(404).end();
-    const chat = JSON.parse(body);
-    const r = reply(chat);
-    if (modelMs > 0) await new Promise((done) => setTimeout(done, modelMs));
-    const base = { id: 'x', object: 'chat.completion.chunk', created: 0, model: chat.model };
-    const chunk = (delta, finish = null) =>
-      `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.write(chunk({ role: 'assistant', content: r.content ?? '' }));
-    if (r.tool) {
-      res.write(
-        chunk({
-          tool_calls: [
-            {
-              index: 0,
-              id: 'call_1',
-              type: 'function',
-              function: { name: r.tool.name, arguments: JSON.stringify(r.tool.args) },
-            },
-          ],
-        }),
-      );
-    }
-    res.write(chunk({}, r.tool ? 'tool_calls' : 'stop'));
-    res.end('data: [DONE]\n\n');
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${server.address().port}/v1`, served, server };
+export async function startModelStub({ modelMs = 0, reply } = {}) {
+  const chat = reply
+    ? (req) => {
+        const r = reply(req);
+        return { content: r.content, toolCalls: r.tool ? [r.tool] : undefined, delayMs: modelMs };
+      }
+    : (req) => ({ ...clinicScript(req), delayMs: modelMs });
+  const stub = await startOpenAiStub({ chat, keepRequests: false });
+  return { url: stub.baseURL, served: stub.served, server: { close: () => void stub.close() } };
 }

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { stopOnExit } from '@vab/testkit';
+import { vi } from 'vitest';
 
 // The built entry points (`npm test` builds first), run as an operator would.
 const root = join(import.meta.dirname, '..', '..');
@@ -27,12 +28,12 @@ export function spawnService(svc: string, env: Record<string, string>): ServiceP
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const waitFor = async (text: string, timeoutMs = 10_000) => {
-    const deadline = Date.now() + timeoutMs;
-    while (!out.includes(text)) {
-      if (Date.now() > deadline) throw new Error(`no "${text}" in output of ${svc}:\n${out.slice(-2000)}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
+  const waitFor = (text: string, timeoutMs = 10_000) =>
+    vi.waitFor(
+      () => {
+        if (!out.includes(text)) throw new Error(`no "${text}" in output of ${svc}:\n${out.slice(-2000)}`);
+      },
+      { timeout: timeoutMs, interval: 20 },
+    );
   return { child, exited, waitFor, output: () => out };
 }

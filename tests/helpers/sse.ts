@@ -11,9 +11,15 @@ export interface SseFrame {
  */
 export async function readSse(
   res: Response,
-  opts: { stopWhen?: (f: SseFrame) => boolean; comments?: string[]; timeoutMs?: number } = {},
+  opts: {
+    stopWhen?: (f: SseFrame) => boolean;
+    comments?: string[];
+    timeoutMs?: number;
+    /** Filled as frames arrive, for a test that waits on them while the stream is still open. */
+    frames?: SseFrame[];
+  } = {},
 ): Promise<SseFrame[]> {
-  const frames: SseFrame[] = [];
+  const frames: SseFrame[] = opts.frames ?? [];
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   let buffer = '';

@@ -6,7 +6,7 @@ import {
 } from '@vab/playground';
 
 import { TokenVerifier } from 'livekit-server-sdk';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
@@ -18,6 +18,7 @@ class StubRunner implements AgentRunner {
   async start(opts: RunnerStartOptions): Promise<RunningAgent> {
     this.started.push(opts);
     if (this.mode === 'fail') throw new Error('could not connect to the room');
+    // the wait is the test: an agent that never connects (longer than the start's own bound)
     if (this.mode === 'hang') await new Promise((r) => setTimeout(r, 4000));
     let stopped = false;
     return {
@@ -282,10 +283,10 @@ describe('several playground instances', () => {
   });
 });
 
-async function vi_waitFor(cond: () => boolean, timeoutMs = 2000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const vi_waitFor = (cond: () => boolean, timeoutMs = 2000): Promise<void> =>
+  vi.waitFor(
+    () => {
+      if (!cond()) throw new Error('condition not met in time');
+    },
+    { timeout: timeoutMs, interval: 20 },
+  );

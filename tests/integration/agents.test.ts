@@ -91,6 +91,7 @@ describe('GET /api/agents', () => {
     const a = await createAgent('A');
     const b = await createAgent('B');
     const c = await createAgent('C');
+    // the wait is the test: timestamps in ms must differ
     await new Promise((r) => setTimeout(r, 5));
     // touching A makes it the most recently updated
     await http.patch(`/api/agents/${a.body.id}`, { name: 'A2' });
@@ -118,8 +119,10 @@ describe('GET /api/agents', () => {
       createdAt: a.body.createdAt,
       updatedAt: a.body.updatedAt,
     });
+    // the wait is the test: timestamps in ms must differ
     await new Promise((r) => setTimeout(r, 5));
     await http.patch(`/api/agents/${a.body.id}`, { flow: { nodes: [], edges: [] } });
+    // the wait is the test: timestamps in ms must differ
     await new Promise((r) => setTimeout(r, 5));
     const restored = await http.post(`/api/agents/${a.body.id}/versions/1/restore`, {});
     expect(restored.status).toBe(200);
@@ -188,6 +191,7 @@ describe('PATCH /api/agents/:id', () => {
   it('renames without a new snapshot, saves a flow as a new version, and bumps updatedAt', async () => {
     const created = await createAgent('Old name');
     const id = created.body.id;
+    // the wait is the test: timestamps in ms must differ
     await new Promise((r) => setTimeout(r, 3));
     const renamed = await http.patch(`/api/agents/${id}`, { name: 'New name' });
     expect(renamed.status).toBe(200);

@@ -3,14 +3,15 @@ import { connect } from '@nats-io/transport-node';
 import { EVENTS_STREAM } from '@vab/contracts';
 import { fullFlow, withNode } from '@vab/testkit';
 import { connect as netConnect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   clinicScript,
   lastUserText,
   startOpenAiStub,
   type ChatReply,
 } from '../../services/playground/test/openai-stub.js';
-import { eventsOf, readSse } from '../helpers/sse.js';
+import { eventsOf, readSse, type SseFrame } from '../helpers/sse.js';
+import { finishedRun } from '../helpers/runs.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 const KEY = 'sk-test-never-in-events-0123456789';
@@ -134,9 +135,10 @@ describe('session events over SSE', () => {
     const s = await startSession();
     const gw = await stack.addGateway();
     const comments: string[] = [];
-    const reading = readSse(await fetch(s.eventsUrl(gw.baseUrl)), { comments });
+    const live: SseFrame[] = [];
+    const reading = readSse(await fetch(s.eventsUrl(gw.baseUrl)), { comments, frames: live });
     await s.turn('Hi');
-    await new Promise((r) => setTimeout(r, 100));
+    await expect.poll(() => live.some((f) => f.event === 'agent_reply')).toBe(true);
     await gw.close(); // the stream ends with the gateway
     const before = eventsOf(await reading);
     expect(before.length).toBeGreaterThan(1);
@@ -174,6 +176,7 @@ describe('session events over SSE', () => {
     const res = await fetch(s.eventsUrl(), { headers: { 'last-event-id': '999999' } });
     expect(res.status).toBe(200);
     const reading = readSse(res, { stopWhen: (f) => f.event === 'agent_reply' });
+    // no frame says the stream follows the live edge yet: a short head start for its consumer
     await new Promise((r) => setTimeout(r, 100));
     await s.turn('Hi');
     const got = eventsOf(await reading);
@@ -232,9 +235,12 @@ describe('session events over SSE', () => {
     expect(over.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(await over.json()).toMatchObject({ code: 'RATE_LIMITED' });
     await Promise.all(open.map((r) => r.body!.cancel()));
-    await new Promise((r) => setTimeout(r, 100));
-    const again = await fetch(s.eventsUrl());
-    expect(again.status).toBe(200);
+    // the gateway frees a slot when it sees the client leave
+    const again = await vi.waitFor(async () => {
+      const res = await fetch(s.eventsUrl());
+      if (res.status !== 200) throw new Error(`still ${res.status}`);
+      return res;
+    });
     await again.body!.cancel();
     await http.delete(`/api/agents/${s.agentId}/text-sessions/${s.sessionId}`);
   });
@@ -291,11 +297,7 @@ describe('a test-run case', () => {
     expect(made.status).toBe(201);
     const started = await http.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY } });
     expect(started.status).toBe(202);
-    let run = started.body;
-    for (let i = 0; i < 100 && run.finishedAt === null; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      run = (await http.get(`/api/agents/${agentId}/test-runs/${run.id}`)).body;
-    }
+    const run = await finishedRun(http, agentId, started.body.id, 10_000);
     expect(run.status).toBe('passed');
     expect(run.latency.turnMs).toBeGreaterThan(0);
     const caseSession = run.cases[0].observed.sessionId as string;

@@ -1,6 +1,6 @@
 import { connect } from '@nats-io/transport-node';
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { api, sampleFlow, startStack } from '../helpers/stack.js';
 
 describe('when a service is down', () => {
@@ -71,11 +71,11 @@ describe('when Redis restarts', () => {
       expect(during.status).toBe(503);
       expect(during.body.code).toBe('SERVICE_UNAVAILABLE');
       await redis.start();
-      let after = await http.get(`/api/agents/${created.body.id}`);
-      for (let i = 0; i < 50 && after.status !== 200; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        after = await http.get(`/api/agents/${created.body.id}`);
-      }
+      const after = await eventually(
+        () => http.get(`/api/agents/${created.body.id}`),
+        (r) => r.status === 200,
+        5000,
+      );
       expect(after.status).toBe(200);
       expect(after.body).toEqual(created.body);
       expect((await http.patch(`/api/agents/${created.body.id}`, { name: 'Still here' })).status).toBe(200);
@@ -157,13 +157,17 @@ describe('when NATS restarts', () => {
   });
 });
 
-/** Repeats `call` until `ok` holds (bounded), returning the last answer. */
+/** Repeats `call` until `ok` holds (bounded), returning the last answer: the caller asserts on it. */
 async function eventually<T>(call: () => Promise<T>, ok: (r: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = await call();
-  while (!ok(last) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-    last = await call();
-  }
-  return last;
+  let last: T | undefined;
+  await vi
+    .waitFor(
+      async () => {
+        last = await call();
+        if (!ok(last)) throw new Error('not yet');
+      },
+      { timeout: timeoutMs, interval: 50 },
+    )
+    .catch(() => undefined);
+  return last as T;
 }

@@ -1,4 +1,6 @@
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { built, spawnService as runService } from '../helpers/processes.js';
 
@@ -32,6 +34,33 @@ describe.skipIf(!built())('service processes', () => {
       expect(await p.exited).toBe(0);
       expect(p.output()).toContain('"msg":"shutdown complete"');
     } finally {
+      await nats.dispose();
+      await redis.dispose();
+    }
+  });
+
+  it('a failure during start-up is logged once, fatal, with its stack, and the process exits 1', async () => {
+    const nats = await startLocalNats();
+    const redis = await startLocalRedis();
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    try {
+      // the ops server cannot listen: its port is taken
+      const port = String((taken.address() as AddressInfo).port);
+      const p = runService('agents', { NATS_URL: nats.url, REDIS_URL: redis.url, METRICS_PORT: port });
+      expect(await p.exited).toBe(1);
+      const fatal = p
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('"msg":"failed to start"'))
+        .map(
+          (l) => JSON.parse(l) as { level: number; err: { type: string; message: string; stack: string } },
+        );
+      expect(fatal).toHaveLength(1);
+      expect(fatal[0]).toMatchObject({ level: 60, err: { message: expect.stringContaining('EADDRINUSE') } });
+      expect(fatal[0]!.err.stack).toMatch(/\n\s+at /);
+    } finally {
+      taken.close();
       await nats.dispose();
       await redis.dispose();
     }

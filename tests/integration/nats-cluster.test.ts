@@ -1,5 +1,5 @@
 import { fullFlow, startLocalNatsCluster, withNode, type LocalNatsCluster } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
@@ -34,15 +34,15 @@ afterAll(async () => {
 
 const flow = () => withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' });
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const got = await probe();
-    if (got !== undefined) return got;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> =>
+  vi.waitFor(
+    async () => {
+      const got = await probe();
+      if (got === undefined) throw new Error(`timed out waiting for ${what}`);
+      return got;
+    },
+    { timeout: timeoutMs, interval: 100 },
+  );
 
 describe('on a 3-node NATS cluster', () => {
   it('answers every service across routes: a create, a lookup between services, a list', async () => {

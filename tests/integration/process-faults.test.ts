@@ -1,11 +1,14 @@
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { built, spawnService, type ServiceProcess } from '../helpers/processes.js';
 
 const REQUEST_TIMEOUT_MS = 2000;
 
 interface Load {
+  /** Agents created so far, and how many answers had `status`. */
+  acknowledged(): number;
+  answered(status: string): number;
   stop(): Promise<{
     sent: number;
     byStatus: Record<string, number>;
@@ -39,6 +42,7 @@ function createLoad(base: string, workers = 8): Load {
         const body = (await res.json()) as { id?: string };
         if (res.status === 201 && body.id) acknowledged.push(body.id);
       } catch {
+        // a back-off, not a wait: a refused connection would otherwise spin this loop
         await new Promise((r) => setTimeout(r, 20));
       }
       slowestMs = Math.max(slowestMs, Date.now() - t0);
@@ -46,6 +50,8 @@ function createLoad(base: string, workers = 8): Load {
     }
   });
   return {
+    acknowledged: () => acknowledged.length,
+    answered: (status) => byStatus[status] ?? 0,
     async stop() {
       running = false;
       await Promise.all(loops);
@@ -78,13 +84,22 @@ async function lostWrites(base: string, redisUrl: string, ids: string[]): Promis
   return lost;
 }
 
-const waitUntil = async (cond: () => Promise<boolean>, timeoutMs = 10_000) => {
+/** How long until the API lists agents again. */
+const recovery = async (base: string): Promise<number> => {
   const t0 = Date.now();
-  while (!(await cond().catch(() => false))) {
-    if (Date.now() - t0 > timeoutMs) throw new Error('not recovered in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  await vi.waitFor(
+    async () => {
+      expect((await fetch(`${base}/api/agents`)).status).toBe(200);
+    },
+    { timeout: 10_000, interval: 25 },
+  );
   return Date.now() - t0;
+};
+
+/** Waits until the load has created `more` agents beyond what it had (it is running, and writes land). */
+const progressed = async (load: Load, more = 20) => {
+  const from = load.acknowledged();
+  await expect.poll(() => load.acknowledged(), { timeout: 10_000 }).toBeGreaterThanOrEqual(from + more);
 };
 
 let cleanup: (() => Promise<void>)[] = [];
@@ -129,7 +144,7 @@ describe.skipIf(!built())('faults under load, with real processes', () => {
   it('the only agents process killed mid-load: quick 503s, none past the timeout, recovery on restart, no write lost', async () => {
     const s = await stackOfProcesses({ agentsInstances: 1 });
     const load = createLoad(s.base);
-    await new Promise((r) => setTimeout(r, 500));
+    await progressed(load);
     s.agents[0]!.child.kill('SIGKILL');
     await s.agents[0]!.exited;
     // with no instance left, new requests answer 503 at once (the ones the killed process held time out)
@@ -137,11 +152,12 @@ describe.skipIf(!built())('faults under load, with real processes', () => {
     const down = await fetch(`${s.base}/api/agents`);
     expect(down.status).toBe(503);
     expect(Date.now() - t0).toBeLessThan(500);
+    // the wait is the test: past the gateway's timeout, the requests the killed process held answer 504
     await new Promise((r) => setTimeout(r, REQUEST_TIMEOUT_MS + 500));
     const restarted = Date.now();
     await s.start('agents');
-    const recoveryMs = await waitUntil(async () => (await fetch(`${s.base}/api/agents`)).status === 200);
-    await new Promise((r) => setTimeout(r, 500));
+    const recoveryMs = await recovery(s.base);
+    await progressed(load);
     const result = await load.stop();
     const lost = await lostWrites(s.base, s.redis.url, result.acknowledged);
     console.log(
@@ -161,12 +177,12 @@ describe.skipIf(!built())('faults under load, with real processes', () => {
     const s = await stackOfProcesses({ agentsInstances: 2 });
     const load = createLoad(s.base);
     for (const old of [...s.agents]) {
-      await new Promise((r) => setTimeout(r, 400));
+      await progressed(load);
       old.child.kill('SIGTERM');
       expect(await old.exited).toBe(0);
       await s.start('agents');
     }
-    await new Promise((r) => setTimeout(r, 400));
+    await progressed(load);
     const result = await load.stop();
     const lost = await lostWrites(s.base, s.redis.url, result.acknowledged);
     console.log(
@@ -179,13 +195,14 @@ describe.skipIf(!built())('faults under load, with real processes', () => {
   it('Redis restarted under load (append-only): 503s while it is down, then recovery, nothing acknowledged lost', async () => {
     const s = await stackOfProcesses({ agentsInstances: 1, appendOnly: true });
     const load = createLoad(s.base);
-    await new Promise((r) => setTimeout(r, 500));
+    await progressed(load);
     await s.redis.stop();
-    await new Promise((r) => setTimeout(r, 500));
+    // down long enough that the load meets it: 503s, at once
+    await expect.poll(() => load.answered('503'), { timeout: 10_000 }).toBeGreaterThanOrEqual(8);
     const restarted = Date.now();
     await s.redis.start();
-    const recoveryMs = await waitUntil(async () => (await fetch(`${s.base}/api/agents`)).status === 200);
-    await new Promise((r) => setTimeout(r, 500));
+    const recoveryMs = await recovery(s.base);
+    await progressed(load);
     const result = await load.stop();
     const lost = await lostWrites(s.base, s.redis.url, result.acknowledged);
     console.log(

@@ -13,7 +13,7 @@ import {
   withNode,
   type DisposableServer,
 } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { built, spawnService, type ServiceProcess } from '../helpers/processes.js';
@@ -131,18 +131,19 @@ describe.skipIf(!built() || !haveProm)('Prometheus scraping the stack', () => {
   }
 
   /** Polls a query until `ok` holds for its result (a scrape a second, a rate needs two). */
-  async function eventually<T>(
+  function eventually<T>(
     promql: string,
     ok: (r: Awaited<ReturnType<typeof query>>) => T | undefined,
   ): Promise<T> {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const found = ok(await query(promql));
-      if (found !== undefined) return found;
-      if (Date.now() > deadline)
-        throw new Error(`no result for ${promql}: ${JSON.stringify(await query(promql))}`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    return vi.waitFor(
+      async () => {
+        const result = await query(promql);
+        const found = ok(result);
+        if (found === undefined) throw new Error(`no result for ${promql}: ${JSON.stringify(result)}`);
+        return found;
+      },
+      { timeout: 30_000, interval: 500 },
+    );
   }
 
   it('answers the request rate of a route and the active text sessions, every target up', async () => {
@@ -174,6 +175,7 @@ describe.skipIf(!built() || !haveProm)('Prometheus scraping the stack', () => {
     const trickle = (async () => {
       while (load) {
         await fetch(`${base}/api/agents/${agentId}`).then((r) => r.arrayBuffer());
+        // the load's pace (20 requests a second), not a wait for anything
         await new Promise((r) => setTimeout(r, 50));
       }
     })();

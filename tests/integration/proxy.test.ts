@@ -133,6 +133,7 @@ describe('UPSTREAM_URL: what the route table does not serve goes to the backend 
     ws.send('hi');
     expect(await reply).toBe('echo: hi');
     expect(seen.at(-1)).toMatchObject({ method: 'WS', requestId: 'ws-trace-1', auth: undefined });
+    // the wait is the test: the access line says how long the socket was open
     await new Promise((r) => setTimeout(r, 300));
     ws.close();
     await new Promise<void>((r) => ws.once('close', () => r()));

@@ -148,6 +148,7 @@ describe('test sessions', () => {
     expect((await http.get(`/api/agents/${id}/test-sessions`)).body).toEqual([]);
     const before = Date.now();
     const a = await openSession(id, { sessionType: 'voice', roomName: 'pg-a' });
+    // the wait is the test: timestamps in ms must differ
     await new Promise((r) => setTimeout(r, 3));
     const b = await openSession(id, { sessionType: 'text' });
     expect(a).toMatchObject({

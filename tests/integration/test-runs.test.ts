@@ -1,12 +1,13 @@
 import { processMetrics } from '@vab/service-kit';
 import { fullFlow, withNode } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   clinicScript,
   lastUserText,
   startOpenAiStub,
   type ChatRequest,
 } from '../../services/playground/test/openai-stub.js';
+import { finishedRun } from '../helpers/runs.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 const KEY = 'sk-test-0123456789abcdef';
@@ -64,14 +65,7 @@ async function agent(name: string) {
   return res.body.id as string;
 }
 
-async function finished(agentId: string, runId: string) {
-  for (let i = 0; i < 200; i++) {
-    const run = (await http.get(`/api/agents/${agentId}/test-runs/${runId}`)).body;
-    if (run.finishedAt !== null) return run;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`test run ${runId} did not finish`);
-}
+const finished = (agentId: string, runId: string) => finishedRun(http, agentId, runId);
 
 async function runAll(agentId: string, body: object = {}) {
   const started = await http.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY }, ...body });
@@ -256,13 +250,17 @@ describe('test cases and runs', () => {
       slowOnce = true;
       const started = await http.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY } });
       // wait until an instance holds the case, then kill that instance
-      let holder: typeof spare | undefined;
-      for (let i = 0; i < 100 && !holder; i++) {
-        holder = [stack.services.playground, spare].find((p) => (p.playground?.host.count('test') ?? 0) > 0);
-        if (!holder) await new Promise((r) => setTimeout(r, 50));
-      }
-      expect(holder).toBeDefined();
-      await holder!.crash();
+      const holder = await vi.waitFor(
+        () => {
+          const found = [stack.services.playground, spare].find(
+            (p) => (p.playground?.host.count('test') ?? 0) > 0,
+          );
+          if (!found) throw new Error('no instance holds the case');
+          return found;
+        },
+        { timeout: 5000, interval: 50 },
+      );
+      await holder.crash();
       const run = await finished(agentId, started.body.id);
       expect(run.status).toBe('passed');
       expect(run.cases[0]).toMatchObject({ caseId: c.body.id, verdict: 'passed', attempts: 2 });
@@ -283,11 +281,7 @@ describe('test cases and runs', () => {
       for (let i = 0; i < 4; i++)
         await h.post(`/api/agents/${agentId}/test-cases`, { ...passing, name: `case ${i}` });
       const started = await h.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY } });
-      let run = started.body;
-      for (let i = 0; i < 300 && run.finishedAt === null; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        run = (await h.get(`/api/agents/${agentId}/test-runs/${started.body.id}`)).body;
-      }
+      const run = await finishedRun(h, agentId, started.body.id, 30_000);
       expect(run, JSON.stringify(run.cases.map((c: { error: string | null }) => c.error))).toMatchObject({
         status: 'passed',
         counts: { total: 4, passed: 4 },

@@ -9,7 +9,7 @@ import {
 } from '@vab/testkit';
 import type { OtlpReceiver, ReceivedSpan } from '@vab/testkit';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startMcpServer } from '../../services/playground/test/mcp-server.js';
 import {
   clinicScript,
@@ -93,32 +93,31 @@ async function json(
 
 /** Waits until the receiver holds spans of `traceId` that satisfy `done`. */
 async function spansOf(receiver: OtlpReceiver, traceId: string, done: (spans: ReceivedSpan[]) => boolean) {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
+  const found = () => {
     const spans = receiver.spans().filter((s) => s.traceId === traceId);
     if (done(spans)) return spans;
-    if (Date.now() > deadline) {
-      if (process.env.DUMP_SPANS)
-        console.log(
-          JSON.stringify(
-            receiver
-              .spans()
-              .filter((s) => s.service === 'playground')
-              .map((s) => [
-                s.traceId.slice(0, 6),
-                s.spanId.slice(0, 6),
-                s.parentSpanId.slice(0, 6),
-                s.scope,
-                s.name,
-                Object.keys(s.attributes).join(' '),
-              ]),
-          ),
-        );
-      throw new Error(
-        `trace ${traceId} incomplete: ${spans.map((s) => `${s.service}:${s.name}`).join(', ')}`,
+    throw new Error(`trace ${traceId} incomplete: ${spans.map((s) => `${s.service}:${s.name}`).join(', ')}`);
+  };
+  try {
+    return await vi.waitFor(found, { timeout: 15_000, interval: 100 });
+  } catch (err) {
+    if (process.env.DUMP_SPANS)
+      console.log(
+        JSON.stringify(
+          receiver
+            .spans()
+            .filter((s) => s.service === 'playground')
+            .map((s) => [
+              s.traceId.slice(0, 6),
+              s.spanId.slice(0, 6),
+              s.parentSpanId.slice(0, 6),
+              s.scope,
+              s.name,
+              Object.keys(s.attributes).join(' '),
+            ]),
+        ),
       );
-    }
-    await new Promise((r) => setTimeout(r, 100));
+    throw err;
   }
 }
 
@@ -328,11 +327,15 @@ describe.skipIf(!built())('traces across processes (OTLP/HTTP receiver in the te
     await turnTo('1815');
     const last = await turnTo('I want to book, yes please');
     expect(last.body.ended).toBe(true);
-    const deadline = Date.now() + 15_000;
     const isWebhook = (x: ReceivedSpan) => String(x.attributes['url.full'] ?? '').includes('/unreachable');
-    while (!receiver.spans().some(isWebhook) && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 100));
-    const webhook = receiver.spans().find(isWebhook)!;
+    const webhook = await vi.waitFor(
+      () => {
+        const found = receiver.spans().find(isWebhook);
+        if (!found) throw new Error('no webhook span');
+        return found;
+      },
+      { timeout: 15_000, interval: 100 },
+    );
     expect(webhook.attributes['url.full']).toBe(`http://127.0.0.1:${closedPort}/unreachable`);
     expect(webhook.kind).toBe(CLIENT);
 
@@ -353,7 +356,8 @@ describe.skipIf(!built())('traces across processes (OTLP/HTTP receiver in the te
     );
     expect(chain.at(-1)).toMatchObject({ service: 'gateway', parentSpanId: startSpan });
 
-    // let every process export what it holds, then look at every byte that left
+    // let every process export what it holds, then look at every byte that left: a check of absence, with
+    // nothing to poll for, so a fixed wait
     await new Promise((r) => setTimeout(r, 500));
     const exported = Buffer.concat(receiver.raw()).toString('latin1');
     expect(exported).toContain('gen_ai.request.model');
@@ -387,15 +391,15 @@ describe.skipIf(!built())('traces across processes (OTLP/HTTP receiver in the te
   });
 });
 
-async function waitForLine(p: ServiceProcess, field: string, value: string, msg: string) {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const line = linesWith(p, field, value).find((l) => l.msg === msg);
-    if (line) return line;
-    if (Date.now() > deadline)
-      throw new Error(`no "${msg}" line with ${field}=${value}:\n${p.output().slice(-2000)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+function waitForLine(p: ServiceProcess, field: string, value: string, msg: string) {
+  return vi.waitFor(
+    () => {
+      const line = linesWith(p, field, value).find((l) => l.msg === msg);
+      if (!line) throw new Error(`no "${msg}" line with ${field}=${value}:\n${p.output().slice(-2000)}`);
+      return line;
+    },
+    { timeout: 5000, interval: 50 },
+  );
 }
 
 describe.skipIf(!built())('tracing off', () => {
@@ -560,6 +564,7 @@ describe('an in-process stack (every service in the test process)', () => {
         'server.address': '127.0.0.1',
       });
       expect(ancestors(call, sessionSpans).map((s) => s.name)).toContain('agent_turn');
+      // a check of absence below (no secret exported): nothing to poll for, so a fixed wait for the exports
       await new Promise((r) => setTimeout(r, 300));
       const exported = Buffer.concat(receiver.raw()).toString('latin1');
       expect(exported).not.toContain(MCP_TOKEN);

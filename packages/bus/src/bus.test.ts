@@ -1,8 +1,8 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type NatsConnection, type SubscriptionOptions } from '@nats-io/transport-node';
 import { AppError, Headers } from '@vab/contracts';
 import { countSocketWrites, lineSink, startNats, type DisposableServer } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BusClient } from './client.js';
+import { BusClient, busClientOf } from './client.js';
 import { connectNats } from './connect.js';
 import { pino } from 'pino';
 import { serve, type HandlerTable } from './server.js';
@@ -131,12 +131,84 @@ describe('serve + BusClient', () => {
     });
     const bus = new BusClient(nc);
     const pending = bus.request('agents.lookup', { id: 'slow' }, { timeoutMs: 3000, requestId: 'r' });
-    await new Promise((r) => setTimeout(r, 50));
-    expect(served.inFlight()).toBe(1);
+    await expect.poll(() => served.inFlight()).toBe(1);
     const stopped = served.stop(2000);
     release();
     await stopped;
     await expect(pending).resolves.toMatchObject({ id: 'slow', exists: false });
+  });
+
+  it('stop() takes at most its bound, a stuck drain and a stuck handler together', async () => {
+    // a connection whose drains never finish (as on a connection that went away mid-stop)
+    const stuckDrains = new Proxy(nc, {
+      get(target, prop, receiver) {
+        if (prop !== 'subscribe') return Reflect.get(target, prop, receiver) as unknown;
+        return (subject: string, opts: SubscriptionOptions) => {
+          const sub = target.subscribe(subject, opts);
+          return new Proxy(sub, {
+            get: (s, p) =>
+              p === 'drain'
+                ? () => (sub.unsubscribe(), new Promise(() => undefined))
+                : (Reflect.get(s, p) as unknown),
+          });
+        };
+      },
+    });
+    const served = serve(stuckDrains, {
+      service: 'agents',
+      log,
+      handlers: partialTable({ 'agents.lookup': () => new Promise(() => undefined) }),
+    });
+    await served.ready;
+    void nc
+      .request('agents.lookup', JSON.stringify({ id: 'stuck' }), { timeout: 3000 })
+      .catch(() => undefined);
+    await expect.poll(() => served.inFlight()).toBe(1);
+    const started = performance.now();
+    await served.stop(300);
+    // before the fix the drain's wait and the in-flight wait each took the bound: ~600 ms
+    expect(performance.now() - started).toBeLessThan(450);
+  });
+
+  it('reports and stops itself when a subscription closes under it (not by pause or stop)', async () => {
+    const own = await connect({ servers: nats.url });
+    const served = serve(own, {
+      service: 'agents',
+      log,
+      handlers: partialTable({
+        'agents.lookup': async (req) => ({ id: req.id, exists: true, archived: false }),
+      }),
+    });
+    await served.ready;
+    served.pause('agents.lookup'); // a pause is no close to report
+    served.resume('agents.lookup');
+    await own.close();
+    await expect(served.closed).resolves.toBeInstanceOf(Error);
+    expect(lines.some((l) => l.includes('SUBSCRIPTION_CLOSED') && l.includes('agents.lookup'))).toBe(true);
+  });
+});
+
+describe('BusClient.request', () => {
+  it("parses the reply with the subject's response schema and names a reply that breaks it", async () => {
+    const wrong = nc.subscribe('agents.lookup', {
+      callback: (_err, msg) => {
+        msg.respond(JSON.stringify({ id: 'a', exists: 'yes' }));
+      },
+    });
+    try {
+      await expect(
+        busClientOf(nc).request('agents.lookup', { id: 'a' }, { timeoutMs: 2000, requestId: 'r' }),
+      ).rejects.toMatchObject({
+        code: 'INTERNAL',
+        message: 'the reply to agents.lookup does not match its contract',
+      });
+    } finally {
+      wrong.unsubscribe();
+    }
+  });
+
+  it('is one client per connection', () => {
+    expect(busClientOf(nc)).toBe(busClientOf(nc));
   });
 });
 
@@ -162,7 +234,8 @@ describe('BusClient replies', () => {
       },
     });
     try {
-      await new Promise((r) => setTimeout(r, 350)); // the slow reply arrives in between, for nobody
+      // the sleep is the test: the slow reply (300 ms) must arrive in between, for nobody
+      await new Promise((r) => setTimeout(r, 350));
       const answers = await Promise.all(
         ['b', 'c', 'd'].map((id) =>
           bus.request('agents.lookup', { id }, { timeoutMs: 2000, requestId: 'r' }),
@@ -180,7 +253,7 @@ describe('BusClient replies', () => {
     await nc.flush();
     const bus = new BusClient(own);
     const pending = bus.request('agents.lookup', { id: 'x' }, { timeoutMs: 5000, requestId: 'r' });
-    await new Promise((r) => setTimeout(r, 50));
+    await own.flush(); // the request has reached the server
     await own.close();
     await expect(pending).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
     silent.unsubscribe();
@@ -227,8 +300,7 @@ describe('coalesced socket writes', () => {
     expect(writes()).toBe(1);
     for (let i = 50; i < 100; i++) pub.publish('coalesce.test', String(i));
     await pub.drain();
-    await nc.flush();
-    await new Promise((r) => setTimeout(r, 50));
+    await expect.poll(() => received.length).toBe(100);
     sub.unsubscribe();
     expect(received).toEqual(Array.from({ length: 100 }, (_, i) => String(i)));
   });

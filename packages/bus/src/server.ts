@@ -77,9 +77,18 @@ export interface Served {
    */
   pause(subject: string): void;
   resume(subject: string): void;
-  /** Stops taking new requests, waits for in-flight ones (bounded), leaves the connection open. */
+  /**
+   * Stops taking new requests, waits for in-flight ones (the drain and the wait share one bound), leaves
+   * the connection open.
+   */
   stop(timeoutMs: number): Promise<void>;
   inFlight(): number;
+  /**
+   * Resolves when the service stopped serving on its own: a subscription closed that neither `pause` nor
+   * `stop` closed (a permissions violation, the connection closed). The service has stopped itself by then,
+   * as nats.js's own service does; the process should report it and go (`runProcess` exits).
+   */
+  closed: Promise<Error>;
 }
 
 export interface SafeError {
@@ -212,6 +221,9 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
   const { service, handlers, log } = opts;
   const inflight = new Set<Promise<unknown>>();
   const subs = new Map<string, Subscription>();
+  let stopped = false;
+  let reportClosed!: (err: Error) => void;
+  const closed = new Promise<Error>((resolve) => (reportClosed = resolve));
 
   const handle = (subject: SubjectsOf<Svc>, msg: Msg): Promise<unknown> =>
     // The table's type ties each handler to its subject's schema; the union is widened here on purpose.
@@ -228,8 +240,8 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
       intercept: specOf(subject).idempotent ? opts.idempotency : undefined,
     });
 
-  const subscribe = (subject: SubjectsOf<Svc>) =>
-    nc.subscribe(subject, {
+  const subscribe = (subject: SubjectsOf<Svc>) => {
+    const sub = nc.subscribe(subject, {
       queue: service,
       callback: (err, msg) => {
         if (err) {
@@ -240,6 +252,15 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
         inflight.add(p);
       },
     });
+    // pause and stop remove a subscription from `subs` before closing it: any other close is unexpected
+    void sub.closed.then((err) => {
+      if (stopped || subs.get(subject) !== sub) return;
+      const cause = err instanceof Error ? err : new Error(`subscription to ${subject} closed`);
+      log.error({ code: 'SUBSCRIPTION_CLOSED', subject, err: safeError(cause) }, 'stopped serving');
+      void served.stop(0).then(() => reportClosed(cause));
+    });
+    return sub;
+  };
   const subjects = Object.keys(handlers) as SubjectsOf<Svc>[];
   if (!opts.idempotency && subjects.some((subject) => specOf(subject).idempotent)) {
     log.warn(
@@ -249,42 +270,46 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
   }
   for (const subject of subjects) subs.set(subject, subscribe(subject));
   const ready = nc.flush().then(() => log.info({ subjects: subs.size, queue: service }, 'serving'));
-  let stopped = false;
 
-  return {
+  const served: Served = {
     ready,
+    closed,
     inFlight: () => inflight.size,
     pause(subject) {
       // drained, not unsubscribed: a request the server had already routed here is still answered (by an
       // instance at capacity: with its refusal, at once) instead of being dropped and timing out
-      void subs
-        .get(subject)
-        ?.drain()
-        .catch(() => undefined);
+      const sub = subs.get(subject);
       subs.delete(subject);
+      void sub?.drain().catch(() => undefined);
     },
     resume(subject) {
       if (stopped || subs.has(subject) || !(subject in handlers)) return;
       subs.set(subject, subscribe(subject as SubjectsOf<Svc>));
     },
-    async stop(timeoutMs) {
-      // Draining (not unsubscribing) stops new work reaching this instance — queue peers take it — and
-      // still handles what the server had already delivered here; unsubscribe would drop that on the floor.
-      stopped = true;
-      const draining = [...subs.values()].map((s) => s.drain().catch(() => undefined));
-      subs.clear();
-      await Promise.race([Promise.all(draining), new Promise((r) => setTimeout(r, timeoutMs))]);
-      let timer: NodeJS.Timeout | undefined;
-      const bounded = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, timeoutMs);
-      });
-      await Promise.race([Promise.allSettled([...inflight]), bounded]);
-      clearTimeout(timer);
-      if (inflight.size > 0)
-        log.warn(
-          { code: 'STOPPED_WITH_REQUESTS_IN_FLIGHT', inFlight: inflight.size },
-          'stopped with requests in flight',
-        );
-    },
+    stop: (timeoutMs) => stopServing(timeoutMs),
   };
+
+  /**
+   * Draining (not unsubscribing) stops new work reaching this instance — queue peers take it — and still
+   * handles what the server had already delivered here; unsubscribe would drop that on the floor. The
+   * drain and the in-flight wait share one deadline, so stop never takes more than `timeoutMs`.
+   */
+  async function stopServing(timeoutMs: number): Promise<void> {
+    stopped = true;
+    const draining = [...subs.values()].map((s) => s.drain().catch(() => undefined));
+    subs.clear();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([Promise.all(draining), deadline]);
+    await Promise.race([Promise.allSettled([...inflight]), deadline]);
+    clearTimeout(timer);
+    if (inflight.size > 0)
+      log.warn(
+        { code: 'STOPPED_WITH_REQUESTS_IN_FLIGHT', inFlight: inflight.size },
+        'stopped with requests in flight',
+      );
+  }
+  return served;
 }

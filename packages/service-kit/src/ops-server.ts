@@ -1,3 +1,4 @@
+import { safeError } from '@vab/bus';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { RedisClient } from '@vab/storage';
 import { createServer, type Server } from 'node:http';
@@ -100,7 +101,7 @@ export async function startOpsServer(opts: {
           res.end(text);
         },
         (err: unknown) => {
-          log.error({ err: err instanceof Error ? err.message : String(err) }, 'metrics not collected');
+          log.error({ err: safeError(err) }, 'metrics not collected');
           json(500, { status: 'error' });
         },
       );

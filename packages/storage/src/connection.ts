@@ -31,10 +31,10 @@ export function redisTargetOf(config: {
 export const describeTarget = (t: RedisTarget) =>
   'url' in t ? 'single' : `cluster of ${t.clusterNodes.length} seed nodes`;
 
-const connectionOptions = (name: string): RedisOptions => ({
+const connectionOptions = (name: string, offlineQueue: boolean): RedisOptions => ({
   connectionName: name,
   maxRetriesPerRequest: 1,
-  enableOfflineQueue: true,
+  enableOfflineQueue: offlineQueue,
   connectTimeout: 2000,
   retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
   lazyConnect: false,
@@ -46,8 +46,20 @@ const connectionOptions = (name: string): RedisOptions => ({
  * until the gateway's timeout. On a cluster ioredis follows MOVED/ASK itself and, when a master fails,
  * retries the slot's commands until the replica that takes over answers (bounded by the gateway's timeout).
  */
-export function createRedis(target: RedisTarget | string, log: Logger, opts: { name: string }): RedisClient {
+export function createRedis(
+  target: RedisTarget | string,
+  log: Logger,
+  opts: {
+    name: string;
+    /**
+     * Queue commands while (re)connecting (default). Off for a Redis a request must never wait for (the
+     * gateway's rate-limit counters): a command then fails at once while the connection is down.
+     */
+    offlineQueue?: boolean;
+  },
+): RedisClient {
   const t = typeof target === 'string' ? { url: target } : target;
+  const offlineQueue = opts.offlineQueue ?? true;
   let down = false;
   const watch = (client: RedisClient) => {
     client.on('error', (err: Error) => {
@@ -60,7 +72,7 @@ export function createRedis(target: RedisTarget | string, log: Logger, opts: { n
     });
   };
   if ('url' in t) {
-    const redis = new Redis(t.url, connectionOptions(opts.name));
+    const redis = new Redis(t.url, connectionOptions(opts.name, offlineQueue));
     watch(redis);
     timeCommands(redis);
     // every (re)connect makes a new socket
@@ -68,8 +80,11 @@ export function createRedis(target: RedisTarget | string, log: Logger, opts: { n
     return redis;
   }
   const cluster = new Cluster(t.clusterNodes, {
-    redisOptions: { ...connectionOptions(opts.name), ...(t.password ? { password: t.password } : {}) },
-    enableOfflineQueue: true,
+    redisOptions: {
+      ...connectionOptions(opts.name, offlineQueue),
+      ...(t.password ? { password: t.password } : {}),
+    },
+    enableOfflineQueue: offlineQueue,
     // a failover takes the cluster's node timeout plus an election: wait for it instead of failing at once
     retryDelayOnFailover: 200,
     retryDelayOnClusterDown: 200,

@@ -9,3 +9,4 @@ export * from './browser.js';
 export * from './otlp.js';
 export * from './speech.js';
 export * from './voice-client.js';
+export * from './openai-stub.js';

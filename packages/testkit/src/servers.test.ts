@@ -36,11 +36,9 @@ const waitsForever = `
 `;
 
 async function allRefused(ports: { nats: number; redis: number }): Promise<boolean> {
-  const deadline = Date.now() + 5_000;
-  while (!((await refused(ports.nats)) && (await refused(ports.redis))) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return (await refused(ports.nats)) && (await refused(ports.redis));
+  const both = async () => (await refused(ports.nats)) && (await refused(ports.redis));
+  await expect.poll(both, { timeout: 5_000, interval: 50 }).toBe(true);
+  return both();
 }
 
 describe.skipIf(!existsSync(dist))('local servers', () => {
@@ -70,11 +68,6 @@ describe.skipIf(!existsSync(dist))('local servers', () => {
     expect(failed).toHaveProperty('code', 1);
     expect((failed as { stderr: string }).stderr).toContain('set-up failed half-way');
     const ports = JSON.parse((failed as { stdout: string }).stdout) as { nats: number; redis: number };
-    const deadline = Date.now() + 5_000;
-    while (!((await refused(ports.nats)) && (await refused(ports.redis))) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(await refused(ports.nats)).toBe(true);
-    expect(await refused(ports.redis)).toBe(true);
+    expect(await allRefused(ports)).toBe(true);
   });
 });

@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, type Logger } from '@vab/bus';
+import { busClientOf, safeError, type BusClient, type Logger } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import type { AgentStore } from './store.js';
 
@@ -21,7 +21,7 @@ export class VersionRetention {
     private readonly log: Logger,
     private readonly timeoutMs = 2000,
   ) {
-    this.bus = new BusClient(nc);
+    this.bus = busClientOf(nc);
   }
 
   /** The store's cue after a save: `stored` snapshots are kept for agent `id`. */
@@ -52,7 +52,7 @@ export class VersionRetention {
           {
             code: 'VERSION_RETENTION_SKIPPED',
             agentId: id,
-            err: err instanceof Error ? err.message : String(err),
+            err: safeError(err),
           },
           'version retention skipped: pinned versions unknown',
         );

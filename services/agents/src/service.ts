@@ -1,4 +1,4 @@
-import { BusClient, serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
+import { busClientOf, serve, type BusClient, type HandlerTable, type Logger, type Served } from '@vab/bus';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient, WriteConcern } from '@vab/storage';
@@ -65,7 +65,7 @@ export function startAgentsService(deps: AgentsServiceDeps): AgentsService {
   const retention = new VersionRetention(deps.nc, store, deps.maxVersions ?? DEFAULT_MAX_VERSIONS, deps.log);
   const served = serve(deps.nc, {
     service: 'agents',
-    handlers: agentsHandlers(store, deps.redis, new BusClient(deps.nc), deps.log),
+    handlers: agentsHandlers(store, deps.redis, busClientOf(deps.nc), deps.log),
     log: deps.log,
     idempotency: idempotency(new RedisIdempotencyStore(deps.redis, 'ag:')),
   });

@@ -10,7 +10,7 @@ import {
 import { RawJson } from '@vab/bus';
 import { scanKeys, scriptError, storage, WriteConcern, type RedisClient } from '@vab/storage';
 import { createHash, randomUUID } from 'node:crypto';
-import { AGENT_KEY, keys } from './keys.js';
+import { AGENT_KEY, keys } from './redis-keys.js';
 import { ARCHIVE, CREATE, GET, PRUNE, RESTORE, UPDATE, VIEW } from './scripts.js';
 
 /** The agent as it is stored, plus the entity tag that identifies this exact state of it. */

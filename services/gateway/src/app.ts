@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, type Logger } from '@vab/bus';
+import { busClientOf, type BusClient, type Logger } from '@vab/bus';
 import { createAccessLog, processMetrics, type AccessLog } from '@vab/service-kit';
 import {
   AppError,
@@ -72,7 +72,7 @@ export async function buildGateway(deps: {
 }): Promise<FastifyInstance> {
   const { nc, log, config } = deps;
   const accessLog = deps.accessLog ?? createAccessLog('gateway', log.level);
-  const bus = new BusClient(nc);
+  const bus = busClientOf(nc);
   const ticketTtlMs = config.TICKET_TTL_MS ?? DEFAULT_CONFIG.TICKET_TTL_MS;
   const apiTokens = config.security?.apiTokens ?? DEFAULT_SECURITY.apiTokens;
   const tickets = createTickets({ apiTokens, ttlMs: ticketTtlMs, used: kvUsedTickets(nc, ticketTtlMs) });

@@ -41,12 +41,9 @@ function toAppError(err: unknown, req: FastifyRequest): AppError {
   if (fe?.validation) return validationError(fe as FastifyError);
   const byCode = fe?.code ? fastifyCodes[fe.code] : undefined;
   if (byCode) return byCode(req);
-  if (
-    err instanceof SyntaxError ||
-    (fe?.statusCode === 400 && /JSON|prototype|constructor/i.test(fe.message ?? ''))
-  ) {
-    return new AppError('INVALID_JSON', 'the request body is not valid JSON');
-  }
+  // Fastify's JSON parser answers with its own codes (above), prototype poisoning included; a SyntaxError
+  // is a JSON.parse of our own: classes and codes, never the message's words
+  if (err instanceof SyntaxError) return new AppError('INVALID_JSON', 'the request body is not valid JSON');
   if (fe?.statusCode === 413) return tooLarge(req);
   if (fe?.statusCode === 415)
     return new AppError('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json');

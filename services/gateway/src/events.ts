@@ -7,7 +7,7 @@ import {
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import { errors, type NatsConnection } from '@nats-io/transport-node';
-import { safeError, type BusClient, type Logger } from '@vab/bus';
+import { isJetStreamError, JetStreamApiCodes, safeError, type BusClient, type Logger } from '@vab/bus';
 import {
   AppError,
   EVENTS_STREAM,
@@ -137,10 +137,9 @@ export class EventStreams {
       if (!msg) return undefined;
       return { id: msg.json<SessionEvent>().id, seq: msg.seq };
     } catch (err) {
-      const name = (err as { name?: string }).name;
-      if (name === 'StreamNotFoundError' || name === 'MessageNotFoundError') return undefined;
-      const code = (err as { code?: number; status?: number }).status ?? (err as { code?: number }).code;
-      if (code === 404) return undefined;
+      if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound, JetStreamApiCodes.NoMessageFound)) {
+        return undefined;
+      }
       throw err;
     }
   }
@@ -167,7 +166,7 @@ export class EventStreams {
       return messages;
     } catch (err) {
       // no stream yet: no playground instance has run a session since JetStream was set up
-      if ((err as { name?: string }).name === 'StreamNotFoundError') return undefined;
+      if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) return undefined;
       throw err;
     }
   }

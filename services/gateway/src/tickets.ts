@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { JetStreamApiCodes, JetStreamApiError, Kvm, type KV } from '@vab/bus';
+import { isJetStreamError, JetStreamApiCodes, JetStreamApiError, Kvm, type KV } from '@vab/bus';
 import { AppError, HttpErrorBody } from '@vab/contracts';
 import type { FastifyInstance } from 'fastify';
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -115,9 +115,11 @@ export function kvUsedTickets(nc: NatsConnection, ttlMs: number): UsedTickets {
         return true;
       } catch (err) {
         if (
-          err instanceof JetStreamApiError &&
-          (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
-            err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+          isJetStreamError(
+            err,
+            JetStreamApiCodes.StreamWrongLastSequence,
+            JetStreamApiCodes.StreamWrongLastSequenceUnknown,
+          )
         ) {
           return false;
         }

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { parseAllowList, type AllowEntry } from './egress/policy.js';
 import { keyVarsOf } from './env-keys.js';
-import { parseTrustedUrls } from './keys.js';
+import { parseTrustedUrls } from './provider-keys.js';
 
 /** services/playground/{src,dist}/config.* → the repository root. */
 const REPO_ROOT_ENV_FILE = fileURLToPath(new URL('../../../.env', import.meta.url));

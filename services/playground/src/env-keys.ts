@@ -2,7 +2,7 @@ import type { LivekitCredentials, ProviderKeyStatus } from '@vab/contracts';
 import { readFile } from 'node:fs/promises';
 import { parseEnv as parseDotenv } from 'node:util';
 import type { Logger } from 'pino';
-import type { KeyEnv } from './keys.js';
+import type { KeyEnv } from './provider-keys.js';
 import { PROVIDER_ENV_VARS, PROVIDERS } from './providers.js';
 
 export const LIVEKIT_ENV_VARS = ['LIVEKIT_URL', 'LIVEKIT_API_KEY', 'LIVEKIT_API_SECRET'] as const;

@@ -13,7 +13,7 @@ import { isIP } from 'node:net';
 import { compile, isBranch, modelOf, urlsOf, type CompiledFlow, type LlmConfig } from '@vab/flow';
 import type { EgressFetch } from './egress/client.js';
 import type { EgressPolicy } from './egress/policy.js';
-import type { KeyEnv, KeyRule } from './keys.js';
+import type { KeyEnv, KeyRule } from './provider-keys.js';
 import { providerSpec, providersFor, type Endpoint, type Modality } from './providers.js';
 
 /** One model the flow would run: which provider, in which role, for which node, at which base URL. */

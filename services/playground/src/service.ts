@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
+import { busClientOf, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
 import { idempotency, MemoryIdempotencyStore, type Tracing } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
@@ -8,7 +8,7 @@ import { EgressPolicy } from './egress/policy.js';
 import { currentKeyEnv, keyStatus } from './env-keys.js';
 import { ensureEventsStream } from './host/events.js';
 import { SessionHost } from './host/session-host.js';
-import { KeyRule } from './keys.js';
+import { KeyRule } from './provider-keys.js';
 import { ReadinessCheck } from './readiness.js';
 import { ConversationKit } from './runtime/conversations.js';
 import { LiveKitTransport } from './transports/livekit/livekit-transport.js';
@@ -88,7 +88,7 @@ export function startPlaygroundService(deps: {
   traceLiveKit(deps.tracing);
   // once per process, before any session: the VAD and the end-of-turn model (~650 ms the first time)
   prewarmVoiceModels();
-  const bus = new BusClient(nc);
+  const bus = busClientOf(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
   const { policy, egressFetch, readiness } = outboundOf(config, log, deps.resolve);
   const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fullFlow, listenOnLoopback, withNode } from '@vab/testkit';
 import { createEgressFetch } from '../src/egress/client.js';
 import { EgressPolicy, parseAllowList } from '../src/egress/policy.js';
-import { KeyRule } from '../src/keys.js';
+import { KeyRule } from '../src/provider-keys.js';
 import { ReadinessCheck } from '../src/readiness.js';
 import { FlowConversation, type TransferTarget } from '../src/runtime/conversation.js';
 import { openFlowRuntime, type FlowRuntime } from '../src/runtime/flow-runtime.js';

@@ -1,4 +1,4 @@
-import { BusClient } from '@vab/bus';
+import { busClientOf, type BusClient } from '@vab/bus';
 import { AppError, Subjects, type AgentLookup, type Flow } from '@vab/contracts';
 import type { NatsConnection } from '@nats-io/transport-node';
 
@@ -9,7 +9,7 @@ export class AgentsDirectory {
     nc: NatsConnection,
     private readonly timeoutMs: number,
   ) {
-    this.bus = new BusClient(nc);
+    this.bus = busClientOf(nc);
   }
 
   async lookup(id: string, requestId: string): Promise<AgentLookup> {

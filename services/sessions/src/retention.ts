@@ -1,4 +1,4 @@
-import type { Logger } from '@vab/bus';
+import { safeError, type Logger } from '@vab/bus';
 import { storage, type RedisClient } from '@vab/storage';
 import type { SessionsStore } from './store.js';
 
@@ -56,7 +56,7 @@ export class SessionRetention {
         this.log.info({ removed, days: this.settings.testSessionDays }, 'old test sessions removed');
     } catch (err) {
       this.log.warn(
-        { code: 'SESSION_RETENTION_FAILED', err: err instanceof Error ? err.message : String(err) },
+        { code: 'SESSION_RETENTION_FAILED', err: safeError(err) },
         'test-session retention failed',
       );
     }

@@ -94,7 +94,11 @@ export function startSessionsService(deps: {
   const limits = { ...DEFAULT_LIMITS, ...deps.limits };
   const retentionDays = deps.retention?.testSessionDays ?? 0;
   // stats live as long as the sessions they count (a hash's TTL restarts with each write)
-  const store = new SessionsStore(deps.redis, limits, deps.writes, Date.now, retentionDays * 86_400);
+  const store = new SessionsStore(deps.redis, {
+    limits,
+    writes: deps.writes,
+    statsTtlSeconds: retentionDays * 86_400,
+  });
   const runs = { ...DEFAULT_RUNNER, ...deps.testRuns };
   const testing = new TestingStore(deps.redis, runs);
   const runner = new TestRunner(deps.nc, testing, runs, deps.log);

@@ -13,7 +13,7 @@ import { closeDelta, mergeInto, turnDelta } from './stats/histogram.js';
 import { scanKeys, scriptError, storage, WriteConcern, type RedisClient } from '@vab/storage';
 import { randomUUID } from 'node:crypto';
 import type { SessionsLimits } from './config.js';
-import { keys, SEQ_WIDTH, SESSIONS_KEY } from './keys.js';
+import { keys, SEQ_WIDTH, SESSIONS_KEY } from './redis-keys.js';
 import { APPEND_ENTRY, APPEND_MESSAGE, CLOSE_SESSION, CREATE_DEPLOY, UPDATE_DEPLOY } from './scripts.js';
 
 interface Scripts {
@@ -75,16 +75,25 @@ export class SessionsStore {
   private readonly redis: RedisClient & Scripts;
 
   private readonly writes: WriteConcern;
+  private readonly limits: SessionsLimits;
+  private readonly now: () => number;
+  private readonly statsTtlSeconds: number;
 
   constructor(
     redis: RedisClient,
-    private readonly limits: SessionsLimits,
-    writes?: WriteConcern,
-    private readonly now: () => number = Date.now,
-    /** How long stats hashes live after their last write (s); 0 = forever. */
-    private readonly statsTtlSeconds = 0,
+    opts: {
+      limits: SessionsLimits;
+      writes?: WriteConcern | undefined;
+      /** The clock (tests set it). */
+      now?: () => number;
+      /** How long stats hashes live after their last write (s); 0 = forever. */
+      statsTtlSeconds?: number;
+    },
   ) {
-    this.writes = writes ?? new WriteConcern(redis, 0, 0);
+    this.limits = opts.limits;
+    this.now = opts.now ?? Date.now;
+    this.statsTtlSeconds = opts.statsTtlSeconds ?? 0;
+    this.writes = opts.writes ?? new WriteConcern(redis, 0, 0);
     redis.defineCommand('ssAppendEntry', { numberOfKeys: 1, lua: APPEND_ENTRY });
     // the number of keys varies (the stats hashes a message or close counts in): passed first
     redis.defineCommand('ssAppendMessage', { lua: APPEND_MESSAGE });

@@ -6,7 +6,7 @@ import {
   type StreamConfig,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { encodeJson, safeError, type Logger } from '@vab/bus';
+import { encodeJson, isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
 import {
   EVENTS_STREAM,
   EVENTS_SUBJECT_PREFIX,
@@ -61,7 +61,7 @@ async function putEventsStream(nc: NatsConnection, cfg: EventsConfig, log: Logge
     await jsm.streams.info(EVENTS_STREAM);
     await jsm.streams.update(EVENTS_STREAM, config);
   } catch (err) {
-    if ((err as { name?: string }).name !== 'StreamNotFoundError') throw err;
+    if (!isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) throw err;
     await jsm.streams.add({ name: EVENTS_STREAM, ...config });
     log.info({ stream: EVENTS_STREAM }, 'events stream created');
   }

@@ -22,8 +22,8 @@ import type { Logger } from 'pino';
 import { modelKindLabel, playgroundMetrics, providerLabel } from '../metrics.js';
 import { messageMetrics, redact, TurnClock, usageOf } from './figures.js';
 import { agentOptions, FlowAgent, type FlowRuntime } from './flow-runtime.js';
-import { evaluateBranch, type Turn } from './judge.js';
 import type { ConversationMode } from './conversation-mode.js';
+import { evaluateBranch, type Turn } from './decide.js';
 import { ReplyTap } from './reply-tap.js';
 import type { ToolObserver } from './mcp.js';
 

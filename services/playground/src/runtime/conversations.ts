@@ -12,7 +12,7 @@ import {
   type TurnMetrics,
 } from '@vab/contracts';
 import type { EgressFetch } from '../egress/client.js';
-import type { KeyEnv } from '../keys.js';
+import type { KeyEnv } from '../provider-keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import { FlowConversation, type TransferTarget } from './conversation.js';
 import type { ConversationMode } from './conversation-mode.js';

@@ -4,7 +4,7 @@ import type { LlmConfig, PostStep } from '@vab/flow';
 import type { Logger } from 'pino';
 import { EgressRefused, type EgressFetch } from '../egress/client.js';
 import { playgroundMetrics } from '../metrics.js';
-import { extractStructuredOutput, type Turn } from './judge.js';
+import { extractStructuredOutput, type Turn } from './decide.js';
 
 export interface PostProcessingOptions {
   /** The egress-checked client: a webhook URL is a flow's, and may point anywhere. */

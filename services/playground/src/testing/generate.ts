@@ -3,21 +3,31 @@ import type { BusClient } from '@vab/bus';
 import {
   AppError,
   GeneratedTestCase,
+  Simulation,
   Subjects,
   type GenerateTestCasesBody,
   type GeneratedTestCases,
 } from '@vab/contracts';
 import type { CompiledFlow, Step } from '@vab/flow';
 import { z } from 'zod';
-import type { KeyEnv } from '../keys.js';
+import type { KeyEnv } from '../provider-keys.js';
 import type { ReadinessCheck } from '../readiness.js';
-import { CaseModelClient, ModelAnswerError } from './model-call.js';
-import { safeJson } from './simulator.js';
+import { CaseModelClient, ModelAnswerError, safeJson } from '../model-call.js';
 
 const PROPOSE_TOOL = 'propose_cases';
 
 /** Lenient on the way in: each proposal is checked on its own, and only the ones that fit are returned. */
 const Proposals = z.object({ cases: z.array(z.unknown()) });
+
+/**
+ * What the model is told a proposal is: the contract's own case (so its bounds, e.g. maxTurns 1–30, reach
+ * the model's JSON schema), without the simulator's model, which is the builder's to choose.
+ */
+export const ProposeCasesParameters = z.object({
+  cases: z.array(
+    GeneratedTestCase.extend({ simulation: Simulation.pick({ persona: true, goal: true, maxTurns: true }) }),
+  ),
+});
 
 function describeStep(s: Step): string {
   switch (s.kind) {
@@ -84,15 +94,7 @@ export class CaseGenerator {
     const tools = {
       [PROPOSE_TOOL]: llm.tool({
         description: 'Propose the test cases.',
-        parameters: z.object({
-          cases: z.array(
-            z.object({
-              name: z.string(),
-              simulation: z.object({ persona: z.string(), goal: z.string(), maxTurns: z.number().int() }),
-              criteria: z.array(z.object({ name: z.string(), description: z.string() })),
-            }),
-          ),
-        }),
+        parameters: ProposeCasesParameters,
         execute: async () => 'ok',
       }),
     };

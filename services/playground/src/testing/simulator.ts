@@ -1,8 +1,8 @@
 import { llm } from '@livekit/agents';
 import type { Simulation } from '@vab/contracts';
 import { z } from 'zod';
-import type { Turn } from '../runtime/judge.js';
-import { ModelAnswerError, rawOf, type CaseModelClient } from './model-call.js';
+import type { Turn } from '../runtime/transcript.js';
+import { ModelAnswerError, rawOf, safeJson, type CaseModelClient } from '../model-call.js';
 
 /** How the simulated caller ends the call: the one tool it has. */
 export const END_CALL_TOOL = 'end_call';
@@ -75,13 +75,5 @@ export class SimulatedCaller {
     const said = answer.text.trim();
     if (said === '') throw new ModelAnswerError('the simulated caller said nothing', rawOf(answer));
     return { say: said.slice(0, MAX_LINE) };
-  }
-}
-
-export function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text || '{}');
-  } catch {
-    return undefined;
   }
 }

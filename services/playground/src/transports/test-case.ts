@@ -13,12 +13,12 @@ import {
   type TurnResult,
 } from '@vab/contracts';
 import type { SessionHost } from '../host/session-host.js';
-import type { KeyEnv } from '../keys.js';
+import type { KeyEnv } from '../provider-keys.js';
 import type { ReadinessCheck } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
-import type { Turn } from '../runtime/judge.js';
+import type { Turn } from '../runtime/decide.js';
 import { judgeCriteria } from '../testing/judges.js';
-import { CaseModelClient, ModelAnswerError } from '../testing/model-call.js';
+import { CaseModelClient, ModelAnswerError } from '../model-call.js';
 import { SimulatedCaller } from '../testing/simulator.js';
 import type { TextTransport } from './text.js';
 

@@ -9,7 +9,7 @@ import {
   type TurnResult,
 } from '@vab/contracts';
 import type { SessionHost } from '../host/session-host.js';
-import type { KeyEnv } from '../keys.js';
+import type { KeyEnv } from '../provider-keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
 import type { ConversationKit } from '../runtime/conversations.js';

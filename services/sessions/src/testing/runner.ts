@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { BusClient, safeError, type Logger } from '@vab/bus';
+import { busClientOf, safeError, type BusClient, type Logger } from '@vab/bus';
 import {
   AppError,
   FlowIssue,
@@ -66,7 +66,7 @@ export class TestRunner {
     private readonly settings: RunnerSettings,
     private readonly log: Logger,
   ) {
-    this.bus = new BusClient(nc);
+    this.bus = busClientOf(nc);
   }
 
   startSweeping(): void {

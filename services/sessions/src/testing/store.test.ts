@@ -1,7 +1,7 @@
 import type { CaseResult } from '@vab/contracts';
 import { Redis } from '@vab/storage';
 import { startLocalRedis } from '@vab/testkit';
-import { keys } from '../keys.js';
+import { keys } from '../redis-keys.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestingStore } from './store.js';
 

@@ -12,7 +12,7 @@ import {
   type TestRunStatus,
 } from '@vab/contracts';
 import { scriptError, storage, type RedisClient } from '@vab/storage';
-import { keys } from '../keys.js';
+import { keys } from '../redis-keys.js';
 
 /** KEYS: case index, case key. ARGV: caseId, createdAt, json, max. Refuses past `max` cases. */
 const CREATE_CASE = `

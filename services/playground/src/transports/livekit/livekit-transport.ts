@@ -15,7 +15,7 @@ import type { EgressPolicy } from '../../egress/policy.js';
 import { envLivekit, LIVEKIT_ENV_VARS } from '../../env-keys.js';
 import { Recorder } from '../../host/recorder.js';
 import type { SessionHost } from '../../host/session-host.js';
-import type { KeyEnv } from '../../keys.js';
+import type { KeyEnv } from '../../provider-keys.js';
 import type { ReadinessCheck } from '../../readiness.js';
 import type { ConversationKit } from '../../runtime/conversations.js';
 import { httpUrlOf, MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';

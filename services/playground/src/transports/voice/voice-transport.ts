@@ -17,7 +17,7 @@ import {
   type VoiceSessionStarted,
 } from '@vab/contracts';
 import type { SessionContext, SessionHost } from '../../host/session-host.js';
-import type { KeyEnv } from '../../keys.js';
+import type { KeyEnv } from '../../provider-keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../../readiness.js';
 import type { FlowConversation } from '../../runtime/conversation.js';
 import type { ConversationKit } from '../../runtime/conversations.js';

@@ -1,5 +1,6 @@
 import { llm } from '@livekit/agents';
 import type { ModelUsage } from '@vab/contracts';
+import type { z } from 'zod';
 
 /** What one chat completion answered: its text, its tool calls (arguments as sent), and its tokens. */
 export interface Answer {
@@ -22,10 +23,22 @@ export function rawOf(a: Answer): string {
   return [a.text, ...a.toolCalls.map((c) => `${c.name}(${c.args})`)].filter(Boolean).join('\n');
 }
 
+/** JSON text as a value; undefined when it is not JSON (a model's tool arguments are untrusted). */
+export function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text || '{}');
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * A model used by a test case beside the flow (simulated caller, judge, case generator): each completion is
- * collected whole, bounded by `timeoutMs`, not retried (a failed attempt is reported, never hidden), and its
- * tokens counted for the run's usage by role.
+ * A model used beside the flow's own turns — branch decisions, extraction, the simulated caller, judges, the
+ * case generator. One retry policy for all of them: each completion is collected whole, bounded by
+ * `timeoutMs` (LiveKit's own timeout set to the same bound), and never retried — LiveKit's default would
+ * retry 3 times under its own timer; a failed call is reported to its caller (a branch decision's `error`,
+ * an attempt's error with the raw answer), never hidden or stretched past its bound
+ * (docs/decisions/0018-one-model-call.md). Its tokens are counted for a test run's usage by role.
  */
 export class CaseModelClient {
   private readonly totals = { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
@@ -84,4 +97,29 @@ export class CaseModelClient {
     if (t.promptTokens + t.completionTokens === 0) return [];
     return [{ kind: 'llm', provider: this.model.provider, model: this.model.model, ...t }];
   }
+}
+
+/**
+ * One forced tool call: the model must answer by calling `tool`; its arguments are parsed with the tool's
+ * schema. Throws `ModelAnswerError` with the raw answer when it did not (`failure` names what was asked).
+ */
+export async function forcedToolCall<P extends z.ZodObject>(
+  client: CaseModelClient,
+  messages: { role: 'system' | 'user'; content: string }[],
+  tool: { name: string; description: string; parameters: P; failure?: string },
+): Promise<z.output<P>> {
+  const tools = {
+    [tool.name]: llm.tool({
+      description: tool.description,
+      parameters: tool.parameters,
+      execute: async () => 'ok',
+    }),
+  };
+  const answer = await client.complete(messages, tools, 'required');
+  const call = answer.toolCalls.find((c) => c.name === tool.name);
+  const parsed = call ? tool.parameters.safeParse(safeJson(call.args)) : undefined;
+  if (!parsed?.success) {
+    throw new ModelAnswerError(tool.failure ?? `the answer is not a valid ${tool.name}`, rawOf(answer));
+  }
+  return parsed.data;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KeyRule, parseTrustedUrls } from './keys.js';
+import { KeyRule, parseTrustedUrls } from './provider-keys.js';
 
 const env = { OPENAI_API_KEY: 'server-openai', ELEVEN_API_KEY: '', ELEVENLABS_API_KEY: 'server-eleven' };
 const rule = new KeyRule(

@@ -1,50 +1,12 @@
-import { llm } from '@livekit/agents';
+import type { llm } from '@livekit/agents';
 import type { EngineAction, SchemaField } from '@vab/flow';
 import { z } from 'zod';
+import { CaseModelClient, forcedToolCall } from '../model-call.js';
+import { transcriptText, type Turn } from './transcript.js';
 
-export interface Turn {
-  role: 'user' | 'assistant';
-  content: string;
-}
+export type { Turn } from './transcript.js';
 
 const STAY = 'none yet';
-
-function render(transcript: Turn[]): string {
-  return transcript.map((t) => `${t.role === 'user' ? 'User' : 'Agent'}: ${t.content}`).join('\n');
-}
-
-/** Runs one forced tool call and returns its parsed arguments, or throws. */
-async function forcedToolCall(
-  model: llm.LLM,
-  system: string,
-  user: string,
-  name: string,
-  parameters: z.ZodObject,
-  timeoutMs: number,
-): Promise<unknown> {
-  const chatCtx = llm.ChatContext.empty();
-  chatCtx.addMessage({ role: 'system', content: system });
-  chatCtx.addMessage({ role: 'user', content: user });
-  const toolCtx = {
-    [name]: llm.tool({
-      description: `Record your ${name === 'decide' ? 'decision' : 'answer'}.`,
-      parameters,
-      execute: async () => 'ok',
-    }),
-  };
-  const stream = model.chat({ chatCtx, toolCtx, toolChoice: 'required' });
-  const deadline = setTimeout(() => stream.close(), timeoutMs);
-  try {
-    for await (const chunk of stream) {
-      const call = chunk.delta?.toolCalls?.find((c) => c.name === name);
-      if (call) return parameters.parse(JSON.parse(call.args || '{}'));
-    }
-  } finally {
-    clearTimeout(deadline);
-    stream.close();
-  }
-  throw new Error('the model answered without the decision tool');
-}
 
 /**
  * Evaluates a branch with an LLM and a structured answer. Returns the exit index, `stay`, -1 for an answer
@@ -67,14 +29,17 @@ export async function evaluateBranch(
       ? `Choose "${STAY}" when the conversation does not show the answer yet.`
       : 'Always choose one option.');
   try {
-    const args = (await forcedToolCall(
-      model,
-      system,
-      `${render(transcript)}\n\n${question}\nOptions: ${options.map((o) => JSON.stringify(o)).join(', ')}`,
-      'decide',
-      z.object({ choice: z.string() }),
-      timeoutMs,
-    )) as { choice: string };
+    const args = await forcedToolCall(
+      new CaseModelClient(model, timeoutMs),
+      [
+        { role: 'system', content: system },
+        {
+          role: 'user',
+          content: `${transcriptText(transcript)}\n\n${question}\nOptions: ${options.map((o) => JSON.stringify(o)).join(', ')}`,
+        },
+      ],
+      { name: 'decide', description: 'Record your decision.', parameters: z.object({ choice: z.string() }) },
+    );
     if (action.allowStay && args.choice === STAY) return 'stay';
     return action.exits.indexOf(args.choice);
   } catch {
@@ -108,12 +73,16 @@ export async function extractStructuredOutput(
   timeoutMs: number,
 ): Promise<Record<string, unknown>> {
   const parameters = z.object(Object.fromEntries(fields.map((f) => [f.name, fieldSchema(f)])));
-  return (await forcedToolCall(
-    model,
-    'You extract data from a finished conversation between a voice agent and a user, and answer only by calling the tool. Use null for what the conversation does not say.',
-    `${render(transcript)}\n\n${command || 'Extract the fields.'}`,
-    'extract',
-    parameters,
-    timeoutMs,
-  )) as Record<string, unknown>;
+  return forcedToolCall(
+    new CaseModelClient(model, timeoutMs),
+    [
+      {
+        role: 'system',
+        content:
+          'You extract data from a finished conversation between a voice agent and a user, and answer only by calling the tool. Use null for what the conversation does not say.',
+      },
+      { role: 'user', content: `${transcriptText(transcript)}\n\n${command || 'Extract the fields.'}` },
+    ],
+    { name: 'extract', description: 'Record your answer.', parameters },
+  );
 }
