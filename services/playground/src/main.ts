@@ -18,10 +18,12 @@ import {
 import { createRedis, redisTargetOf } from '@vab/storage';
 import { loadConfig } from './config.js';
 import { startPlaygroundService } from './service.js';
+import { logLiveKitAs } from './telemetry.js';
 
 const config = configOrExit('playground', () => loadConfig(process.env));
 const log = createLogger('playground', config.LOG_LEVEL);
 const tracing = startTracing('playground', config, log);
+logLiveKitAs(config.LOG_LEVEL);
 
 runService(log, config.SHUTDOWN_TIMEOUT_MS, async () => {
   const { registry } = instrumentProcess();
