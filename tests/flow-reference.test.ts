@@ -1,4 +1,4 @@
-import type { SimpleEdge, SimpleNode } from '@vab/contracts';
+import type { Flow, SimpleEdge, SimpleNode } from '@vab/contracts';
 import { compile, EXAMPLE_FLOW, nodeTypes, PARAMS, type FlowIssue } from '@vab/flow';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -121,7 +121,7 @@ describe('the flow reference (docs/flow-reference.md) against the compiler', () 
 
   it('has a complete example the compiler accepts', () => {
     const json = /```json\n([\s\S]*?)\n```/.exec(doc)![1]!;
-    const flow = JSON.parse(json) as { nodes: { nodeType: string }[]; edges: [] };
+    const flow = JSON.parse(json) as Flow;
     expect(compile(flow)).toMatchObject({ ok: true });
     const used = new Set(flow.nodes.map((n) => n.nodeType));
     for (const t of [

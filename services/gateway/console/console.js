@@ -44,6 +44,34 @@ const state = {
   turns: [],
   step: null,
   nodes: new Map(),
+  /** The flow drawn, and the validate issues on its nodes (node id → messages). */
+  flow: null,
+  issues: new Map(),
+  /** Test-run attempts by their session id: { name, verdict } (the past sessions list names them). */
+  attempts: new Map(),
+};
+
+/**
+ * The provider keys box is kept in sessionStorage: a reload (or a crash of the page) keeps it, but it lives
+ * only as long as this tab, is never shared with other tabs and is not left on disk the way localStorage
+ * would leave a secret indefinitely.
+ */
+const KEYS_KEY = 'vab-console-keys';
+const stored = {
+  get: (k) => {
+    try {
+      return sessionStorage.getItem(k) ?? '';
+    } catch {
+      return '';
+    }
+  },
+  set: (k, v) => {
+    try {
+      sessionStorage.setItem(k, v);
+    } catch {
+      // storage off: the box still works, it is just not kept
+    }
+  },
 };
 
 // ---- API -----------------------------------------------------------------------------------------
@@ -297,7 +325,11 @@ const handlers = {
   tool_called: onTool,
   tool_result: onTool,
   branch_decided: (ev) =>
-    note('branch', 'Branch', `${ev.stepId} → ${ev.exit}${ev.attempt > 1 ? ` (attempt ${ev.attempt})` : ''}`),
+    note(
+      'branch',
+      'Branch',
+      `${ev.stepId} → ${exitLabel(ev.stepId, ev.exit)}${ev.attempt > 1 ? ` (attempt ${ev.attempt})` : ''}`,
+    ),
   transfer: (ev) =>
     ev.ok
       ? note('ok', 'Transfer', `to agent ${ev.targetAgentId}`)
@@ -335,8 +367,6 @@ const BOX_W = 140;
 const BOX_H = 38;
 const GAP_X = 14;
 const GAP_Y = 16;
-const MIN_VIEW_W = 520;
-const MIN_VIEW_H = 400;
 
 /**
  * For nodes without a position: rows by distance from the flow's entry, top to bottom, each row centred.
@@ -405,27 +435,67 @@ function border(c, dx, dy) {
   return { x: c.x + dx * t, y: c.y + dy * t };
 }
 
+/** A branch's exit as the builder named it: `true`/`false`, or the category (the event carries its index). */
+function exitLabel(stepId, exit) {
+  const node = state.flow?.nodes.find((n) => n.id === stepId);
+  const i = Number(exit);
+  if (!node || !Number.isInteger(i)) return String(exit);
+  if (node.nodeType === 'ifelse') return ['true', 'false'][i] ?? String(exit);
+  if (node.nodeType === 'categorize' && Array.isArray(node.categories))
+    return node.categories[i] ?? String(exit);
+  return String(exit);
+}
+
+/** The label of an edge that leaves a branch by one of its exits; none for any other edge. */
+function edgeLabel(flow, e) {
+  const handle = e.sourceHandle ?? '';
+  if (handle === 'true' || handle === 'false') return handle;
+  const cat = /^cat_(\d+)$/.exec(handle);
+  if (!cat) return '';
+  const node = flow.nodes.find((n) => n.id === e.source);
+  return (Array.isArray(node?.categories) && node.categories[Number(cat[1])]) || handle;
+}
+
+const PAD = 14;
+
+/**
+ * The flow at the panel's own pixel size: the builder's positions are scaled to fit (down to 40 %), but the
+ * boxes and their labels never are, so they read the same at any scale; a flow that still does not fit
+ * scrolls. Edges between the same two nodes (a loop back, two exits to one step) bend apart, each with its
+ * own arrow; a branch's exits carry their label.
+ */
 function drawFlow(flow) {
+  state.flow = flow;
   const root = $('flow');
+  const wrap = root.parentElement;
   root.replaceChildren();
   state.nodes = new Map();
+  const availW = Math.max(wrap.clientWidth, 200);
+  const availH = Math.max(wrap.clientHeight, 150);
   if (!flow || flow.nodes.length === 0) {
-    root.setAttribute('viewBox', '0 0 300 60');
+    sizeFlow(root, availW, availH);
     root.append(svg('text', { x: 10, y: 30, class: 'empty' }, 'No flow to draw.'));
     return;
   }
-  const at = layout(flow);
-  const xs = [...at.values()].map((p) => p.x);
-  const ys = [...at.values()].map((p) => p.y);
-  const pad = 16;
-  const left = Math.min(...xs) - pad;
-  const top = Math.min(...ys) - pad;
-  const w = Math.max(...xs) + BOX_W + pad - left;
-  const h = Math.max(...ys) + BOX_H + pad - top;
-  // a small flow is not blown up: at least this much canvas, the flow centred in it
-  const width = Math.max(w, MIN_VIEW_W);
-  const height = Math.max(h, MIN_VIEW_H);
-  root.setAttribute('viewBox', `${left - (width - w) / 2} ${top - (height - h) / 2} ${width} ${height}`);
+  const raw = layout(flow);
+  const xs = [...raw.values()].map((p) => p.x);
+  const ys = [...raw.values()].map((p) => p.y);
+  const [minX, minY] = [Math.min(...xs), Math.min(...ys)];
+  const [spanX, spanY] = [Math.max(...xs) - minX, Math.max(...ys) - minY];
+  const placed = flow.nodes.some(hasPosition);
+  const fit = Math.min(
+    spanX > 0 ? (availW - BOX_W - 2 * PAD) / spanX : 1,
+    spanY > 0 ? (availH - BOX_H - 2 * PAD) / spanY : 1,
+  );
+  const scale = placed ? Math.min(1, Math.max(0.4, fit)) : 1;
+  const W = Math.max(availW, spanX * scale + BOX_W + 2 * PAD);
+  const H = Math.max(availH, spanY * scale + BOX_H + 2 * PAD);
+  const offX = (W - (spanX * scale + BOX_W)) / 2;
+  const offY = Math.min(PAD * 2, (H - (spanY * scale + BOX_H)) / 2);
+  const at = new Map(
+    [...raw].map(([id, p]) => [id, { x: offX + (p.x - minX) * scale, y: offY + (p.y - minY) * scale }]),
+  );
+  sizeFlow(root, W, H);
   root.append(
     svg(
       'defs',
@@ -445,39 +515,80 @@ function drawFlow(flow) {
       ),
     ),
   );
+  drawEdges(root, flow, at);
+  for (const n of flow.nodes) drawNode(root, n, at.get(n.id));
+  if (state.step) setStep(state.step);
+}
+
+function sizeFlow(root, w, h) {
+  root.setAttribute('viewBox', `0 0 ${w} ${h}`);
+  root.style.width = `${w}px`;
+  root.style.height = `${h}px`;
+}
+
+function drawEdges(root, flow, at) {
   const centre = (id) => ({ x: at.get(id).x + BOX_W / 2, y: at.get(id).y + BOX_H / 2 });
-  for (const e of flow.edges) {
-    if (!at.has(e.source) || !at.has(e.target) || e.source === e.target) continue;
+  const edges = flow.edges.filter((e) => at.has(e.source) && at.has(e.target) && e.source !== e.target);
+  const pairOf = (e) => [e.source, e.target].sort().join('\u0000');
+  const pairs = new Map();
+  for (const e of edges) pairs.set(pairOf(e), [...(pairs.get(pairOf(e)) ?? []), e]);
+  for (const e of edges) {
+    const group = pairs.get(pairOf(e));
+    const k = group.indexOf(e);
+    // bent apart around the straight line, measured in the pair's own direction so opposite edges separate
+    const bend = group.length > 1 ? (k - (group.length - 1) / 2) * 36 : 0;
+    const [lo, hi] = e.source < e.target ? [e.source, e.target] : [e.target, e.source];
+    const [cl, ch] = [centre(lo), centre(hi)];
+    const len = Math.hypot(ch.x - cl.x, ch.y - cl.y) || 1;
+    const normal = { x: -(ch.y - cl.y) / len, y: (ch.x - cl.x) / len };
     const a = centre(e.source);
     const b = centre(e.target);
-    const from = border(a, b.x - a.x, b.y - a.y);
-    const to = border(b, a.x - b.x, a.y - b.y);
-    const line = svg('line', {
+    const mid = { x: (a.x + b.x) / 2 + normal.x * bend, y: (a.y + b.y) / 2 + normal.y * bend };
+    const from = border(a, mid.x - a.x, mid.y - a.y);
+    const to = border(b, mid.x - b.x, mid.y - b.y);
+    const ctrl = { x: 2 * mid.x - (from.x + to.x) / 2, y: 2 * mid.y - (from.y + to.y) / 2 };
+    const d =
+      bend === 0
+        ? `M${from.x},${from.y} L${to.x},${to.y}`
+        : `M${from.x},${from.y} Q${ctrl.x},${ctrl.y} ${to.x},${to.y}`;
+    const path = svg('path', {
       class: 'edge',
-      x1: from.x,
-      y1: from.y,
-      x2: to.x,
-      y2: to.y,
+      d,
+      'data-source': e.source,
+      'data-target': e.target,
+      'data-handle': e.sourceHandle ?? '',
       'marker-end': 'url(#arrow)',
     });
-    line.append(svg('title', {}, `${e.source} (${e.sourceHandle}) → ${e.target}`));
-    root.append(line);
+    path.append(svg('title', {}, `${e.source} (${e.sourceHandle ?? 'output'}) → ${e.target}`));
+    root.append(path);
+    const label = edgeLabel(flow, e);
+    if (label) {
+      const at = bend === 0 ? { x: (from.x + to.x) / 2, y: (from.y + to.y) / 2 } : mid;
+      root.append(
+        svg('text', { class: 'edge-label', x: at.x, y: at.y + 4, 'text-anchor': 'middle' }, clip(label, 18)),
+      );
+    }
   }
-  for (const n of flow.nodes) {
-    const p = at.get(n.id);
-    const name = typeof n.name === 'string' && n.name ? n.name : n.id;
-    const g = svg(
-      'g',
-      { class: 'node', 'data-node-id': n.id, transform: `translate(${p.x} ${p.y})` },
-      svg('title', {}, `${n.id} (${n.nodeType})`),
-      svg('rect', { width: BOX_W, height: BOX_H, rx: 6 }),
-      svg('text', { x: 8, y: 17, class: 'name' }, clip(name, 15)),
-      svg('text', { x: 8, y: 31, class: 'type' }, String(n.nodeType ?? '')),
-    );
-    state.nodes.set(n.id, g);
-    root.append(g);
-  }
-  if (state.step) setStep(state.step);
+}
+
+function drawNode(root, n, p) {
+  const name = typeof n.name === 'string' && n.name ? n.name : n.id;
+  const problems = state.issues.get(n.id) ?? [];
+  const g = svg(
+    'g',
+    {
+      class: `node${problems.length ? ' issue' : ''}`,
+      'data-node-id': n.id,
+      transform: `translate(${p.x} ${p.y})`,
+    },
+    svg('title', {}, [`${n.id} (${n.nodeType})`, ...problems].join('\n')),
+    svg('rect', { width: BOX_W, height: BOX_H, rx: 6 }),
+    svg('text', { x: 8, y: 17, class: 'name' }, clip(name, 15)),
+    svg('text', { x: 8, y: 31, class: 'type' }, String(n.nodeType ?? '')),
+  );
+  if (problems.length) g.append(svg('text', { x: BOX_W - 14, y: 17, class: 'mark' }, '!'));
+  state.nodes.set(n.id, g);
+  root.append(g);
 }
 
 function setStep(stepId) {
@@ -494,7 +605,12 @@ function setStep(stepId) {
 
 // ---- latency chart -------------------------------------------------------------------------------
 
+/** A turn that called no model (a literal greeting) has no latency of the agent's: not charted. */
+const calledModel = (m) =>
+  m.llmTtftMs !== undefined || m.llmDurationMs !== undefined || m.e2eLatencyMs !== undefined;
+
 function addTurn(metrics) {
+  if (!calledModel(metrics)) return;
   state.turns.push(metrics);
   drawChart();
 }
@@ -523,7 +639,8 @@ function drawChart() {
   const left = 44;
   const bottom = H - 18;
   const top = 8;
-  const max = niceMax(Math.max(...turns.flatMap((t) => figures.map(([k]) => t[k] ?? 0))));
+  // a floor, so a lone fast turn does not fill the axis
+  const max = niceMax(Math.max(50, ...turns.flatMap((t) => figures.map(([k]) => t[k] ?? 0))));
   const y = (v) => bottom - ((bottom - top) * v) / max;
   for (const v of [0, max / 2, max]) {
     root.append(svg('line', { class: 'axis', x1: left, x2: W - 4, y1: y(v), y2: y(v) }));
@@ -708,6 +825,7 @@ function resetView() {
   $('turn').disabled = true;
   $('send').disabled = true;
   $('end').disabled = true;
+  $('add-case').disabled = true;
   drawChart();
   for (const b of $('sessions').querySelectorAll('button')) b.removeAttribute('aria-current');
   return state.gen;
@@ -752,11 +870,14 @@ async function startSession() {
     setStatus('Starting a text session…');
     const flow = await flowOf(agentId, body.version);
     if (gen !== state.gen) return;
+    if (!(await readyToRun(flow, apiKeys))) return;
+    if (gen !== state.gen) return;
     drawFlow(flow);
     const result = await json('POST', `${agentPath(agentId)}/text-sessions`, body);
     if (gen !== state.gen) return;
     const version = body.flow ? undefined : (body.version ?? state.agent?.version);
     state.session = { agentId, sessionId: result.sessionId, version, live: true, ended: false };
+    $('add-case').disabled = false;
     sessionInfo('text', result.sessionId, version);
     setStep(result.stepId);
     $('end').disabled = false;
@@ -845,6 +966,7 @@ async function openSession(s, button) {
   const gen = resetView();
   button.setAttribute('aria-current', 'true');
   state.session = { agentId: s.agentId, sessionId: s.id, live: false, ended: false };
+  $('add-case').disabled = false;
   sessionInfo(s.sessionType, s.id, s.version);
   setStatus(`Replaying session ${s.id}`);
   try {
@@ -858,7 +980,293 @@ async function openSession(s, button) {
   void follow(s.agentId, s.id, gen);
 }
 
+// ---- building: templates, the flow editor, validate ----------------------------------------------
+
+const edge = (source, target, sourceHandle = 'output', targetHandle = 'in') => ({
+  source,
+  sourceHandle,
+  target,
+  targetHandle,
+});
+
+/** Runnable starting points (docs/flow-reference.md has every node type and param). */
+const TEMPLATES = {
+  greeter: () => ({
+    nodes: [
+      {
+        id: 'agent',
+        nodeType: 'agent',
+        name: 'Assistant',
+        instructions: 'Be brief and kind.',
+        language: 'en',
+      },
+      { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'gpt-4o-mini' },
+      { id: 'tts', nodeType: 'tts', provider: 'elevenlabs' },
+      { id: 'stt', nodeType: 'stt', provider: 'deepgram' },
+      { id: 'start', nodeType: 'start', command: 'Hello! How can I help?', isLiteral: true },
+      { id: 'burst', nodeType: 'burst', command: 'Help with the question.', rounds: 1 },
+      { id: 'end', nodeType: 'end', command: 'Thank you, goodbye!', isLiteral: true },
+    ],
+    edges: [
+      edge('llm', 'agent', 'output', 'llm_in'),
+      edge('tts', 'agent', 'output', 'tts_in'),
+      edge('stt', 'agent', 'output', 'stt_in'),
+      edge('agent', 'start'),
+      edge('start', 'burst'),
+      edge('burst', 'end'),
+    ],
+  }),
+  branch: () => {
+    const f = TEMPLATES.greeter();
+    f.nodes.push({ id: 'check', nodeType: 'ifelse', conditionText: 'The question has been answered.' });
+    f.edges = f.edges.filter((e) => e.source !== 'burst');
+    f.edges.push(edge('burst', 'check'), edge('check', 'end', 'true'), edge('check', 'burst', 'false'));
+    return f;
+  },
+};
+
+/** A flow from pasted JSON: a flow, or an agent holding one. */
+function parseFlow(text) {
+  let v;
+  try {
+    v = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`the flow is not JSON (${err.message})`);
+  }
+  const flow = v && typeof v === 'object' && v.flow ? v.flow : v;
+  if (!flow || !Array.isArray(flow.nodes) || !Array.isArray(flow.edges)) {
+    throw new Error('the flow needs `nodes` and `edges` lists');
+  }
+  return flow;
+}
+
+async function createAgent() {
+  try {
+    const choice = $('template').value;
+    const flow = choice === 'json' ? parseFlow($('new-json').value) : TEMPLATES[choice]();
+    const name = $('new-name').value.trim() || 'New agent';
+    const agent = await json('POST', '/api/agents', { name, flow });
+    await loadAgents();
+    $('agent').value = agent.id;
+    resetView();
+    await pickAgent(agent.id);
+    $('new-agent').open = false;
+    $('editor').open = true;
+    setStatus(`Agent ${name} created`);
+  } catch (err) {
+    showError(err, 'Creating the agent');
+  }
+}
+
+/** Validate's issues: listed, each at its node (or edge), and marked on the drawing. */
+function showIssues(issues) {
+  state.issues = new Map();
+  for (const i of issues) {
+    if (i.nodeId) state.issues.set(i.nodeId, [...(state.issues.get(i.nodeId) ?? []), i.message]);
+  }
+  $('issues').replaceChildren(
+    ...issues.map((i) => {
+      const where = i.nodeId ?? (i.edgeIndex !== undefined ? `edge ${i.edgeIndex + 1}` : 'flow');
+      return el(
+        'li',
+        { class: 'issue', 'data-node-id': i.nodeId ?? '', 'data-code': i.code },
+        el('strong', {}, where),
+        ` ${i.message} `,
+        el('span', { class: 'muted' }, i.code),
+      );
+    }),
+  );
+}
+
+async function validateFlow(flow) {
+  return json('POST', '/api/flows/validate', { ...flow, sessionType: 'text' });
+}
+
+async function validateEditor() {
+  try {
+    const flow = parseFlow($('flow-json').value);
+    const v = await validateFlow(flow);
+    showIssues(v.issues);
+    if (v.issues.length === 0) {
+      $('issues').replaceChildren(el('li', { class: 'ok' }, 'No issues: the flow can run.'));
+    }
+    if (!state.session) drawFlow(flow);
+    return v;
+  } catch (err) {
+    showError(err, 'Validating');
+    return undefined;
+  }
+}
+
+async function saveEditor() {
+  if (!state.agentId) return;
+  try {
+    const flow = parseFlow($('flow-json').value);
+    const agent = await json('PATCH', agentPath(state.agentId), { flow });
+    setStatus(`Saved as version ${agent.version}`);
+    resetView();
+    await pickAgent(state.agentId);
+  } catch (err) {
+    showError(err, 'Saving the flow');
+  }
+}
+
+/**
+ * Before a start: validate's issues, and the keys the flow needs that the box does not hold, asked for
+ * here rather than by a failed start.
+ */
+async function readyToRun(flow, apiKeys) {
+  const v = await validateFlow(flow);
+  showIssues(v.issues);
+  if (v.issues.length > 0) {
+    drawFlow(flow);
+    $('editor').open = true;
+    setStatus(`The flow cannot run: ${plural(v.issues.length, 'issue')} (see Edit the flow)`, true);
+    return false;
+  }
+  const missing = v.requirements.filter((r) => r.key === 'request' && !apiKeys?.[r.provider]);
+  if (missing.length === 0) return true;
+  const names = missing.map((r) => r.provider);
+  $('needs').textContent =
+    `This flow needs a key for ${names.join(', ')} (the server has none it may use there): ` +
+    `add ${names.map((n) => `${n}=…`).join(', ')} to the provider keys.`;
+  $('needs').hidden = false;
+  $('keys-box').open = true;
+  $('keys').focus();
+  setStatus(`A key is needed for ${names.join(', ')}`, true);
+  return false;
+}
+
+// ---- tests: cases, runs, attempts ----------------------------------------------------------------
+
+const RUN_POLL_MS = 500;
+const pct = (r) => (r === null || r === undefined ? '–' : `${Math.round(r * 100)} %`);
+
+function rememberAttempts(runs) {
+  for (const run of runs) {
+    for (const c of run.cases ?? []) {
+      for (const r of c.repeats ?? []) {
+        const id = r.observed?.sessionId;
+        if (id && !state.attempts.has(id)) state.attempts.set(id, { name: c.name, verdict: r.verdict });
+      }
+    }
+  }
+}
+
+async function loadTests(agentId) {
+  try {
+    const [cases, runs] = await Promise.all([
+      json('GET', `${agentPath(agentId)}/test-cases`),
+      json('GET', `${agentPath(agentId)}/test-runs`),
+    ]);
+    if (agentId !== state.agentId) return;
+    rememberAttempts(runs);
+    $('cases').replaceChildren(
+      ...cases.map((c) =>
+        el(
+          'li',
+          { 'data-case-id': c.id },
+          c.name,
+          el('span', { class: 'muted' }, ` · ${c.simulation ? 'simulated' : plural(c.turns.length, 'turn')}`),
+        ),
+      ),
+    );
+    if (cases.length === 0) $('cases').replaceChildren(el('li', { class: 'muted' }, 'No test cases yet.'));
+    if (runs[0]) renderRun(runs[0]);
+  } catch (err) {
+    showError(err, 'Loading the tests');
+  }
+}
+
+function renderRun(run) {
+  const c = run.counts;
+  const head = el(
+    'p',
+    { class: `run-head verdict-${run.status}` },
+    `Run of v${run.version}: ${run.status} · ${c.passed}/${c.total} passed`,
+    c.failed ? ` · ${c.failed} failed` : '',
+    c.errored ? ` · ${c.errored} errored` : '',
+  );
+  const cases = run.cases.map((k) => {
+    const attempts = (k.repeats ?? []).map((r) => {
+      const id = r.observed?.sessionId;
+      const button = el(
+        'button',
+        { type: 'button', class: `small attempt verdict-${r.verdict}`, 'data-session-id': id ?? '' },
+        `attempt ${r.index + 1}: ${r.verdict}`,
+      );
+      if (!id) button.disabled = true;
+      else {
+        button.addEventListener(
+          'click',
+          () =>
+            void openSession({ id, agentId: run.agentId, sessionType: 'test', version: run.version }, button),
+        );
+      }
+      return button;
+    });
+    return el(
+      'li',
+      { class: 'run-case', 'data-case-id': k.caseId },
+      el('span', { class: `verdict verdict-${k.verdict}` }, k.verdict),
+      ` ${k.name} · pass rate ${pct(k.passRate)}`,
+      ...(k.failures ?? []).map((f) => el('p', { class: 'failure' }, f.message)),
+      ...(k.error ? [el('p', { class: 'failure' }, k.error)] : []),
+      el('div', { class: 'attempts' }, ...attempts),
+    );
+  });
+  $('run').replaceChildren(head, el('ul', { class: 'run-cases' }, ...cases));
+}
+
+async function runTests() {
+  const agentId = state.agentId;
+  if (!agentId) return;
+  $('run-tests').disabled = true;
+  try {
+    const apiKeys = keysOf();
+    let run = await json('POST', `${agentPath(agentId)}/test-runs`, apiKeys ? { apiKeys } : {});
+    setStatus(`Test run ${run.id} started`);
+    while (run.status === 'queued' || run.status === 'running') {
+      renderRun(run);
+      await new Promise((r) => setTimeout(r, RUN_POLL_MS));
+      if (agentId !== state.agentId) return;
+      run = await json('GET', `${agentPath(agentId)}/test-runs/${enc(run.id)}`);
+    }
+    rememberAttempts([run]);
+    renderRun(run);
+    setStatus(`Test run ${run.status}`, run.status !== 'passed');
+    await loadSessions(agentId);
+  } catch (err) {
+    showError(err, 'Running the tests');
+  } finally {
+    $('run-tests').disabled = false;
+  }
+}
+
+/** The session shown, replayed as a test case: its user turns, and the step path it took as expected. */
+async function addCase() {
+  const s = state.session;
+  if (!s) return;
+  try {
+    const c = await json('POST', `${agentPath(s.agentId)}/test-cases`, {
+      fromSession: s.sessionId,
+      name: `Replay of ${s.sessionId.slice(0, 8)}`,
+    });
+    setStatus(`Test case "${c.name}" added`);
+    await loadTests(s.agentId);
+  } catch (err) {
+    showError(err, 'Adding the test case');
+  }
+}
+
 // ---- pickers -------------------------------------------------------------------------------------
+
+/** A test-run attempt by its case and verdict; any other session by its version and status. */
+function sessionLabel(s) {
+  const attempt = state.attempts.get(s.id);
+  const version = s.version ? `v${s.version}` : 'draft';
+  return attempt ? `${attempt.name} · ${attempt.verdict} · ${version}` : `${version} · ${s.status}`;
+}
 
 async function loadSessions(agentId) {
   const list = $('sessions');
@@ -871,7 +1279,7 @@ async function loadSessions(agentId) {
           'button',
           { type: 'button', 'data-session-id': s.id },
           el('span', { class: 'when' }, `${time(s.startedAt)} · ${s.sessionType}`),
-          el('span', { class: 'what' }, `${s.version ? `v${s.version}` : 'draft'} · ${s.status}`),
+          el('span', { class: 'what' }, sessionLabel(s)),
         );
         if (state.session?.sessionId === s.id) button.setAttribute('aria-current', 'true');
         button.addEventListener('click', () => void openSession({ ...s, agentId }, button));
@@ -890,6 +1298,9 @@ async function pickAgent(agentId) {
   const select = $('version');
   select.replaceChildren();
   $('sessions').replaceChildren();
+  $('cases').replaceChildren();
+  $('run').replaceChildren();
+  state.attempts = new Map();
   if (!agentId) return;
   try {
     const [agent, versions] = await Promise.all([
@@ -911,10 +1322,13 @@ async function pickAgent(agentId) {
           ),
         ),
     );
+    $('flow-json').value = JSON.stringify(agent.flow, null, 2);
+    showIssues([]);
     if (!state.session) {
       drawFlow(agent.flow);
       void showStats(agentId, agent.version, state.gen);
     }
+    await loadTests(agentId);
     await loadSessions(agentId);
   } catch (err) {
     showError(err, 'Loading the agent');
@@ -930,8 +1344,10 @@ async function loadAgents() {
       ...agents.map((a) => el('option', { value: a.id }, a.name)),
     );
     setStatus(plural(agents.length, 'agent'));
+    return agents;
   } catch (err) {
     showError(err, 'Loading agents');
+    return [];
   }
 }
 
@@ -956,6 +1372,17 @@ function init() {
   $('end').addEventListener('click', () => void endSession());
   $('refresh').addEventListener('click', () => state.agentId && void loadSessions(state.agentId));
   new ResizeObserver(() => drawChart()).observe($('chart'));
+  new ResizeObserver(() => state.flow !== undefined && drawFlow(state.flow)).observe($('flow').parentElement);
+  $('keys').value = stored.get(KEYS_KEY);
+  $('keys').addEventListener('input', () => {
+    stored.set(KEYS_KEY, $('keys').value);
+    $('needs').hidden = true;
+  });
+  $('create').addEventListener('click', () => void createAgent());
+  $('validate').addEventListener('click', () => void validateEditor());
+  $('save').addEventListener('click', () => void saveEditor());
+  $('run-tests').addEventListener('click', () => void runTests());
+  $('add-case').addEventListener('click', () => void addCase());
   drawFlow(null);
   void loadAgents();
 }
