@@ -30,8 +30,10 @@ function rangeOf(s: JsonSchema): string {
   const parts: string[] = [];
   if (s.minimum !== undefined || s.maximum !== undefined) parts.push(`${s.minimum ?? ''}–${s.maximum ?? ''}`);
   if (s.maxLength !== undefined) parts.push(`≤ ${s.maxLength as number} characters`);
-  if (s.minItems !== undefined) parts.push(`≥ ${s.minItems as number} entries`);
-  if (s.maxItems !== undefined) parts.push(`≤ ${s.maxItems as number} entries`);
+  const [least, most] = [s.minItems as number | undefined, s.maxItems as number | undefined];
+  if (least !== undefined && most !== undefined) parts.push(`${least} to ${most} entries`);
+  else if (least !== undefined) parts.push(`at least ${least} ${least === 1 ? 'entry' : 'entries'}`);
+  else if (most !== undefined) parts.push(`at most ${most} entries`);
   if (typeof s.pattern === 'string') parts.push(`matches ${code(s.pattern)}`);
   return parts.join(', ');
 }
