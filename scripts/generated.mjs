@@ -1,5 +1,6 @@
 // What `npm run generate` writes, by path, made fresh from the built gateway (shared with the test that
 // fails when the committed files are stale).
+import { flowReferenceMarkdown } from '@vab/flow';
 import { apiDocument } from '@vab/gateway';
 import { join } from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
@@ -15,12 +16,13 @@ async function pretty(text, path) {
   return format(text, { ...(await resolveConfig(filepath)), filepath });
 }
 
-/** `{ 'docs/openapi.json': text, 'packages/client/src/schema.ts': text }` */
+/** `{ 'docs/openapi.json': text, 'packages/client/src/schema.ts': text, 'docs/flow-reference.md': text }` */
 export async function generated() {
   const doc = await apiDocument();
   const types = astToString(await openapiTS(doc, { alphabetize: true }));
   return {
     'docs/openapi.json': await pretty(JSON.stringify(doc), 'docs/openapi.json'),
     'packages/client/src/schema.ts': await pretty(HEADER + types, 'packages/client/src/schema.ts'),
+    'docs/flow-reference.md': await pretty(flowReferenceMarkdown(), 'docs/flow-reference.md'),
   };
 }

@@ -120,6 +120,167 @@ describe('the console', () => {
     await page.close();
   });
 
+  it('helps a builder: a template, a validate issue fixed in the editor, a run, a test case, a failed attempt', async () => {
+    const { page, problems } = await watchedPage();
+    await page.goto(`${stack.baseUrl}/console`);
+    await page.click('#new-agent summary');
+    await page.fill('#new-name', 'Builder desk');
+    await page.selectOption('#template', 'greeter');
+    await page.click('#create');
+    await expect.poll(() => page.locator('#agent option:checked').textContent()).toBe('Builder desk');
+    const agentId = await page.locator('#agent').inputValue();
+    await expect.poll(() => page.locator('#flow-json').inputValue()).toContain('"nodeType": "burst"');
+
+    // the template's model is at OpenAI and the server has no key: asked for before anything starts
+    await page.click('#start');
+    await expect.poll(() => page.locator('#needs').textContent()).toContain('needs a key for openai');
+    expect(await page.locator('#keys-box[open]').count()).toBe(1);
+    expect(await page.locator('#turn').isDisabled()).toBe(true);
+    expect((await api(stack.baseUrl).get(`/api/agents/${agentId}/test-sessions`)).body).toEqual([]);
+    // the key box is kept across a reload (this tab's sessionStorage)
+    await page.fill('#keys', 'groq=gsk-kept');
+    await page.reload();
+    await expect.poll(() => page.locator('#keys').inputValue()).toBe('groq=gsk-kept');
+    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+    await page.selectOption('#agent', agentId);
+    await expect.poll(() => page.locator('#flow-json').inputValue()).toContain('"nodeType": "burst"');
+
+    // the editor: point the model at a local server (no key needed), and a mistake validate finds at its node
+    const edit = async (
+      change: (flow: { nodes: Record<string, unknown>[]; edges: Record<string, unknown>[] }) => void,
+    ) => {
+      const flow = JSON.parse(await page.locator('#flow-json').inputValue());
+      change(flow);
+      await page.fill('#flow-json', JSON.stringify(flow, null, 2));
+    };
+    const node = (flow: { nodes: Record<string, unknown>[] }, id: string) =>
+      flow.nodes.find((n) => n.id === id)!;
+    await page.click('#editor summary').catch(() => undefined);
+    await edit((f) => {
+      Object.assign(node(f, 'llm'), { baseURL: stub.baseURL, model: 'stub' });
+      node(f, 'burst').rounds = 20;
+    });
+    await page.click('#validate');
+    const issue = page.locator('#issues li.issue[data-node-id="burst"]');
+    await expect.poll(() => issue.textContent()).toContain('`rounds` must be a whole number from 1 to 10');
+    expect(await issue.getAttribute('data-code')).toBe('PARAM_OUT_OF_RANGE');
+    expect(await page.locator('#flow .node.issue[data-node-id="burst"]').count()).toBe(1);
+    await edit((f) => {
+      node(f, 'burst').rounds = 1;
+    });
+    await page.click('#validate');
+    await expect.poll(() => page.locator('#issues').textContent()).toBe('No issues: the flow can run.');
+    await page.click('#save');
+    await expect
+      .poll(() => page.locator('#version option[value="latest"]').textContent())
+      .toBe('Latest (version 2)');
+
+    // run it: a literal greeting called no model, so it is no bar of the chart; the turn is
+    const log = page.locator('#log');
+    await page.click('#start');
+    await expect.poll(() => log.locator('li.agent').allTextContents()).toEqual(['Hello! How can I help?']);
+    expect(await page.locator('#chart rect.bar').count()).toBe(0);
+    await page.locator('#turn:enabled').waitFor();
+    await page.fill('#turn', 'Hi');
+    await page.press('#turn', 'Enter');
+    await expect
+      .poll(() => log.locator('li.agent').allTextContents())
+      .toEqual(['Hello! How can I help?', 'ok: Hi']);
+    await expect.poll(() => page.locator('#chart rect.bar-llmTtftMs').count()).toBe(1);
+    await page.click('#end');
+    await expect.poll(() => log.locator('li.event').last().textContent()).toMatch(/^Session ended/);
+
+    // the session becomes a test case; then the flow changes so that the case no longer holds
+    await page.click('#add-case');
+    await expect.poll(() => page.locator('#cases li[data-case-id]').count()).toBe(1);
+    await edit((f) => {
+      f.nodes = f.nodes.filter((n) => n.id !== 'burst');
+      f.edges = f.edges.filter((e) => e.source !== 'burst' && e.target !== 'burst');
+      f.edges.push({ source: 'start', sourceHandle: 'output', target: 'end', targetHandle: 'in' });
+    });
+    await page.click('#save');
+    await expect
+      .poll(() => page.locator('#version option[value="latest"]').textContent())
+      .toBe('Latest (version 3)');
+    await page.click('#run-tests');
+    await expect
+      .poll(() => page.locator('#run .run-head').textContent(), { timeout: 30_000 })
+      .toMatch(/^Run of v3: failed · 0\/1 passed · 1 failed/);
+    const runCase = page.locator('#run li.run-case');
+    expect(await runCase.locator('.verdict').textContent()).toBe('failed');
+    expect(await runCase.textContent()).toContain('pass rate 0 %');
+    expect(await runCase.locator('.failure').count()).toBeGreaterThan(0);
+    // the attempt's row among the past sessions names its case and verdict
+    await expect
+      .poll(() => page.locator('#sessions .what').allTextContents())
+      .toContain(
+        `${await page.locator('#cases li[data-case-id]').evaluate((li) => li.firstChild?.textContent)} · failed · v3`,
+      );
+    // open the failed attempt: its conversation is replayed
+    await runCase.locator('button.attempt').click();
+    await expect.poll(() => log.locator('li.agent').first().textContent()).toBe('Hello! How can I help?');
+    await expect.poll(() => log.locator('li.user').allTextContents()).toEqual(['Hi']);
+    // at 1280 px too, the panels stay in the window (a wide drawing scrolls inside its own)
+    for (const sel of ['.flow-panel', '.chart-panel']) {
+      const box = (await page.locator(sel).boundingBox())!;
+      expect(box.x + box.width, sel).toBeLessThanOrEqual(1280);
+    }
+    await page.screenshot({ path: '/tmp/console-builder.png' });
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 90_000);
+
+  it('draws a flow readably: labels at their size, if/else exits named, a loop as two curves; fits 900 px', async () => {
+    const http = api(stack.baseUrl);
+    const flow = {
+      nodes: [
+        { id: 'agent', nodeType: 'agent', name: 'Loop', position: { x: 0, y: 0 } },
+        { id: 'start', nodeType: 'start', command: 'Hi', isLiteral: true, position: { x: 0, y: 600 } },
+        { id: 'talk', nodeType: 'burst', command: 'Talk', position: { x: 0, y: 1200 } },
+        { id: 'check', nodeType: 'ifelse', conditionText: 'Done?', position: { x: 0, y: 1800 } },
+        { id: 'end', nodeType: 'end', command: 'Bye', isLiteral: true, position: { x: 1200, y: 2400 } },
+      ],
+      edges: [
+        { source: 'agent', sourceHandle: 'output', target: 'start', targetHandle: 'in' },
+        { source: 'start', sourceHandle: 'output', target: 'talk', targetHandle: 'in' },
+        { source: 'talk', sourceHandle: 'output', target: 'check', targetHandle: 'in' },
+        { source: 'check', sourceHandle: 'true', target: 'end', targetHandle: 'in' },
+        { source: 'check', sourceHandle: 'false', target: 'talk', targetHandle: 'in' },
+      ],
+    };
+    const agentId = (await http.post('/api/agents', { name: 'Loop drawing', flow })).body.id as string;
+    const { page, problems } = await watchedPage();
+    await page.setViewportSize({ width: 900, height: 800 });
+    await page.goto(`${stack.baseUrl}/console`);
+    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+    await page.selectOption('#agent', agentId);
+    await page.locator('#flow .node[data-node-id="check"]').waitFor();
+    // positions 600 px apart are scaled down, the labels are not: 14 px names on screen
+    const nameHeight = await page
+      .locator('#flow .node[data-node-id="check"] .name')
+      .evaluate((t) => t.getBoundingClientRect().height);
+    expect(nameHeight).toBeGreaterThanOrEqual(12);
+    expect(await page.locator('#flow .edge-label').allTextContents()).toEqual(['true', 'false']);
+    const loop = page.locator('#flow path.edge[data-source="talk"][data-target="check"]');
+    const back = page.locator('#flow path.edge[data-source="check"][data-target="talk"]');
+    const [d1, d2] = [await loop.getAttribute('d'), await back.getAttribute('d')];
+    expect(d1).toContain('Q');
+    expect(d2).toContain('Q');
+    expect(d1).not.toBe(d2);
+    expect(await back.getAttribute('marker-end')).toBe('url(#arrow)');
+    expect(await loop.getAttribute('marker-start')).toBeNull();
+    // at 900 px nothing is cut off: every panel lies within the window's width
+    for (const sel of ['.side', '.conversation', '.flow-panel', '.chart-panel', '#session-actions']) {
+      const box = (await page.locator(sel).first().boundingBox())!;
+      expect(box.x, sel).toBeGreaterThanOrEqual(0);
+      expect(box.x + box.width, sel).toBeLessThanOrEqual(900);
+    }
+    expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(900);
+    await page.screenshot({ path: '/tmp/console-900.png', fullPage: true });
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('is served with its own strict CSP, open while the API needs a token', async () => {
     const locked = await startStack({ security: { apiTokens: ['console-test-token'] } });
     try {
@@ -246,6 +407,8 @@ describe('the console with a scripted stream', () => {
     registerConsole(app);
     app.get('/api/agents', async () => [agent]);
     app.get('/api/agents/:id', async () => ({ ...agent, version: 2, flow }));
+    app.get('/api/agents/:id/test-cases', async () => []);
+    app.get('/api/agents/:id/test-runs', async () => []);
     app.get('/api/agents/:id/versions', async () => [
       { version: 1, createdAt: at, contentHash: 'a', sizeBytes: 1 },
       { version: 2, createdAt: at, contentHash: 'b', sizeBytes: 1 },

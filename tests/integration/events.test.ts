@@ -395,9 +395,12 @@ describe('figures on every turn, stats per version', () => {
     }
     for (const id of sessionIds) {
       const messages = await http.get(`/api/agents/${agentId}/test-sessions/${id}/messages`);
-      for (const m of messages.body as { metrics?: { turnMs: number } }[]) {
-        if (m.metrics) turnMs.push(m.metrics.turnMs);
-      }
+      const figures = (messages.body as { metrics?: { turnMs: number; llmTtftMs?: number } }[]).flatMap(
+        (m) => (m.metrics ? [m.metrics] : []),
+      );
+      // the literal greeting carries figures too, but called no model: the stats leave it out
+      expect(figures.filter((f) => f.llmTtftMs === undefined)).toHaveLength(1);
+      for (const f of figures) if (f.llmTtftMs !== undefined) turnMs.push(f.turnMs);
       const session = await http.get(`/api/agents/${agentId}/test-sessions/${id}`);
       expect(session.body).toMatchObject({ version, status: 'closed' });
       expect(session.body.usage[0]).toMatchObject({ kind: 'llm', promptTokens: expect.any(Number) });

@@ -57,37 +57,35 @@ const keysSeen = () => new Set(stub.authorizations.map((a) => a?.replace(/^Beare
 describe('the key rule: the server key goes only to its provider', () => {
   const flowAtStub = (): Flow => withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' });
 
-  it('a flow that names its own baseURL runs only with a key sent in the request', async () => {
+  it('a flow that names its own baseURL gets no server key: it runs keyless, or with a key sent', async () => {
     const { stack: s, http } = await stack({ providerEnv: { OPENAI_API_KEY: SERVER_KEY } });
     const agent = (await http.post('/api/agents', { name: 'Keys', flow: flowAtStub() })).body.id as string;
-    const requestsBefore = stub.authorizations.length;
 
-    // validate says where the key must come from
+    // validate says no key is needed there (a local Ollama, vLLM or llama.cpp needs none)
     const v = await http.post('/api/flows/validate', { ...flowAtStub(), sessionType: 'text' });
-    expect(v.body).toMatchObject({ valid: true, requirements: [{ provider: 'openai', key: 'request' }] });
+    expect(v.body).toMatchObject({ valid: true, requirements: [{ provider: 'openai', key: 'none' }] });
 
-    const refused = await http.post(`/api/agents/${agent}/text-sessions`, {});
-    expect(refused.status).toBe(400);
-    expect(refused.body.code).toBe('MISSING_CREDENTIALS');
-    expect(refused.body.message).toContain('openai');
-    expect(refused.body.message).toContain('baseURL');
-    // a null or empty entry is no key either
-    expect(
-      (await http.post(`/api/agents/${agent}/text-sessions`, { apiKeys: { openai: null } })).status,
-    ).toBe(400);
-    expect((await http.post(`/api/agents/${agent}/text-sessions`, { apiKeys: { openai: ' ' } })).status).toBe(
-      400,
-    );
-    // voice alike
+    // without a key: the model is called with the placeholder, never the server's key
+    const keyless = await http.post(`/api/agents/${agent}/text-sessions`, { apiKeys: { openai: ' ' } });
+    expect(keyless.status).toBe(201);
+    const reply = await http.post(`/api/agents/${agent}/text-sessions/${keyless.body.sessionId}/turns`, {
+      text: 'Hello',
+    });
+    expect(reply.status).toBe(200);
+    expect(keysSeen()).toContain('no-key');
+    // voice alike: the flow's model needs no key; the others still do, and the message says how to send them
     const voice = await http.post('/api/agent-session', {
       ...flowAtStub(),
       livekit: { url: fake.url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
-      apiKeys: { elevenlabs: 'k', deepgram: 'k' },
     });
     expect(voice.status).toBe(400);
     expect(voice.body.code).toBe('MISSING_CREDENTIALS');
-    expect(stub.authorizations.length).toBe(requestsBefore); // nothing reached the endpoint
+    expect(voice.body.message).not.toContain('openai');
+    expect(voice.body.message).toContain(
+      'send apiKeys.elevenlabs, or set ELEVEN_API_KEY or ELEVENLABS_API_KEY',
+    );
 
+    // with a key sent, that key goes there
     const started = await http.post(`/api/agents/${agent}/text-sessions`, {
       apiKeys: { openai: REQUEST_KEY },
     });
@@ -98,7 +96,18 @@ describe('the key rule: the server key goes only to its provider', () => {
     expect(turn.status).toBe(200);
     expect(keysSeen()).toContain(REQUEST_KEY);
     expect(keysSeen()).not.toContain(SERVER_KEY);
-    expect(s.logs.join('\n') + JSON.stringify([refused.body, voice.body])).not.toContain(SERVER_KEY);
+    expect(s.logs.join('\n') + JSON.stringify([keyless.body, voice.body])).not.toContain(SERVER_KEY);
+  });
+
+  it('a model at its provider with no key anywhere: MISSING_CREDENTIALS says what to send or set', async () => {
+    const { http } = await stack({ providerEnv: {} });
+    const agent = (await http.post('/api/agents', { name: 'No key', flow: fullFlow() })).body.id as string;
+    const refused = await http.post(`/api/agents/${agent}/text-sessions`, {});
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({
+      code: 'MISSING_CREDENTIALS',
+      message: 'missing API key for openai: send apiKeys.openai, or set OPENAI_API_KEY on the server',
+    });
   });
 
   it('an endpoint the operator trusts (TRUSTED_MODEL_URLS) gets the server key', async () => {

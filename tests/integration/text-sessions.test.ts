@@ -124,10 +124,13 @@ describe('text test sessions', () => {
     expect(invalid.body.details.map((i: { code: string }) => i.code)).toEqual(
       expect.arrayContaining(['NO_AGENT', 'NO_START']),
     );
-    const noKey = await http.post(`/api/agents/${agentId}/text-sessions`, {});
+    // the model at its provider's own endpoint, and no key anywhere (at the flow's own URL it runs keyless)
+    const noKey = await http.post(`/api/agents/${agentId}/text-sessions`, {
+      flow: withNode(flowFor(), 'llm', { baseURL: '' }),
+    });
     expect(noKey.status).toBe(400);
     expect(noKey.body).toMatchObject({ code: 'MISSING_CREDENTIALS' });
-    expect(noKey.body.message).toContain('openai');
+    expect(noKey.body.message).toContain('send apiKeys.openai, or set OPENAI_API_KEY on the server');
     const google = await http.post(`/api/agents/${agentId}/text-sessions`, {
       flow: withNode(flowFor(), 'llm', { provider: 'google' }),
       apiKeys: { google: KEY },

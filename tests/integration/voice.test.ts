@@ -194,9 +194,9 @@ describe('speech providers at their own URLs: the key rule and the egress policy
     expect((await validate({ tts: { baseURL: 'http://169.254.169.254/v1' } })).issues).toEqual([
       expect.objectContaining({ code: 'URL_NOT_ALLOWED', nodeId: 'tts' }),
     ]);
-    // a flow's own speech URL never gets the server's key: the request must bring one
+    // a flow's own speech URL never gets the server's key: it runs with the request's, or keyless
     expect((await validate({})).requirements).toEqual([
-      expect.objectContaining({ provider: 'openai', key: 'request' }),
+      expect.objectContaining({ provider: 'openai', key: 'none' }),
     ]);
   });
 

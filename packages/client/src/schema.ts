@@ -537,6 +537,75 @@ export interface components {
       updatedAt: number;
       version: number;
     };
+    /** @description The one central node: who the agent is. Its `output` goes to the `start` step. At run time the agent's system prompt is its `instructions` plus the current step's `command`, and changes when the step does. Handles: in `llm_in`, `tts_in`, `stt_in`, `tools_in`; out `output`. */
+    AgentNode: {
+      /**
+       * @description Whether the caller may interrupt the agent while it speaks (voice sessions).
+       * @default true
+       */
+      allowInterruptions: boolean;
+      /**
+       * @description An interruption followed by no words for this long was not one.
+       * @default 2000
+       */
+      falseInterruptionTimeout: number;
+      id: string;
+      /**
+       * @description The system prompt; the current step's `command` is added to it.
+       * @default
+       */
+      instructions: string;
+      /**
+       * @description The conversation's language, a BCP-47 tag (`en`, `en-US`, `de`).
+       * @default en
+       */
+      language: string;
+      /**
+       * @description The most the agent waits when the end-of-turn model says the caller is not done (at least `minEndpointingDelay`).
+       * @default 3000
+       */
+      maxEndpointingDelay: number;
+      /**
+       * @description The least silence after the caller's speech before their turn may end.
+       * @default 500
+       */
+      minEndpointingDelay: number;
+      /**
+       * @description Speech shorter than this does not interrupt the agent.
+       * @default 500
+       */
+      minInterruptionDuration: number;
+      /**
+       * @description Words an interruption needs (from the speech recognizer).
+       * @default 0
+       */
+      minInterruptionWords: number;
+      /**
+       * @description The agent's name.
+       * @default Agent
+       */
+      name: string;
+      /** @constant */
+      nodeType: 'agent';
+      /**
+       * @description LiveKit starts the model on the caller's final transcript, before the turn is confirmed.
+       * @default true
+       */
+      preemptiveGeneration: boolean;
+      /**
+       * @description After a false interruption, the agent resumes where it paused.
+       * @default true
+       */
+      resumeFalseInterruption: boolean;
+      /**
+       * @description What ends the caller's turn: `model` (LiveKit's end-of-turn model over the audio, run locally), `vad` (the silence alone) or `stt` (the speech recognizer's end of speech).
+       * @default model
+       * @enum {string}
+       */
+      turnDetection: 'model' | 'vad' | 'stt';
+    } & {
+      [key: string]: unknown;
+    };
     AgentSummary: {
       createdAt: number;
       id: string;
@@ -550,6 +619,39 @@ export interface components {
       flow: components['schemas']['Flow'];
       sizeBytes: number;
       version: number;
+    };
+    /** @description A number of exchanges: each user turn completes a round; after `rounds` rounds the run moves on. Handles: in `in`; out `output`. */
+    BurstNode: {
+      /**
+       * @description What to talk about in this step.
+       * @default
+       */
+      command: string;
+      id: string;
+      /** @constant */
+      nodeType: 'burst';
+      /**
+       * @description How many exchanges before moving on.
+       * @default 1
+       */
+      rounds: number;
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description An n-way branch: a model picks one of `categories` over the transcript so far, and the run takes its exit `cat_<i>` (`cat_0` for the first category). A failed evaluation is retried once, then the last category (conventionally "other") is taken. Handles: in `in`, `llm_in`; out `cat_<i>`. */
+    CategorizeNode: {
+      /** @description The categories, one exit `cat_<i>` each; the last is taken when the model cannot decide. */
+      categories: string[];
+      /**
+       * @description How to classify the conversation.
+       * @default
+       */
+      command: string;
+      id: string;
+      /** @constant */
+      nodeType: 'categorize';
+    } & {
+      [key: string]: unknown;
     };
     ConversationEntry: {
       content: string;
@@ -575,6 +677,24 @@ export interface components {
       subdomain: string;
       updatedAt: number;
       version: number;
+    };
+    /** @description Says goodbye (`command`, verbatim when `isLiteral`), closes the session once it has been spoken, then runs the post-processing chained on its `output`. Handles: in `in`; out `output`. */
+    EndNode: {
+      /**
+       * @description The goodbye, or the instruction to make one from.
+       * @default
+       */
+      command: string;
+      id: string;
+      /**
+       * @description Say `command` word for word (no model is called for it).
+       * @default false
+       */
+      isLiteral: boolean;
+      /** @constant */
+      nodeType: 'end';
+    } & {
+      [key: string]: unknown;
     };
     Error: {
       /** @enum {string} */
@@ -610,12 +730,464 @@ export interface components {
       message: string;
       requestId: string;
     };
+    /**
+     * @example {
+     *       "nodes": [
+     *         {
+     *           "id": "agent-1",
+     *           "nodeType": "agent",
+     *           "name": "Front desk",
+     *           "instructions": "You answer the phone for a dental practice. Be brief and kind.",
+     *           "language": "en",
+     *           "allowInterruptions": true
+     *         },
+     *         {
+     *           "id": "llm-1",
+     *           "nodeType": "llm",
+     *           "provider": "openai",
+     *           "model": "gpt-4o-mini",
+     *           "temperature": 0.4
+     *         },
+     *         {
+     *           "id": "tts-1",
+     *           "nodeType": "tts",
+     *           "provider": "elevenlabs",
+     *           "voiceId": "Rachel"
+     *         },
+     *         {
+     *           "id": "stt-1",
+     *           "nodeType": "stt",
+     *           "provider": "deepgram",
+     *           "model": "nova-3",
+     *           "keyterms": [
+     *             "Dr. Ortiz"
+     *           ]
+     *         },
+     *         {
+     *           "id": "mcp-1",
+     *           "nodeType": "mcp",
+     *           "serverUrl": "https://tools.example.com/mcp",
+     *           "authType": "bearer",
+     *           "authValue": "token-of-the-tool-server",
+     *           "selectedTools": [
+     *             "find_free_slots"
+     *           ]
+     *         },
+     *         {
+     *           "id": "start-1",
+     *           "nodeType": "start",
+     *           "command": "Hello, Smile Dental, how can I help?",
+     *           "isLiteral": true
+     *         },
+     *         {
+     *           "id": "burst-1",
+     *           "nodeType": "burst",
+     *           "command": "Find out what the caller needs and when.",
+     *           "rounds": 2
+     *         },
+     *         {
+     *           "id": "ifelse-1",
+     *           "nodeType": "ifelse",
+     *           "conditionText": "The caller has said a day for the visit."
+     *         },
+     *         {
+     *           "id": "categorize-1",
+     *           "nodeType": "categorize",
+     *           "command": "What does the caller want?",
+     *           "categories": [
+     *             "booking",
+     *             "question",
+     *             "other"
+     *           ]
+     *         },
+     *         {
+     *           "id": "opentalk-1",
+     *           "nodeType": "opentalk",
+     *           "command": "Answer the question; offer a booking."
+     *         },
+     *         {
+     *           "id": "timer-1",
+     *           "nodeType": "timer",
+     *           "command": "Book the visit with find_free_slots.",
+     *           "duration": 120
+     *         },
+     *         {
+     *           "id": "transfer-1",
+     *           "nodeType": "transfer",
+     *           "targetAgentId": "agent-reception"
+     *         },
+     *         {
+     *           "id": "end-1",
+     *           "nodeType": "end",
+     *           "command": "Thank you for calling, goodbye!",
+     *           "isLiteral": true
+     *         },
+     *         {
+     *           "id": "structured-1",
+     *           "nodeType": "structured_output",
+     *           "command": "The booking the caller made.",
+     *           "schemaFields": [
+     *             {
+     *               "name": "day",
+     *               "type": "string",
+     *               "description": "The day of the visit"
+     *             },
+     *             {
+     *               "name": "reason",
+     *               "type": "enum",
+     *               "options": [
+     *                 "checkup",
+     *                 "pain",
+     *                 "cleaning"
+     *               ]
+     *             },
+     *             {
+     *               "name": "newPatient",
+     *               "type": "boolean"
+     *             }
+     *           ]
+     *         },
+     *         {
+     *           "id": "webhook-1",
+     *           "nodeType": "webhook",
+     *           "url": "https://hooks.example.com/bookings",
+     *           "headers": {
+     *             "X-Source": "front-desk"
+     *           }
+     *         }
+     *       ],
+     *       "edges": [
+     *         {
+     *           "source": "llm-1",
+     *           "sourceHandle": "output",
+     *           "target": "agent-1",
+     *           "targetHandle": "llm_in"
+     *         },
+     *         {
+     *           "source": "tts-1",
+     *           "sourceHandle": "output",
+     *           "target": "agent-1",
+     *           "targetHandle": "tts_in"
+     *         },
+     *         {
+     *           "source": "stt-1",
+     *           "sourceHandle": "output",
+     *           "target": "agent-1",
+     *           "targetHandle": "stt_in"
+     *         },
+     *         {
+     *           "source": "mcp-1",
+     *           "sourceHandle": "output",
+     *           "target": "agent-1",
+     *           "targetHandle": "tools_in"
+     *         },
+     *         {
+     *           "source": "agent-1",
+     *           "sourceHandle": "output",
+     *           "target": "start-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "start-1",
+     *           "sourceHandle": "output",
+     *           "target": "burst-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "burst-1",
+     *           "sourceHandle": "output",
+     *           "target": "ifelse-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "ifelse-1",
+     *           "sourceHandle": "true",
+     *           "target": "categorize-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "ifelse-1",
+     *           "sourceHandle": "false",
+     *           "target": "burst-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "categorize-1",
+     *           "sourceHandle": "cat_0",
+     *           "target": "timer-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "categorize-1",
+     *           "sourceHandle": "cat_1",
+     *           "target": "opentalk-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "categorize-1",
+     *           "sourceHandle": "cat_2",
+     *           "target": "transfer-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "opentalk-1",
+     *           "sourceHandle": "output",
+     *           "target": "end-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "timer-1",
+     *           "sourceHandle": "output",
+     *           "target": "end-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "end-1",
+     *           "sourceHandle": "output",
+     *           "target": "structured-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "structured-1",
+     *           "sourceHandle": "output",
+     *           "target": "webhook-1",
+     *           "targetHandle": "in"
+     *         }
+     *       ]
+     *     }
+     */
     Flow: {
       edges: components['schemas']['SimpleEdge'][];
       nodes: components['schemas']['SimpleNode'][];
     } & {
       [key: string]: unknown;
     };
+    /**
+     * @example {
+     *       "nodes": [
+     *         {
+     *           "id": "agent-1",
+     *           "nodeType": "agent",
+     *           "name": "Front desk",
+     *           "instructions": "You answer the phone for a dental practice. Be brief and kind.",
+     *           "language": "en",
+     *           "allowInterruptions": true
+     *         },
+     *         {
+     *           "id": "llm-1",
+     *           "nodeType": "llm",
+     *           "provider": "openai",
+     *           "model": "gpt-4o-mini",
+     *           "temperature": 0.4
+     *         },
+     *         {
+     *           "id": "tts-1",
+     *           "nodeType": "tts",
+     *           "provider": "elevenlabs",
+     *           "voiceId": "Rachel"
+     *         },
+     *         {
+     *           "id": "stt-1",
+     *           "nodeType": "stt",
+     *           "provider": "deepgram",
+     *           "model": "nova-3",
+     *           "keyterms": [
+     *             "Dr. Ortiz"
+     *           ]
+     *         },
+     *         {
+     *           "id": "mcp-1",
+     *           "nodeType": "mcp",
+     *           "serverUrl": "https://tools.example.com/mcp",
+     *           "authType": "bearer",
+     *           "authValue": "token-of-the-tool-server",
+     *           "selectedTools": [
+     *             "find_free_slots"
+     *           ]
+     *         },
+     *         {
+     *           "id": "start-1",
+     *           "nodeType": "start",
+     *           "command": "Hello, Smile Dental, how can I help?",
+     *           "isLiteral": true
+     *         },
+     *         {
+     *           "id": "burst-1",
+     *           "nodeType": "burst",
+     *           "command": "Find out what the caller needs and when.",
+     *           "rounds": 2
+     *         },
+     *         {
+     *           "id": "ifelse-1",
+     *           "nodeType": "ifelse",
+     *           "conditionText": "The caller has said a day for the visit."
+     *         },
+     *         {
+     *           "id": "categorize-1",
+     *           "nodeType": "categorize",
+     *           "command": "What does the caller want?",
+     *           "categories": [
+     *             "booking",
+     *             "question",
+     *             "other"
+     *           ]
+     *         },
+     *         {
+     *           "id": "opentalk-1",
+     *           "nodeType": "opentalk",
+     *           "command": "Answer the question; offer a booking."
+     *         },
+     *         {
+     *           "id": "timer-1",
+     *           "nodeType": "timer",
+     *           "command": "Book the visit with find_free_slots.",
+     *           "duration": 120
+     *         },
+     *         {
+     *           "id": "transfer-1",
+     *           "nodeType": "transfer",
+     *           "targetAgentId": "agent-reception"
+     *         },
+     *         {
+     *           "id": "end-1",
+     *           "nodeType": "end",
+     *           "command": "Thank you for calling, goodbye!",
+     *           "isLiteral": true
+     *         },
+     *         {
+     *           "id": "structured-1",
+     *           "nodeType": "structured_output",
+     *           "command": "The booking the caller made.",
+     *           "schemaFields": [
+     *             {
+     *               "name": "day",
+     *               "type": "string",
+     *               "description": "The day of the visit"
+     *             },
+     *             {
+     *               "name": "reason",
+     *               "type": "enum",
+     *               "options": [
+     *                 "checkup",
+     *                 "pain",
+     *                 "cleaning"
+     *               ]
+     *             },
+     *             {
+     *               "name": "newPatient",
+     *               "type": "boolean"
+     *             }
+     *           ]
+     *         },
+     *         {
+     *           "id": "webhook-1",
+     *           "nodeType": "webhook",
+     *           "url": "https://hooks.example.com/bookings",
+     *           "headers": {
+     *             "X-Source": "front-desk"
+     *           }
+     *         }
+     *       ],
+     *       "edges": [
+     *         {
+     *           "source": "llm-1",
+     *           "sourceHandle": "output",
+     *           "target": "agent-1",
+     *           "targetHandle": "llm_in"
+     *         },
+     *         {
+     *           "source": "tts-1",
+     *           "sourceHandle": "output",
+     *           "target": "agent-1",
+     *           "targetHandle": "tts_in"
+     *         },
+     *         {
+     *           "source": "stt-1",
+     *           "sourceHandle": "output",
+     *           "target": "agent-1",
+     *           "targetHandle": "stt_in"
+     *         },
+     *         {
+     *           "source": "mcp-1",
+     *           "sourceHandle": "output",
+     *           "target": "agent-1",
+     *           "targetHandle": "tools_in"
+     *         },
+     *         {
+     *           "source": "agent-1",
+     *           "sourceHandle": "output",
+     *           "target": "start-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "start-1",
+     *           "sourceHandle": "output",
+     *           "target": "burst-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "burst-1",
+     *           "sourceHandle": "output",
+     *           "target": "ifelse-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "ifelse-1",
+     *           "sourceHandle": "true",
+     *           "target": "categorize-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "ifelse-1",
+     *           "sourceHandle": "false",
+     *           "target": "burst-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "categorize-1",
+     *           "sourceHandle": "cat_0",
+     *           "target": "timer-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "categorize-1",
+     *           "sourceHandle": "cat_1",
+     *           "target": "opentalk-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "categorize-1",
+     *           "sourceHandle": "cat_2",
+     *           "target": "transfer-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "opentalk-1",
+     *           "sourceHandle": "output",
+     *           "target": "end-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "timer-1",
+     *           "sourceHandle": "output",
+     *           "target": "end-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "end-1",
+     *           "sourceHandle": "output",
+     *           "target": "structured-1",
+     *           "targetHandle": "in"
+     *         },
+     *         {
+     *           "source": "structured-1",
+     *           "sourceHandle": "output",
+     *           "target": "webhook-1",
+     *           "targetHandle": "in"
+     *         }
+     *       ]
+     *     }
+     */
     FlowInput: {
       edges: components['schemas']['SimpleEdgeInput'][];
       nodes: components['schemas']['SimpleNodeInput'][];
@@ -659,13 +1231,166 @@ export interface components {
       issues: components['schemas']['FlowIssue'][];
       requirements: {
         /** @enum {string} */
-        key: 'server' | 'request';
+        key: 'server' | 'request' | 'none';
         nodeIds: string[];
         provider: string;
       }[];
       /** @enum {string} */
       sessionType: 'voice' | 'text' | 'test';
       valid: boolean;
+    };
+    /** @description The older serialization of `agent`: a `framework` node (`provider: "livekit"`) with a `persona` node on `persona_in` holding the name, instructions and language. Read as the same thing. Handles: in `llm_in`, `tts_in`, `stt_in`, `tools_in`, `persona_in`; out `output`. */
+    FrameworkNode: {
+      /**
+       * @description Whether the caller may interrupt the agent while it speaks (voice sessions).
+       * @default true
+       */
+      allowInterruptions: boolean;
+      /**
+       * @description An interruption followed by no words for this long was not one.
+       * @default 2000
+       */
+      falseInterruptionTimeout: number;
+      id: string;
+      /**
+       * @description The most the agent waits when the end-of-turn model says the caller is not done (at least `minEndpointingDelay`).
+       * @default 3000
+       */
+      maxEndpointingDelay: number;
+      /**
+       * @description The least silence after the caller's speech before their turn may end.
+       * @default 500
+       */
+      minEndpointingDelay: number;
+      /**
+       * @description Speech shorter than this does not interrupt the agent.
+       * @default 500
+       */
+      minInterruptionDuration: number;
+      /**
+       * @description Words an interruption needs (from the speech recognizer).
+       * @default 0
+       */
+      minInterruptionWords: number;
+      /** @constant */
+      nodeType: 'framework';
+      /**
+       * @description LiveKit starts the model on the caller's final transcript, before the turn is confirmed.
+       * @default true
+       */
+      preemptiveGeneration: boolean;
+      /**
+       * @description After a false interruption, the agent resumes where it paused.
+       * @default true
+       */
+      resumeFalseInterruption: boolean;
+      /**
+       * @description What ends the caller's turn: `model` (LiveKit's end-of-turn model over the audio, run locally), `vad` (the silence alone) or `stt` (the speech recognizer's end of speech).
+       * @default model
+       * @enum {string}
+       */
+      turnDetection: 'model' | 'vad' | 'stt';
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description A yes/no branch: entered, a model (its own on `llm_in`, else the agent's) judges `conditionText` over the transcript so far and the run takes the `true` or `false` exit. A failed evaluation is retried once, then `false` is taken. Not right after `start` (nothing to judge yet). Handles: in `in`, `llm_in`; out `true`, `false`. */
+    IfelseNode: {
+      /** @description The yes/no question the model answers over the transcript. */
+      conditionText: string;
+      id: string;
+      /** @constant */
+      nodeType: 'ifelse';
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description A language model: on the agent's `llm_in` it is the agent's; on a branch's or structured output's `llm_in`, that step uses it instead of the agent's. Handles: in —; out `output`. */
+    LlmNode: {
+      /**
+       * Format: uri
+       * @description An OpenAI-compatible server to call instead of the provider's (a local Ollama, vLLM, llama.cpp): it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.
+       */
+      baseURL?: string;
+      id: string;
+      /** @description The most tokens one answer may have. */
+      maxTokens?: number;
+      /** @description The model id (the provider's default when unset). */
+      model?: string;
+      /** @constant */
+      nodeType: 'llm';
+      /** @description Who runs the model (the provider id, e.g. `openai`, `anthropic`, `google`, `groq`). */
+      provider: string;
+      /** @description Sampling temperature. */
+      temperature?: number;
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description Tools from an MCP server (streamable HTTP), on the agent's `tools_in` (many may connect): the agent may call the selected tools in any step. Handles: in —; out `output`. */
+    McpNode: {
+      /**
+       * @description How to authenticate to the server.
+       * @default none
+       * @enum {string}
+       */
+      authType: 'none' | 'bearer' | 'api_key';
+      /** @description The bearer token or API key, for `authType` `bearer` or `api_key`. */
+      authValue?: string;
+      id: string;
+      /** @constant */
+      nodeType: 'mcp';
+      /**
+       * @description The tools the agent may call (by name); empty: none.
+       * @default []
+       */
+      selectedTools: string[];
+      /**
+       * Format: uri
+       * @description The MCP server (streamable HTTP); it passes the egress policy.
+       */
+      serverUrl: string;
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description Free talk. When the next step is an `ifelse`/`categorize`, that branch is evaluated on every user turn and the run moves when it picks an exit other than "stay"; otherwise the agent moves on by calling the step-completion tool the runtime gives it. Handles: in `in`; out `output`. */
+    OpentalkNode: {
+      /**
+       * @description What to talk about in this step.
+       * @default
+       */
+      command: string;
+      id: string;
+      /** @constant */
+      nodeType: 'opentalk';
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description A node of a type this server does not run, or a half-built one: stored as sent. */
+    OtherNode: {
+      id: string;
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description Who the agent is, for a `framework` node (its `output` goes to the framework's `persona_in`). Handles: in —; out `output`. */
+    PersonaNode: {
+      id: string;
+      /**
+       * @description The system prompt; the current step's `command` is added to it.
+       * @default
+       */
+      instructions: string;
+      /**
+       * @description The conversation's language, a BCP-47 tag (`en`, `en-US`, `de`).
+       * @default en
+       */
+      language: string;
+      /**
+       * @description The agent's name.
+       * @default Agent
+       */
+      name: string;
+      /** @constant */
+      nodeType: 'persona';
+    } & {
+      [key: string]: unknown;
     };
     PlaygroundSession: {
       roomName: string;
@@ -715,13 +1440,106 @@ export interface components {
     } & {
       [key: string]: unknown;
     };
-    SimpleNode: {
+    /** @description A node: `{ id, nodeType, ...params }`, its params flat on the node (docs/flow-reference.md). Any node with an id is stored as sent; validate and a run report what does not compile. */
+    SimpleNode:
+      | components['schemas']['AgentNode']
+      | components['schemas']['FrameworkNode']
+      | components['schemas']['PersonaNode']
+      | components['schemas']['LlmNode']
+      | components['schemas']['TtsNode']
+      | components['schemas']['SttNode']
+      | components['schemas']['McpNode']
+      | components['schemas']['StartNode']
+      | components['schemas']['BurstNode']
+      | components['schemas']['OpentalkNode']
+      | components['schemas']['TimerNode']
+      | components['schemas']['IfelseNode']
+      | components['schemas']['CategorizeNode']
+      | components['schemas']['TransferNode']
+      | components['schemas']['EndNode']
+      | components['schemas']['StructuredOutputNode']
+      | components['schemas']['WebhookNode']
+      | components['schemas']['OtherNode'];
+    /** @description A node: `{ id, nodeType, ...params }`, its params flat on the node (docs/flow-reference.md). Any node with an id is stored as sent; validate and a run report what does not compile. */
+    SimpleNodeInput:
+      | components['schemas']['AgentNode']
+      | components['schemas']['FrameworkNode']
+      | components['schemas']['PersonaNode']
+      | components['schemas']['LlmNode']
+      | components['schemas']['TtsNode']
+      | components['schemas']['SttNode']
+      | components['schemas']['McpNode']
+      | components['schemas']['StartNode']
+      | components['schemas']['BurstNode']
+      | components['schemas']['OpentalkNode']
+      | components['schemas']['TimerNode']
+      | components['schemas']['IfelseNode']
+      | components['schemas']['CategorizeNode']
+      | components['schemas']['TransferNode']
+      | components['schemas']['EndNode']
+      | components['schemas']['StructuredOutputNode']
+      | components['schemas']['WebhookNode']
+      | components['schemas']['OtherNode'];
+    /** @description The first step. On session start the agent speaks first: `command` verbatim when `isLiteral`, else a line generated from it. The first user turn moves on. Handles: in `in`; out `output`. */
+    StartNode: {
+      /** @description The opening line, or the instruction to make one from. */
+      command: string;
       id: string;
+      /**
+       * @description Say `command` word for word (no model is called for it).
+       * @default false
+       */
+      isLiteral: boolean;
+      /** @constant */
+      nodeType: 'start';
     } & {
       [key: string]: unknown;
     };
-    SimpleNodeInput: {
+    /** @description After the end: a model (its own on `llm_in`, else the agent's) extracts JSON with `schemaFields` from the conversation; a `webhook` on its `output` receives it. Handles: in `in`, `llm_in`; out `output`. */
+    StructuredOutputNode: {
+      /**
+       * @description What to extract, in words.
+       * @default
+       */
+      command: string;
       id: string;
+      /** @constant */
+      nodeType: 'structured_output';
+      /** @description The fields to extract: `{ name, type, description?, options? }`, `options` for an `enum`. */
+      schemaFields: {
+        description?: string;
+        name: string;
+        options?: string[];
+        /** @enum {string} */
+        type: 'string' | 'int' | 'float' | 'boolean' | 'list' | 'enum';
+      }[];
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description Speech recognition, on the agent's `stt_in` (voice sessions; text sessions do not call it). Handles: in —; out `output`. */
+    SttNode: {
+      /**
+       * Format: uri
+       * @description A speech server to call instead of the provider's (openai: any OpenAI-compatible one; deepgram: an address only): it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.
+       */
+      baseURL?: string;
+      id: string;
+      /** @description Words to recognize well (names, products). */
+      keyterms?: string[];
+      /** @description The language to recognize (the agent's when unset). */
+      language?: string;
+      /**
+       * @description openai: `file` posts each utterance the VAD cuts to /audio/transcriptions (what every OpenAI-compatible server speaks); `realtime` streams over OpenAI's Realtime WebSocket (OpenAI's own URL only).
+       * @default file
+       * @enum {string}
+       */
+      mode: 'file' | 'realtime';
+      /** @description The recognition model (the provider's default when unset). */
+      model?: string;
+      /** @constant */
+      nodeType: 'stt';
+      /** @description Who runs the recognition (the provider id, e.g. `deepgram`, `openai`). */
+      provider: string;
     } & {
       [key: string]: unknown;
     };
@@ -772,11 +1590,75 @@ export interface components {
       stepId: string;
       stepType: string;
     };
+    /** @description Talk for a while: the run moves on at the first user turn after `duration` seconds have passed since the step began (the agent is never cut off). Handles: in `in`; out `output`. */
+    TimerNode: {
+      /**
+       * @description What to talk about in this step.
+       * @default
+       */
+      command: string;
+      /**
+       * @description How long the step lasts, in seconds.
+       * @default 30
+       */
+      duration: number;
+      id: string;
+      /** @constant */
+      nodeType: 'timer';
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description Hands off: the session goes on with the target agent's flow (its agent node and start step). A missing or archived target: the agent apologizes and the session ends. Handles: in `in`; out —. */
+    TransferNode: {
+      id: string;
+      /** @constant */
+      nodeType: 'transfer';
+      /** @description The id of the stored agent to hand the session to. */
+      targetAgentId: string;
+    } & {
+      [key: string]: unknown;
+    };
+    /** @description Speech synthesis, on the agent's `tts_in` (voice sessions; text sessions do not call it). Handles: in —; out `output`. */
+    TtsNode: {
+      /**
+       * Format: uri
+       * @description An OpenAI-compatible speech server to call instead of the provider's (openai only): it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.
+       */
+      baseURL?: string;
+      id: string;
+      /** @description The synthesis model (the provider's default when unset). */
+      model?: string;
+      /** @constant */
+      nodeType: 'tts';
+      /** @description Who runs the voice (the provider id, e.g. `elevenlabs`, `cartesia`, `openai`, `deepgram`). */
+      provider: string;
+      /** @description The voice (the provider's default when unset). */
+      voiceId?: string;
+    } & {
+      [key: string]: unknown;
+    };
     VersionSummary: {
       contentHash: string;
       createdAt: number;
       sizeBytes: number;
       version: number;
+    };
+    /** @description After the end (or after `structured_output`): POSTs `{ conversation, structuredOutput? }` to `url`. A failure is logged and never breaks the session. Handles: in `in`; out —. */
+    WebhookNode: {
+      /** @description HTTP headers to send (names to texts). */
+      headers?: {
+        [key: string]: string;
+      };
+      id: string;
+      /** @constant */
+      nodeType: 'webhook';
+      /**
+       * Format: uri
+       * @description Where to POST the result; it passes the egress policy.
+       */
+      url: string;
+    } & {
+      [key: string]: unknown;
     };
   };
   responses: never;
@@ -806,14 +1688,16 @@ export interface operations {
          *           "id": "agent-1",
          *           "nodeType": "agent",
          *           "name": "Front desk",
-         *           "instructions": "Be brief and kind.",
-         *           "language": "en"
+         *           "instructions": "You answer the phone for a dental practice. Be brief and kind.",
+         *           "language": "en",
+         *           "allowInterruptions": true
          *         },
          *         {
          *           "id": "llm-1",
          *           "nodeType": "llm",
          *           "provider": "openai",
-         *           "model": "gpt-4o-mini"
+         *           "model": "gpt-4o-mini",
+         *           "temperature": 0.4
          *         },
          *         {
          *           "id": "tts-1",
@@ -825,23 +1709,102 @@ export interface operations {
          *           "id": "stt-1",
          *           "nodeType": "stt",
          *           "provider": "deepgram",
-         *           "model": "nova-3"
+         *           "model": "nova-3",
+         *           "keyterms": [
+         *             "Dr. Ortiz"
+         *           ]
+         *         },
+         *         {
+         *           "id": "mcp-1",
+         *           "nodeType": "mcp",
+         *           "serverUrl": "https://tools.example.com/mcp",
+         *           "authType": "bearer",
+         *           "authValue": "token-of-the-tool-server",
+         *           "selectedTools": [
+         *             "find_free_slots"
+         *           ]
          *         },
          *         {
          *           "id": "start-1",
          *           "nodeType": "start",
-         *           "command": "Hello! How can I help?",
-         *           "isLiteral": true,
-         *           "position": {
-         *             "x": 0,
-         *             "y": 0
-         *           }
+         *           "command": "Hello, Smile Dental, how can I help?",
+         *           "isLiteral": true
+         *         },
+         *         {
+         *           "id": "burst-1",
+         *           "nodeType": "burst",
+         *           "command": "Find out what the caller needs and when.",
+         *           "rounds": 2
+         *         },
+         *         {
+         *           "id": "ifelse-1",
+         *           "nodeType": "ifelse",
+         *           "conditionText": "The caller has said a day for the visit."
+         *         },
+         *         {
+         *           "id": "categorize-1",
+         *           "nodeType": "categorize",
+         *           "command": "What does the caller want?",
+         *           "categories": [
+         *             "booking",
+         *             "question",
+         *             "other"
+         *           ]
+         *         },
+         *         {
+         *           "id": "opentalk-1",
+         *           "nodeType": "opentalk",
+         *           "command": "Answer the question; offer a booking."
+         *         },
+         *         {
+         *           "id": "timer-1",
+         *           "nodeType": "timer",
+         *           "command": "Book the visit with find_free_slots.",
+         *           "duration": 120
+         *         },
+         *         {
+         *           "id": "transfer-1",
+         *           "nodeType": "transfer",
+         *           "targetAgentId": "agent-reception"
          *         },
          *         {
          *           "id": "end-1",
          *           "nodeType": "end",
-         *           "command": "Goodbye!",
+         *           "command": "Thank you for calling, goodbye!",
          *           "isLiteral": true
+         *         },
+         *         {
+         *           "id": "structured-1",
+         *           "nodeType": "structured_output",
+         *           "command": "The booking the caller made.",
+         *           "schemaFields": [
+         *             {
+         *               "name": "day",
+         *               "type": "string",
+         *               "description": "The day of the visit"
+         *             },
+         *             {
+         *               "name": "reason",
+         *               "type": "enum",
+         *               "options": [
+         *                 "checkup",
+         *                 "pain",
+         *                 "cleaning"
+         *               ]
+         *             },
+         *             {
+         *               "name": "newPatient",
+         *               "type": "boolean"
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "id": "webhook-1",
+         *           "nodeType": "webhook",
+         *           "url": "https://hooks.example.com/bookings",
+         *           "headers": {
+         *             "X-Source": "front-desk"
+         *           }
          *         }
          *       ],
          *       "edges": [
@@ -864,17 +1827,82 @@ export interface operations {
          *           "targetHandle": "stt_in"
          *         },
          *         {
+         *           "source": "mcp-1",
+         *           "sourceHandle": "output",
+         *           "target": "agent-1",
+         *           "targetHandle": "tools_in"
+         *         },
+         *         {
          *           "source": "agent-1",
          *           "sourceHandle": "output",
          *           "target": "start-1",
          *           "targetHandle": "in"
          *         },
          *         {
-         *           "id": "e-start-end",
          *           "source": "start-1",
-         *           "sourceHandle": null,
+         *           "sourceHandle": "output",
+         *           "target": "burst-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "burst-1",
+         *           "sourceHandle": "output",
+         *           "target": "ifelse-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "ifelse-1",
+         *           "sourceHandle": "true",
+         *           "target": "categorize-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "ifelse-1",
+         *           "sourceHandle": "false",
+         *           "target": "burst-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "categorize-1",
+         *           "sourceHandle": "cat_0",
+         *           "target": "timer-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "categorize-1",
+         *           "sourceHandle": "cat_1",
+         *           "target": "opentalk-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "categorize-1",
+         *           "sourceHandle": "cat_2",
+         *           "target": "transfer-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "opentalk-1",
+         *           "sourceHandle": "output",
          *           "target": "end-1",
-         *           "targetHandle": null
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "timer-1",
+         *           "sourceHandle": "output",
+         *           "target": "end-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "end-1",
+         *           "sourceHandle": "output",
+         *           "target": "structured-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "structured-1",
+         *           "sourceHandle": "output",
+         *           "target": "webhook-1",
+         *           "targetHandle": "in"
          *         }
          *       ],
          *       "livekit": {
@@ -1253,14 +2281,16 @@ export interface operations {
          *             "id": "agent-1",
          *             "nodeType": "agent",
          *             "name": "Front desk",
-         *             "instructions": "Be brief and kind.",
-         *             "language": "en"
+         *             "instructions": "You answer the phone for a dental practice. Be brief and kind.",
+         *             "language": "en",
+         *             "allowInterruptions": true
          *           },
          *           {
          *             "id": "llm-1",
          *             "nodeType": "llm",
          *             "provider": "openai",
-         *             "model": "gpt-4o-mini"
+         *             "model": "gpt-4o-mini",
+         *             "temperature": 0.4
          *           },
          *           {
          *             "id": "tts-1",
@@ -1272,23 +2302,102 @@ export interface operations {
          *             "id": "stt-1",
          *             "nodeType": "stt",
          *             "provider": "deepgram",
-         *             "model": "nova-3"
+         *             "model": "nova-3",
+         *             "keyterms": [
+         *               "Dr. Ortiz"
+         *             ]
+         *           },
+         *           {
+         *             "id": "mcp-1",
+         *             "nodeType": "mcp",
+         *             "serverUrl": "https://tools.example.com/mcp",
+         *             "authType": "bearer",
+         *             "authValue": "token-of-the-tool-server",
+         *             "selectedTools": [
+         *               "find_free_slots"
+         *             ]
          *           },
          *           {
          *             "id": "start-1",
          *             "nodeType": "start",
-         *             "command": "Hello! How can I help?",
-         *             "isLiteral": true,
-         *             "position": {
-         *               "x": 0,
-         *               "y": 0
-         *             }
+         *             "command": "Hello, Smile Dental, how can I help?",
+         *             "isLiteral": true
+         *           },
+         *           {
+         *             "id": "burst-1",
+         *             "nodeType": "burst",
+         *             "command": "Find out what the caller needs and when.",
+         *             "rounds": 2
+         *           },
+         *           {
+         *             "id": "ifelse-1",
+         *             "nodeType": "ifelse",
+         *             "conditionText": "The caller has said a day for the visit."
+         *           },
+         *           {
+         *             "id": "categorize-1",
+         *             "nodeType": "categorize",
+         *             "command": "What does the caller want?",
+         *             "categories": [
+         *               "booking",
+         *               "question",
+         *               "other"
+         *             ]
+         *           },
+         *           {
+         *             "id": "opentalk-1",
+         *             "nodeType": "opentalk",
+         *             "command": "Answer the question; offer a booking."
+         *           },
+         *           {
+         *             "id": "timer-1",
+         *             "nodeType": "timer",
+         *             "command": "Book the visit with find_free_slots.",
+         *             "duration": 120
+         *           },
+         *           {
+         *             "id": "transfer-1",
+         *             "nodeType": "transfer",
+         *             "targetAgentId": "agent-reception"
          *           },
          *           {
          *             "id": "end-1",
          *             "nodeType": "end",
-         *             "command": "Goodbye!",
+         *             "command": "Thank you for calling, goodbye!",
          *             "isLiteral": true
+         *           },
+         *           {
+         *             "id": "structured-1",
+         *             "nodeType": "structured_output",
+         *             "command": "The booking the caller made.",
+         *             "schemaFields": [
+         *               {
+         *                 "name": "day",
+         *                 "type": "string",
+         *                 "description": "The day of the visit"
+         *               },
+         *               {
+         *                 "name": "reason",
+         *                 "type": "enum",
+         *                 "options": [
+         *                   "checkup",
+         *                   "pain",
+         *                   "cleaning"
+         *                 ]
+         *               },
+         *               {
+         *                 "name": "newPatient",
+         *                 "type": "boolean"
+         *               }
+         *             ]
+         *           },
+         *           {
+         *             "id": "webhook-1",
+         *             "nodeType": "webhook",
+         *             "url": "https://hooks.example.com/bookings",
+         *             "headers": {
+         *               "X-Source": "front-desk"
+         *             }
          *           }
          *         ],
          *         "edges": [
@@ -1311,17 +2420,82 @@ export interface operations {
          *             "targetHandle": "stt_in"
          *           },
          *           {
+         *             "source": "mcp-1",
+         *             "sourceHandle": "output",
+         *             "target": "agent-1",
+         *             "targetHandle": "tools_in"
+         *           },
+         *           {
          *             "source": "agent-1",
          *             "sourceHandle": "output",
          *             "target": "start-1",
          *             "targetHandle": "in"
          *           },
          *           {
-         *             "id": "e-start-end",
          *             "source": "start-1",
-         *             "sourceHandle": null,
+         *             "sourceHandle": "output",
+         *             "target": "burst-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "burst-1",
+         *             "sourceHandle": "output",
+         *             "target": "ifelse-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "ifelse-1",
+         *             "sourceHandle": "true",
+         *             "target": "categorize-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "ifelse-1",
+         *             "sourceHandle": "false",
+         *             "target": "burst-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "categorize-1",
+         *             "sourceHandle": "cat_0",
+         *             "target": "timer-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "categorize-1",
+         *             "sourceHandle": "cat_1",
+         *             "target": "opentalk-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "categorize-1",
+         *             "sourceHandle": "cat_2",
+         *             "target": "transfer-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "opentalk-1",
+         *             "sourceHandle": "output",
          *             "target": "end-1",
-         *             "targetHandle": null
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "timer-1",
+         *             "sourceHandle": "output",
+         *             "target": "end-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "end-1",
+         *             "sourceHandle": "output",
+         *             "target": "structured-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "structured-1",
+         *             "sourceHandle": "output",
+         *             "target": "webhook-1",
+         *             "targetHandle": "in"
          *           }
          *         ]
          *       }
@@ -1672,14 +2846,16 @@ export interface operations {
          *             "id": "agent-1",
          *             "nodeType": "agent",
          *             "name": "Front desk",
-         *             "instructions": "Be brief and kind.",
-         *             "language": "en"
+         *             "instructions": "You answer the phone for a dental practice. Be brief and kind.",
+         *             "language": "en",
+         *             "allowInterruptions": true
          *           },
          *           {
          *             "id": "llm-1",
          *             "nodeType": "llm",
          *             "provider": "openai",
-         *             "model": "gpt-4o-mini"
+         *             "model": "gpt-4o-mini",
+         *             "temperature": 0.4
          *           },
          *           {
          *             "id": "tts-1",
@@ -1691,23 +2867,102 @@ export interface operations {
          *             "id": "stt-1",
          *             "nodeType": "stt",
          *             "provider": "deepgram",
-         *             "model": "nova-3"
+         *             "model": "nova-3",
+         *             "keyterms": [
+         *               "Dr. Ortiz"
+         *             ]
+         *           },
+         *           {
+         *             "id": "mcp-1",
+         *             "nodeType": "mcp",
+         *             "serverUrl": "https://tools.example.com/mcp",
+         *             "authType": "bearer",
+         *             "authValue": "token-of-the-tool-server",
+         *             "selectedTools": [
+         *               "find_free_slots"
+         *             ]
          *           },
          *           {
          *             "id": "start-1",
          *             "nodeType": "start",
-         *             "command": "Hello! How can I help?",
-         *             "isLiteral": true,
-         *             "position": {
-         *               "x": 0,
-         *               "y": 0
-         *             }
+         *             "command": "Hello, Smile Dental, how can I help?",
+         *             "isLiteral": true
+         *           },
+         *           {
+         *             "id": "burst-1",
+         *             "nodeType": "burst",
+         *             "command": "Find out what the caller needs and when.",
+         *             "rounds": 2
+         *           },
+         *           {
+         *             "id": "ifelse-1",
+         *             "nodeType": "ifelse",
+         *             "conditionText": "The caller has said a day for the visit."
+         *           },
+         *           {
+         *             "id": "categorize-1",
+         *             "nodeType": "categorize",
+         *             "command": "What does the caller want?",
+         *             "categories": [
+         *               "booking",
+         *               "question",
+         *               "other"
+         *             ]
+         *           },
+         *           {
+         *             "id": "opentalk-1",
+         *             "nodeType": "opentalk",
+         *             "command": "Answer the question; offer a booking."
+         *           },
+         *           {
+         *             "id": "timer-1",
+         *             "nodeType": "timer",
+         *             "command": "Book the visit with find_free_slots.",
+         *             "duration": 120
+         *           },
+         *           {
+         *             "id": "transfer-1",
+         *             "nodeType": "transfer",
+         *             "targetAgentId": "agent-reception"
          *           },
          *           {
          *             "id": "end-1",
          *             "nodeType": "end",
-         *             "command": "Goodbye!",
+         *             "command": "Thank you for calling, goodbye!",
          *             "isLiteral": true
+         *           },
+         *           {
+         *             "id": "structured-1",
+         *             "nodeType": "structured_output",
+         *             "command": "The booking the caller made.",
+         *             "schemaFields": [
+         *               {
+         *                 "name": "day",
+         *                 "type": "string",
+         *                 "description": "The day of the visit"
+         *               },
+         *               {
+         *                 "name": "reason",
+         *                 "type": "enum",
+         *                 "options": [
+         *                   "checkup",
+         *                   "pain",
+         *                   "cleaning"
+         *                 ]
+         *               },
+         *               {
+         *                 "name": "newPatient",
+         *                 "type": "boolean"
+         *               }
+         *             ]
+         *           },
+         *           {
+         *             "id": "webhook-1",
+         *             "nodeType": "webhook",
+         *             "url": "https://hooks.example.com/bookings",
+         *             "headers": {
+         *               "X-Source": "front-desk"
+         *             }
          *           }
          *         ],
          *         "edges": [
@@ -1730,17 +2985,82 @@ export interface operations {
          *             "targetHandle": "stt_in"
          *           },
          *           {
+         *             "source": "mcp-1",
+         *             "sourceHandle": "output",
+         *             "target": "agent-1",
+         *             "targetHandle": "tools_in"
+         *           },
+         *           {
          *             "source": "agent-1",
          *             "sourceHandle": "output",
          *             "target": "start-1",
          *             "targetHandle": "in"
          *           },
          *           {
-         *             "id": "e-start-end",
          *             "source": "start-1",
-         *             "sourceHandle": null,
+         *             "sourceHandle": "output",
+         *             "target": "burst-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "burst-1",
+         *             "sourceHandle": "output",
+         *             "target": "ifelse-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "ifelse-1",
+         *             "sourceHandle": "true",
+         *             "target": "categorize-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "ifelse-1",
+         *             "sourceHandle": "false",
+         *             "target": "burst-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "categorize-1",
+         *             "sourceHandle": "cat_0",
+         *             "target": "timer-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "categorize-1",
+         *             "sourceHandle": "cat_1",
+         *             "target": "opentalk-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "categorize-1",
+         *             "sourceHandle": "cat_2",
+         *             "target": "transfer-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "opentalk-1",
+         *             "sourceHandle": "output",
          *             "target": "end-1",
-         *             "targetHandle": null
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "timer-1",
+         *             "sourceHandle": "output",
+         *             "target": "end-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "end-1",
+         *             "sourceHandle": "output",
+         *             "target": "structured-1",
+         *             "targetHandle": "in"
+         *           },
+         *           {
+         *             "source": "structured-1",
+         *             "sourceHandle": "output",
+         *             "target": "webhook-1",
+         *             "targetHandle": "in"
          *           }
          *         ]
          *       }
@@ -7759,14 +9079,16 @@ export interface operations {
          *           "id": "agent-1",
          *           "nodeType": "agent",
          *           "name": "Front desk",
-         *           "instructions": "Be brief and kind.",
-         *           "language": "en"
+         *           "instructions": "You answer the phone for a dental practice. Be brief and kind.",
+         *           "language": "en",
+         *           "allowInterruptions": true
          *         },
          *         {
          *           "id": "llm-1",
          *           "nodeType": "llm",
          *           "provider": "openai",
-         *           "model": "gpt-4o-mini"
+         *           "model": "gpt-4o-mini",
+         *           "temperature": 0.4
          *         },
          *         {
          *           "id": "tts-1",
@@ -7778,23 +9100,102 @@ export interface operations {
          *           "id": "stt-1",
          *           "nodeType": "stt",
          *           "provider": "deepgram",
-         *           "model": "nova-3"
+         *           "model": "nova-3",
+         *           "keyterms": [
+         *             "Dr. Ortiz"
+         *           ]
+         *         },
+         *         {
+         *           "id": "mcp-1",
+         *           "nodeType": "mcp",
+         *           "serverUrl": "https://tools.example.com/mcp",
+         *           "authType": "bearer",
+         *           "authValue": "token-of-the-tool-server",
+         *           "selectedTools": [
+         *             "find_free_slots"
+         *           ]
          *         },
          *         {
          *           "id": "start-1",
          *           "nodeType": "start",
-         *           "command": "Hello! How can I help?",
-         *           "isLiteral": true,
-         *           "position": {
-         *             "x": 0,
-         *             "y": 0
-         *           }
+         *           "command": "Hello, Smile Dental, how can I help?",
+         *           "isLiteral": true
+         *         },
+         *         {
+         *           "id": "burst-1",
+         *           "nodeType": "burst",
+         *           "command": "Find out what the caller needs and when.",
+         *           "rounds": 2
+         *         },
+         *         {
+         *           "id": "ifelse-1",
+         *           "nodeType": "ifelse",
+         *           "conditionText": "The caller has said a day for the visit."
+         *         },
+         *         {
+         *           "id": "categorize-1",
+         *           "nodeType": "categorize",
+         *           "command": "What does the caller want?",
+         *           "categories": [
+         *             "booking",
+         *             "question",
+         *             "other"
+         *           ]
+         *         },
+         *         {
+         *           "id": "opentalk-1",
+         *           "nodeType": "opentalk",
+         *           "command": "Answer the question; offer a booking."
+         *         },
+         *         {
+         *           "id": "timer-1",
+         *           "nodeType": "timer",
+         *           "command": "Book the visit with find_free_slots.",
+         *           "duration": 120
+         *         },
+         *         {
+         *           "id": "transfer-1",
+         *           "nodeType": "transfer",
+         *           "targetAgentId": "agent-reception"
          *         },
          *         {
          *           "id": "end-1",
          *           "nodeType": "end",
-         *           "command": "Goodbye!",
+         *           "command": "Thank you for calling, goodbye!",
          *           "isLiteral": true
+         *         },
+         *         {
+         *           "id": "structured-1",
+         *           "nodeType": "structured_output",
+         *           "command": "The booking the caller made.",
+         *           "schemaFields": [
+         *             {
+         *               "name": "day",
+         *               "type": "string",
+         *               "description": "The day of the visit"
+         *             },
+         *             {
+         *               "name": "reason",
+         *               "type": "enum",
+         *               "options": [
+         *                 "checkup",
+         *                 "pain",
+         *                 "cleaning"
+         *               ]
+         *             },
+         *             {
+         *               "name": "newPatient",
+         *               "type": "boolean"
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "id": "webhook-1",
+         *           "nodeType": "webhook",
+         *           "url": "https://hooks.example.com/bookings",
+         *           "headers": {
+         *             "X-Source": "front-desk"
+         *           }
          *         }
          *       ],
          *       "edges": [
@@ -7817,17 +9218,82 @@ export interface operations {
          *           "targetHandle": "stt_in"
          *         },
          *         {
+         *           "source": "mcp-1",
+         *           "sourceHandle": "output",
+         *           "target": "agent-1",
+         *           "targetHandle": "tools_in"
+         *         },
+         *         {
          *           "source": "agent-1",
          *           "sourceHandle": "output",
          *           "target": "start-1",
          *           "targetHandle": "in"
          *         },
          *         {
-         *           "id": "e-start-end",
          *           "source": "start-1",
-         *           "sourceHandle": null,
+         *           "sourceHandle": "output",
+         *           "target": "burst-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "burst-1",
+         *           "sourceHandle": "output",
+         *           "target": "ifelse-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "ifelse-1",
+         *           "sourceHandle": "true",
+         *           "target": "categorize-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "ifelse-1",
+         *           "sourceHandle": "false",
+         *           "target": "burst-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "categorize-1",
+         *           "sourceHandle": "cat_0",
+         *           "target": "timer-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "categorize-1",
+         *           "sourceHandle": "cat_1",
+         *           "target": "opentalk-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "categorize-1",
+         *           "sourceHandle": "cat_2",
+         *           "target": "transfer-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "opentalk-1",
+         *           "sourceHandle": "output",
          *           "target": "end-1",
-         *           "targetHandle": null
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "timer-1",
+         *           "sourceHandle": "output",
+         *           "target": "end-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "end-1",
+         *           "sourceHandle": "output",
+         *           "target": "structured-1",
+         *           "targetHandle": "in"
+         *         },
+         *         {
+         *           "source": "structured-1",
+         *           "sourceHandle": "output",
+         *           "target": "webhook-1",
+         *           "targetHandle": "in"
          *         }
          *       ],
          *       "sessionType": "voice"

@@ -49,6 +49,14 @@ export const METRIC_NAMES = [
 ] as const satisfies readonly (keyof TurnMetrics)[];
 export type MetricName = (typeof METRIC_NAMES)[number];
 
+/**
+ * Whether a turn called a model: a literal line (a greeting said word for word, a goodbye) calls none, and its
+ * figures (a 1 ms `turnMs`) are not a latency of the agent's — stats, a run's latency and the console's chart
+ * leave such turns out, so they do not pull the medians down.
+ */
+export const calledModel = (m: TurnMetrics): boolean =>
+  m.llmTtftMs !== undefined || m.llmDurationMs !== undefined || m.e2eLatencyMs !== undefined;
+
 /** What one model of one provider used during a session (LiveKit's usage collector, per provider and model). */
 export const ModelUsage = z.object({
   kind: z.enum(['llm', 'tts', 'stt']),

@@ -111,8 +111,11 @@ export type ValidateFlowBody = z.infer<typeof ValidateFlowBody>;
 export const ProviderRequirement = z.object({
   provider: z.string(),
   nodeIds: z.array(z.string()),
-  /** `server`: the server has a key it may use here; `request`: send one in `apiKeys`. */
-  key: z.enum(['server', 'request']),
+  /**
+   * `server`: the server has a key it may use here; `request`: send one in `apiKeys`; `none`: every use is at
+   * the flow's own `baseURL` (a local model server), which runs without a key unless one is sent.
+   */
+  key: z.enum(['server', 'request', 'none']),
 });
 export type ProviderRequirement = z.infer<typeof ProviderRequirement>;
 

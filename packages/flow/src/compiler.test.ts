@@ -427,7 +427,7 @@ describe('compile: every problem, each with its code and node or edge', () => {
     expect(messages).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/PARAM_OUT_OF_RANGE .*turnDetection.* model, vad or stt/),
-        expect.stringMatching(/PARAM_OUT_OF_RANGE .*minEndpointingDelay.* 0 to 5000 ms/),
+        expect.stringMatching(/PARAM_OUT_OF_RANGE .*minEndpointingDelay.* 0 to 3000 ms/),
         expect.stringMatching(/PARAM_OUT_OF_RANGE .*minInterruptionWords/),
         expect.stringMatching(/PARAM_OUT_OF_RANGE .*falseInterruptionTimeout/),
       ]),

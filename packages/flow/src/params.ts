@@ -164,28 +164,67 @@ const schemaFields = () =>
 
 // ---- the params of each node type ----
 
+/** What each param means, by its schema: the flow reference and the API document's node schemas print it. */
+const DESCRIPTIONS = new WeakMap<z.ZodType, string>();
+const d = <T extends z.ZodType>(description: string, schema: T): T => (
+  DESCRIPTIONS.set(schema, description),
+  schema
+);
+
 /** Who the agent is: on the `agent` node, or on the older serialization's `persona` node. */
 const persona = () => ({
-  name: text({ def: 'Agent', max: 200 }),
-  instructions: text({ max: 50_000 }),
-  language: language(),
+  name: d("The agent's name.", text({ def: 'Agent', max: 200 })),
+  instructions: d("The system prompt; the current step's `command` is added to it.", text({ max: 50_000 })),
+  language: d("The conversation's language, a BCP-47 tag (`en`, `en-US`, `de`).", language()),
 });
 
+const allowInterruptions = () =>
+  d('Whether the caller may interrupt the agent while it speaks (voice sessions).', bool(true));
+const provider = (what: string) =>
+  d(`Who runs the ${what} (the provider id, e.g. ${providerExamples[what]}).`, text({ required: true }));
+const providerExamples: Record<string, string> = {
+  model: '`openai`, `anthropic`, `google`, `groq`',
+  voice: '`elevenlabs`, `cartesia`, `openai`, `deepgram`',
+  recognition: '`deepgram`, `openai`',
+};
+const command = (what: string) => d(what, text());
+
 /**
- * How the agent takes turns in a voice session (LiveKit's turn handling; docs/flow-reference.md). Names and
- * units are the builder's (milliseconds), defaults LiveKit's own recommended ones.
+ * How the agent takes turns in a voice session (LiveKit's turn handling). Names and units are the builder's
+ * (milliseconds), defaults LiveKit's own recommended ones.
  */
 const turnHandling = () => ({
-  allowInterruptions: bool(true),
-  /** What ends the user's turn: LiveKit's end-of-turn model over the audio, the silence alone, or the STT's. */
-  turnDetection: oneOf(['model', 'vad', 'stt'], 'model'),
-  minEndpointingDelay: numOr({ min: 0, max: 5000, int: true, unit: 'ms', def: 500 }),
-  maxEndpointingDelay: numOr({ min: 100, max: 30_000, int: true, unit: 'ms', def: 3000 }),
-  minInterruptionDuration: numOr({ min: 0, max: 5000, int: true, unit: 'ms', def: 500 }),
-  minInterruptionWords: numOr({ min: 0, max: 20, int: true, def: 0 }),
-  falseInterruptionTimeout: numOr({ min: 100, max: 10_000, int: true, unit: 'ms', def: 2000 }),
-  resumeFalseInterruption: bool(true),
-  preemptiveGeneration: bool(true),
+  allowInterruptions: allowInterruptions(),
+  turnDetection: d(
+    "What ends the caller's turn: `model` (LiveKit's end-of-turn model over the audio, run locally), `vad` " +
+      "(the silence alone) or `stt` (the speech recognizer's end of speech).",
+    oneOf(['model', 'vad', 'stt'] as const, 'model'),
+  ),
+  minEndpointingDelay: d(
+    "The least silence after the caller's speech before their turn may end.",
+    numOr({ min: 0, max: 3000, int: true, unit: 'ms', def: 500 }),
+  ),
+  maxEndpointingDelay: d(
+    'The most the agent waits when the end-of-turn model says the caller is not done (at least `minEndpointingDelay`).',
+    numOr({ min: 500, max: 30_000, int: true, unit: 'ms', def: 3000 }),
+  ),
+  minInterruptionDuration: d(
+    'Speech shorter than this does not interrupt the agent.',
+    numOr({ min: 0, max: 5000, int: true, unit: 'ms', def: 500 }),
+  ),
+  minInterruptionWords: d(
+    'Words an interruption needs (from the speech recognizer).',
+    numOr({ min: 0, max: 20, int: true, def: 0 }),
+  ),
+  falseInterruptionTimeout: d(
+    'An interruption followed by no words for this long was not one.',
+    numOr({ min: 100, max: 10_000, int: true, unit: 'ms', def: 2000 }),
+  ),
+  resumeFalseInterruption: d('After a false interruption, the agent resumes where it paused.', bool(true)),
+  preemptiveGeneration: d(
+    "LiveKit starts the model on the caller's final transcript, before the turn is confirmed.",
+    bool(true),
+  ),
 });
 
 /** Each node type's params, as a draft is read: wrong values give way to their fallback. */
@@ -194,55 +233,101 @@ export const PARAMS = {
   framework: z.object(turnHandling()),
   persona: z.object(persona()),
   llm: z.object({
-    provider: text({ required: true }),
-    model: optionalText(),
-    temperature: optionalNum({ min: 0, max: 2 }),
-    maxTokens: optionalNum({ min: 1, max: 200_000, int: true }),
-    baseURL: optionalUrl(),
+    provider: provider('model'),
+    model: d("The model id (the provider's default when unset).", optionalText()),
+    temperature: d('Sampling temperature.', optionalNum({ min: 0, max: 2 })),
+    maxTokens: d('The most tokens one answer may have.', optionalNum({ min: 1, max: 200_000, int: true })),
+    baseURL: d(
+      "An OpenAI-compatible server to call instead of the provider's (a local Ollama, vLLM, llama.cpp): " +
+        "it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.",
+      optionalUrl(),
+    ),
   }),
   tts: z.object({
-    provider: text({ required: true }),
-    model: optionalText(),
-    voiceId: optionalText(),
-    baseURL: optionalUrl(),
+    provider: provider('voice'),
+    model: d("The synthesis model (the provider's default when unset).", optionalText()),
+    voiceId: d("The voice (the provider's default when unset).", optionalText()),
+    baseURL: d(
+      "An OpenAI-compatible speech server to call instead of the provider's (openai only): it passes the " +
+        "egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.",
+      optionalUrl(),
+    ),
   }),
   stt: z.object({
-    provider: text({ required: true }),
-    model: optionalText(),
-    language: optionalText(),
-    baseURL: optionalUrl(),
-    /**
-     * openai: `file` posts each utterance (cut by the VAD) to /audio/transcriptions, which every
-     * OpenAI-compatible server has; `realtime` streams over the Realtime API's WebSocket.
-     */
-    mode: oneOf(['file', 'realtime'], 'file'),
+    provider: provider('recognition'),
+    model: d("The recognition model (the provider's default when unset).", optionalText()),
+    language: d("The language to recognize (the agent's when unset).", optionalText()),
+    baseURL: d(
+      "A speech server to call instead of the provider's (openai: any OpenAI-compatible one; deepgram: an " +
+        "address only): it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.",
+      optionalUrl(),
+    ),
+    mode: d(
+      'openai: `file` posts each utterance the VAD cuts to /audio/transcriptions (what every OpenAI-compatible ' +
+        "server speaks); `realtime` streams over OpenAI's Realtime WebSocket (OpenAI's own URL only).",
+      oneOf(['file', 'realtime'] as const, 'file'),
+    ),
     // absent stays absent (not an empty list)
-    keyterms: textList().optional().catch(undefined),
+    keyterms: d('Words to recognize well (names, products).', textList().optional().catch(undefined)),
   }),
   mcp: z.object({
-    serverUrl: requiredUrl(),
-    authType: oneOf(['none', 'bearer', 'api_key'], 'none'),
-    authValue: optionalText(),
-    selectedTools: unset(textList().default([])).catch([]),
+    serverUrl: d('The MCP server (streamable HTTP); it passes the egress policy.', requiredUrl()),
+    authType: d('How to authenticate to the server.', oneOf(['none', 'bearer', 'api_key'], 'none')),
+    authValue: d('The bearer token or API key, for `authType` `bearer` or `api_key`.', optionalText()),
+    selectedTools: d(
+      'The tools the agent may call (by name); empty: none.',
+      unset(textList().default([])).catch([]),
+    ),
   }),
-  start: z.object({ command: text({ required: true }), isLiteral: bool(false) }),
-  burst: z.object({ command: text(), rounds: numOr({ min: 1, max: 10, int: true, def: 1 }) }),
-  opentalk: z.object({ command: text() }),
-  timer: z.object({ command: text(), duration: numOr({ min: 30, max: 1800, unit: 'seconds', def: 30 }) }),
-  ifelse: z.object({ conditionText: text({ required: true }) }),
+  start: z.object({
+    command: d('The opening line, or the instruction to make one from.', text({ required: true })),
+    isLiteral: d('Say `command` word for word (no model is called for it).', bool(false)),
+  }),
+  burst: z.object({
+    command: command('What to talk about in this step.'),
+    rounds: d('How many exchanges before moving on.', numOr({ min: 1, max: 10, int: true, def: 1 })),
+  }),
+  opentalk: z.object({ command: command('What to talk about in this step.') }),
+  timer: z.object({
+    command: command('What to talk about in this step.'),
+    duration: d(
+      'How long the step lasts, in seconds.',
+      numOr({ min: 30, max: 1800, unit: 'seconds', def: 30 }),
+    ),
+  }),
+  ifelse: z.object({
+    conditionText: d('The yes/no question the model answers over the transcript.', text({ required: true })),
+  }),
   categorize: z.object({
-    command: text(),
+    command: command('How to classify the conversation.'),
     // a list too long is reported and still read, so its exits are checked against what the builder drew
-    categories: unset(
-      textList(needed(listError))
-        .min(1, '`{key}` must not be empty')
-        .max(20, '`{key}` may hold at most 20 entries'),
-    ).catch(({ value }) => (isTextList(value) ? value : [])),
+    categories: d(
+      'The categories, one exit `cat_<i>` each; the last is taken when the model cannot decide.',
+      unset(
+        textList(needed(listError))
+          .min(1, '`{key}` must not be empty')
+          .max(20, '`{key}` may hold at most 20 entries'),
+      ).catch(({ value }) => (isTextList(value) ? value : [])),
+    ),
   }),
-  transfer: z.object({ targetAgentId: text({ required: true }) }),
-  end: z.object({ command: text(), isLiteral: bool(false) }),
-  structured_output: z.object({ command: text(), schemaFields: schemaFields() }),
-  webhook: z.object({ url: requiredUrl(), headers: textMap() }),
+  transfer: z.object({
+    targetAgentId: d('The id of the stored agent to hand the session to.', text({ required: true })),
+  }),
+  end: z.object({
+    command: command('The goodbye, or the instruction to make one from.'),
+    isLiteral: d('Say `command` word for word (no model is called for it).', bool(false)),
+  }),
+  structured_output: z.object({
+    command: command('What to extract, in words.'),
+    schemaFields: d(
+      'The fields to extract: `{ name, type, description?, options? }`, `options` for an `enum`.',
+      schemaFields(),
+    ),
+  }),
+  webhook: z.object({
+    url: d('Where to POST the result; it passes the egress policy.', requiredUrl()),
+    headers: d('HTTP headers to send (names to texts).', textMap()),
+  }),
 } as const;
 
 export type ParamKind = keyof typeof PARAMS;
@@ -352,3 +437,27 @@ export function mockTargets(flow: { nodes: SimpleNode[] }): { tools: Set<string>
   }
   return { tools, webhooks };
 }
+
+/** A param as the flow reference prints it: its JSON Schema (as a builder sends it) and what it means. */
+export interface ParamDoc {
+  name: string;
+  description: string | undefined;
+  /** Not set, the compiler reports `PARAM_MISSING`. */
+  required: boolean;
+  schema: Record<string, unknown>;
+}
+
+/** The params of a node type, from the same schemas the compiler reads them with. */
+export function paramDocs(kind: ParamKind): ParamDoc[] {
+  return Object.entries(shapeOf(kind)).map(([name, s]) => {
+    const { $schema: _, ...schema } = z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' });
+    return {
+      name,
+      description: DESCRIPTIONS.get(s),
+      required: !STRICT[kind].shape[name]!.safeParse(undefined).success,
+      schema,
+    };
+  });
+}
+
+export const isParamKind = (kind: string): kind is ParamKind => Object.hasOwn(PARAMS, kind);

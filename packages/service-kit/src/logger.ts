@@ -40,18 +40,46 @@ export function traceFields(): Record<string, string> {
 }
 const INVALID_TRACE_ID = '00000000000000000000000000000000';
 
-export function createLogger(service: string, level: string, destination?: pino.DestinationStream): Logger {
+/**
+ * What a logger made for another library adds to the stack's format (LiveKit Agents' logger, in the
+ * playground): fields of its own, fields read per line (the session a line was written in), and how an error
+ * is written.
+ */
+export interface LoggerExtras {
+  base?: Record<string, string>;
+  fields?: () => Record<string, unknown>;
+  serializers?: Record<string, (value: unknown) => unknown>;
+}
+
+export function createLogger(
+  service: string,
+  level: string,
+  destination?: pino.DestinationStream,
+  extras: LoggerExtras = {},
+): Logger {
+  const { fields } = extras;
   return pino(
     {
       name: service,
       level,
-      base: { service },
+      base: { service, ...extras.base },
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
-      mixin: traceFields,
+      mixin: fields ? () => ({ ...fields(), ...traceFields() }) : traceFields,
+      ...(extras.serializers ? { serializers: extras.serializers } : {}),
     },
     destination,
   );
+}
+
+/**
+ * An error as one line: its type, message and code, without the stack trace (a library that logs whole
+ * errors would otherwise write a dozen lines of frames per model failure).
+ */
+export function briefError(value: unknown): unknown {
+  if (!(value instanceof Error)) return value;
+  const code = (value as { code?: unknown }).code;
+  return { type: value.name, message: value.message, ...(code !== undefined ? { code } : {}) };
 }
 
 /** One HTTP request, as the access log records it. */

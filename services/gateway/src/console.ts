@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { extname } from 'node:path';
 import { CONSOLE_PREFIX } from './security.js';
 
 /**
@@ -17,20 +18,31 @@ export const CONSOLE_CSP = [
   "form-action 'none'",
 ].join('; ');
 
-/** The page's files (src/ and dist/ both sit one level under the service, next to console/). */
-const FILES = [
-  { url: CONSOLE_PREFIX, file: 'index.html', type: 'text/html; charset=utf-8' },
-  { url: `${CONSOLE_PREFIX}/console.js`, file: 'console.js', type: 'text/javascript; charset=utf-8' },
-  { url: `${CONSOLE_PREFIX}/console.css`, file: 'console.css', type: 'text/css; charset=utf-8' },
-] as const;
+/** What each of the page's files is served as, by extension. */
+const TYPES: Readonly<Record<string, string>> = {
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+};
 
 /**
- * The console (a page to run an agent and watch its events): three static files read once at start and
+ * The page's files (src/ and dist/ both sit one level under the service, next to console/): index.html at
+ * the prefix, and every module and style sheet beside it, so a new module of the page needs no route.
+ */
+function filesOf(dir: URL): { url: string; file: string; type: string }[] {
+  const assets = readdirSync(dir)
+    .filter((f) => Object.hasOwn(TYPES, extname(f)))
+    .sort()
+    .map((file) => ({ url: `${CONSOLE_PREFIX}/${file}`, file, type: TYPES[extname(file)]! }));
+  return [{ url: CONSOLE_PREFIX, file: 'index.html', type: 'text/html; charset=utf-8' }, ...assets];
+}
+
+/**
+ * The console (a page to build, run and test an agent): static files read once at start and
  * served as they are. The page is open like /docs; the API calls it makes carry the token.
  */
 export function registerConsole(app: FastifyInstance): void {
   const dir = new URL('../console/', import.meta.url);
-  for (const f of FILES) {
+  for (const f of filesOf(dir)) {
     const body = readFileSync(new URL(f.file, dir));
     app.get(f.url, { schema: { hide: true } }, (_req, reply) =>
       reply

@@ -25,6 +25,7 @@ import {
   VersionSummary,
   type ErrorCode,
 } from '@vab/contracts';
+import { EXAMPLE_FLOW, nodeJsonSchemas } from '@vab/flow';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import type { OpenAPIV3_1 } from 'openapi-types';
 import { z } from 'zod';
@@ -130,7 +131,11 @@ export function swaggerOptions(
         version: '0.2.0',
         description:
           'REST API of the agent builder: agents and their version snapshots, builder chat, test sessions, ' +
-          'deploys, the voice playground and flow validation. Every error has one shape (Error).',
+          'deploys, the voice playground and flow validation. Every error has one shape (Error).\n\n' +
+          'A flow is `{ nodes, edges }`; each node type, its handles and its params (types, defaults, ranges, ' +
+          'what it does at run time) are the schemas `AgentNode`, `StartNode`, … below, and the flow ' +
+          'reference in the repository, docs/flow-reference.md, with a complete example flow (also the ' +
+          'example of `Flow`).',
         license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       },
       servers: [
@@ -185,9 +190,45 @@ export function swaggerOptions(
           }
         }
       }
-      return withoutUnused(doc) as never;
+      return withNodeTypes(withoutUnused(doc)) as never;
     },
   };
+}
+
+/** `structured_output` → `StructuredOutputNode`. */
+const componentOf = (nodeType: string) =>
+  `${nodeType.replace(/(^|_)([a-z])/g, (_, __: string, c: string) => c.toUpperCase())}Node`;
+
+/**
+ * The node types as schemas of their own (from the flow compiler's tables, as docs/flow-reference.md), and a
+ * node as one of them or any other: storage keeps any node with an id (a draft, a type this server does not
+ * know), so `OtherNode` is what the contract checks; the flow's example is the full one of the reference.
+ */
+function withNodeTypes(doc: OpenApiDocument): OpenApiDocument {
+  const schemas = { ...doc.components?.schemas } as Record<string, OpenAPIV3_1.SchemaObject>;
+  const refs: OpenAPIV3_1.ReferenceObject[] = [];
+  for (const [nodeType, schema] of Object.entries(nodeJsonSchemas())) {
+    schemas[componentOf(nodeType)] = schema as OpenAPIV3_1.SchemaObject;
+    refs.push({ $ref: `#/components/schemas/${componentOf(nodeType)}` });
+  }
+  for (const name of ['SimpleNode', 'SimpleNodeInput']) {
+    const generic = schemas[name];
+    if (!generic) continue;
+    schemas.OtherNode ??= {
+      ...generic,
+      description: 'A node of a type this server does not run, or a half-built one: stored as sent.',
+    };
+    schemas[name] = {
+      description:
+        'A node: `{ id, nodeType, ...params }`, its params flat on the node (docs/flow-reference.md). Any node ' +
+        'with an id is stored as sent; validate and a run report what does not compile.',
+      anyOf: [...refs, { $ref: '#/components/schemas/OtherNode' }],
+    };
+  }
+  for (const name of ['Flow', 'FlowInput']) {
+    if (schemas[name]) schemas[name] = { ...schemas[name], examples: [EXAMPLE_FLOW] };
+  }
+  return { ...doc, components: { ...doc.components, schemas } };
 }
 
 /** The document without the component schemas nothing refers to (zod's input and output twins). */

@@ -32,6 +32,7 @@ import {
   type RequestOf,
   type Subject,
 } from '@vab/contracts';
+import { EXAMPLE_FLOW } from '@vab/flow';
 import type { z } from 'zod';
 
 export interface RouteInput<P, B> {
@@ -73,37 +74,6 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
 const AGENT_FIELDS = ['id', 'createdAt', 'updatedAt', 'version', 'archived', 'archivedAt'] as const;
 const TEST_SESSION_FIELDS = ['id', 'agentId', 'startedAt', 'status', 'usage', 'version'] as const;
 const TEST_CASE_FIELDS = ['id', 'agentId', 'createdAt', 'updatedAt'] as const;
-
-/** A small runnable flow, for the document's examples. */
-const EXAMPLE_FLOW = {
-  nodes: [
-    {
-      id: 'agent-1',
-      nodeType: 'agent',
-      name: 'Front desk',
-      instructions: 'Be brief and kind.',
-      language: 'en',
-    },
-    { id: 'llm-1', nodeType: 'llm', provider: 'openai', model: 'gpt-4o-mini' },
-    { id: 'tts-1', nodeType: 'tts', provider: 'elevenlabs', voiceId: 'Rachel' },
-    { id: 'stt-1', nodeType: 'stt', provider: 'deepgram', model: 'nova-3' },
-    {
-      id: 'start-1',
-      nodeType: 'start',
-      command: 'Hello! How can I help?',
-      isLiteral: true,
-      position: { x: 0, y: 0 },
-    },
-    { id: 'end-1', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
-  ],
-  edges: [
-    { source: 'llm-1', sourceHandle: 'output', target: 'agent-1', targetHandle: 'llm_in' },
-    { source: 'tts-1', sourceHandle: 'output', target: 'agent-1', targetHandle: 'tts_in' },
-    { source: 'stt-1', sourceHandle: 'output', target: 'agent-1', targetHandle: 'stt_in' },
-    { source: 'agent-1', sourceHandle: 'output', target: 'start-1', targetHandle: 'in' },
-    { id: 'e-start-end', source: 'start-1', sourceHandle: null, target: 'end-1', targetHandle: null },
-  ],
-};
 
 function route<S extends Subject, P = Record<string, never>, B = undefined>(
   def: RouteDef<S, P, B>,

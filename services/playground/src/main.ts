@@ -4,8 +4,11 @@ import { redisTargetOf } from '@vab/storage';
 import { loadConfig } from './config.js';
 import { surviveLiveKitRejections } from './runtime/stray-rejections.js';
 import { startPlaygroundService } from './service.js';
+import { logLiveKitAs } from './telemetry.js';
 
 const config = configOrExit('playground', () => loadConfig(process.env));
+// LiveKit Agents logs in the stack's format, with the session's ids (before any of its loggers exists)
+logLiveKitAs(config.LOG_LEVEL);
 
 runProcess({
   service: 'playground',

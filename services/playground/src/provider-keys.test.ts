@@ -24,8 +24,16 @@ describe('where the server key may go', () => {
     ['http://10.0.0.5:8000/v1', 'server'],
   ])('an openai model at %s runs with the %s key', (baseURL, expected) => {
     const got = rule.resolve('openai', baseURL, undefined, env);
-    expect(got?.source ?? 'none').toBe(expected);
-    if (got) expect(got.key).toBe('server-openai');
+    expect(got?.source).toBe(expected);
+    // elsewhere a model runs keyless: the placeholder, never the server's key
+    expect(got?.key).toBe(expected === 'server' ? 'server-openai' : 'no-key');
+  });
+
+  it('leaves a model at its provider with no key anywhere without one (MISSING_CREDENTIALS)', () => {
+    expect(rule.resolve('openai', undefined, undefined, {})).toBeUndefined();
+    expect(rule.resolve('openai', 'https://api.openai.com/v1', {}, {})).toBeUndefined();
+    // a trusted URL with no server key set is the flow's own server: keyless
+    expect(rule.resolve('openai', 'http://10.0.0.5:8000/v1', undefined, {})?.key).toBe('no-key');
   });
 
   it("uses a key sent with the request wherever the flow points (it is the caller's own)", () => {

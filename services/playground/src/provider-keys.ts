@@ -4,7 +4,14 @@ import { providerSpec, type ProviderSpec } from './providers.js';
 /** Provider key variables as the server has them now (its env file over its process environment). */
 export type KeyEnv = Readonly<Record<string, string | undefined>>;
 
-export type KeySource = 'request' | 'server';
+export type KeySource = 'request' | 'server' | 'none';
+
+/**
+ * The key a model at a flow's own base URL runs with when no key may go there: OpenAI-compatible local
+ * servers (Ollama, vLLM, llama.cpp) need none, but the clients insist on one. A fixed placeholder, never a
+ * server secret; a server there that does need a key answers 401 at the first call.
+ */
+export const NO_KEY = 'no-key';
 
 const given = (v: string | null | undefined): v is string => typeof v === 'string' && v.trim() !== '';
 
@@ -56,7 +63,11 @@ export class KeyRule {
       .find(given);
   }
 
-  /** The key a model of `provider` at `baseURL` runs with, and where it came from; undefined: none may. */
+  /**
+   * The key a model of `provider` at `baseURL` runs with, and where it came from: the request's, the
+   * server's where it may go, else at a flow's own URL none (NO_KEY); undefined: the provider's own endpoint
+   * and no key for it.
+   */
   resolve(
     provider: string,
     baseURL: string | undefined,
@@ -66,8 +77,14 @@ export class KeyRule {
     const fromRequest = apiKeys && Object.hasOwn(apiKeys, provider) ? apiKeys[provider] : undefined;
     if (given(fromRequest)) return { key: fromRequest, source: 'request' };
     const spec = providerSpec(provider);
-    if (!spec || !this.serverKeyMayGo(spec, baseURL)) return undefined;
-    const key = this.serverKey(provider, env);
-    return key === undefined ? undefined : { key, source: 'server' };
+    if (!spec) return undefined;
+    const key = this.serverKeyMayGo(spec, baseURL) ? this.serverKey(provider, env) : undefined;
+    if (key !== undefined) return { key, source: 'server' };
+    return this.keyless(spec, baseURL) ? { key: NO_KEY, source: 'none' } : undefined;
+  }
+
+  /** A model at a flow's own base URL (not the provider's endpoint) may run without a key. */
+  keyless(spec: ProviderSpec, baseURL: string | undefined): boolean {
+    return baseURL !== undefined && !under(baseURL, new URL(spec.defaultBaseURL));
   }
 }

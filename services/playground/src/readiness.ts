@@ -164,11 +164,7 @@ export class ReadinessCheck {
       if (endpoints.has(useKey(use))) continue;
       const resolved = this.deps.keys.resolve(use.provider, use.baseURL, apiKeys ?? undefined, env);
       if (!resolved) {
-        missing.push(
-          use.baseURL === undefined
-            ? use.provider
-            : `${use.provider} (node ${use.nodeId} names its own baseURL: only a key sent in apiKeys.${use.provider} goes there)`,
-        );
+        missing.push(use.provider);
         continue;
       }
       endpoints.set(useKey(use), {
@@ -179,10 +175,7 @@ export class ReadinessCheck {
       });
     }
     if (missing.length > 0) {
-      throw new AppError(
-        'MISSING_CREDENTIALS',
-        `missing API key for: ${[...new Set(missing)].join(', ')} (send it in apiKeys or set it on the server)`,
-      );
+      throw new AppError('MISSING_CREDENTIALS', missingKeysMessage([...new Set(missing)]));
     }
     return endpoints;
   }
@@ -234,9 +227,11 @@ export class ReadinessCheck {
         spec !== undefined &&
         this.deps.keys.serverKeyMayGo(spec, use.baseURL) &&
         this.deps.keys.serverKey(use.provider, env) !== undefined;
+      const keyless = spec !== undefined && !server && this.deps.keys.keyless(spec, use.baseURL);
       const req = byProvider.get(use.provider) ?? { provider: use.provider, nodeIds: [], key: 'server' };
       if (!req.nodeIds.includes(use.nodeId)) req.nodeIds.push(use.nodeId);
-      if (!server) req.key = 'request';
+      // one use that needs a sent key makes the provider's; keyless only when no use needs one
+      if (!server) req.key = req.key === 'request' || !keyless ? 'request' : 'none';
       byProvider.set(use.provider, req);
     }
     return [...byProvider.values()];
@@ -275,6 +270,19 @@ function baseUrlIssue(
 function streamingTts(model: tts.TTS): tts.TTS {
   if (model.capabilities.streaming) return model;
   return new livekitTts.StreamAdapter(model, new tokenize.basic.SentenceTokenizer());
+}
+
+/**
+ * What to do about providers with no key: only a model at its provider's own endpoint lacks one (a flow's
+ * own base URL runs keyless), so it says which request field, or which server variable, would bring it.
+ */
+function missingKeysMessage(providers: string[]): string {
+  const each = providers.map((p) => {
+    const vars = providerSpec(p)?.envVars ?? [];
+    const server = vars.length > 0 ? `, or set ${vars.join(' or ')} on the server` : '';
+    return `send apiKeys.${p}${server}`;
+  });
+  return `missing API key for ${providers.join(', ')}: ${each.join('; ')}`;
 }
 
 function runnable(

@@ -1,5 +1,7 @@
-import { telemetry } from '@livekit/agents';
-import type { Tracing } from '@vab/service-kit';
+import { initializeLogger, telemetry } from '@livekit/agents';
+import { briefError, createLogger, type Tracing } from '@vab/service-kit';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { DestinationStream } from 'pino';
 
 const traced = new WeakSet<object>();
 
@@ -17,4 +19,42 @@ export function traceLiveKit(tracing: Tracing | undefined): void {
     registerSpanProcessor: (processor) => tracing.addSpanProcessor(processor),
     allowPii: tracing.captureContent,
   });
+}
+
+/** The session a LiveKit line was written in: its key (as the playground's own lines name it), agent, request. */
+export interface SessionLogFields {
+  sessionKey: string;
+  agentId?: string | undefined;
+  requestId?: string | undefined;
+}
+
+const sessionFields = new AsyncLocalStorage<SessionLogFields>();
+
+/** Runs `fn` as work of that session: what LiveKit logs within it (its tasks inherit the context) names it. */
+export const inSession = <T>(fields: SessionLogFields, fn: () => T): T =>
+  sessionFields.run({ ...sessionFields.getStore(), ...fields }, fn);
+
+/** Where LiveKit Agents' `log()` finds its logger (a global, so its ESM and CJS builds share one). */
+const LIVEKIT_LOGGER = Symbol.for('@livekit/agents:logger');
+
+/**
+ * LiveKit Agents writes through a pino logger of its own (epoch times, whole stack traces, no session). Its
+ * `initializeLogger` takes only `pretty` and `level`, so after it this process puts a logger of the stack's
+ * format where `log()` reads it: ISO times, `service`, redaction, the trace ids, `component: "livekit"`, the
+ * session's key, agent and request (bound with `inSession`), and an error as its type, message and code. Its
+ * level is `warn` (LiveKit's info lines are per-turn chatter) unless LOG_LEVEL asks for more.
+ */
+export function logLiveKitAs(level: string, destination?: DestinationStream): void {
+  const livekitLevel = level === 'debug' || level === 'trace' ? level : 'warn';
+  initializeLogger({ pretty: false, level: livekitLevel });
+  (globalThis as Record<symbol, unknown>)[LIVEKIT_LOGGER] = createLogger(
+    'playground',
+    livekitLevel,
+    destination,
+    {
+      base: { component: 'livekit' },
+      fields: () => ({ ...sessionFields.getStore() }),
+      serializers: { error: briefError, err: briefError },
+    },
+  );
 }

@@ -21,6 +21,7 @@ import type { z } from 'zod';
 import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
+import { inSession } from '../telemetry.js';
 
 export interface HostConfig {
   /** Sessions (voice and text together) one instance runs at once. */
@@ -210,7 +211,11 @@ export class SessionHost implements HostView {
     }
     const { key } = hosted;
     try {
-      const started = await start(this.contextOf(hosted));
+      // the session's tasks (LiveKit's included) inherit this context: their lines name the session
+      const started = await inSession(
+        { sessionKey: key, agentId: opts.agentId, requestId: opts.requestId },
+        () => start(this.contextOf(hosted)),
+      );
       if (hosted.stopping) throw new AppError('UPSTREAM_FAILED', 'the session ended while it started');
       hosted.turn = started.turn;
       this.touch(hosted);
@@ -403,7 +408,10 @@ export class SessionHost implements HostView {
     this.touch(hosted);
     const span = trace.getActiveSpan();
     if (hosted.startedIn && span?.isRecording()) span.addLink({ context: hosted.startedIn });
-    return { sessionId: key, ...(await hosted.turn(text)) };
+    const run = hosted.turn;
+    // what LiveKit logs during the turn names the session and the request
+    const result = await inSession({ sessionKey: key, agentId, requestId }, () => run(text));
+    return { sessionId: key, ...result };
   }
 
   /**

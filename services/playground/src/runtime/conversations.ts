@@ -1,4 +1,4 @@
-import { initializeLogger, type voice } from '@livekit/agents';
+import { initializeLogger, loggerOptions, type voice } from '@livekit/agents';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
 import {
   AppError,
@@ -52,8 +52,6 @@ export interface ConverseOptions extends TransportSide {
   mocks?: CaseMocks | undefined;
 }
 
-let agentsLoggerReady = false;
-
 /**
  * Makes conversations the same way for both transports: the flow's MCP tools connected, transfer targets
  * loaded over the bus and put through the same readiness check as any start, post-processing through the
@@ -69,11 +67,9 @@ export class ConversationKit {
       config: ConversationKitConfig;
     },
   ) {
-    if (!agentsLoggerReady) {
-      // LiveKit Agents refuses to build a session before its logger exists
-      initializeLogger({ pretty: false, level: 'warn' });
-      agentsLoggerReady = true;
-    }
+    // LiveKit Agents refuses to build a session before its logger exists; the process may have given it
+    // one of the stack's format already (main.ts, logLiveKitAs)
+    if (!loggerOptions()) initializeLogger({ pretty: false, level: 'warn' });
   }
 
   private mcp(log: Logger, observer?: ToolObserver): McpOptions {

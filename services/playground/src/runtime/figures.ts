@@ -37,8 +37,9 @@ export class TurnClock {
 
   llmCall(m: metrics.LLMMetrics): void {
     this.llmDurationMs += m.durationMs;
-    // a branch decision is a model call too, but not the one the user waits on for the reply
-    if (this.llmTtftMs === undefined && m.speechId) this.llmTtftMs = m.ttftMs;
+    // a branch decision is a model call too, but not the one the user waits on for the reply; a call that
+    // failed before its first token reports -1 (LiveKit's "none"), which is no time to first token
+    if (this.llmTtftMs === undefined && m.speechId && m.ttftMs >= 0) this.llmTtftMs = m.ttftMs;
   }
 
   reply(report: llm.MetricsReport | undefined): void {

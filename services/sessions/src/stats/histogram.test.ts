@@ -28,8 +28,8 @@ describe('mergeable histograms', () => {
     let seed = 7;
     const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
     const values = Array.from({ length: 5000 }, () => Math.exp(random() * 7) * (1 + random()));
-    const a = applied(values.slice(0, 2500).map((v) => turnDelta({ turnMs: v })));
-    const b = applied(values.slice(2500).map((v) => turnDelta({ turnMs: v })));
+    const a = applied(values.slice(0, 2500).map((v) => turnDelta({ turnMs: v, llmTtftMs: 1 })));
+    const b = applied(values.slice(2500).map((v) => turnDelta({ turnMs: v, llmTtftMs: 1 })));
     const merged = new Map<string, number>();
     mergeInto(merged, a);
     mergeInto(merged, b);
@@ -76,5 +76,18 @@ describe('mergeable histograms', () => {
         sttAudioSeconds: 0,
       },
     ]);
+  });
+});
+
+describe('a turn that called no model', () => {
+  it('is no turn of the stats: a literal greeting of 1 ms does not pull the median down', () => {
+    const model = [400, 500, 600].map((v) => turnDelta({ turnMs: v, llmTtftMs: v / 2 }));
+    const literal = [1, 1, 1, 1].map((v) => turnDelta({ turnMs: v }));
+    const merged = new Map<string, number>();
+    mergeInto(merged, applied([...model, ...literal]));
+    const stats = statsOf(merged, { agentId: 'a', version: 1, since: null });
+    expect(stats.turns).toBe(3);
+    expect(stats.figures.turnMs).toMatchObject({ count: 3, max: 600 });
+    expect(stats.figures.turnMs!.p50).toBeGreaterThan(450);
   });
 });

@@ -1,4 +1,5 @@
 import {
+  calledModel,
   METRIC_NAMES,
   USAGE_FIELDS,
   type AgentStats,
@@ -38,9 +39,10 @@ export interface StatsDelta {
 
 export const emptyDelta = (): StatsDelta => ({ incr: {}, fincr: {}, max: {} });
 
-/** One agent turn's figures. */
+/** One agent turn's figures; a turn that called no model (a literal line) is not counted. */
 export function turnDelta(metrics: TurnMetrics): StatsDelta {
   const d = emptyDelta();
+  if (!calledModel(metrics)) return d;
   d.incr.turns = 1;
   for (const name of METRIC_NAMES) {
     const v = metrics[name];

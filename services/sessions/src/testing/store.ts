@@ -1,4 +1,5 @@
 import {
+  calledModel,
   AppError,
   METRIC_NAMES,
   USAGE_FIELDS,
@@ -45,11 +46,15 @@ export interface RunMeta {
   latencyChange?: TestRun['latencyChange'];
 }
 
-/** The p50 (nearest rank) of each figure over a run's agent turns: exact, a run has few turns. */
+/**
+ * The p50 (nearest rank) of each figure over a run's agent turns that called a model: exact, a run has few
+ * turns.
+ */
 export function runLatency(cases: CaseResult[]): TestRun['latency'] {
   const values = new Map<MetricName, number[]>();
   for (const c of cases) {
     for (const m of c.observed?.metrics ?? []) {
+      if (!calledModel(m)) continue;
       for (const name of METRIC_NAMES) {
         const v = m[name];
         if (v !== undefined) values.set(name, [...(values.get(name) ?? []), v]);
