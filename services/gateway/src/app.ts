@@ -25,7 +25,7 @@ import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSet
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { PROXY_METHODS, registerUpstream } from './proxy.js';
 import { routes, type AnyRoute } from './route-table.js';
-import { DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
+import { callerOf, DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
 import { createTickets, kvUsedTickets, registerTicketRoute } from './tickets.js';
 
 export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'> &
@@ -114,7 +114,7 @@ export async function buildGateway(deps: {
   const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
   for (const r of routes) registerRoute(app, bus, r, config, security, streams);
-  registerTicketRoute(app, tickets);
+  registerTicketRoute(app, tickets, { upstream: Boolean(config.UPSTREAM_URL), callerOf });
   if (config.UPSTREAM_URL) {
     await registerUpstream(
       app,
@@ -202,6 +202,7 @@ export async function apiDocument(
   registerTicketRoute(
     app,
     createTickets({ apiTokens: [], ttlMs: config.TICKET_TTL_MS, used: { markUsed: async () => false } }),
+    { upstream: false, callerOf },
   );
   await app.ready();
   const doc = app.swagger() as unknown as Record<string, unknown>;

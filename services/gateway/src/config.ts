@@ -17,6 +17,11 @@ const Env = {
   CORS_ORIGINS: z.string().optional(),
   RATE_LIMIT_MAX: envInt(600, 1),
   RATE_LIMIT_WINDOW_MS: envInt(60_000, 1000),
+  /**
+   * Requests without a valid token (none, a wrong one, a bad ticket) one address may make per
+   * RATE_LIMIT_WINDOW_MS; past it everything from that address answers 429 until the window ends.
+   */
+  AUTH_FAILURE_LIMIT_MAX: envInt(30, 1),
   /** Per caller and window, for what starts sessions: POST /api/agent-session, text sessions, test runs. */
   SESSION_RATE_LIMIT_MAX: envInt(20, 1),
   /** Redis for rate-limit counters shared by every gateway instance (only counters, never API data). */
@@ -81,6 +86,7 @@ export function securityOf(config: GatewayConfig): Omit<SecurityConfig, 'rateLim
     rateLimitMax: config.RATE_LIMIT_MAX,
     rateLimitWindowMs: config.RATE_LIMIT_WINDOW_MS,
     sessionRateLimitMax: config.SESSION_RATE_LIMIT_MAX,
+    authFailureLimitMax: config.AUTH_FAILURE_LIMIT_MAX,
   };
 }
 

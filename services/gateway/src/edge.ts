@@ -6,6 +6,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { randomUUID } from 'node:crypto';
 import { errorHandler } from './errors.js';
+import { bodyText, checkJsonShape } from './json-body.js';
 import { registerSecurity, type SecurityConfig } from './security.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -54,11 +55,21 @@ export async function createEdge(opts: {
   app.removeContentTypeParser('text/plain');
   // Fastify's own JSON parser (prototype poisoning refused), except that an empty body is no body: a fetch
   // wrapper that always sets Content-Type must not break the routes that take none.
+  // The body must be UTF-8 (another charset 415, invalid bytes 400), nest at most MAX_JSON_DEPTH levels and
+  // hold no number a double cannot (json-body.ts): checked before parsing, so nothing past here overflows.
   const json = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if (body === '') done(null, undefined);
-    else void json(req, body as string, done);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    let text: string;
+    try {
+      text = bodyText(body as Buffer, req.headers['content-type']);
+      if (text !== '') checkJsonShape(text);
+    } catch (err) {
+      done(err as Error, undefined);
+      return;
+    }
+    if (text === '') done(null, undefined);
+    else void json(req, text, done);
   });
   // Route schemas are the contracts' zod schemas: validated with zod, documented from the same schemas.
   app.setValidatorCompiler(validatorCompiler);

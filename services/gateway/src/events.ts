@@ -21,6 +21,7 @@ import {
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import { SessionFeed, type FeedReader } from './session-feed.js';
+import { callerOf } from './security.js';
 
 export interface EventStreamSettings {
   /** A comment line this often keeps proxies from closing an idle stream; the owner is checked as often. */
@@ -221,14 +222,15 @@ export class EventStreams {
   }
 
   private takeSlot(req: FastifyRequest, reply: FastifyReply): () => void {
-    const client = req.ip;
+    // per caller: a token's identity (a ticket carries its maker's), else the address
+    const client = callerOf(req);
     const n = this.perClient.get(client) ?? 0;
     const { maxStreamsPerClient, heartbeatMs } = this.deps.settings;
     if (n >= maxStreamsPerClient) {
       reply.header('retry-after', String(Math.ceil(heartbeatMs / 1000)));
       throw new AppError(
         'RATE_LIMITED',
-        `at most ${maxStreamsPerClient} event streams may be open at once per client`,
+        `at most ${maxStreamsPerClient} event streams may be open at once per caller`,
       );
     }
     this.perClient.set(client, n + 1);
