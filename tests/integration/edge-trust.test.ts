@@ -2,6 +2,7 @@ import { connect } from '@nats-io/transport-node';
 import { BusClient } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { request as httpRequest } from 'node:http';
+import { connect as netConnect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, sampleFlow, startStack, type Stack } from '../helpers/stack.js';
 
@@ -179,5 +180,97 @@ describe('deep and odd JSON (items 6, 14)', () => {
     });
     const declared = await post('{"name":"é"}', 'application/json; charset="UTF-8"');
     expect(declared.status).toBe(201);
+  });
+});
+
+describe('connections that hold on (items 8, 14)', () => {
+  let slow: Stack;
+  let port: number;
+  beforeAll(async () => {
+    slow = await startStack({
+      gateway: { REQUEST_RECEIVE_TIMEOUT_MS: 1000, MAX_CONNECTIONS_PER_ADDRESS: 4 },
+    });
+    port = Number(new URL(slow.baseUrl).port);
+  });
+  afterAll(() => slow.close());
+
+  /** A raw connection: what it was answered (all of it, once the server closed it) and when it closed. */
+  function raw(localAddress = '127.0.0.1') {
+    const socket = netConnect({ host: '127.0.0.1', port, localAddress });
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (received += d));
+    socket.on('error', () => undefined);
+    const closed = new Promise<{ text: string; at: number }>((resolve) =>
+      socket.once('close', () => resolve({ text: received, at: Date.now() })),
+    );
+    const connected = new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    return { socket, closed, connected };
+  }
+  const bodyOf = (text: string) =>
+    JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>;
+
+  it('cuts off a body that trickles, and one that stalls, with a 408 in the API’s error shape', async () => {
+    const started = Date.now();
+    const trickle = raw();
+    const stall = raw();
+    await Promise.all([trickle.connected, stall.connected]);
+    const head = `POST /api/agents HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n`;
+    trickle.socket.write(head + '{');
+    stall.socket.write(head + '{"name":');
+    const timer = setInterval(() => trickle.socket.writable && trickle.socket.write(' '), 200);
+    try {
+      for (const { closed } of [trickle, stall]) {
+        const { text, at } = await closed;
+        expect(text).toMatch(/^HTTP\/1\.1 408 /);
+        expect(bodyOf(text)).toMatchObject({ code: 'REQUEST_TIMEOUT', requestId: expect.any(String) });
+        // 1 s to arrive, checked every 0.5 s
+        expect(at - started).toBeLessThan(4000);
+      }
+    } finally {
+      clearInterval(timer);
+    }
+  });
+
+  it('answers malformed requests 400 and oversized headers 431 in the API’s error shape', async () => {
+    const bad = raw();
+    await bad.connected;
+    bad.socket.write('NOT HTTP AT ALL\r\n\r\n');
+    const badText = (await bad.closed).text;
+    expect(badText).toMatch(/^HTTP\/1\.1 400 /);
+    expect(bodyOf(badText)).toMatchObject({
+      code: 'VALIDATION_FAILED',
+      message: 'the request is not valid HTTP',
+    });
+    const big = raw();
+    await big.connected;
+    big.socket.write(`GET /api/agents HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    const bigText = (await big.closed).text;
+    expect(bigText).toMatch(/^HTTP\/1\.1 431 /);
+    expect(bodyOf(bigText)).toMatchObject({ code: 'HEADERS_TOO_LARGE' });
+  });
+
+  it('holds at most MAX_CONNECTIONS_PER_ADDRESS connections per address; others are served', async () => {
+    const held = Array.from({ length: 4 }, () => raw('127.0.0.6'));
+    await Promise.all(held.map((h) => h.connected));
+    const extra = raw('127.0.0.6');
+    const refused = await extra.closed;
+    expect(refused.text).toBe('');
+    // another address is served meanwhile
+    const other = raw('127.0.0.7');
+    await other.connected;
+    other.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect((await other.closed).text).toMatch(/^HTTP\/1\.1 200 /);
+    // one closed, one more may come
+    held[0]!.socket.destroy();
+    await held[0]!.closed;
+    await expect
+      .poll(async () => {
+        const again = raw('127.0.0.6');
+        again.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+        return (await again.closed).text.slice(0, 12);
+      })
+      .toBe('HTTP/1.1 200');
+    for (const h of held) h.socket.destroy();
   });
 });

@@ -37,6 +37,8 @@ export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOU
       | 'UPSTREAM_FORWARD_AUTHORIZATION'
       | 'TICKET_TTL_MS'
       | 'PUBLIC_URL'
+      | 'REQUEST_RECEIVE_TIMEOUT_MS'
+      | 'MAX_CONNECTIONS_PER_ADDRESS'
     >
   > & {
     security?: Partial<SecurityConfig>;
@@ -87,6 +89,8 @@ export async function buildGateway(deps: {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     security,
     tracing: deps.tracing,
+    receiveTimeoutMs: config.REQUEST_RECEIVE_TIMEOUT_MS,
+    maxConnectionsPerAddress: config.MAX_CONNECTIONS_PER_ADDRESS,
   });
 
   const maxPayload = nc.info?.max_payload;

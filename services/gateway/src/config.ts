@@ -11,6 +11,13 @@ const Env = {
   /** How long the gateway waits for a service's reply before answering 504. */
   REQUEST_TIMEOUT_MS: envInt(5000, 50),
   READY_TIMEOUT_MS: envInt(1000, 50),
+  /**
+   * How long a request's headers and body may take to arrive (Node's requestTimeout): a body that trickles
+   * or stalls is cut off with 408 after it. Not a bound on the answer (an event stream runs for as long).
+   */
+  REQUEST_RECEIVE_TIMEOUT_MS: envInt(30_000, 100),
+  /** Connections one address may hold open at once (more are closed on accept); 0: no cap (behind a proxy). */
+  MAX_CONNECTIONS_PER_ADDRESS: envInt(256, 0),
   /** Comma-separated bearer tokens required on /api/*; unset: the API is open. */
   API_TOKENS: z.string().optional(),
   /** Comma-separated origins allowed by CORS; unset: no cross-origin access. */

@@ -102,7 +102,7 @@ export class EventStreams {
   private readonly js: JetStreamClient;
   private jsm: Promise<JetStreamManager> | undefined;
   private readonly perClient = new Map<string, number>();
-  private readonly open = new Set<() => void>();
+  private readonly open = new Set<(closing?: string) => void>();
   /** Each session's shared feed on this gateway, by its events subject. */
   private readonly feeds = new Map<string, SessionFeed>();
 
@@ -128,7 +128,13 @@ export class EventStreams {
 
   /** Ends every open stream (a gateway that stops): clients reconnect elsewhere with their Last-Event-ID. */
   closeAll(): void {
-    for (const end of [...this.open]) end();
+    // a frame that says why, not a cut stream: the client reconnects (another gateway, or this one restarted)
+    // from its last event
+    const closing = errorFrame(
+      'SERVICE_UNAVAILABLE',
+      'this gateway is stopping: reconnect with Last-Event-ID to go on from the last event',
+    );
+    for (const end of [...this.open]) end(closing);
   }
 
   /** The last stored event of a session: its id and stream sequence, or none. */
