@@ -183,6 +183,18 @@ describe('deep and odd JSON (items 6, 14)', () => {
   });
 });
 
+describe('the API reference page (item 14, issue 36)', () => {
+  it('sends /docs/static/index.html?x to /docs/?x (not to itself) and lets the page set its inline styles only', async () => {
+    const res = await fetch(`${stack.baseUrl}/docs/static/index.html?x=1`, { redirect: 'manual' });
+    expect(res.status).toBe(302);
+    expect(res.headers.get('location')).toBe('/docs/?x=1');
+    const page = await fetch(`${stack.baseUrl}/docs/`);
+    const csp = page.headers.get('content-security-policy')!;
+    expect(csp).toMatch(/style-src 'self' 'unsafe-inline'/);
+    expect(csp).not.toMatch(/script-src[^;]*unsafe-inline/);
+  });
+});
+
 describe('connections that hold on (items 8, 14)', () => {
   let slow: Stack;
   let port: number;

@@ -8,9 +8,9 @@ import { built } from '../helpers/processes.js';
 
 // `npm start` (scripts/stack.mjs) when one of its processes dies, and when it is told to stop (issue 35, 11).
 const script = join(import.meta.dirname, '..', '..', 'scripts', 'stack.mjs');
-const cleanups: (() => void)[] = [];
-afterEach(() => {
-  for (const c of cleanups.splice(0)) c();
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0)) await c();
 });
 
 interface LogRecord {
@@ -57,8 +57,14 @@ async function startScript(extra: Record<string, string> = {}) {
   child.stdout.on('data', take);
   child.stderr.on('data', take);
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  cleanups.push(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
+  // a failed test still stops what the script started: SIGTERM (it stops its children), SIGKILL if it hangs
+  cleanups.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(killer);
+    }
     rmSync(state, { recursive: true, force: true });
   });
   const seen = (msg: string) => records.find((r) => r.msg?.startsWith(msg));

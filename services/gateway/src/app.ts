@@ -16,7 +16,7 @@ import {
   Subjects,
   TestSessionParams,
 } from '@vab/contracts';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { registerConsole } from './console.js';
@@ -108,6 +108,13 @@ export async function buildGateway(deps: {
   await app.register(swaggerUi, {
     routePrefix: DOCS_PREFIX,
     staticCSP: true,
+    // Swagger UI sets a style attribute the library's policy (no style hashes) refuses: an error in every
+    // console. Inline styles only, never scripts.
+    transformStaticCSP: (header) => header.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'"),
+    // no call to validator.swagger.io from the page (the document is checked by `npm run lint`)
+    uiConfig: { validatorUrl: null },
+    // the library's redirect keeps a query on the path it redirects to (`/docs/static/index.html?x` to itself)
+    uiHooks: { onRequest: redirectIndexWithQuery },
     transformSpecification: () => document,
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
@@ -135,6 +142,17 @@ export async function buildGateway(deps: {
     );
   }
   return app;
+}
+
+const INDEX_HTML = `${DOCS_PREFIX}/static/index.html`;
+/** `/docs/static/index.html?…` goes to `/docs/?…` (the library matches the path only without a query). */
+function redirectIndexWithQuery(req: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const url = req.url;
+  if (url.startsWith(`${INDEX_HTML}?`)) {
+    void reply.redirect(`${DOCS_PREFIX}/${url.slice(INDEX_HTML.length)}`);
+    return;
+  }
+  done();
 }
 
 /** `/metrics`, `/healthz` and `/readyz`: for the operator's probes and scrapers, not in the API document. */
