@@ -4,6 +4,8 @@ import { Subjects } from '@vab/contracts';
 import { request as httpRequest } from 'node:http';
 import { connect as netConnect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fullFlow, withNode } from '@vab/testkit';
+import { startOpenAiStub, clinicScript } from '../../services/playground/test/openai-stub.js';
 import { api, sampleFlow, startStack, type Stack } from '../helpers/stack.js';
 
 // Issue 35's holes at the edge, as an attacker met them: guessing tokens, tickets for any path, deep or odd
@@ -284,5 +286,49 @@ describe('connections that hold on (items 8, 14)', () => {
       })
       .toBe('HTTP/1.1 200');
     for (const h of held) h.socket.destroy();
+  });
+});
+
+describe('per-caller session quota (item 9)', () => {
+  it('holds each caller to MAX_SESSIONS_PER_CALLER open sessions, through any gateway; other callers go on', async () => {
+    const stub = await startOpenAiStub(clinicScript);
+    const q = await startStack({
+      security: { apiTokens: ['caller-a', 'caller-b'] },
+      playground: { MAX_SESSIONS_PER_CALLER: 2 },
+    });
+    const other = await q.addGateway();
+    const a = { authorization: 'Bearer caller-a' };
+    const b = { authorization: 'Bearer caller-b' };
+    try {
+      const h = api(q.baseUrl);
+      const flow = withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' });
+      const agent = (await h.post('/api/agents', { name: 'Quota', flow }, a)).body.id as string;
+      const start = (via: string, who: Record<string, string>) =>
+        api(via).post(`/api/agents/${agent}/text-sessions`, { apiKeys: { openai: 'sk-x' } }, who);
+      const first = await start(q.baseUrl, a);
+      expect(first.status).toBe(201);
+      expect((await start(other.baseUrl, a)).status).toBe(201);
+      // the third, through either gateway: the count is the playground's, not a gateway's
+      for (const via of [q.baseUrl, other.baseUrl]) {
+        const refused = await start(via, a);
+        expect(refused.status).toBe(429);
+        expect(refused.body).toMatchObject({
+          code: 'RATE_LIMITED',
+          message: expect.stringContaining('at most 2 sessions may be open at once per caller'),
+        });
+      }
+      // another caller is not affected
+      expect((await start(q.baseUrl, b)).status).toBe(201);
+      // one ended: room for one more
+      const sessionId = first.body.sessionId as string;
+      expect((await h.delete(`/api/agents/${agent}/text-sessions/${sessionId}`, undefined, a)).status).toBe(
+        200,
+      );
+      expect((await start(q.baseUrl, a)).status).toBe(201);
+    } finally {
+      await other.close();
+      await q.close();
+      await stub.close();
+    }
   });
 });

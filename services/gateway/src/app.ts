@@ -418,6 +418,8 @@ function registerRoute(
           timeoutMs: spec.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
           requestId: String(req.id),
           idempotencyKey: typeof idempotencyKey === 'string' ? idempotencyKey : undefined,
+          // what starts sessions says who asked: the playground holds each caller to a quota
+          caller: r.expensive ? callerOf(req) : undefined,
         });
       } catch (err) {
         const meaning = spec.noResponders;
