@@ -295,6 +295,7 @@ describe('per-caller session quota (item 9)', () => {
     const q = await startStack({
       security: { apiTokens: ['caller-a', 'caller-b'] },
       playground: { MAX_SESSIONS_PER_CALLER: 2 },
+      events: { maxStreamsPerClient: 1 },
     });
     const other = await q.addGateway();
     const a = { authorization: 'Bearer caller-a' };
@@ -319,6 +320,17 @@ describe('per-caller session quota (item 9)', () => {
       }
       // another caller is not affected
       expect((await start(q.baseUrl, b)).status).toBe(201);
+      // event streams count per caller too (one each here), from the same address; a ticket's counts for its maker
+      const events = `/api/agents/${agent}/test-sessions/${first.body.sessionId as string}/events`;
+      const mine = await fetch(q.baseUrl + events, { headers: a });
+      expect(mine.status).toBe(200);
+      expect((await fetch(q.baseUrl + events, { headers: a })).status).toBe(429);
+      const ticket = (await h.post('/api/tickets', { path: events }, a)).body.ticket as string;
+      expect((await fetch(`${q.baseUrl}${events}?ticket=${encodeURIComponent(ticket)}`)).status).toBe(429);
+      const theirs = await fetch(q.baseUrl + events, { headers: b });
+      expect(theirs.status).toBe(200);
+      await mine.body!.cancel();
+      await theirs.body!.cancel();
       // one ended: room for one more
       const sessionId = first.body.sessionId as string;
       expect((await h.delete(`/api/agents/${agent}/text-sessions/${sessionId}`, undefined, a)).status).toBe(
