@@ -10,6 +10,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorHandler } from './errors.js';
 import { bodyText, checkJsonShape } from './json-body.js';
+import { addressKey } from './address.js';
 import { registerSecurity, type SecurityConfig } from './security.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -133,7 +134,7 @@ function capConnections(app: FastifyInstance, max: number): void {
   if (max <= 0) return;
   const open = new Map<string, number>();
   app.server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? '';
+    const address = addressKey(socket.remoteAddress ?? '');
     const n = open.get(address) ?? 0;
     if (n >= max) {
       socket.destroy();

@@ -5,6 +5,7 @@ import { AppError } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { addressKey } from './address.js';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
 
 export interface SecurityConfig {
@@ -103,7 +104,7 @@ const callers = new WeakMap<FastifyRequest, string>();
  * accept (or any token while the API is open) is no identity: it would let one address be any number of
  * callers.
  */
-export const callerOf = (req: FastifyRequest): string => callers.get(req) ?? `ip:${req.ip}`;
+export const callerOf = (req: FastifyRequest): string => callers.get(req) ?? `ip:${addressKey(req.ip)}`;
 export const tokenIdentity = (token: string): string =>
   `t:${digest(token).toString('base64url').slice(0, 22)}`;
 
@@ -172,7 +173,7 @@ function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
   const failures = app.createRateLimit({
     max: config.authFailureLimitMax,
     timeWindow: config.rateLimitWindowMs,
-    keyGenerator: (req) => `af:${req.ip}`,
+    keyGenerator: (req) => `af:${addressKey(req.ip)}`,
   });
   // addresses over the limit, until when: checked before the token, so a blocked address learns nothing
   const blocked = new Map<string, number>();
@@ -190,15 +191,16 @@ function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
     const until = Date.now() + Math.max(1000, count.ttl);
     // many addresses (an IPv6 range) must not grow it for ever: the expired go when it is large
     if (blocked.size >= 10_000) for (const [ip, t] of blocked) if (t <= Date.now()) blocked.delete(ip);
-    blocked.set(req.ip, until);
+    blocked.set(addressKey(req.ip), until);
     return refuse(reply, until);
   };
   app.addHook('onRequest', async (req, reply) => {
     if (isOpen(req) || req.method === 'OPTIONS') return;
-    const until = blocked.get(req.ip);
+    const address = addressKey(req.ip);
+    const until = blocked.get(address);
     if (until !== undefined) {
       if (until > Date.now()) throw refuse(reply, until);
-      blocked.delete(req.ip);
+      blocked.delete(address);
     }
     const token = bearer(req);
     const ticket = ticketOf.get(req);
