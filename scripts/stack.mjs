@@ -10,13 +10,22 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { natsConfig, requireBinary, tcpProbe, waitFor } from '@vab/testkit';
+import { connect } from 'node:net';
+import { freePort, natsConfig, requireBinary, tcpProbe, waitFor } from '@vab/testkit';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const stateDir = join(root, '.stack');
 const env = process.env;
-const NATS_URL = env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const REDIS_URL = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+// where its own NATS (JetStream) and Redis (append-only file) keep their data
+const stateDir = env.STACK_STATE_DIR || join(root, '.stack');
+// Unset, the stack runs servers of its own (on the default port when it is free, else on a free one): a
+// NATS or Redis that happens to answer on the default port is somebody else's, with its own data and
+// limits. Set, the named server is used (and started there when nothing answers).
+const NATS_GIVEN = Boolean(env.NATS_URL);
+const REDIS_GIVEN = Boolean(env.REDIS_URL);
+let NATS_URL = env.NATS_URL || 'nats://127.0.0.1:4222';
+let REDIS_URL = env.REDIS_URL || 'redis://127.0.0.1:6379';
+/** What the gateway gets on top of the environment (a body limit that fits the NATS server's payload). */
+const gatewayEnv = {};
 const REDIS_CLUSTER_NODES = env.REDIS_CLUSTER_NODES?.trim() ?? '';
 const PORT = env.PORT ?? '3000';
 const HOST = env.HOST ?? '127.0.0.1';
@@ -109,6 +118,18 @@ function needBinary(bin, pkg) {
   }
 }
 
+/** A service that exits on its own is started again, at most this often in RESTART_WINDOW_MS; then the stack stops. */
+const MAX_RESTARTS = Number(env.STACK_MAX_RESTARTS ?? 3);
+const RESTART_WINDOW_MS = 60_000;
+/** How long a stop waits for a process after SIGTERM before SIGKILL (the services bound theirs at 10 s). */
+const STOP_GRACE_MS = 15_000;
+if (!Number.isInteger(MAX_RESTARTS) || MAX_RESTARTS < 0) {
+  process.stderr.write(`stack: STACK_MAX_RESTARTS must be a whole number (0: never restart)\n`);
+  process.exit(1);
+}
+
+const exited = (child) => child.exitCode !== null || child.signalCode !== null;
+
 function run(name, cmd, args, extraEnv = {}) {
   // The servers get a process group of their own: Ctrl-C signals the whole terminal group at once, and a
   // nats-server or redis-server stopping at the same moment as the services would cut them off mid-drain.
@@ -133,29 +154,111 @@ function run(name, cmd, args, extraEnv = {}) {
   };
   pipe(child.stdout, process.stdout, false);
   pipe(child.stderr, process.stderr, true);
+  const entry = children.find((c) => c.name === name) ?? { name, restarts: [] };
+  entry.child = child;
+  if (!children.includes(entry)) children.push(entry);
   child.on('exit', (code, signal) => {
-    if (!stopping) {
-      fail('a process exited; stopping the stack', { process: name, exit: code ?? signal });
+    if (stopping) return;
+    const exit = code ?? signal;
+    const now = Date.now();
+    entry.restarts = entry.restarts.filter((t) => now - t < RESTART_WINDOW_MS);
+    // a server's data and the services' connections depend on it: no restart behind their backs
+    if (server || entry.restarts.length >= MAX_RESTARTS) {
+      fail('a process exited; stopping the stack', { process: name, exit, restarts: entry.restarts.length });
       void shutdown(1);
+      return;
     }
+    entry.restarts.push(now);
+    fail('a service exited; starting it again', {
+      process: name,
+      exit,
+      restart: entry.restarts.length,
+      of: MAX_RESTARTS,
+    });
+    run(name, cmd, args, extraEnv);
   });
-  children.push({ name, child });
   return child;
 }
 
+/** SIGTERM, then SIGKILL after STOP_GRACE_MS: resolves once the process has exited (at once if it had). */
+function stop(child) {
+  return new Promise((resolve) => {
+    if (exited(child)) return resolve();
+    const kill = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** The INFO a NATS server sends first (its max_payload), or undefined. */
+function natsInfo({ host, port }) {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    let buf = '';
+    const done = (info) => {
+      sock.destroy();
+      resolve(info);
+    };
+    sock.setTimeout(1000, () => done(undefined));
+    sock.on('error', () => done(undefined));
+    sock.on('data', (d) => {
+      buf += String(d);
+      const line = buf.split('\r\n')[0];
+      if (buf.includes('\r\n')) {
+        try {
+          done(JSON.parse(line.replace(/^INFO\s+/, '')));
+        } catch {
+          done(undefined);
+        }
+      }
+    });
+  });
+}
+
+/** The gateway's default body limit (1 MiB) and the margin it keeps under the bus payload (64 KiB). */
+const DEFAULT_BODY_LIMIT = 1024 * 1024;
+const PAYLOAD_MARGIN = 64 * 1024;
+
 async function ensureNats() {
   const urls = NATS_URL.split(',').map((u) => u.trim());
-  for (const url of urls) {
-    if (await answers(hostPort(url, 4222), undefined, 'INFO')) {
-      log('using NATS', { natsUrl: NATS_URL });
-      return;
+  if (NATS_GIVEN) {
+    for (const url of urls) {
+      const target = hostPort(url, 4222);
+      if (await answers(target, undefined, 'INFO')) {
+        const info = await natsInfo(target);
+        log('using the NATS server of NATS_URL (not started here, not stopped with the stack)', {
+          natsUrl: NATS_URL,
+          maxPayload: info?.max_payload,
+        });
+        fitBodyLimit(info?.max_payload);
+        return;
+      }
+    }
+    if (urls.length > 1) {
+      fail('no NATS server of NATS_URL answers; start the cluster first', { natsUrl: NATS_URL });
+      process.exit(1);
     }
   }
-  if (urls.length > 1) {
-    fail('no NATS server of NATS_URL answers; start the cluster first', { natsUrl: NATS_URL });
-    process.exit(1);
+  let target = hostPort(NATS_URL, 4222);
+  if (!NATS_GIVEN && (await answers(target, undefined, 'INFO'))) {
+    const port = await freePort();
+    print(
+      record(
+        'stack',
+        40,
+        'a NATS server this stack did not start answers on the default port: starting ours on a free port (set NATS_URL to use that one)',
+        {
+          taken: `${target.host}:${target.port}`,
+          port,
+        },
+      ),
+    );
+    target = { host: target.host, port };
+    NATS_URL = `nats://${target.host}:${port}`;
   }
-  const target = hostPort(NATS_URL, 4222);
   needBinary('nats-server', 'nats-server');
   mkdirSync(stateDir, { recursive: true });
   const conf = join(stateDir, 'nats.conf');
@@ -163,7 +266,22 @@ async function ensureNats() {
   writeFileSync(conf, natsConfig(target.host, target.port, join(stateDir, 'jetstream')));
   run('nats-server', 'nats-server', ['-c', conf]);
   await waitFor('nats-server', () => answers(target, undefined, 'INFO'), 15000);
-  log('started nats-server', { host: target.host, port: target.port });
+  log('started nats-server (ours: stopped with the stack)', { natsUrl: NATS_URL, maxPayload: '8 MiB' });
+}
+
+/**
+ * A NATS server of NATS_URL with a smaller max_payload than the gateway's body limit would make large bodies
+ * answer 413 at the bus: the gateway's limit is lowered to fit, unless BODY_LIMIT_BYTES is set.
+ */
+function fitBodyLimit(maxPayload) {
+  if (env.BODY_LIMIT_BYTES || typeof maxPayload !== 'number') return;
+  if (DEFAULT_BODY_LIMIT <= maxPayload - PAYLOAD_MARGIN) return;
+  const fitted = Math.max(1024, maxPayload - PAYLOAD_MARGIN);
+  gatewayEnv.BODY_LIMIT_BYTES = String(fitted);
+  log("the NATS server's max_payload is below 1 MiB + 64 KiB: the gateway's body limit is lowered to fit", {
+    maxPayload,
+    bodyLimitBytes: fitted,
+  });
 }
 
 async function ensureRedis() {
@@ -184,10 +302,28 @@ async function ensureRedis() {
     log('using the Redis Cluster', { redisClusterNodes: REDIS_CLUSTER_NODES });
     return;
   }
-  const target = hostPort(REDIS_URL, 6379);
+  let target = hostPort(REDIS_URL, 6379);
   if (await answers(target, 'PING\r\n', 'PONG')) {
-    log('using Redis', { redis: `${target.host}:${target.port}` });
-    return;
+    if (REDIS_GIVEN) {
+      log('using the Redis of REDIS_URL (not started here, not stopped with the stack)', {
+        redis: `${target.host}:${target.port}`,
+      });
+      return;
+    }
+    const port = await freePort();
+    print(
+      record(
+        'stack',
+        40,
+        'a Redis this stack did not start answers on the default port: starting ours on a free port (set REDIS_URL to use that one)',
+        {
+          taken: `${target.host}:${target.port}`,
+          port,
+        },
+      ),
+    );
+    target = { host: target.host, port };
+    REDIS_URL = `redis://${target.host}:${port}`;
   }
   needBinary('redis-server', 'redis-server');
   const dir = join(stateDir, 'redis');
@@ -205,7 +341,10 @@ async function ensureRedis() {
     '',
   ]);
   await waitFor('redis-server', () => answers(target, 'PING\r\n', 'PONG'), 15000);
-  log('started redis-server', { host: target.host, port: target.port, appendOnlyDir: '.stack/redis' });
+  log('started redis-server (ours: stopped with the stack)', {
+    redisUrl: REDIS_URL,
+    appendOnlyDir: dir,
+  });
 }
 
 async function shutdown(code) {
@@ -214,26 +353,21 @@ async function shutdown(code) {
   // Services first (they drain their work), then the servers they use.
   const services = children.filter((c) => !c.name.endsWith('-server'));
   const servers = children.filter((c) => c.name.endsWith('-server'));
-  for (const group of [services, servers]) {
-    await Promise.all(
-      group.map(
-        ({ child }) =>
-          new Promise((resolve) => {
-            if (child.exitCode !== null) return resolve();
-            child.once('exit', resolve);
-            child.kill('SIGTERM');
-          }),
-      ),
-    );
-  }
+  for (const group of [services, servers]) await Promise.all(group.map(({ child }) => stop(child)));
   process.exit(code);
 }
 
-process.on('SIGINT', () => void shutdown(0));
-process.on('SIGTERM', () => void shutdown(0));
+// A second Ctrl-C (or SIGTERM) while stopping: no more waiting, everything is killed at once.
+const onSignal = () => {
+  if (!stopping) return void shutdown(0);
+  for (const { child } of children) if (!exited(child)) child.kill('SIGKILL');
+  process.exit(1);
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
 // A crash of this script must not leave the detached servers behind.
 process.on('exit', () => {
-  for (const { child } of children) if (child.exitCode === null) child.kill('SIGTERM');
+  for (const { child } of children) if (!exited(child)) child.kill('SIGTERM');
 });
 
 for (const svc of ['agents', 'sessions', 'playground', 'gateway']) {
@@ -261,7 +395,12 @@ run('playground', 'node', [join(root, 'services/playground/dist/main.js')], {
   ...metricsOf('playground'),
   FLOW_EGRESS_ALLOW,
 });
-run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], { ...common, PORT, HOST });
+run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], {
+  ...common,
+  ...gatewayEnv,
+  PORT,
+  HOST,
+});
 const base = `http://${HOST === '0.0.0.0' ? '127.0.0.1' : HOST}:${PORT}`;
 await waitFor(
   'gateway',
@@ -278,6 +417,7 @@ const local = HOST === '0.0.0.0' ? '127.0.0.1' : HOST;
 // the line a human looks for: the gateway's URL first
 log('ready: the gateway answers (Ctrl-C stops everything)', {
   gateway: base,
+  console: `${base}/console`,
   docs: `${base}/docs`,
   metrics: {
     gateway: `${base}/metrics`,

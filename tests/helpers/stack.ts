@@ -107,7 +107,14 @@ export interface StackOptions {
   events?: Partial<EventStreamSettings>;
   /** Other gateway settings (PUBLIC_URL, UPSTREAM_FORWARD_AUTHORIZATION, TICKET_TTL_MS). */
   gateway?: Partial<
-    Pick<GatewayAppConfig, 'PUBLIC_URL' | 'UPSTREAM_FORWARD_AUTHORIZATION' | 'TICKET_TTL_MS'>
+    Pick<
+      GatewayAppConfig,
+      | 'PUBLIC_URL'
+      | 'UPSTREAM_FORWARD_AUTHORIZATION'
+      | 'TICKET_TTL_MS'
+      | 'REQUEST_RECEIVE_TIMEOUT_MS'
+      | 'MAX_CONNECTIONS_PER_ADDRESS'
+    >
   >;
   /**
    * This test process's tracing (service-kit's `startTracing`, once per process): the gateway's route spans

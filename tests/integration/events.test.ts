@@ -139,8 +139,12 @@ describe('session events over SSE', () => {
     const reading = readSse(await fetch(s.eventsUrl(gw.baseUrl)), { comments, frames: live });
     await s.turn('Hi');
     await expect.poll(() => live.some((f) => f.event === 'agent_reply')).toBe(true);
-    await gw.close(); // the stream ends with the gateway
-    const before = eventsOf(await reading);
+    await gw.close(); // the stream ends with the gateway, saying so in a frame of its own (no id)
+    const frames = await reading;
+    expect(frames.at(-1)?.event).toBe('error');
+    expect(frames.at(-1)?.id).toBeUndefined();
+    expect(JSON.parse(frames.at(-1)!.data)).toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+    const before = eventsOf(frames);
     expect(before.length).toBeGreaterThan(1);
     await s.turn('Ada');
     const again = await fetch(s.eventsUrl(), { headers: { 'last-event-id': String(before.at(-1)!.id) } });

@@ -5,6 +5,8 @@ import { createLogger } from '@vab/service-kit';
 import { startLocalNats, startLocalNatsCluster } from '@vab/testkit';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const EVENTS = '/api/agents/nobody/test-sessions/nothing/events';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 // The deployment's own NATS configuration (docker-compose mounts it): users, passwords, permissions.
@@ -116,9 +118,10 @@ describe('NATS with per-service users and permissions', () => {
   it('lets the gateway keep used tickets in its JetStream bucket, and nothing else of JetStream', async () => {
     const gw = await tokenGateway(nats.url);
     try {
-      const ticket = await gw.ticket('/api/env-keys');
-      expect(await gw.get(`/api/env-keys?ticket=${encodeURIComponent(ticket)}`)).toBe(200);
-      expect(await gw.get(`/api/env-keys?ticket=${encodeURIComponent(ticket)}`)).toBe(401);
+      // a stream's path (tickets open nothing else); the session does not exist: 404 once let in
+      const ticket = await gw.ticket(EVENTS);
+      expect(await gw.get(`${EVENTS}?ticket=${encodeURIComponent(ticket)}`)).toBe(404);
+      expect(await gw.get(`${EVENTS}?ticket=${encodeURIComponent(ticket)}`)).toBe(401);
     } finally {
       await gw.close();
     }
@@ -233,9 +236,9 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
       // a ticket is single-use across gateways on different nodes: made on one, used on another, refused on the first
       const [one, two] = [await tokenGateway(a!), await tokenGateway(c!)];
       try {
-        const ticket = await one.ticket('/api/env-keys');
-        expect(await two.get(`/api/env-keys?ticket=${encodeURIComponent(ticket)}`)).toBe(200);
-        expect(await one.get(`/api/env-keys?ticket=${encodeURIComponent(ticket)}`)).toBe(401);
+        const ticket = await one.ticket(EVENTS);
+        expect(await two.get(`${EVENTS}?ticket=${encodeURIComponent(ticket)}`)).toBe(404);
+        expect(await one.get(`${EVENTS}?ticket=${encodeURIComponent(ticket)}`)).toBe(401);
       } finally {
         await one.close();
         await two.close();

@@ -108,12 +108,18 @@ describe('CORS and security headers', () => {
 describe('rate limits', () => {
   it('answer 429 with Retry-After past the limit, stricter on session starts, never on health', async () => {
     const stack = await startStack({
-      security: { rateLimitMax: 5, sessionRateLimitMax: 2, rateLimitWindowMs: 60_000 },
+      security: {
+        rateLimitMax: 5,
+        sessionRateLimitMax: 2,
+        rateLimitWindowMs: 60_000,
+        apiTokens: ['one', 'someone'],
+      },
     });
     const http = api(stack.baseUrl);
+    const one = { authorization: 'Bearer one' };
     try {
-      for (let i = 0; i < 5; i++) expect((await http.get('/api/agents')).status).toBe(200);
-      const limited = await http.get('/api/agents');
+      for (let i = 0; i < 5; i++) expect((await http.get('/api/agents', one)).status).toBe(200);
+      const limited = await http.get('/api/agents', one);
       expect(limited.status).toBe(429);
       expect(limited.body.code).toBe('RATE_LIMITED');
       expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);

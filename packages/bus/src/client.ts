@@ -28,6 +28,8 @@ export interface RequestOptions {
   requestId: string;
   /** The client's Idempotency-Key, for subjects that honour one. */
   idempotencyKey?: string | undefined;
+  /** Who asked (Headers.caller), on requests that start sessions. */
+  caller?: string | undefined;
 }
 
 export interface RawReply {
@@ -106,6 +108,7 @@ export class BusClient {
       // a new set: `append`, as `set` would first look for a value to replace (nats.js scans every key)
       h.append(Headers.requestId, opts.requestId);
       if (opts.idempotencyKey) h.append(Headers.idempotencyKey, opts.idempotencyKey);
+      if (opts.caller) h.append(Headers.caller, opts.caller);
       span = startRequestSpan(subject, h, data.byteLength);
       let msg;
       try {

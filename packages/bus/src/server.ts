@@ -29,6 +29,8 @@ import { performance } from 'node:perf_hooks';
 
 export interface HandlerContext {
   requestId: string;
+  /** Who asked, when the gateway said (Headers.caller: a token's identity or an address, never a credential). */
+  caller: string | undefined;
   log: Logger;
   /** Reply header for the gateway to copy (e.g. ETag). */
   setHeader(name: string, value: string): void;
@@ -162,6 +164,7 @@ async function answerIn<Req, Res>(opts: AnswerOptions<Req, Res>): Promise<string
       const headers: Record<string, string> = {};
       const ctx: HandlerContext = {
         requestId,
+        caller: msg.headers?.get(Headers.caller) || undefined,
         log: reqLog,
         setHeader: (name, value) => void (headers[name] = value),
       };

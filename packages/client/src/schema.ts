@@ -720,6 +720,8 @@ export interface components {
         | 'CAPACITY_EXHAUSTED'
         | 'UPSTREAM_FAILED'
         | 'TIMEOUT'
+        | 'REQUEST_TIMEOUT'
+        | 'HEADERS_TOO_LARGE'
         | 'INTERNAL';
       details?: unknown;
       issues?: {

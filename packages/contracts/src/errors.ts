@@ -23,6 +23,8 @@ export const ErrorCode = z.enum([
   'CAPACITY_EXHAUSTED',
   'UPSTREAM_FAILED',
   'TIMEOUT',
+  'REQUEST_TIMEOUT',
+  'HEADERS_TOO_LARGE',
   'INTERNAL',
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
@@ -53,6 +55,8 @@ export const httpStatusOf = {
   CAPACITY_EXHAUSTED: 503,
   UPSTREAM_FAILED: 502,
   TIMEOUT: 504,
+  REQUEST_TIMEOUT: 408,
+  HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
 } as const satisfies Record<ErrorCode, number>;
 

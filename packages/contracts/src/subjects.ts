@@ -200,6 +200,7 @@ const START_ERRORS = [
   'FLOW_INVALID',
   'MISSING_CREDENTIALS',
   'CAPACITY_EXHAUSTED',
+  'RATE_LIMITED',
   'UPSTREAM_FAILED',
 ] as const;
 
@@ -423,6 +424,11 @@ export const Headers = {
   idempotencyKey: 'Idempotency-Key',
   idempotentReplayed: 'Idempotent-Replayed',
   etag: 'ETag',
+  /**
+   * Who asked, as the gateway knows it (`t:<token digest>` or `ip:<address>`, never a credential): set on
+   * requests that start sessions, for the playground's per-caller quota.
+   */
+  caller: 'Vab-Caller',
   serviceError: 'Nats-Service-Error',
   serviceErrorCode: 'Nats-Service-Error-Code',
 } as const;

@@ -55,6 +55,11 @@ export class VoiceClient {
     );
     this.ready = new Promise((resolve, reject) => {
       this.socket.on('error', reject);
+      // the upgrade refused with an HTTP answer (401, 404…): with this listener, ending the request is ours
+      this.socket.on('unexpected-response', (req, res) => {
+        reject(new Error(`refused: ${res.statusCode}`));
+        req.destroy();
+      });
       this.socket.on('message', (data: Buffer, isBinary: boolean) => {
         if (isBinary)
           return this.received(

@@ -1,5 +1,4 @@
 import type { EdgeRef, FieldChange, Flow, NodeChange, VersionDiff } from '@vab/contracts';
-import { isDeepStrictEqual } from 'node:util';
 
 /**
  * Fields a canvas keeps for drawing (React Flow and the like), not for what the agent does: a change in
@@ -35,11 +34,38 @@ export const CANVAS_FIELDS = new Set([
 
 type Node = Flow['nodes'][number];
 
+/**
+ * Whether two JSON values are equal (key order aside), with an explicit stack: a stored flow may nest as
+ * deep as anything that was ever accepted (thousands of levels before the gateway bounded depth), and a
+ * recursive comparison (`util.isDeepStrictEqual`) overflows the stack on it.
+ */
+export function jsonEqual(x: unknown, y: unknown): boolean {
+  const pending: [unknown, unknown][] = [[x, y]];
+  for (let pair = pending.pop(); pair; pair = pending.pop()) {
+    const [a, b] = pair;
+    if (a === b) continue;
+    if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+    if (Array.isArray(a)) {
+      if (!Array.isArray(b) || a.length !== b.length) return false;
+      for (let i = 0; i < a.length; i++) pending.push([a[i], b[i]]);
+      continue;
+    }
+    if (Array.isArray(b)) return false;
+    const ka = Object.keys(a);
+    if (ka.length !== Object.keys(b).length) return false;
+    for (const k of ka) {
+      if (!Object.hasOwn(b, k)) return false;
+      pending.push([(a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]]);
+    }
+  }
+  return true;
+}
+
 function fieldChanges(before: Node, after: Node, canvas: boolean): FieldChange[] {
   const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
   return names
     .filter((n) => n !== 'id' && CANVAS_FIELDS.has(n) === canvas)
-    .filter((n) => !isDeepStrictEqual(before[n], after[n]))
+    .filter((n) => !jsonEqual(before[n], after[n]))
     .map((name) => ({
       name,
       ...(name in before ? { before: before[name] } : {}),

@@ -16,7 +16,7 @@ import {
   Subjects,
   TestSessionParams,
 } from '@vab/contracts';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { registerConsole } from './console.js';
@@ -25,7 +25,7 @@ import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSet
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { PROXY_METHODS, registerUpstream } from './proxy.js';
 import { routes, type AnyRoute } from './route-table.js';
-import { DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
+import { callerOf, DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
 import { createTickets, kvUsedTickets, registerTicketRoute } from './tickets.js';
 import { DEFAULT_VOICE_SOCKET, registerVoiceSocket } from './voice-socket.js';
 
@@ -38,6 +38,8 @@ export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOU
       | 'UPSTREAM_FORWARD_AUTHORIZATION'
       | 'TICKET_TTL_MS'
       | 'PUBLIC_URL'
+      | 'REQUEST_RECEIVE_TIMEOUT_MS'
+      | 'MAX_CONNECTIONS_PER_ADDRESS'
     >
   > & {
     security?: Partial<SecurityConfig>;
@@ -88,6 +90,8 @@ export async function buildGateway(deps: {
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     security,
     tracing: deps.tracing,
+    receiveTimeoutMs: config.REQUEST_RECEIVE_TIMEOUT_MS,
+    maxConnectionsPerAddress: config.MAX_CONNECTIONS_PER_ADDRESS,
   });
 
   const maxPayload = nc.info?.max_payload;
@@ -105,6 +109,13 @@ export async function buildGateway(deps: {
   await app.register(swaggerUi, {
     routePrefix: DOCS_PREFIX,
     staticCSP: true,
+    // Swagger UI sets a style attribute the library's policy (no style hashes) refuses: an error in every
+    // console. Inline styles only, never scripts.
+    transformStaticCSP: (header) => header.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'"),
+    // no call to validator.swagger.io from the page (the document is checked by `npm run lint`)
+    uiConfig: { validatorUrl: null },
+    // the library's redirect keeps a query on the path it redirects to (`/docs/static/index.html?x` to itself)
+    uiHooks: { onRequest: redirectIndexWithQuery },
     transformSpecification: () => document,
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
@@ -116,7 +127,7 @@ export async function buildGateway(deps: {
   registerEventsRoute(app, streams);
   await registerVoiceSocket(app, { nc, bus, streams, log, settings: DEFAULT_VOICE_SOCKET });
   for (const r of routes) registerRoute(app, bus, r, config, security, streams);
-  registerTicketRoute(app, tickets);
+  registerTicketRoute(app, tickets, { upstream: Boolean(config.UPSTREAM_URL), callerOf });
   if (config.UPSTREAM_URL) {
     await registerUpstream(
       app,
@@ -133,6 +144,17 @@ export async function buildGateway(deps: {
     );
   }
   return app;
+}
+
+const INDEX_HTML = `${DOCS_PREFIX}/static/index.html`;
+/** `/docs/static/index.html?…` goes to `/docs/?…` (the library matches the path only without a query). */
+function redirectIndexWithQuery(req: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const url = req.url;
+  if (url.startsWith(`${INDEX_HTML}?`)) {
+    void reply.redirect(`${DOCS_PREFIX}/${url.slice(INDEX_HTML.length)}`);
+    return;
+  }
+  done();
 }
 
 /** `/metrics`, `/healthz` and `/readyz`: for the operator's probes and scrapers, not in the API document. */
@@ -204,6 +226,7 @@ export async function apiDocument(
   registerTicketRoute(
     app,
     createTickets({ apiTokens: [], ttlMs: config.TICKET_TTL_MS, used: { markUsed: async () => false } }),
+    { upstream: false, callerOf },
   );
   await app.ready();
   const doc = app.swagger() as unknown as Record<string, unknown>;
@@ -397,6 +420,8 @@ function registerRoute(
           timeoutMs: spec.timeoutMs ?? config.REQUEST_TIMEOUT_MS,
           requestId: String(req.id),
           idempotencyKey: typeof idempotencyKey === 'string' ? idempotencyKey : undefined,
+          // what starts sessions says who asked: the playground holds each caller to a quota
+          caller: r.expensive ? callerOf(req) : undefined,
         });
       } catch (err) {
         const meaning = spec.noResponders;

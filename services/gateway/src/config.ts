@@ -11,12 +11,24 @@ const Env = {
   /** How long the gateway waits for a service's reply before answering 504. */
   REQUEST_TIMEOUT_MS: envInt(5000, 50),
   READY_TIMEOUT_MS: envInt(1000, 50),
+  /**
+   * How long a request's headers and body may take to arrive (Node's requestTimeout): a body that trickles
+   * or stalls is cut off with 408 after it. Not a bound on the answer (an event stream runs for as long).
+   */
+  REQUEST_RECEIVE_TIMEOUT_MS: envInt(30_000, 100),
+  /** Connections one address may hold open at once (more are closed on accept); 0: no cap (behind a proxy). */
+  MAX_CONNECTIONS_PER_ADDRESS: envInt(256, 0),
   /** Comma-separated bearer tokens required on /api/*; unset: the API is open. */
   API_TOKENS: z.string().optional(),
   /** Comma-separated origins allowed by CORS; unset: no cross-origin access. */
   CORS_ORIGINS: z.string().optional(),
   RATE_LIMIT_MAX: envInt(600, 1),
   RATE_LIMIT_WINDOW_MS: envInt(60_000, 1000),
+  /**
+   * Requests without a valid token (none, a wrong one, a bad ticket) one address may make per
+   * RATE_LIMIT_WINDOW_MS; past it everything from that address answers 429 until the window ends.
+   */
+  AUTH_FAILURE_LIMIT_MAX: envInt(30, 1),
   /** Per caller and window, for what starts sessions: POST /api/agent-session, text sessions, test runs. */
   SESSION_RATE_LIMIT_MAX: envInt(20, 1),
   /** Redis for rate-limit counters shared by every gateway instance (only counters, never API data). */
@@ -81,6 +93,7 @@ export function securityOf(config: GatewayConfig): Omit<SecurityConfig, 'rateLim
     rateLimitMax: config.RATE_LIMIT_MAX,
     rateLimitWindowMs: config.RATE_LIMIT_WINDOW_MS,
     sessionRateLimitMax: config.SESSION_RATE_LIMIT_MAX,
+    authFailureLimitMax: config.AUTH_FAILURE_LIMIT_MAX,
   };
 }
 

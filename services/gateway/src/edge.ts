@@ -1,11 +1,16 @@
 import { context, propagation, ROOT_CONTEXT, trace, type Span } from '@opentelemetry/api';
 import { lazyChild, type Logger } from '@vab/bus';
 import { methodLabel, processMetrics, type AccessLog } from '@vab/service-kit';
-import { AppError } from '@vab/contracts';
+import { AppError, httpStatusOf } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { errorHandler } from './errors.js';
+import { bodyText, checkJsonShape } from './json-body.js';
+import { addressKey } from './address.js';
 import { registerSecurity, type SecurityConfig } from './security.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -21,13 +26,24 @@ export async function createEdge(opts: {
   accessLog: AccessLog;
   bodyLimitBytes: number;
   security: SecurityConfig;
+  /** How long a request (headers and body) may take to arrive; 408 after (default 30 s). */
+  receiveTimeoutMs?: number | undefined;
+  /** Connections one address may hold open at once; more are closed on accept (0: no cap; default 256). */
+  maxConnectionsPerAddress?: number | undefined;
   /** Whether spans are recorded (service-kit's `startTracing`); off, a caller's trace context still travels. */
   tracing?: { enabled: boolean } | undefined;
 }): Promise<FastifyInstance> {
   const { log, accessLog } = opts;
+  const receiveTimeoutMs = opts.receiveTimeoutMs ?? DEFAULT_RECEIVE_TIMEOUT_MS;
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: opts.bodyLimitBytes,
+    // Node's own bounds on a request's arrival: a body that trickles or stalls is cut off with a 408 once the
+    // whole request has taken longer than this (Fastify turns it off by default). Checked this often, so it
+    // is cut off within 1.5 × the timeout; an answer that streams (an event stream) is not bounded by it.
+    requestTimeout: receiveTimeoutMs,
+    http: { connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(receiveTimeoutMs / 2))) },
+    clientErrorHandler,
     // One line per request from our onResponse hook instead of Fastify's two; one name for the request id
     // on every line of every service (the services' `requestId`).
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
@@ -46,6 +62,10 @@ export async function createEdge(opts: {
     return503OnClosing: true,
   });
 
+  // headers must arrive within the same bound (Node's default is 60 s; it may not exceed requestTimeout)
+  app.server.headersTimeout = Math.min(app.server.headersTimeout, receiveTimeoutMs);
+  capConnections(app, opts.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS);
+
   // first: a caller's trace context is entered before any other hook runs
   await traceRequests(app, opts.tracing?.enabled ?? false);
 
@@ -54,11 +74,21 @@ export async function createEdge(opts: {
   app.removeContentTypeParser('text/plain');
   // Fastify's own JSON parser (prototype poisoning refused), except that an empty body is no body: a fetch
   // wrapper that always sets Content-Type must not break the routes that take none.
+  // The body must be UTF-8 (another charset 415, invalid bytes 400), nest at most MAX_JSON_DEPTH levels and
+  // hold no number a double cannot (json-body.ts): checked before parsing, so nothing past here overflows.
   const json = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if (body === '') done(null, undefined);
-    else void json(req, body as string, done);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    let text: string;
+    try {
+      text = bodyText(body as Buffer, req.headers['content-type']);
+      if (text !== '') checkJsonShape(text);
+    } catch (err) {
+      done(err as Error, undefined);
+      return;
+    }
+    if (text === '') done(null, undefined);
+    else void json(req, text, done);
   });
   // Route schemas are the contracts' zod schemas: validated with zod, documented from the same schemas.
   app.setValidatorCompiler(validatorCompiler);
@@ -90,6 +120,58 @@ export async function createEdge(opts: {
   });
   await registerSecurity(app, opts.security);
   return app;
+}
+
+export const DEFAULT_RECEIVE_TIMEOUT_MS = 30_000;
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
+
+/**
+ * At most `max` open connections per remote address: one more is closed as it is accepted (before a byte is
+ * read), so one address cannot hold the process's file descriptors. Behind a reverse proxy every client
+ * shares its address: raise it or turn it off (0) there, and let the proxy cap its clients.
+ */
+function capConnections(app: FastifyInstance, max: number): void {
+  if (max <= 0) return;
+  const open = new Map<string, number>();
+  app.server.on('connection', (socket: Socket) => {
+    const address = addressKey(socket.remoteAddress ?? '');
+    const n = open.get(address) ?? 0;
+    if (n >= max) {
+      socket.destroy();
+      return;
+    }
+    open.set(address, n + 1);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left <= 0) open.delete(address);
+      else open.set(address, left);
+    });
+  });
+}
+
+/**
+ * Node's own answers to a request it could not read (a malformed request line 400, headers past its limit
+ * 431, a request that did not arrive in time 408), in this API's error shape instead of Fastify's.
+ */
+function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const appErr =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new AppError('REQUEST_TIMEOUT', 'the request did not arrive in time: it was cut off')
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? new AppError('HEADERS_TOO_LARGE', "the request's headers are too large")
+        : new AppError('VALIDATION_FAILED', 'the request is not valid HTTP');
+  const status = httpStatusOf[appErr.code];
+  const requestId = randomUUID();
+  this.log.info({ code: appErr.code, requestId }, 'request rejected');
+  const body = JSON.stringify({ ...appErr.toBody(), requestId });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 /**

@@ -21,6 +21,7 @@ import {
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServerResponse } from 'node:http';
 import { SessionFeed, type FeedReader } from './session-feed.js';
+import { callerOf } from './security.js';
 
 export interface EventStreamSettings {
   /** A comment line this often keeps proxies from closing an idle stream; the owner is checked as often. */
@@ -101,7 +102,7 @@ export class EventStreams {
   private readonly js: JetStreamClient;
   private jsm: Promise<JetStreamManager> | undefined;
   private readonly perClient = new Map<string, number>();
-  private readonly open = new Set<() => void>();
+  private readonly open = new Set<(closing?: string) => void>();
   /** Each session's shared feed on this gateway, by its events subject. */
   private readonly feeds = new Map<string, SessionFeed>();
 
@@ -127,7 +128,13 @@ export class EventStreams {
 
   /** Ends every open stream (a gateway that stops): clients reconnect elsewhere with their Last-Event-ID. */
   closeAll(): void {
-    for (const end of [...this.open]) end();
+    // a frame that says why, not a cut stream: the client reconnects (another gateway, or this one restarted)
+    // from its last event
+    const closing = errorFrame(
+      'SERVICE_UNAVAILABLE',
+      'this gateway is stopping: reconnect with Last-Event-ID to go on from the last event',
+    );
+    for (const end of [...this.open]) end(closing);
   }
 
   /** The last stored event of a session: its id and stream sequence, or none. */
@@ -220,14 +227,15 @@ export class EventStreams {
   }
 
   private takeSlot(req: FastifyRequest, reply: FastifyReply): () => void {
-    const client = req.ip;
+    // per caller: a token's identity (a ticket carries its maker's), else the address
+    const client = callerOf(req);
     const n = this.perClient.get(client) ?? 0;
     const { maxStreamsPerClient, heartbeatMs } = this.deps.settings;
     if (n >= maxStreamsPerClient) {
       reply.header('retry-after', String(Math.ceil(heartbeatMs / 1000)));
       throw new AppError(
         'RATE_LIMITED',
-        `at most ${maxStreamsPerClient} event streams may be open at once per client`,
+        `at most ${maxStreamsPerClient} event streams may be open at once per caller`,
       );
     }
     this.perClient.set(client, n + 1);

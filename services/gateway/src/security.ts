@@ -2,9 +2,10 @@ import cors from '@fastify/cors';
 import helmet from 'helmet';
 import rateLimit from '@fastify/rate-limit';
 import { AppError } from '@vab/contracts';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { addressKey } from './address.js';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
 
 export interface SecurityConfig {
@@ -16,6 +17,12 @@ export interface SecurityConfig {
   rateLimitWindowMs: number;
   /** The stricter limit of routes that start sessions (they spend the operator's money). */
   sessionRateLimitMax: number;
+  /**
+   * Requests without a valid token one address may make per window (`rateLimitWindowMs`); past it every
+   * request from that address answers 429 until the window ends, a valid token's included, so a guess that
+   * happens to be right is not told apart from a wrong one.
+   */
+  authFailureLimitMax: number;
   /** Shared store so limits hold across gateway instances; without it each instance counts alone. */
   rateLimitRedis?: Redis | Cluster | undefined;
   /** The methods CORS allows: every method the routes serve (OPTIONS added). */
@@ -81,10 +88,25 @@ export function windowText(ms: number): string {
   return `${ms} ms`;
 }
 
+// RFC 7235: the scheme is case-insensitive (`bearer`, `BEARER`)
+const BEARER = /^bearer +/i;
 function bearer(req: FastifyRequest): string | undefined {
   const h = req.headers.authorization;
-  return typeof h === 'string' && h.startsWith('Bearer ') ? h.slice(7).trim() : undefined;
+  if (typeof h !== 'string' || !BEARER.test(h)) return undefined;
+  return h.replace(BEARER, '').trim();
 }
+
+/** Who a request is, once the auth hook has run: `t:<token digest>` for a valid token, else `ip:<address>`. */
+const callers = new WeakMap<FastifyRequest, string>();
+/**
+ * The caller a request counts against for rate limits, quotas and stream caps: the identity of a valid
+ * bearer token (or of the token a ticket was made with), else the address. A token the gateway does not
+ * accept (or any token while the API is open) is no identity: it would let one address be any number of
+ * callers.
+ */
+export const callerOf = (req: FastifyRequest): string => callers.get(req) ?? `ip:${addressKey(req.ip)}`;
+export const tokenIdentity = (token: string): string =>
+  `t:${digest(token).toString('base64url').slice(0, 22)}`;
 
 /**
  * Who may call and how often: optional API tokens on the API and anything proxied (health, readiness and
@@ -108,38 +130,15 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
     maxAge: 600,
   });
 
-  if (config.apiTokens.length === 0) {
-    app.log.warn({ code: 'API_OPEN' }, 'API_TOKENS is not set: the API is open to anyone who can reach it');
-  } else {
-    const matches = tokenMatcher(config.apiTokens);
-    const tickets = config.tickets;
-    app.addHook('onRequest', async (req) => {
-      if (isOpen(req) || req.method === 'OPTIONS') return;
-      const token = bearer(req);
-      const ticket = ticketOf.get(req);
-      if (token === undefined && ticket !== undefined && tickets && req.method === 'GET') {
-        if (await tickets.redeem(ticket, req.url.split('?')[0]!)) return;
-        throw new AppError(
-          'UNAUTHORIZED',
-          'the ticket is not valid here: expired, used, or for another path',
-        );
-      }
-      if (token === undefined || !matches(token))
-        throw new AppError('UNAUTHORIZED', 'authentication required');
-    });
-  }
-
+  // first: the auth hook below uses its store (createRateLimit) for failed attempts
   await app.register(rateLimit, {
     global: true,
     max: config.rateLimitMax,
     timeWindow: config.rateLimitWindowMs,
     hook: 'onRequest',
     allowList: (req) => isOpen(req),
-    // by caller: the token when there is one (hashed), else the address
-    keyGenerator: (req) => {
-      const token = bearer(req);
-      return token ? `t:${digest(token).toString('base64url').slice(0, 22)}` : `ip:${req.ip}`;
-    },
+    // by caller: a valid token's identity, else the address (the auth hook, which runs first, decides)
+    keyGenerator: callerOf,
     ...(config.rateLimitRedis ? { redis: config.rateLimitRedis, nameSpace: 'gw-rl:' } : {}),
     // a Redis outage must not take the API down with it: requests pass uncounted meanwhile
     skipOnError: true,
@@ -154,6 +153,73 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
         'RATE_LIMITED',
         `too many requests: at most ${ctx.max} per ${windowText(config.rateLimitWindowMs)}; retry in ${ctx.after}`,
       ),
+  });
+
+  if (config.apiTokens.length === 0) {
+    app.log.warn({ code: 'API_OPEN' }, 'API_TOKENS is not set: the API is open to anyone who can reach it');
+  } else {
+    registerAuth(app, config);
+  }
+}
+
+/**
+ * API tokens (or a ticket) on everything but the open paths; failed attempts counted per address in the
+ * rate limits' store (shared across gateways with Redis) and refused with 429 past `authFailureLimitMax`.
+ * An app-level hook: it runs before the routes' rate-limit hooks, which read the caller it decides.
+ */
+function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
+  const matches = tokenMatcher(config.apiTokens);
+  const tickets = config.tickets;
+  const failures = app.createRateLimit({
+    max: config.authFailureLimitMax,
+    timeWindow: config.rateLimitWindowMs,
+    keyGenerator: (req) => `af:${addressKey(req.ip)}`,
+  });
+  // addresses over the limit, until when: checked before the token, so a blocked address learns nothing
+  const blocked = new Map<string, number>();
+  const refuse = (reply: FastifyReply, until: number) => {
+    const seconds = Math.max(1, Math.ceil((until - Date.now()) / 1000));
+    void reply.header('retry-after', String(seconds));
+    return new AppError(
+      'RATE_LIMITED',
+      `too many requests without a valid token from this address: at most ${config.authFailureLimitMax} per ${windowText(config.rateLimitWindowMs)}; retry in ${seconds} seconds`,
+    );
+  };
+  const failed = async (req: FastifyRequest, reply: FastifyReply, error: AppError) => {
+    const count = await failures(req);
+    if (count.isAllowed || !count.isExceeded) return error;
+    const until = Date.now() + Math.max(1000, count.ttl);
+    // many addresses (an IPv6 range) must not grow it for ever: the expired go when it is large
+    if (blocked.size >= 10_000) for (const [ip, t] of blocked) if (t <= Date.now()) blocked.delete(ip);
+    blocked.set(addressKey(req.ip), until);
+    return refuse(reply, until);
+  };
+  app.addHook('onRequest', async (req, reply) => {
+    if (isOpen(req) || req.method === 'OPTIONS') return;
+    const address = addressKey(req.ip);
+    const until = blocked.get(address);
+    if (until !== undefined) {
+      if (until > Date.now()) throw refuse(reply, until);
+      blocked.delete(address);
+    }
+    const token = bearer(req);
+    const ticket = ticketOf.get(req);
+    if (token === undefined && ticket !== undefined && tickets && req.method === 'GET') {
+      const redeemed = await tickets.redeem(ticket, req.url.split('?')[0]!);
+      if (redeemed !== false) {
+        if (redeemed.caller !== undefined) callers.set(req, redeemed.caller);
+        return;
+      }
+      throw await failed(
+        req,
+        reply,
+        new AppError('UNAUTHORIZED', 'the ticket is not valid here: expired, used, or for another path'),
+      );
+    }
+    if (token === undefined || !matches(token)) {
+      throw await failed(req, reply, new AppError('UNAUTHORIZED', 'authentication required'));
+    }
+    callers.set(req, tokenIdentity(token));
   });
 }
 

@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isJetStreamError, JetStreamApiCodes, JetStreamApiError, Kvm, type KV } from '@vab/bus';
 import { AppError, HttpErrorBody } from '@vab/contracts';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 
@@ -14,9 +14,13 @@ import { z } from 'zod';
  * request across every gateway instance.
  */
 export interface Tickets {
-  mint(path: string): TicketGrant;
-  /** True when the ticket is genuine, for exactly `path`, unexpired and unused; it is used up then. */
-  redeem(ticket: string, path: string): Promise<boolean>;
+  /** `caller`: who asked (security.ts `callerOf`), so what the ticket opens counts against the same caller. */
+  mint(path: string, caller?: string): TicketGrant;
+  /**
+   * When the ticket is genuine, for exactly `path`, unexpired and unused (it is used up then): the caller it
+   * was made for; else false.
+   */
+  redeem(ticket: string, path: string): Promise<{ caller: string | undefined } | false>;
 }
 
 export interface TicketGrant {
@@ -37,6 +41,7 @@ const Payload = z.object({
   p: z.string(),
   e: z.number().int(),
   n: z.string().regex(/^[A-Za-z0-9_-]{16,64}$/),
+  c: z.string().max(80).optional(),
 });
 
 /** The signing key, the same on every gateway with the same tokens (whatever their order). */
@@ -56,10 +61,10 @@ export function createTickets(opts: {
   const now = opts.now ?? Date.now;
   const sign = (body: string) => createHmac('sha256', key).update(`${VERSION}.${body}`).digest();
   return {
-    mint(path) {
+    mint(path, caller) {
       const expiresAt = now() + opts.ttlMs;
       const body = Buffer.from(
-        JSON.stringify({ p: path, e: expiresAt, n: randomBytes(18).toString('base64url') }),
+        JSON.stringify({ p: path, e: expiresAt, n: randomBytes(18).toString('base64url'), c: caller }),
       ).toString('base64url');
       return { ticket: `${VERSION}.${body}.${sign(body).toString('base64url')}`, expiresAt };
     },
@@ -76,7 +81,7 @@ export function createTickets(opts: {
         return false;
       }
       if (payload.p !== path || payload.e <= now()) return false;
-      return opts.used.markUsed(payload.n);
+      return (await opts.used.markUsed(payload.n)) && { caller: payload.c };
     },
   };
 }
@@ -130,6 +135,37 @@ export function kvUsedTickets(nc: NatsConnection, ttlMs: number): UsedTickets {
   };
 }
 
+/**
+ * The GET paths of this API that a browser opens without an `Authorization` header, the only ones a ticket
+ * is made for (any other path of ours takes the bearer token: a ticket for `/metrics` or `/api/agents` would
+ * only be a way to pass a credential in a URL). One entry per path; add one when a route needs it.
+ */
+export const TICKET_PATHS: readonly { pattern: string; opener: string }[] = [
+  { pattern: '/api/agents/:id/test-sessions/:sessionId/events', opener: 'an EventSource' },
+  { pattern: '/api/agents/:id/test-sessions/:sessionId/recording', opener: 'an <audio> element' },
+  { pattern: '/api/agents/:id/voice-sessions/:sessionId/audio', opener: 'a WebSocket' },
+];
+
+const ticketPatterns = TICKET_PATHS.map(
+  ({ pattern }) =>
+    new RegExp(
+      `^${pattern
+        .split('/')
+        .map((part) => (part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+        .join('/')}$`,
+    ),
+);
+
+/** This API's own paths: everything else is the upstream's (`UPSTREAM_URL`), whose sockets are not known here. */
+const OWN_PATHS = ['/api', '/metrics', '/healthz', '/readyz', '/openapi.json', '/docs', '/console'];
+const isOwn = (path: string) => OWN_PATHS.some((p) => path === p || path.startsWith(`${p}/`));
+
+/** Whether a ticket may be made for `path`: a path of TICKET_PATHS, or with an upstream, a path of its. */
+export function ticketAllowed(path: string, upstream: boolean): boolean {
+  if (ticketPatterns.some((re) => re.test(path))) return true;
+  return upstream && !isOwn(path);
+}
+
 export const CreateTicketBody = z
   .object({
     path: z
@@ -148,7 +184,11 @@ export const TicketGrantSchema = z.object({
 });
 
 /** `POST /api/tickets`: the edge's own route (it reaches no service), documented like the route table's. */
-export function registerTicketRoute(app: FastifyInstance, tickets: Tickets): void {
+export function registerTicketRoute(
+  app: FastifyInstance,
+  tickets: Tickets,
+  opts: { upstream: boolean; callerOf: (req: FastifyRequest) => string },
+): void {
   const error = (codes: string) => ({
     description: codes,
     content: { 'application/json': { schema: HttpErrorBody } },
@@ -184,7 +224,14 @@ export function registerTicketRoute(app: FastifyInstance, tickets: Tickets): voi
     },
     handler: async (req, reply) => {
       const { path } = req.body as z.infer<typeof CreateTicketBody>;
-      return reply.code(201).send(tickets.mint(path));
+      if (!ticketAllowed(path, opts.upstream)) {
+        throw new AppError(
+          'VALIDATION_FAILED',
+          `no ticket is needed for ${path}: send the bearer token; tickets open only ${TICKET_PATHS.map((t) => t.pattern).join(', ')}${opts.upstream ? ' and the upstream’s paths' : ''}`,
+          { issues: [{ path: 'body.path', message: 'not a path that takes a ticket' }] },
+        );
+      }
+      return reply.code(201).send(tickets.mint(path, opts.callerOf(req)));
     },
   });
 }

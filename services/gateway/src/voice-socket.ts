@@ -61,6 +61,13 @@ export async function registerVoiceSocket(
     settings: VoiceSocketSettings;
   },
 ): Promise<void> {
+  // An upgrade refused with an HTTP answer (401, 404, 429) leaves its socket half-open once the client ends it
+  // (the HTTP server's sockets allow half-open, and @fastify/websocket destroys one only after a response it
+  // sees finish): such a socket would hold the gateway's close() for ever. It goes when the client's side does.
+  // (on the server's own upgrade event: the edge's hooks that refuse run before any hook registered here)
+  app.server.on('upgrade', (_req: unknown, socket: import('node:stream').Duplex) => {
+    socket.once('end', () => socket.destroy());
+  });
   await app.register(websocket, { options: { maxPayload: 64 * 1024 } });
   app.get(
     '/api/agents/:id/voice-sessions/:sessionId/audio',

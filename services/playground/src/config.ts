@@ -34,6 +34,11 @@ const Env = {
   ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),
   /** Sessions this instance runs at once; past it, new ones answer 503. */
   MAX_SESSIONS: envInt(50, 1),
+  /**
+   * Sessions one caller (the gateway's caller: a token's identity, else an address) may hold at once on this
+   * instance; past it a start answers 429. 0: no quota.
+   */
+  MAX_SESSIONS_PER_CALLER: envInt(10, 0),
   /** A text session with no turn for this long is ended. */
   TEXT_SESSION_IDLE_MS: envInt(10 * 60_000, 1000),
   /** Bound on one branch evaluation or structured-output call to the model. */

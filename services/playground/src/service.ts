@@ -130,12 +130,16 @@ export function startPlaygroundService(deps: {
       readiness.validate(flow, sessionType, await env()),
     'playground.env-keys': async () => keyStatus(await env()),
     'playground.health': async () => ({ service: 'playground', ok: true }),
-    'playground.text.start': (req, ctx) => text.start(req.agentId, req.body, ctx.requestId),
+    // what starts a session runs as its caller: the host holds each caller to MAX_SESSIONS_PER_CALLER
+    'playground.text.start': (req, ctx) =>
+      host.asCaller(ctx.caller, () => text.start(req.agentId, req.body, ctx.requestId)),
     'playground.text.turn': (req, ctx) => text.turn(req.agentId, req.sessionId, req.text, ctx.requestId),
     'playground.text.end': (req, ctx) => text.end(req.agentId, req.sessionId, ctx.requestId),
-    'playground.voice.start': (req, ctx) => audio.start(req.agentId, req.body, ctx.requestId),
+    'playground.voice.start': (req, ctx) =>
+      host.asCaller(ctx.caller, () => audio.start(req.agentId, req.body, ctx.requestId)),
     'playground.voice.end': (req, ctx) => audio.end(req.agentId, req.sessionId, ctx.requestId),
-    'playground.session.create': (req, ctx) => voice.create(req, ctx.requestId),
+    'playground.session.create': (req, ctx) =>
+      host.asCaller(ctx.caller, () => voice.create(req, ctx.requestId)),
     'playground.session.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
     'playground.cases.run': (req, ctx) => cases.run(req, ctx.requestId),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),

@@ -1,4 +1,5 @@
 import { context, trace, type SpanContext } from '@opentelemetry/api';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { answer, safeError, type BusClient, type Logger, type Served } from '@vab/bus';
 import {
@@ -26,6 +27,8 @@ import { inSession } from '../telemetry.js';
 export interface HostConfig {
   /** Sessions (voice and text together) one instance runs at once. */
   MAX_SESSIONS: number;
+  /** Sessions one caller may hold at once here (0: no quota). */
+  MAX_SESSIONS_PER_CALLER?: number;
   MAX_SESSION_MS: number;
   /** A text session with no turn for this long is stopped. */
   TEXT_SESSION_IDLE_MS: number;
@@ -89,6 +92,8 @@ export interface Started<R> {
 
 interface Hosted {
   key: string;
+  /** Who started it (Headers.caller), for the per-caller quota. */
+  caller: string | undefined;
   sessionType: SessionType;
   agentId: string | undefined;
   startedAt: number;
@@ -127,6 +132,10 @@ export class SessionHost implements HostView {
   private readonly sessions = new Map<string, Hosted>();
   /** Starts under way whose key is not known yet: they hold a slot. */
   private reserved = 0;
+  /** Starts under way per caller: they count against the caller's quota. */
+  private readonly reservedBy = new Map<string, number>();
+  /** The caller a start runs for (`asCaller`), read where the session opens: the transports need not pass it. */
+  private readonly callerScope = new AsyncLocalStorage<string | undefined>();
   private served: Served | undefined;
   private full = false;
 
@@ -189,9 +198,22 @@ export class SessionHost implements HostView {
     }
   }
 
+  /** Runs `start` (a session start) for `caller`: the session it opens counts against that caller's quota. */
+  asCaller<T>(caller: string | undefined, start: () => Promise<T>): Promise<T> {
+    return caller === undefined ? start() : this.callerScope.run(caller, start);
+  }
+
+  /** Sessions a caller holds here, starts under way included. */
+  private heldBy(caller: string): number {
+    let n = this.reservedBy.get(caller) ?? 0;
+    for (const s of this.sessions.values()) if (s.caller === caller) n++;
+    return n;
+  }
+
   /**
-   * Opens a session: takes a slot (or answers 503 when there is none), records it as a test session, and
-   * runs the transport's `start`. A start that fails is undone by the same stop as any other session.
+   * Opens a session: takes a slot (or answers 503 when there is none, 429 when its caller holds its quota),
+   * records it as a test session, and runs the transport's `start`. A start that fails is undone by the same
+   * stop as any other session.
    */
   async open<R>(
     opts: OpenOptions,
@@ -200,13 +222,27 @@ export class SessionHost implements HostView {
     if (this.size >= this.deps.config.MAX_SESSIONS) {
       throw new AppError('CAPACITY_EXHAUSTED', 'playground at capacity, retry shortly');
     }
+    const caller = this.callerScope.getStore();
+    const quota = this.deps.config.MAX_SESSIONS_PER_CALLER ?? 0;
+    if (caller !== undefined && quota > 0 && this.heldBy(caller) >= quota) {
+      throw new AppError(
+        'RATE_LIMITED',
+        `at most ${quota} sessions may be open at once per caller: end one (DELETE it) or wait for one to end`,
+      );
+    }
     this.reserved++;
+    if (caller !== undefined) this.reservedBy.set(caller, (this.reservedBy.get(caller) ?? 0) + 1);
     this.recount();
     let hosted: Hosted;
     try {
-      hosted = await this.register(opts);
+      hosted = await this.register(opts, caller);
     } finally {
       this.reserved--;
+      if (caller !== undefined) {
+        const left = (this.reservedBy.get(caller) ?? 1) - 1;
+        if (left <= 0) this.reservedBy.delete(caller);
+        else this.reservedBy.set(caller, left);
+      }
       this.recount();
     }
     const { key } = hosted;
@@ -232,7 +268,7 @@ export class SessionHost implements HostView {
     }
   }
 
-  private async register(opts: OpenOptions): Promise<Hosted> {
+  private async register(opts: OpenOptions, caller: string | undefined): Promise<Hosted> {
     const { bus, config } = this.deps;
     let recorder: Recorder | undefined;
     let events: SessionEvents | undefined;
@@ -265,6 +301,7 @@ export class SessionHost implements HostView {
     if (key === undefined) throw new Error('a session needs a key or a test session');
     const hosted: Hosted = {
       key,
+      caller,
       sessionType: opts.sessionType,
       agentId: opts.agentId,
       startedAt: Date.now(),

@@ -1,0 +1,14 @@
+import { describe, expect, it } from 'vitest';
+import { addressKey } from './address.js';
+
+describe('addressKey', () => {
+  it('counts IPv4 as it is, IPv4-mapped IPv6 as IPv4, and IPv6 by its /64', () => {
+    expect(addressKey('127.0.0.1')).toBe('127.0.0.1');
+    expect(addressKey('::ffff:10.0.0.7')).toBe('10.0.0.7');
+    expect(addressKey('2001:db8:1:2:aaaa:bbbb:cccc:dddd')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('2001:DB8:1:2::1')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(addressKey('::1')).toBe('0:0:0:0::/64');
+    expect(addressKey('2001:db8:1:2:3::')).toBe('2001:db8:1:2::/64');
+  });
+});
