@@ -103,6 +103,35 @@ export async function startSpeechStub(opts: {
   };
 }
 
+/** One `Results` message of Deepgram's live API: the words of `[startMs, endMs]` of the stream. */
+function deepgramResults(final: boolean, text: string, startMs: number, endMs: number): string {
+  const words = text.split(' ').filter(Boolean);
+  return JSON.stringify({
+    type: 'Results',
+    channel_index: [0, 1],
+    duration: (endMs - startMs) / 1000,
+    start: startMs / 1000,
+    is_final: final,
+    speech_final: final,
+    channel: {
+      alternatives: [
+        {
+          transcript: text,
+          confidence: 0.99,
+          words: words.map((w) => ({
+            word: w,
+            punctuated_word: w,
+            start: startMs / 1000,
+            end: endMs / 1000,
+            confidence: 0.99,
+          })),
+        },
+      ],
+    },
+    metadata: { request_id: 'stub' },
+  });
+}
+
 /** What the Deepgram stub saw of one stream: its query, its key, the messages it got and what it answered. */
 export interface DeepgramStream {
   query: URLSearchParams;
@@ -141,34 +170,7 @@ export async function startDeepgramStub(opts: {
     let speechStartMs: number | undefined;
     let lastSpeechMs = 0;
     let interimSent = false;
-    const results = (final: boolean, text: string, start: number, end: number) =>
-      JSON.stringify({
-        type: 'Results',
-        channel_index: [0, 1],
-        duration: (end - start) / 1000,
-        start: start / 1000,
-        is_final: final,
-        speech_final: final,
-        channel: {
-          alternatives: [
-            {
-              transcript: text,
-              confidence: 0.99,
-              words: text
-                .split(' ')
-                .filter(Boolean)
-                .map((w) => ({
-                  word: w,
-                  punctuated_word: w,
-                  start: start / 1000,
-                  end: end / 1000,
-                  confidence: 0.99,
-                })),
-            },
-          ],
-        },
-        metadata: { request_id: 'stub' },
-      });
+    const results = deepgramResults;
     const finish = () => {
       if (speechStartMs === undefined) return;
       const text = opts.transcribe(utterances++, lastSpeechMs - speechStartMs);
