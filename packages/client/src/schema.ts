@@ -716,6 +716,15 @@ export interface components {
     };
     TextTurnResult: {
       ended: boolean;
+      error?: {
+        /** @enum {string} */
+        kind: 'unreachable' | 'timeout' | 'auth' | 'rate_limited' | 'http_error' | 'failed';
+        message: string;
+        /** @enum {string} */
+        modality: 'llm' | 'tts' | 'stt';
+        nodeId: string;
+        status?: number;
+      };
       lastEventId?: number;
       metrics?: {
         e2eLatencyMs?: number;
@@ -2663,6 +2672,7 @@ export interface operations {
           'application/json': {
             agentId: string;
             errors: number;
+            failedTurns: number;
             figures: {
               [key: string]: {
                 count: number;
@@ -5862,7 +5872,9 @@ export interface operations {
                 at: number;
                 code: string;
                 id: number;
+                kind?: string;
                 message: string;
+                nodeId?: string;
                 sessionId: string;
                 stepId?: string;
                 /** @enum {string} */
@@ -6614,7 +6626,9 @@ export interface operations {
                 at: number;
                 code: string;
                 id: number;
+                kind?: string;
                 message: string;
+                nodeId?: string;
                 sessionId: string;
                 stepId?: string;
                 /** @enum {string} */
@@ -7199,6 +7213,7 @@ export interface operations {
           'application/json': {
             agentId: string;
             errors: number;
+            failedTurns: number;
             figures: {
               [key: string]: {
                 count: number;

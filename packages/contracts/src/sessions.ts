@@ -100,6 +100,8 @@ export type CloseTestSessionBody = z.infer<typeof CloseTestSessionBody>;
 export const CloseReport = z.object({
   usage: SessionUsage,
   errors: z.number().int().nonnegative(),
+  /** Turns whose answer carried an `error` (a model of the flow failed): failures in the stats. */
+  failedTurns: z.number().int().nonnegative().optional(),
 });
 export type CloseReport = z.infer<typeof CloseReport>;
 

@@ -17,6 +17,8 @@ export interface ChatReply {
   toolCalls?: { name: string; args: Record<string, unknown> }[];
   /** Answer with this HTTP status instead (e.g. 500 to simulate a failing model). */
   status?: number;
+  /** With `status`: the error message the answer carries (a provider that echoes what it was sent). */
+  errorMessage?: string;
   /** Answer only after this long (a slow model). */
   delayMs?: number;
   /** Start the answer at once, but send its first token only after this long (time to first token). */
@@ -113,7 +115,11 @@ export async function startOpenAiStub(script: Script): Promise<{
       if (reply.status) {
         res
           .writeHead(reply.status, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ error: { message: 'stub failure', type: 'server_error' } }));
+          .end(
+            JSON.stringify({
+              error: { message: reply.errorMessage ?? 'stub failure', type: 'server_error' },
+            }),
+          );
         return;
       }
       const base = {

@@ -225,7 +225,7 @@ export class SessionsStore {
         ...(report
           ? [
               JSON.stringify(report.usage),
-              JSON.stringify(closeDelta(report.usage, report.errors)),
+              JSON.stringify(closeDelta(report.usage, report.errors, report.failedTurns)),
               String(this.statsTtlSeconds),
             ]
           : []),

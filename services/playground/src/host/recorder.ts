@@ -1,5 +1,6 @@
 import { BusClient, safeError, type Logger } from '@vab/bus';
 import { Subjects, type CloseReport, type SessionMessage } from '@vab/contracts';
+import type { Redactor } from './redactor.js';
 
 export interface RecorderOptions {
   bus: BusClient;
@@ -8,6 +9,8 @@ export interface RecorderOptions {
   startedAt: number;
   log: Logger;
   timeoutMs: number;
+  /** The session's credentials, removed from every message before it is stored. */
+  redactor?: Redactor | undefined;
 }
 
 /**
@@ -27,7 +30,8 @@ export class Recorder {
     this.startedAt = opts.startedAt;
   }
 
-  record(message: SessionMessage): void {
+  record(sent: SessionMessage): void {
+    const message = this.opts.redactor ? this.opts.redactor.deep(sent) : sent;
     this.chain = this.chain.then(async () => {
       try {
         await this.opts.bus.request(

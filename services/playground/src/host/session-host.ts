@@ -19,6 +19,7 @@ import {
 import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
+import { Redactor } from './redactor.js';
 
 export interface HostConfig {
   /** Sessions (voice and text together) one instance runs at once. */
@@ -65,6 +66,8 @@ export interface OpenOptions {
   requestId: string;
   /** What the client is told when the start fails for a reason that is not an API error of ours. */
   failure: string;
+  /** The credentials in play (`sessionRedactor`): removed from everything the session lets out. */
+  redactor?: Redactor | undefined;
 }
 
 export interface Started<R> {
@@ -79,10 +82,13 @@ interface Hosted {
   agentId: string | undefined;
   startedAt: number;
   log: Logger;
+  redactor: Redactor;
   recorder: Recorder | undefined;
   events: SessionEvents | undefined;
   usage: (() => SessionUsage) | undefined;
   recordClosed: Promise<void> | undefined;
+  /** Turns (the greeting included) whose answer said a model failed: reported with the record. */
+  failedTurns: number;
   cleanups: (() => Promise<void>)[];
   turn: ((text: string) => Promise<TurnResult>) | undefined;
   subs: Subscription[];
@@ -99,6 +105,19 @@ interface Hosted {
 
 /** Turns take a model call or several; a forwarded one waits as long as the route does. */
 const FORWARDED_TURN_TIMEOUT_MS = specOf(Subjects.textSessionTurn).timeoutMs!;
+
+/** An API error as it may leave: its message and details without the session's credentials. */
+function redactedError(redactor: Redactor, err: AppError): AppError {
+  if (redactor.empty) return err;
+  const message = redactor.text(err.message);
+  const details = redactor.deep(err.details);
+  const issues = redactor.deep(err.issues);
+  if (message === err.message && details === err.details && issues === err.issues) return err;
+  return new AppError(err.code, message, {
+    ...(issues ? { issues } : {}),
+    ...(details !== undefined ? { details } : {}),
+  });
+}
 
 const notFound = (key: string) =>
   new AppError('NOT_FOUND', `text session ${key} not found (ended or expired)`);
@@ -202,14 +221,15 @@ export class SessionHost implements HostView {
       hosted.turn = started.turn;
       this.touch(hosted);
       hosted.log.info({ sessionType: opts.sessionType }, 'session started');
-      return { key, result: started.result };
+      this.countFailure(hosted, started.result);
+      return { key, result: hosted.redactor.deep(started.result) };
     } catch (err) {
       hosted.log.warn(
         { code: 'SESSION_START_FAILED', err: safeError(err) },
         'session failed to start; cleaning up',
       );
       await this.stop(key, 'failed start');
-      if (err instanceof AppError) throw err;
+      if (err instanceof AppError) throw redactedError(hosted.redactor, err);
       throw new AppError('UPSTREAM_FAILED', opts.failure, { cause: err });
     }
   }
@@ -219,6 +239,7 @@ export class SessionHost implements HostView {
     let recorder: Recorder | undefined;
     let events: SessionEvents | undefined;
     let key = opts.key;
+    const redactor = opts.redactor ?? new Redactor([]);
     if (opts.agentId) {
       const ts = await bus.request(
         Subjects.testSessionsCreate,
@@ -240,6 +261,7 @@ export class SessionHost implements HostView {
         startedAt: ts.startedAt,
         log: this.deps.log,
         timeoutMs: config.BUS_TIMEOUT_MS,
+        redactor,
       });
       events = new SessionEvents(this.deps.nc, opts.agentId, ts.id, this.deps.log);
       events.emit({ type: 'session_started', sessionType: opts.sessionType, version: opts.version ?? null });
@@ -250,11 +272,13 @@ export class SessionHost implements HostView {
       sessionType: opts.sessionType,
       agentId: opts.agentId,
       startedAt: Date.now(),
-      log: this.deps.log.child({ sessionKey: key, agentId: opts.agentId }),
+      log: redactor.logger(this.deps.log, { sessionKey: key, agentId: opts.agentId }),
+      redactor,
       recorder,
       events,
       usage: undefined,
       recordClosed: undefined,
+      failedTurns: 0,
       cleanups: [],
       turn: undefined,
       subs: [],
@@ -277,7 +301,7 @@ export class SessionHost implements HostView {
       recorder: hosted.recorder,
       emit: (event) => {
         if (event.type === 'turn_metrics') observeTurn(hosted.sessionType, event.metrics);
-        hosted.events?.emit(event);
+        hosted.events?.emit(hosted.redactor.deep(event));
       },
       lastEventId: () => hosted.events?.lastId ?? 0,
       usageFrom: (read) => {
@@ -291,6 +315,10 @@ export class SessionHost implements HostView {
       stop: (reason) => void this.stop(hosted.key, reason),
       stopAfter: (ms, reason) => this.timer(hosted, 'stop-after', ms, reason),
     };
+  }
+
+  private countFailure(hosted: Hosted, result: unknown): void {
+    if ((result as Partial<TurnResult> | undefined)?.error) hosted.failedTurns++;
   }
 
   /** The record closes with what the session used and the errors it saw (the stats count them). */
@@ -308,7 +336,11 @@ export class SessionHost implements HostView {
       hosted.log.warn({ code: 'SESSION_USAGE_NOT_READ', err: safeError(err) }, 'session usage not read');
     }
     if (usage.length > 0) hosted.events?.emit({ type: 'usage', usage });
-    await hosted.recorder?.close({ usage, errors: hosted.events?.errors ?? 0 });
+    await hosted.recorder?.close({
+      usage,
+      errors: hosted.events?.errors ?? 0,
+      ...(hosted.failedTurns > 0 ? { failedTurns: hosted.failedTurns } : {}),
+    });
   }
 
   /** A session's event streams ask here whether it still runs (no responders: its instance is gone). */
@@ -373,7 +405,13 @@ export class SessionHost implements HostView {
     this.touch(hosted);
     const span = trace.getActiveSpan();
     if (hosted.startedIn && span?.isRecording()) span.addLink({ context: hosted.startedIn });
-    return { sessionId: key, ...(await hosted.turn(text)) };
+    try {
+      const result = await hosted.turn(text);
+      this.countFailure(hosted, result);
+      return { sessionId: key, ...hosted.redactor.deep(result) };
+    } catch (err) {
+      throw err instanceof AppError ? redactedError(hosted.redactor, err) : err;
+    }
   }
 
   /**

@@ -5,6 +5,7 @@ import type {
   SessionType,
   SessionUsage,
   StepChange,
+  TurnFailure,
   TurnMetrics,
   TurnResult,
 } from '@vab/contracts';
@@ -21,7 +22,7 @@ import {
 } from '@vab/flow';
 import type { Logger } from 'pino';
 import { modelKindLabel, playgroundMetrics, providerLabel } from '../metrics.js';
-import { messageMetrics, redact, TurnClock, usageOf } from './figures.js';
+import { messageMetrics, redact, TurnClock, turnFailureOf, usageOf } from './figures.js';
 import { agentOptions, FlowAgent, type FlowRuntime } from './flow-runtime.js';
 import { evaluateBranch, type Turn } from './judge.js';
 import { ReplyTap } from './reply-tap.js';
@@ -108,6 +109,8 @@ export class FlowConversation {
         /** A text turn's agent messages: recorded when it ends, the last one with the turn's figures. */
         messages: SessionMessage[];
         metrics?: TurnMetrics;
+        /** The turn's first model failure: the answer says the turn failed. */
+        failure?: TurnFailure;
       }
     | undefined;
   private readonly replyTap: ReplyTap;
@@ -143,8 +146,17 @@ export class FlowConversation {
         kind: modelKindLabel(source),
         provider: providerLabel((ev.source as { provider?: string } | undefined)?.provider),
       });
-      const message = redact(String((ev.error as { error?: Error }).error?.message ?? source));
-      this.deps.emit({ type: 'error', code: source.toUpperCase(), message, stepId: this.state.stepId });
+      const failure = turnFailureOf(ev, (m) => this.flow.config.providers[m].nodeId);
+      if (failure && this.collecting) this.collecting.failure ??= failure;
+      const message =
+        failure?.message ?? redact(String((ev.error as { error?: Error }).error?.message ?? source));
+      this.deps.emit({
+        type: 'error',
+        code: source.toUpperCase(),
+        message,
+        stepId: this.state.stepId,
+        ...(failure ? { nodeId: failure.nodeId, kind: failure.kind } : {}),
+      });
     });
     if (deps.sessionType === 'voice') {
       session.on(voice.AgentSessionEventTypes.UserInputTranscribed, (ev) =>
@@ -300,6 +312,7 @@ export class FlowConversation {
   private result(): TurnResult {
     const current = this.flow.config.steps[this.state.stepId];
     const metrics = this.collecting?.metrics;
+    const failure = this.collecting?.failure;
     return {
       replies: this.collecting?.replies ?? [],
       stepId: this.state.stepId,
@@ -308,6 +321,7 @@ export class FlowConversation {
       ended: this.ended,
       lastEventId: this.deps.lastEventId(),
       ...(metrics ? { metrics } : {}),
+      ...(failure ? { error: failure } : {}),
     };
   }
 

@@ -10,6 +10,7 @@ import {
   type TextTurnResult,
   type TurnResult,
 } from '@vab/contracts';
+import { sessionRedactor } from '../host/redactor.js';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
@@ -87,8 +88,16 @@ export class TextTransport {
   ): Promise<{ key: string; result: TurnResult; conversation: FlowConversation }> {
     const { requestId } = opts;
     let conversation: FlowConversation | undefined;
+    const redactor = sessionRedactor(await this.deps.env(), opts.apiKeys);
     const { key, result } = await this.deps.host.open(
-      { sessionType: opts.sessionType, agentId, version: opts.version, requestId, failure: opts.failure },
+      {
+        sessionType: opts.sessionType,
+        agentId,
+        version: opts.version,
+        requestId,
+        failure: opts.failure,
+        redactor,
+      },
       async (ctx) => {
         const session = new TypedAgentSession();
         const conv = await this.deps.kit.converse({

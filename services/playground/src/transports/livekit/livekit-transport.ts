@@ -15,6 +15,7 @@ import { EgressRefused, type EgressFetch, type HostCheck } from '../../egress/cl
 import type { EgressPolicy } from '../../egress/policy.js';
 import { envLivekit, LIVEKIT_ENV_VARS } from '../../env-keys.js';
 import { Recorder } from '../../host/recorder.js';
+import { sessionRedactor } from '../../host/redactor.js';
 import type { SessionHost } from '../../host/session-host.js';
 import type { KeyEnv } from '../../keys.js';
 import type { ReadinessCheck } from '../../readiness.js';
@@ -85,6 +86,7 @@ export class LiveKitTransport {
         roomName,
         requestId,
         failure: 'the agent could not join the room',
+        redactor: sessionRedactor(env, req.apiKeys, [creds.apiKey, creds.apiSecret]),
       },
       async (ctx) => {
         const meta: RoomMetadata = {
@@ -222,7 +224,10 @@ export class LiveKitTransport {
     if (!roomName.startsWith(ROOM_PREFIX) || !SUBJECT_TOKEN.test(roomName)) return { ok: true };
     if (await this.deps.host.end(roomName, undefined, requestId)) return { ok: true };
     const creds = envLivekit(await this.deps.env());
-    if (creds) await new MediaServer(creds, this.deps.config.MEDIA_SERVER_TIMEOUT_MS, globalThis.fetch).deleteRoom(roomName);
+    if (creds)
+      await new MediaServer(creds, this.deps.config.MEDIA_SERVER_TIMEOUT_MS, globalThis.fetch).deleteRoom(
+        roomName,
+      );
     return { ok: true };
   }
 
