@@ -48,9 +48,12 @@ export class Recorder {
     });
   }
 
-  /** Closes the test session (once) with what it used and the errors it saw. */
-  async close(report?: CloseReport): Promise<void> {
-    if (this.closed) return;
+  /**
+   * Closes the test session (once) with what it used and the errors it saw. Answers the duration the record
+   * was closed with (the session_ended event says the same); undefined when it was closed before.
+   */
+  async close(report?: CloseReport): Promise<number | undefined> {
+    if (this.closed) return undefined;
     this.closed = true;
     await this.chain;
     const endedAt = Math.max(Date.now(), this.startedAt);
@@ -68,5 +71,6 @@ export class Recorder {
     } catch (err) {
       this.opts.log.warn({ code: 'TEST_SESSION_NOT_CLOSED', err: safeError(err) }, 'test session not closed');
     }
+    return endedAt - this.startedAt;
   }
 }

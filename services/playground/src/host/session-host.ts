@@ -87,6 +87,10 @@ interface Hosted {
   events: SessionEvents | undefined;
   usage: (() => SessionUsage) | undefined;
   recordClosed: Promise<void> | undefined;
+  /** The duration the record was closed with: the session_ended event reports the same. */
+  durationMs: number | undefined;
+  /** Why it stops (the first reason given). */
+  stopReason: string | undefined;
   /** Turns (the greeting included) whose answer said a model failed: reported with the record. */
   failedTurns: number;
   cleanups: (() => Promise<void>)[];
@@ -217,9 +221,11 @@ export class SessionHost implements HostView {
     const { key } = hosted;
     try {
       const started = await start(this.contextOf(hosted));
-      if (hosted.stopping) throw new AppError('UPSTREAM_FAILED', 'the session ended while it started');
+      // a flow that ends in its greeting has ended, not failed: its answer says `ended: true`
+      if (hosted.stopping && hosted.stopReason !== 'end step')
+        throw new AppError('UPSTREAM_FAILED', 'the session ended while it started');
       hosted.turn = started.turn;
-      this.touch(hosted);
+      if (!hosted.stopping) this.touch(hosted);
       hosted.log.info({ sessionType: opts.sessionType }, 'session started');
       this.countFailure(hosted, started.result);
       return { key, result: hosted.redactor.deep(started.result) };
@@ -278,6 +284,8 @@ export class SessionHost implements HostView {
       events,
       usage: undefined,
       recordClosed: undefined,
+      durationMs: undefined,
+      stopReason: undefined,
       failedTurns: 0,
       cleanups: [],
       turn: undefined,
@@ -336,7 +344,7 @@ export class SessionHost implements HostView {
       hosted.log.warn({ code: 'SESSION_USAGE_NOT_READ', err: safeError(err) }, 'session usage not read');
     }
     if (usage.length > 0) hosted.events?.emit({ type: 'usage', usage });
-    await hosted.recorder?.close({
+    hosted.durationMs = await hosted.recorder?.close({
       usage,
       errors: hosted.events?.errors ?? 0,
       ...(hosted.failedTurns > 0 ? { failedTurns: hosted.failedTurns } : {}),
@@ -447,6 +455,7 @@ export class SessionHost implements HostView {
   stop(key: string, reason: string): Promise<void> {
     const hosted = this.sessions.get(key);
     if (!hosted) return Promise.resolve();
+    hosted.stopReason ??= reason;
     hosted.stopping ??= (async () => {
       for (const t of hosted.timers.values()) clearTimeout(t);
       for (const s of hosted.subs) s.unsubscribe();
@@ -455,7 +464,7 @@ export class SessionHost implements HostView {
       await hosted.events?.emitLast({
         type: 'session_ended',
         reason,
-        durationMs: Date.now() - hosted.startedAt,
+        durationMs: hosted.durationMs ?? Date.now() - hosted.startedAt,
       });
       // after the last event is stored: a stream that finds no one here finds the session_ended
       hosted.live?.unsubscribe();

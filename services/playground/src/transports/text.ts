@@ -108,8 +108,8 @@ export class TextTransport {
           record: (m) => ctx.recorder?.record(m),
           emit: ctx.emit,
           lastEventId: ctx.lastEventId,
-          // the test session closes with the goodbye; the session answers `ended` until it is stopped
-          onEnded: () => void ctx.closeRecord(),
+          // the end step ends the session, as a voice call ends: record closed, session_ended, slot freed
+          onEnded: () => ctx.stop('end step'),
           log: ctx.log,
           requestId,
           mocks: opts.mocks,

@@ -1,7 +1,7 @@
 import { fullFlow, listenOnLoopback, withNode } from '@vab/testkit';
 import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startOpenAiStub } from '../../services/playground/test/openai-stub.js';
+import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 import { eventsOf, readSse } from '../helpers/sse.js';
 
@@ -12,6 +12,7 @@ const SERVER_KEY = 'srv-key-77';
 let stack: Stack;
 let http: ReturnType<typeof api>;
 let echo: Awaited<ReturnType<typeof startOpenAiStub>>;
+let clinic: Awaited<ReturnType<typeof startOpenAiStub>>;
 let deadPort = 0;
 
 beforeAll(async () => {
@@ -20,15 +21,21 @@ beforeAll(async () => {
     status: 401,
     errorMessage: `invalid x-api-key header value "${SHORT_KEY}"`,
   }));
+  clinic = await startOpenAiStub(clinicScript);
   const gone = createServer();
   deadPort = await listenOnLoopback(gone);
   await new Promise<void>((r) => gone.close(() => r()));
-  stack = await startStack({ providerEnv: { ANTHROPIC_API_KEY: SERVER_KEY } });
+  // one slot: a session that holds it after its end step keeps every other start out
+  stack = await startStack({
+    providerEnv: { ANTHROPIC_API_KEY: SERVER_KEY },
+    playground: { MAX_SESSIONS: 1, TEXT_SESSION_IDLE_MS: 600_000 },
+  });
   http = api(stack.baseUrl);
 });
 afterAll(async () => {
   await stack.close();
   await echo.close();
+  await clinic.close();
 });
 
 const flowAt = (baseURL: string) =>
@@ -88,5 +95,45 @@ describe('a provider that echoes the key (issue 35 #2)', () => {
     const everything = JSON.stringify([turn.body, events, messages]) + stack.logs.join('\n');
     expect(everything).not.toContain(SHORT_KEY);
     expect(everything).not.toContain(SERVER_KEY);
+  });
+});
+
+describe('the end step ends a text session (issue 35 #13)', () => {
+  it('session_ended at once, the stream closes, the slot is free, the record and the event agree', async () => {
+    const agent = await http.post('/api/agents', { name: 'Ends', flow: flowAt(clinic.baseURL) });
+    const agentId = agent.body.id as string;
+    const started = await http.post(`/api/agents/${agentId}/text-sessions`, {
+      apiKeys: { openai: 'key-1234' },
+    });
+    const sessionId = started.body.sessionId as string;
+    let last;
+    for (const text of ['Hi', 'Ada', '1815', 'I want to book, yes please']) {
+      last = await http.post(`/api/agents/${agentId}/text-sessions/${sessionId}/turns`, { text });
+    }
+    expect(last!.body).toMatchObject({ ended: true, stepId: 'end' });
+
+    // no DELETE: the stream ends by itself, with the end step's session_ended
+    const stream = await fetch(`${stack.baseUrl}/api/agents/${agentId}/test-sessions/${sessionId}/events`);
+    const events = eventsOf(await readSse(stream, { timeoutMs: 5_000 }));
+    const ended = events.at(-1)!;
+    expect(ended).toMatchObject({ type: 'session_ended', reason: 'end step' });
+
+    // the one slot is free again: another session starts
+    const next = await http.post(`/api/agents/${agentId}/text-sessions`, { apiKeys: { openai: 'key-1234' } });
+    expect(next.status).toBe(201);
+    await http.delete(`/api/agents/${agentId}/text-sessions/${next.body.sessionId as string}`);
+
+    const record = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`);
+    expect(record.body).toMatchObject({ status: 'closed', durationMs: ended.durationMs });
+    expect((await http.delete(`/api/agents/${agentId}/text-sessions/${sessionId}`)).body).toEqual({
+      ok: true,
+    });
+    const after = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`);
+    expect(after.body.durationMs).toBe(ended.durationMs);
+    expect(after.body.endedAt).toBe(record.body.endedAt);
+    const turn = await http.post(`/api/agents/${agentId}/text-sessions/${sessionId}/turns`, {
+      text: 'hello?',
+    });
+    expect(turn.status).toBe(404);
   });
 });
