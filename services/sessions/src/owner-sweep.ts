@@ -72,7 +72,8 @@ export class OwnerSweep {
         );
       }
     }
-    if (closed > 0) this.log.warn({ code: 'SESSIONS_ORPHANED', closed }, 'closed sessions whose owner is gone');
+    if (closed > 0)
+      this.log.warn({ code: 'SESSIONS_ORPHANED', closed }, 'closed sessions whose owner is gone');
     return closed;
   }
 

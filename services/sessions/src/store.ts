@@ -398,8 +398,9 @@ export class SessionsStore {
       await storage(() => this.redis.hdel(key, 'lostAt'));
       return undefined;
     }
-    const [, since] = await storage(() => this.redis.multi().hsetnx(key, 'lostAt', now).hget(key, 'lostAt').exec())
-      .then((r) => (r ?? []).map(([, v]) => v));
+    const [, since] = await storage(() =>
+      this.redis.multi().hsetnx(key, 'lostAt', now).hget(key, 'lostAt').exec(),
+    ).then((r) => (r ?? []).map(([, v]) => v));
     return since === null || since === undefined ? now : Number(since);
   }
 
