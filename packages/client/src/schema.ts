@@ -205,7 +205,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Test runs, newest first, each with its verdicts so far */
+    /** Test runs, newest first, each with its verdicts so far (per case: verdict and pass rate only) */
     get: operations['testRunsList'];
     put?: never;
     /** Run test cases against a version (default: the latest, every case); answers at once */
@@ -223,7 +223,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** One test run: status, counts, and per case the verdict and what differed */
+    /** One test run: status, counts, and per case the verdict and what differed (paged by size) */
     get: operations['testRunsGet'];
     put?: never;
     post?: never;
@@ -4090,6 +4090,7 @@ export interface operations {
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
+            casesFrom?: number;
             counts: {
               errored: number;
               failed: number;
@@ -4122,6 +4123,7 @@ export interface operations {
               }[];
               runId: string;
             } | null;
+            nextCasesFrom?: number | null;
             sinceLastPass: {
               changes: {
                 agentId: string;
@@ -4552,6 +4554,7 @@ export interface operations {
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
+            casesFrom?: number;
             counts: {
               errored: number;
               failed: number;
@@ -4584,6 +4587,7 @@ export interface operations {
               }[];
               runId: string;
             } | null;
+            nextCasesFrom?: number | null;
             sinceLastPass: {
               changes: {
                 agentId: string;
@@ -4778,7 +4782,9 @@ export interface operations {
   };
   testRunsGet: {
     parameters: {
-      query?: never;
+      query?: {
+        casesFrom?: string;
+      };
       header?: never;
       path: {
         id: string;
@@ -5012,6 +5018,7 @@ export interface operations {
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
+            casesFrom?: number;
             counts: {
               errored: number;
               failed: number;
@@ -5044,6 +5051,7 @@ export interface operations {
               }[];
               runId: string;
             } | null;
+            nextCasesFrom?: number | null;
             sinceLastPass: {
               changes: {
                 agentId: string;

@@ -113,13 +113,11 @@ export async function startOpenAiStub(script: Script): Promise<{
       const reply = script(chat);
       if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
       if (reply.status) {
-        res
-          .writeHead(reply.status, { 'content-type': 'application/json' })
-          .end(
-            JSON.stringify({
-              error: { message: reply.errorMessage ?? 'stub failure', type: 'server_error' },
-            }),
-          );
+        res.writeHead(reply.status, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            error: { message: reply.errorMessage ?? 'stub failure', type: 'server_error' },
+          }),
+        );
         return;
       }
       const base = {
