@@ -207,6 +207,29 @@ describe('the URL policy: no flow request reaches an internal address unless all
   });
 });
 
+describe('IPv6 forms that carry an IPv4 address are judged by it (issue 35 #4)', () => {
+  it.each([
+    ['http://[::169.254.169.254]/hook', 'link-local'],
+    ['http://[::127.0.0.1]:9/hook', 'loopback'],
+    ['http://[64:ff9b::a00:1]/hook', 'private'],
+    ['http://[2002:a9fe:a9fe::1]/hook', 'link-local'],
+  ])('a webhook at %s is refused as %s', async (url, range) => {
+    const { http } = await stack({ playground: { FLOW_EGRESS_ALLOW: [] } });
+    const v = await http.post('/api/flows/validate', {
+      ...withNode(fullFlow(), 'hook', { url }),
+      sessionType: 'text',
+    });
+    expect(v.body.valid).toBe(false);
+    expect(v.body.issues).toContainEqual(
+      expect.objectContaining({
+        code: 'URL_NOT_ALLOWED',
+        nodeId: 'hook',
+        message: expect.stringContaining(range),
+      }),
+    );
+  });
+});
+
 describe('the media server a request names goes through the same check (issue 35 #1)', () => {
   const voiceFlow = () => withNode(fullFlow(), 'hook', { url: 'https://hooks.example.com/x' });
   const start = (http: ReturnType<typeof api>, url: string) =>
