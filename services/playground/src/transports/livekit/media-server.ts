@@ -62,7 +62,8 @@ export class MediaServer {
     private readonly timeoutMs: number,
     private readonly fetch: typeof globalThis.fetch,
   ) {
-    this.base = httpUrlOf(creds.url).replace(/\/+$/, '');
+    // the Twirp API lives at the server's root, as the SDK's own client calls it: a path in the URL is dropped
+    this.base = URL.canParse(httpUrlOf(creds.url)) ? new URL(httpUrlOf(creds.url)).origin : creds.url;
   }
 
   private async call(method: string, grant: VideoGrant, body: object): Promise<unknown> {
