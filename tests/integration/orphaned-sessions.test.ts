@@ -1,6 +1,11 @@
 import { freePort, fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
-import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
+import {
+  clinicScript,
+  lastUserText,
+  startOpenAiStub,
+  type ChatRequest,
+} from '../../services/playground/test/openai-stub.js';
 import { built, spawnService, type ServiceProcess } from '../helpers/processes.js';
 
 const cleanup: (() => Promise<unknown>)[] = [];
@@ -14,7 +19,12 @@ describe.skipIf(!built())('sessions whose playground is gone (issue 35 #10)', ()
   it('a killed playground leaves no session open: the owner sweep closes it within a bound', async () => {
     const nats = await startLocalNats();
     const redis = await startLocalRedis();
-    const stub = await startOpenAiStub(clinicScript);
+    // a test case's turn that says "slowly" is answered late: its attempt is under way when the kill comes
+    const stub = await startOpenAiStub((req: ChatRequest) =>
+      lastUserText(req).includes('slowly') && !req.tools?.length
+        ? { ...clinicScript(req), delayMs: 20_000 }
+        : clinicScript(req),
+    );
     cleanup.push(
       () => nats.dispose(),
       () => redis.dispose(),
@@ -60,10 +70,29 @@ describe.skipIf(!built())('sessions whose playground is gone (issue 35 #10)', ()
     const sessionId = started.body.sessionId as string;
     await post(`/api/agents/${agentId}/text-sessions/${sessionId}/turns`, { text: 'Hi' });
 
+    // and a test run whose attempt is under way on the same instance
+    await post(`/api/agents/${agentId}/test-cases`, {
+      name: 'slow',
+      turns: ['Hi', 'slowly please'],
+      expect: {},
+    });
+    const run = await post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: 'key-123456' } });
+    expect(run.status).toBe(202);
+    const testSessions = async () =>
+      (
+        (await get(`/api/agents/${agentId}/test-sessions`)) as unknown as {
+          id: string;
+          sessionType: string;
+          status: string;
+        }[]
+      ).filter((t) => t.sessionType === 'test');
+    await expect.poll(async () => (await testSessions()).length, { timeout: 10_000 }).toBeGreaterThan(0);
+
     // a live owner keeps its session open across several sweeps
     await new Promise((r) => setTimeout(r, 4 * SWEEP_MS + 500));
     expect(await get(`/api/agents/${agentId}/test-sessions/${sessionId}`)).toMatchObject({ status: 'open' });
 
+    expect((await testSessions()).map((t) => t.status)).toContain('open');
     const killedAt = Date.now();
     playground.child.kill('SIGKILL');
     await playground.exited;
@@ -74,6 +103,9 @@ describe.skipIf(!built())('sessions whose playground is gone (issue 35 #10)', ()
       })
       .toBe('closed');
     const closedAfterMs = Date.now() - killedAt;
+    await expect
+      .poll(async () => (await testSessions()).map((t) => t.status), { timeout: 10_000, interval: 100 })
+      .not.toContain('open');
     const record = await get(`/api/agents/${agentId}/test-sessions/${sessionId}`);
     expect(record.endedAt).toEqual(expect.any(Number));
     expect(record.endedAt as number).toBeGreaterThanOrEqual(killedAt - 100);
