@@ -13,7 +13,16 @@
 import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
-import { edge, speak, silence, concat, startLocalNats, startLocalRedis, startSpeechStub, VoiceClient } from '@vab/testkit';
+import {
+  edge,
+  speak,
+  silence,
+  concat,
+  startLocalNats,
+  startLocalRedis,
+  startSpeechStub,
+  VoiceClient,
+} from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { dirname, join } from 'node:path';
@@ -37,7 +46,10 @@ const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : '—');
 const nats = await startLocalNats();
 const redis = await startLocalRedis();
 const env = { NATS_URL: nats.url, REDIS_URL: redis.url };
-const core = await startCore(here, env, { RATE_LIMIT_MAX: '1000000000', SESSION_RATE_LIMIT_MAX: '1000000000' });
+const core = await startCore(here, env, {
+  RATE_LIMIT_MAX: '1000000000',
+  SESSION_RATE_LIMIT_MAX: '1000000000',
+});
 const nc = await connectNats({ url: nats.url, name: 'bench', service: 'playground' }, log);
 const cleanup = async () => {
   for (const p of core.procs) p.kill();
@@ -76,7 +88,10 @@ async function roundTrips(url, onOpen) {
 async function transport() {
   // the owner stand-in: answers the attach, echoes every frame
   const sessionId = 'bench-voice-session';
-  const agent = await sendJson('POST', `${core.url}/api/agents`, { name: 'bench', flow: { nodes: [], edges: [] } });
+  const agent = await sendJson('POST', `${core.url}/api/agents`, {
+    name: 'bench',
+    flow: { nodes: [], edges: [] },
+  });
   const control = natsHeaders();
   control.set('Voice-Control', '1');
   nc.subscribe(ownerSubject(sessionId, 'attach'), {
@@ -87,7 +102,9 @@ async function transport() {
   });
   // it runs the session, as far as the gateway's event feed asks
   nc.subscribe(liveSubject(sessionId), { callback: (_e, msg) => msg.respond() });
-  nc.subscribe(voiceInSubject(sessionId), { callback: (_e, msg) => nc.publish(voiceOutSubject(sessionId), msg.data) });
+  nc.subscribe(voiceInSubject(sessionId), {
+    callback: (_e, msg) => nc.publish(voiceOutSubject(sessionId), msg.data),
+  });
   await ensureEventsStream(nc, loadConfig({}), log);
   const viaGateway = await roundTrips(
     `${core.url.replace('http', 'ws')}/api/agents/${agent.id}/voice-sessions/${sessionId}/audio`,
@@ -103,8 +120,12 @@ async function transport() {
   console.log('\n### Audio transport: one 20 ms frame (640 B), round trip\n');
   console.log('| path | frames | p50 ms | p99 ms |');
   console.log('| --- | --- | --- | --- |');
-  console.log(`| client → gateway → NATS → owner → NATS → gateway → client | ${viaGateway.length} | ${fmt(pct(viaGateway, 50))} | ${fmt(pct(viaGateway, 99))} |`);
-  console.log(`| client → bare ws echo → client | ${bare.length} | ${fmt(pct(bare, 50))} | ${fmt(pct(bare, 99))} |`);
+  console.log(
+    `| client → gateway → NATS → owner → NATS → gateway → client | ${viaGateway.length} | ${fmt(pct(viaGateway, 50))} | ${fmt(pct(viaGateway, 99))} |`,
+  );
+  console.log(
+    `| client → bare ws echo → client | ${bare.length} | ${fmt(pct(bare, 50))} | ${fmt(pct(bare, 99))} |`,
+  );
   console.log(
     `\nwhat the gateway + bus add per frame, one direction (half the p50 difference): **${fmt((pct(viaGateway, 50) - pct(bare, 50)) / 2)} ms**`,
   );
@@ -172,7 +193,8 @@ async function sessions() {
   const talkSeconds = (Date.now() - t0) / 1000;
   const figures = [];
   for (const { client, sessionId } of clients) {
-    for (const e of client.events) if (e.type === 'turn_metrics' && e.metrics.responseMs !== undefined) figures.push(e.metrics);
+    for (const e of client.events)
+      if (e.type === 'turn_metrics' && e.metrics.responseMs !== undefined) figures.push(e.metrics);
     client.close();
     void sessionId;
   }
@@ -181,13 +203,23 @@ async function sessions() {
   const overhead = figures
     .filter((m) => m.endOfTurnDelayMs !== undefined)
     .map((m) => m.responseMs - m.endOfTurnDelayMs - (m.ttsTtfbMs ?? 0) - (m.llmTtftMs ?? 0));
-  console.log(`\n### ${SESSIONS} voice sessions on one playground instance, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s)\n`);
+  console.log(
+    `\n### ${SESSIONS} voice sessions on one playground instance, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s)\n`,
+  );
   console.log('| figure | p50 | p99 |');
   console.log('| --- | --- | --- |');
-  console.log(`| event-loop delay, ms | ${fmt(delay.percentile(50) / 1e6)} | ${fmt(delay.percentile(99) / 1e6)} |`);
-  console.log(`| responseMs (end of speech → first audible agent audio) | ${fmt(pct(response, 50))} | ${fmt(pct(response, 99))} |`);
-  console.log(`| turn overhead (responseMs − endOfTurnDelayMs − LLM TTFT − TTS TTFB) | ${fmt(pct(overhead, 50))} | ${fmt(pct(overhead, 99))} |`);
-  console.log(`\nturns measured: ${figures.length} of ${SESSIONS * TURNS}; heap +${((heapAfter.heapUsed - heapBefore.heapUsed) / SESSIONS / 1024).toFixed(0)} KB and RSS +${((heapAfter.rss - heapBefore.rss) / SESSIONS / 1024 / 1024).toFixed(1)} MB per session (in this process: playground + clients)`);
+  console.log(
+    `| event-loop delay, ms | ${fmt(delay.percentile(50) / 1e6)} | ${fmt(delay.percentile(99) / 1e6)} |`,
+  );
+  console.log(
+    `| responseMs (end of speech → first audible agent audio) | ${fmt(pct(response, 50))} | ${fmt(pct(response, 99))} |`,
+  );
+  console.log(
+    `| turn overhead (responseMs − endOfTurnDelayMs − LLM TTFT − TTS TTFB) | ${fmt(pct(overhead, 50))} | ${fmt(pct(overhead, 99))} |`,
+  );
+  console.log(
+    `\nturns measured: ${figures.length} of ${SESSIONS * TURNS}; heap +${((heapAfter.heapUsed - heapBefore.heapUsed) / SESSIONS / 1024).toFixed(0)} KB and RSS +${((heapAfter.rss - heapBefore.rss) / SESSIONS / 1024 / 1024).toFixed(1)} MB per session (in this process: playground + clients)`,
+  );
   void ttsTimes;
   await playground.stop(5000);
   chat.server.close();

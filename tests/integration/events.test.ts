@@ -81,9 +81,10 @@ describe('session events over SSE', () => {
     const events = eventsOf(await readSse(res));
     expect(ids(events)).toEqual(consecutive(1, events.length));
     expect(events[0]).toMatchObject({ type: 'session_started', sessionType: 'text', sessionId: s.sessionId });
-    expect(events.at(-1)).toMatchObject({ type: 'session_ended', reason: 'delete' });
+    // the end step ended the session (the DELETE after it found nothing left to end)
+    expect(events.at(-1)).toMatchObject({ type: 'session_ended', reason: 'end step' });
     const types = new Set(events.map((e) => e.type));
-    // the goodbye closed the record, the DELETE ended the session: its usage is reported once
+    // its usage is reported once
     expect(events.filter((e) => e.type === 'usage')).toHaveLength(1);
     for (const t of [
       'step_entered',

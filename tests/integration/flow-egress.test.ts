@@ -215,3 +215,113 @@ describe('the URL policy: no flow request reaches an internal address unless all
     expect(hookHits).toEqual([]);
   });
 });
+
+describe('IPv6 forms that carry an IPv4 address are judged by it (issue 35 #4)', () => {
+  it.each([
+    ['http://[::169.254.169.254]/hook', 'link-local'],
+    ['http://[::127.0.0.1]:9/hook', 'loopback'],
+    ['http://[64:ff9b::a00:1]/hook', 'private'],
+    ['http://[2002:a9fe:a9fe::1]/hook', 'link-local'],
+  ])('a webhook at %s is refused as %s', async (url, range) => {
+    const { http } = await stack({ playground: { FLOW_EGRESS_ALLOW: [] } });
+    const v = await http.post('/api/flows/validate', {
+      ...withNode(fullFlow(), 'hook', { url }),
+      sessionType: 'text',
+    });
+    expect(v.body.valid).toBe(false);
+    expect(v.body.issues).toContainEqual(
+      expect.objectContaining({
+        code: 'URL_NOT_ALLOWED',
+        nodeId: 'hook',
+        message: expect.stringContaining(range),
+      }),
+    );
+  });
+});
+
+describe('the media server a request names goes through the same check (issue 35 #1)', () => {
+  const voiceFlow = () => withNode(fullFlow(), 'hook', { url: 'https://hooks.example.com/x' });
+  const start = (http: ReturnType<typeof api>, url: string) =>
+    http.post('/api/agent-session', {
+      ...voiceFlow(),
+      livekit: { url, apiKey: fake.apiKey, apiSecret: fake.apiSecret },
+      apiKeys: { openai: REQUEST_KEY, elevenlabs: 'k', deepgram: 'k' },
+    });
+
+  it('a name that resolves to loopback, and every literal loopback form, is refused before any call', async () => {
+    const { http } = await stack({
+      playground: { FLOW_EGRESS_ALLOW: [] },
+      resolve: async (host) => {
+        if (host === 'media.test') return [{ address: '127.0.0.1', family: 4 }];
+        if (host === 'split.test')
+          return [
+            { address: '8.8.8.8', family: 4 },
+            { address: '127.0.0.1', family: 4 },
+          ];
+        throw Object.assign(new Error(`ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+      },
+    });
+    const port = new URL(fake.url).port;
+    const callsBefore = fake.calls.length;
+    for (const host of [
+      'media.test',
+      'split.test',
+      'LOCALHOST.',
+      '0x7f.1',
+      '[::127.0.0.1]',
+      '[::ffff:7f00:1]',
+    ]) {
+      const res = await start(http, `ws://${host}:${port}`);
+      expect(res.status, host).toBe(400);
+      expect(res.body.code).toBe('VALIDATION_FAILED');
+      expect(JSON.stringify(res.body), host).toMatch(/body\.livekit\.url.*loopback/);
+    }
+    expect(fake.calls.length).toBe(callsBefore);
+    expect(fake.rooms.size).toBe(0);
+  });
+
+  it('a redirect is an answer, not a hop; a refused and a reset connection read alike', async () => {
+    const redirects: string[] = [];
+    const redirector = createServer((req, res) => {
+      redirects.push(req.url ?? '');
+      res.writeHead(307, { location: `${fake.url.replace('ws:', 'http:')}${req.url ?? ''}` }).end();
+    });
+    const redirectPort = await listenOnLoopback(redirector);
+    const gone = createServer();
+    const closedPort = await listenOnLoopback(gone); // a port nothing listens on once closed
+    await new Promise<void>((r) => gone.close(() => r()));
+    const resetter = createServer((req) => req.socket.destroy());
+    const resetPort = await listenOnLoopback(resetter);
+    try {
+      // the redirector's name is allowed (it resolves to loopback); where it redirects to is not followed
+      const { http } = await stack({
+        playground: loadConfig({ FLOW_EGRESS_ALLOW: 'redirect.test,lan.test' }),
+        resolve: async (host) => {
+          if (host === 'redirect.test' || host === 'lan.test') return [{ address: '127.0.0.1', family: 4 }];
+          throw Object.assign(new Error(`ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+        },
+      });
+      const callsBefore = fake.calls.length;
+      const redirected = await start(http, `ws://redirect.test:${redirectPort}`);
+      expect(redirects).toEqual(['/twirp/livekit.RoomService/CreateRoom']);
+      expect(redirected.status).toBe(502);
+      expect(fake.calls.length).toBe(callsBefore);
+      expect(fake.rooms.size).toBe(0);
+
+      const answers = [];
+      for (const port of [closedPort, resetPort]) {
+        const res = await start(http, `ws://lan.test:${port}`);
+        answers.push({ status: res.status, code: res.body.code, message: res.body.message });
+      }
+      expect(answers[0]).toEqual({
+        status: 502,
+        code: 'UPSTREAM_FAILED',
+        message: 'the media server is unreachable (create the room)',
+      });
+      expect(answers[1]).toEqual(answers[0]);
+    } finally {
+      await new Promise<void>((r) => redirector.close(() => r()));
+      await new Promise<void>((r) => resetter.close(() => r()));
+    }
+  });
+});

@@ -205,7 +205,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Test runs, newest first, each with its verdicts so far */
+    /** Test runs, newest first, each with its verdicts so far (per case: verdict and pass rate only) */
     get: operations['testRunsList'];
     put?: never;
     /** Run test cases against a version (default: the latest, every case); answers at once */
@@ -223,7 +223,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** One test run: status, counts, and per case the verdict and what differed */
+    /** One test run: status, counts, and per case the verdict and what differed (paged by size) */
     get: operations['testRunsGet'];
     put?: never;
     post?: never;
@@ -1571,6 +1571,15 @@ export interface components {
     };
     TextTurnResult: {
       ended: boolean;
+      error?: {
+        /** @enum {string} */
+        kind: 'unreachable' | 'timeout' | 'auth' | 'rate_limited' | 'http_error' | 'failed';
+        message: string;
+        /** @enum {string} */
+        modality: 'llm' | 'tts' | 'stt';
+        nodeId: string;
+        status?: number;
+      };
       lastEventId?: number;
       metrics?: {
         e2eLatencyMs?: number;
@@ -4021,6 +4030,7 @@ export interface operations {
           'application/json': {
             agentId: string;
             errors: number;
+            failedTurns: number;
             figures: {
               [key: string]: {
                 count: number;
@@ -5440,6 +5450,7 @@ export interface operations {
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
+            casesFrom?: number;
             counts: {
               errored: number;
               failed: number;
@@ -5473,6 +5484,7 @@ export interface operations {
               }[];
               runId: string;
             } | null;
+            nextCasesFrom?: number | null;
             sinceLastPass: {
               changes: {
                 agentId: string;
@@ -5906,6 +5918,7 @@ export interface operations {
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
+            casesFrom?: number;
             counts: {
               errored: number;
               failed: number;
@@ -5939,6 +5952,7 @@ export interface operations {
               }[];
               runId: string;
             } | null;
+            nextCasesFrom?: number | null;
             sinceLastPass: {
               changes: {
                 agentId: string;
@@ -6134,7 +6148,9 @@ export interface operations {
   };
   testRunsGet: {
     parameters: {
-      query?: never;
+      query?: {
+        casesFrom?: string;
+      };
       header?: never;
       path: {
         id: string;
@@ -6370,6 +6386,7 @@ export interface operations {
               /** @enum {string} */
               verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
             }[];
+            casesFrom?: number;
             counts: {
               errored: number;
               failed: number;
@@ -6403,6 +6420,7 @@ export interface operations {
               }[];
               runId: string;
             } | null;
+            nextCasesFrom?: number | null;
             sinceLastPass: {
               changes: {
                 agentId: string;
@@ -7243,7 +7261,9 @@ export interface operations {
                 at: number;
                 code: string;
                 id: number;
+                kind?: string;
                 message: string;
+                nodeId?: string;
                 sessionId: string;
                 stepId?: string;
                 /** @enum {string} */
@@ -8007,7 +8027,9 @@ export interface operations {
                 at: number;
                 code: string;
                 id: number;
+                kind?: string;
                 message: string;
+                nodeId?: string;
                 sessionId: string;
                 stepId?: string;
                 /** @enum {string} */
@@ -8593,6 +8615,7 @@ export interface operations {
           'application/json': {
             agentId: string;
             errors: number;
+            failedTurns: number;
             figures: {
               [key: string]: {
                 count: number;

@@ -82,7 +82,15 @@ export const SessionEventPayloads = {
    * An error in the session: one the model saw (a tool or model error), or the stream's own (`SESSION_LOST`:
    * the instance running the session is gone; sent without an id, it is not part of the stored stream).
    */
-  error: z.object({ code: z.string().max(100), message: z.string().max(2000), stepId: StepId.optional() }),
+  error: z.object({
+    code: z.string().max(100),
+    message: z.string().max(2000),
+    stepId: StepId.optional(),
+    /** The flow node whose model failed (a model error), e.g. the LLM node's id. */
+    nodeId: z.string().max(200).optional(),
+    /** What kind of failure a model error was (see `TurnFailureKind`). */
+    kind: z.string().max(50).optional(),
+  }),
 } as const;
 
 export type SessionEventType = keyof typeof SessionEventPayloads;

@@ -115,6 +115,8 @@ export const AgentStats = z.object({
   since: EpochMs.nullable(),
   sessions: z.number().int().nonnegative(),
   turns: z.number().int().nonnegative(),
+  /** Turns that failed (a model of the flow could not answer): counted here, not in `turns`' figures. */
+  failedTurns: z.number().int().nonnegative(),
   errors: z.number().int().nonnegative(),
   /** Only the figures some turn measured. */
   figures: z.partialRecord(z.enum(METRIC_NAMES), FigureStats),

@@ -146,6 +146,33 @@ export type TextTurnBody = z.infer<typeof TextTurnBody>;
 export const StepChange = z.object({ stepId: z.string(), stepType: z.string() });
 export type StepChange = z.infer<typeof StepChange>;
 
+/**
+ * How a model call of a turn failed: `unreachable` (no connection: refused, reset, no such host, or refused
+ * by the egress policy — one kind, so an answer never tells a closed port from an open one), `timeout`,
+ * `auth` (401/403: the key), `rate_limited` (429), `http_error` (any other status), `failed` (anything else).
+ */
+export const TurnFailureKind = z.enum([
+  'unreachable',
+  'timeout',
+  'auth',
+  'rate_limited',
+  'http_error',
+  'failed',
+]);
+export type TurnFailureKind = z.infer<typeof TurnFailureKind>;
+
+/** A turn that did not get its answer: which node's model failed, how, and a message without URLs or keys. */
+export const TurnFailure = z.object({
+  nodeId: z.string().max(200),
+  /** `llm`, `tts` or `stt`. */
+  modality: z.enum(['llm', 'tts', 'stt']),
+  kind: TurnFailureKind,
+  /** The HTTP status, for `auth`, `rate_limited` and `http_error`. */
+  status: z.number().int().optional(),
+  message: z.string().max(500),
+});
+export type TurnFailure = z.infer<typeof TurnFailure>;
+
 export const TextTurnResult = z.object({
   /** The test session (sessionType "text") that records this conversation. */
   sessionId: Id,
@@ -160,6 +187,12 @@ export const TextTurnResult = z.object({
   lastEventId: z.number().int().nonnegative().optional(),
   /** What this turn took (ms): the model's time to first token and duration, tool time, the whole turn. */
   metrics: TurnMetrics.optional(),
+  /**
+   * Present when the turn failed: a model of the flow could not answer (the first failure of the turn). The
+   * answer is still 200 — the session goes on and the next turn may succeed — but `replies` lacks what that
+   * model should have said, and figures it could not measure are absent.
+   */
+  error: TurnFailure.optional(),
 });
 export type TextTurnResult = z.infer<typeof TextTurnResult>;
 /** A turn's result inside a playground instance (the host adds the session's id). */

@@ -100,6 +100,8 @@ export type CloseTestSessionBody = z.infer<typeof CloseTestSessionBody>;
 export const CloseReport = z.object({
   usage: SessionUsage,
   errors: z.number().int().nonnegative(),
+  /** Turns whose answer carried an `error` (a model of the flow failed): failures in the stats. */
+  failedTurns: z.number().int().nonnegative().optional(),
 });
 export type CloseReport = z.infer<typeof CloseReport>;
 
@@ -525,7 +527,16 @@ export const TestRun = z.object({
     failed: z.number().int(),
     errored: z.number().int(),
   }),
+  /**
+   * GET of one run: its cases from `casesFrom` on, as many as fit in one answer (about 4 MB of stored
+   * results); the list: every case with its verdict, attempts and pass rate only (`failures`, `repeats`
+   * empty, `observed` null).
+   */
   cases: z.array(CaseResult),
+  /** GET of one run: where this page of `cases` starts. */
+  casesFrom: z.number().int().nonnegative().optional(),
+  /** GET of one run: where the next page starts (`?casesFrom=`); null when this page holds the last case. */
+  nextCasesFrom: z.number().int().nonnegative().nullable().optional(),
   createdAt: EpochMs,
   updatedAt: EpochMs,
   finishedAt: EpochMs.nullable(),
@@ -565,6 +576,17 @@ export type CreateTestRunBody = z.infer<typeof CreateTestRunBody>;
 
 export const TestRunParams = z.object({ id: Id, runId: Id });
 export type TestRunParams = z.infer<typeof TestRunParams>;
+
+export const TestRunQuery = z
+  .object({
+    /** The first case of the page (0-based): `nextCasesFrom` of the previous page. */
+    casesFrom: z
+      .string()
+      .regex(/^(0|[1-9][0-9]{0,5})$/, 'must be a non-negative integer')
+      .optional(),
+  })
+  .strict();
+export type TestRunQuery = z.infer<typeof TestRunQuery>;
 
 /** The deploy gate of one agent: when on, a deploy goes live only on a version whose last run passed. */
 export const DeployGate = z.object({ enabled: z.boolean() });

@@ -320,7 +320,7 @@ export const contract = {
   },
   [Subjects.testRunsList]: { request: AgentIdRef, response: TestRunList, errors: ['NOT_FOUND'] },
   [Subjects.testRunsGet]: {
-    request: z.object({ agentId: Id, runId: Id }),
+    request: z.object({ agentId: Id, runId: Id, casesFrom: z.number().int().min(0).optional() }),
     response: TestRun,
     errors: ['NOT_FOUND'],
   },

@@ -21,6 +21,8 @@ export interface ChatReply {
   toolCalls?: { name: string; args: Record<string, unknown> }[];
   /** Answer with this HTTP status instead (e.g. 500 to simulate a failing model). */
   status?: number;
+  /** With `status`: the error message the answer carries (a provider that echoes what it was sent). */
+  errorMessage?: string;
   /** Answer only after this long (a slow model). */
   delayMs?: number;
   /** Start the answer at once, but send its first token only after this long (time to first token). */
@@ -160,7 +162,9 @@ async function streamChat(res: ServerResponse, chat: ChatRequest, reply: ChatRep
   if (reply.status) {
     res
       .writeHead(reply.status, { 'content-type': 'application/json' })
-      .end(JSON.stringify({ error: { message: 'stub failure', type: 'server_error' } }));
+      .end(
+        JSON.stringify({ error: { message: reply.errorMessage ?? 'stub failure', type: 'server_error' } }),
+      );
     return;
   }
   const base = { id: `chatcmpl-${n}`, object: 'chat.completion.chunk', created: 0, model: chat.model };

@@ -3,7 +3,7 @@ import { busClientOf, serve, type HandlerTable, type Interceptor, type Logger, t
 import { idempotency, MemoryIdempotencyStore, type Tracing } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
-import { createEgressFetch, type Resolver } from './egress/client.js';
+import { createEgressFetch, createHostCheck, type Resolver } from './egress/client.js';
 import { EgressPolicy } from './egress/policy.js';
 import { currentKeyEnv, keyStatus } from './env-keys.js';
 import { ensureEventsStream } from './host/events.js';
@@ -65,7 +65,8 @@ function outboundOf(config: PlaygroundServiceConfig, log: Logger, resolve: Resol
     egressFetch,
     egressTimeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
   });
-  return { policy, egressFetch, readiness };
+  const checkHost = createHostCheck({ policy, log, resolve });
+  return { policy, egressFetch, checkHost, readiness };
 }
 
 /**
@@ -90,7 +91,7 @@ export function startPlaygroundService(deps: {
   prewarmVoiceModels();
   const bus = busClientOf(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
-  const { policy, egressFetch, readiness } = outboundOf(config, log, deps.resolve);
+  const { policy, egressFetch, checkHost, readiness } = outboundOf(config, log, deps.resolve);
   const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS });
   const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
   const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
@@ -122,6 +123,8 @@ export function startPlaygroundService(deps: {
     log,
     config,
     policy,
+    egressFetch,
+    checkHost,
     runner: deps.runner ?? new LiveKitAgentRunner(),
   });
 

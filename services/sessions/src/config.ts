@@ -28,6 +28,13 @@ const Env = {
   TEST_CASE_ATTEMPTS: envInt(2, 1),
   /** How often the instance driving a run says so; a run unheard of for 3× this is errored. */
   TEST_RUN_HEARTBEAT_MS: envInt(5_000, 100),
+  /**
+   * How often one instance (a lock picks it) checks open test sessions for a playground instance that still
+   * holds them; one whose owner is gone is closed within about twice this (after `OWNER_SWEEP_GRACE_MS`).
+   */
+  OWNER_SWEEP_INTERVAL_MS: envInt(10_000, 100),
+  /** A session younger than this is not checked (its owner subscribes just after creating it). */
+  OWNER_SWEEP_GRACE_MS: envInt(10_000, 0),
   /** How often one instance (a lock picks it) sweeps for test sessions past their retention. */
   RETENTION_SWEEP_INTERVAL_MS: envInt(3_600_000, 1000),
 };
@@ -71,6 +78,10 @@ export function testRunsFrom(config: SessionsConfig) {
     maxCases: config.MAX_TEST_CASES_PER_AGENT,
     maxRuns: config.MAX_TEST_RUNS_PER_AGENT,
   };
+}
+
+export function ownerSweepFrom(config: SessionsConfig) {
+  return { intervalMs: config.OWNER_SWEEP_INTERVAL_MS, graceMs: config.OWNER_SWEEP_GRACE_MS };
 }
 
 export const DEFAULT_LIMITS: SessionsLimits = limitsFrom(loadConfig({}));

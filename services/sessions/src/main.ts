@@ -1,5 +1,5 @@
 import { configOrExit, runBusService } from '@vab/service-kit';
-import { limitsFrom, loadConfig, testRunsFrom } from './config.js';
+import { limitsFrom, loadConfig, ownerSweepFrom, testRunsFrom } from './config.js';
 import { startSessionsService } from './service.js';
 
 const config = configOrExit('sessions', () => loadConfig(process.env));
@@ -8,6 +8,7 @@ runBusService('sessions', config, (deps) =>
     ...deps,
     limits: limitsFrom(config),
     testRuns: testRunsFrom(config),
+    ownerSweep: ownerSweepFrom(config),
     retention: {
       testSessionDays: config.TEST_SESSION_RETENTION_DAYS,
       intervalMs: config.RETENTION_SWEEP_INTERVAL_MS,

@@ -20,6 +20,11 @@ export const keys = {
   run: (agentId: string, runId: string) => `ss:{${agentId}}:tr:${runId}`,
   /** Test runs being driven, `<agentId>/<runId>` by their driver's deadline: what the stale-run sweep reads. */
   activeRuns: 'ss:{runs}:active',
+  /**
+   * Test sessions not closed yet, `<agentId>/<sessionId>` by their start: what the owner sweep reads (a
+   * session whose playground instance is gone is closed by it). Its own slot on a cluster.
+   */
+  openSessions: 'ss:{open}:sessions',
   /** subdomain → agentId, global so a subdomain is unique across agents (own slot on a cluster). */
   subdomains: 'ss:subdomains',
 };

@@ -2,6 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
 import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient, WriteConcern } from '@vab/storage';
+import { OwnerSweep } from './owner-sweep.js';
 import { SessionRetention, type RetentionSettings } from './retention.js';
 import { AgentsDirectory } from './agents-directory.js';
 import { DEFAULT_LIMITS, type SessionsLimits } from './config.js';
@@ -67,6 +68,7 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
 
 export interface SessionsService extends Served {
   retention: SessionRetention;
+  ownerSweep: OwnerSweep;
   runner: TestRunner;
 }
 
@@ -90,6 +92,8 @@ export function startSessionsService(deps: {
   limits?: Partial<SessionsLimits> | undefined;
   retention?: RetentionSettings;
   testRuns?: Partial<typeof DEFAULT_RUNNER>;
+  /** How sessions whose playground instance is gone are found (config: OWNER_SWEEP_*). */
+  ownerSweep?: { intervalMs: number; graceMs: number };
 }): SessionsService {
   const limits = { ...DEFAULT_LIMITS, ...deps.limits };
   const retentionDays = deps.retention?.testSessionDays ?? 0;
@@ -124,11 +128,26 @@ export function startSessionsService(deps: {
     deps.log,
   );
   retention.start();
+  const ownerSweep = new OwnerSweep(
+    deps.nc,
+    store,
+    deps.redis,
+    {
+      intervalMs: deps.ownerSweep?.intervalMs ?? 10_000,
+      graceMs: deps.ownerSweep?.graceMs ?? 10_000,
+      probeTimeoutMs: 1_000,
+      batch: 500,
+    },
+    deps.log,
+  );
+  ownerSweep.start();
   return {
     ...served,
     retention,
+    ownerSweep,
     runner,
     stop: async (timeoutMs) => {
+      await ownerSweep.stop();
       await retention.stop();
       await runner.stop();
       await served.stop(timeoutMs);

@@ -183,6 +183,9 @@ export class SessionsStore {
       if (this.statsTtlSeconds > 0) tx.expire(k, this.statsTtlSeconds);
     }
     await storage(() => tx.exec());
+    // another slot on a cluster: its own command (a crash between the two leaves a session unswept, never a
+    // swept session that is alive)
+    await storage(() => this.redis.zadd(keys.openSessions, session.startedAt, `${agentId}/${session.id}`));
     this.statsKeysCache.set(session.id, this.statsKeys(agentId, session.startedAt, version));
     await this.writes.confirm(keys.sessions(agentId));
     return session;
@@ -234,12 +237,13 @@ export class SessionsStore {
         ...(report
           ? [
               JSON.stringify(report.usage),
-              JSON.stringify(closeDelta(report.usage, report.errors)),
+              JSON.stringify(closeDelta(report.usage, report.errors, report.failedTurns)),
               String(this.statsTtlSeconds),
             ]
           : []),
       );
       await this.writes.confirm(keys.session(agentId, sessionId));
+      await storage(() => this.redis.zrem(keys.openSessions, `${agentId}/${sessionId}`));
       return toSession(pairs(flat));
     } catch (err) {
       throw scriptError(err, {
@@ -370,6 +374,43 @@ export class SessionsStore {
         if ((await this.redis.hget(keys.subdomains, candidate)) === agentId) return candidate;
       }
     });
+  }
+
+  /** Open sessions that started before `cutoff`, as `{ agentId, sessionId, startedAt }`, oldest first. */
+  async openSessionsBefore(
+    cutoff: number,
+    batch: number,
+  ): Promise<{ agentId: string; sessionId: string; startedAt: number }[]> {
+    const flat = await storage(() =>
+      this.redis.zrangebyscore(keys.openSessions, '-inf', `(${cutoff}`, 'WITHSCORES', 'LIMIT', 0, batch),
+    );
+    const out: { agentId: string; sessionId: string; startedAt: number }[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const [agentId, sessionId] = flat[i]!.split('/');
+      if (agentId && sessionId) out.push({ agentId, sessionId, startedAt: Number(flat[i + 1]) });
+    }
+    return out;
+  }
+
+  /** Drops a session from the open index (closed, or gone with retention). */
+  async forgetOpen(agentId: string, sessionId: string): Promise<void> {
+    await storage(() => this.redis.zrem(keys.openSessions, `${agentId}/${sessionId}`));
+  }
+
+  /**
+   * The owner sweep found no owner: remembers since when (the first time) and answers it. An owner seen
+   * again clears it (`lostAt` undefined).
+   */
+  async lostSince(agentId: string, sessionId: string, now: number | undefined): Promise<number | undefined> {
+    const key = keys.session(agentId, sessionId);
+    if (now === undefined) {
+      await storage(() => this.redis.hdel(key, 'lostAt'));
+      return undefined;
+    }
+    const [, since] = await storage(() =>
+      this.redis.multi().hsetnx(key, 'lostAt', now).hget(key, 'lostAt').exec(),
+    ).then((r) => (r ?? []).map(([, v]) => v));
+    return since === null || since === undefined ? now : Number(since);
   }
 
   /**

@@ -35,6 +35,36 @@ export interface EgressClientOptions {
   resolve?: Resolver | undefined;
 }
 
+/**
+ * The check for a connection this process cannot hook (LiveKit's rtc-node dials the media server from its
+ * native FFI): resolve the name now and refuse it unless every address it resolves to is permitted. What
+ * it cannot cover — the name resolving elsewhere between this check and the native connect (DNS
+ * rebinding) — is written down in docs/operations.md.
+ */
+export type HostCheck = (url: string) => Promise<void>;
+
+export function createHostCheck(opts: {
+  policy: EgressPolicy;
+  log: Logger;
+  resolve?: Resolver | undefined;
+}): HostCheck {
+  const resolve = opts.resolve ?? systemResolver;
+  return async (text) => {
+    const host = new URL(text).hostname.replace(/^\[|\]$/g, '');
+    let addresses: string[];
+    try {
+      addresses = isIP(host) ? [host] : (await resolve(host)).map((a) => a.address);
+    } catch {
+      return; // a name that does not resolve reaches nothing; the connect fails as unreachable
+    }
+    const inside = addresses.find((a) => !opts.policy.permits(host, a));
+    if (inside === undefined) return;
+    const err = new EgressRefused(host, internalRange(inside) ?? 'refused');
+    opts.log.warn({ code: 'FLOW_EGRESS_REFUSED', host, range: err.range }, 'flow egress refused');
+    throw err;
+  };
+}
+
 /** `fetch` as flows get it: every address checked when connecting, no redirects followed, bounded. */
 export type EgressFetch = typeof globalThis.fetch;
 

@@ -36,6 +36,18 @@ describe('which URLs a flow may name (checked before anything runs)', () => {
     ['http://[::ffff:a9fe:a9fe]/', 'refused', 'refused'], // 169.254.169.254, mapped
     ['http://[::ffff:10.1.0.9]/', 'refused', 'ok'],
     ['http://[64:ff9b::a00:1]/', 'refused', 'refused'], // NAT64 form of 10.0.0.1
+    // embedded IPv4 forms are judged by the IPv4 address inside (issue 35 #4)
+    ['http://[::127.0.0.1]/', 'refused', 'ok'], // IPv4-compatible ::/96
+    ['http://[::169.254.169.254]/', 'refused', 'refused'],
+    ['http://[::a00:7]/', 'refused', 'refused'], // ::10.0.0.7
+    ['http://[::ffff:0:7f00:1]/', 'refused', 'ok'], // IPv4-translated 127.0.0.1
+    ['http://[64:ff9b::7f00:1]/', 'refused', 'ok'], // NAT64 of 127.0.0.1
+    ['http://[64:ff9b::808:808]/', 'ok', 'ok'], // NAT64 of 8.8.8.8: a public address
+    ['http://[64:ff9b:1::a00:1]/', 'refused', 'refused'], // NAT64 local-use prefix: never
+    ['http://[2002:a9fe:a9fe::1]/', 'refused', 'refused'], // 6to4 of 169.254.169.254
+    ['http://[2002:7f00:1::]/', 'refused', 'ok'], // 6to4 of 127.0.0.1
+    ['http://[2002:808:808::1]/', 'ok', 'ok'], // 6to4 of 8.8.8.8
+    ['http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/', 'refused', 'refused'], // Teredo: never
     ['http://8.8.8.8/', 'ok', 'ok'],
     ['http://[2001:4860:4860::8888]/', 'ok', 'ok'],
     ['http://[::ffff:8.8.8.8]/', 'ok', 'ok'],

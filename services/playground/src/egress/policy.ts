@@ -16,11 +16,27 @@ const bare = (host: string) =>
     .toLowerCase()
     .replace(/\.$/, '');
 
-/** The IPv4 address inside an IPv4-mapped IPv6 one (`::ffff:10.0.0.1`); any other address as it is. */
+const v4 = (hi: number, lo: number) => ipaddr.fromByteArray([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+
+/**
+ * The IPv4 address an IPv6 one carries, for every form that leads to it: IPv4-mapped (`::ffff:a.b.c.d`),
+ * IPv4-translated (`::ffff:0:a.b.c.d`), the deprecated IPv4-compatible `::a.b.c.d` (`::/96`, which
+ * ipaddr.js calls plain unicast, and which a dual-stack host may route to the IPv4 address), NAT64's
+ * well-known prefix (`64:ff9b::/96`) and 6to4 (`2002:AABB:CCDD::/16`). Such an address is judged by the
+ * IPv4 one inside, so `[::127.0.0.1]` is loopback and `[64:ff9b::a9fe:a9fe]` is link-local. Any other
+ * address is returned as it is (Teredo and NAT64's local-use prefix stay non-unicast, so internal).
+ */
 function unmapped(a: Address): Address {
-  return a.kind() === 'ipv6' && (a as ipaddr.IPv6).isIPv4MappedAddress()
-    ? (a as ipaddr.IPv6).toIPv4Address()
-    : a;
+  if (a.kind() === 'ipv4') return a;
+  const p = (a as ipaddr.IPv6).parts;
+  const zeros = (from: number, to: number) => p.slice(from, to).every((x) => x === 0);
+  if ((a as ipaddr.IPv6).isIPv4MappedAddress()) return (a as ipaddr.IPv6).toIPv4Address();
+  // ::ffff:0:a.b.c.d (IPv4-translated) and ::a.b.c.d (IPv4-compatible; :: and ::1 are themselves)
+  if (zeros(0, 4) && p[4] === 0xffff && p[5] === 0) return v4(p[6]!, p[7]!);
+  if (zeros(0, 6) && (p[6] !== 0 || p[7]! > 1)) return v4(p[6]!, p[7]!);
+  if (p[0] === 0x64 && p[1] === 0xff9b && zeros(2, 6)) return v4(p[6]!, p[7]!);
+  if (p[0] === 0x2002) return v4(p[1]!, p[2]!);
+  return a;
 }
 
 function parseAddress(text: string): Address | undefined {
@@ -59,9 +75,12 @@ export function parseAllowList(text: string | undefined): AllowEntry[] {
     if (item.includes('/')) {
       try {
         const [addr, bits] = ipaddr.parseCIDR(bare(item));
-        const v4 = unmapped(addr);
         // ::ffff:10.0.0.0/104 is 10.0.0.0/8 written as IPv6
-        entries.push({ kind: 'range', range: [v4, v4 === addr ? bits : bits - 96] });
+        const mapped = addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96;
+        entries.push({
+          kind: 'range',
+          range: mapped ? [(addr as ipaddr.IPv6).toIPv4Address(), bits - 96] : [addr, bits],
+        });
       } catch {
         throw new Error(`"${item}" is not a CIDR range`);
       }

@@ -1,5 +1,6 @@
 import { BusClient, safeError, type Logger } from '@vab/bus';
 import { Subjects, type CloseReport, type SessionMessage } from '@vab/contracts';
+import type { Redactor } from './redactor.js';
 
 export interface RecorderOptions {
   bus: BusClient;
@@ -8,6 +9,8 @@ export interface RecorderOptions {
   startedAt: number;
   log: Logger;
   timeoutMs: number;
+  /** The session's credentials, removed from every message before it is stored. */
+  redactor?: Redactor | undefined;
 }
 
 /**
@@ -27,7 +30,8 @@ export class Recorder {
     this.startedAt = opts.startedAt;
   }
 
-  record(message: SessionMessage): void {
+  record(sent: SessionMessage): void {
+    const message = this.opts.redactor ? this.opts.redactor.deep(sent) : sent;
     this.chain = this.chain.then(async () => {
       try {
         await this.opts.bus.request(
@@ -44,9 +48,12 @@ export class Recorder {
     });
   }
 
-  /** Closes the test session (once) with what it used and the errors it saw. */
-  async close(report?: CloseReport): Promise<void> {
-    if (this.closed) return;
+  /**
+   * Closes the test session (once) with what it used and the errors it saw. Answers the duration the record
+   * was closed with (the session_ended event says the same); undefined when it was closed before.
+   */
+  async close(report?: CloseReport): Promise<number | undefined> {
+    if (this.closed) return undefined;
     this.closed = true;
     await this.chain;
     const endedAt = Math.max(Date.now(), this.startedAt);
@@ -64,5 +71,6 @@ export class Recorder {
     } catch (err) {
       this.opts.log.warn({ code: 'TEST_SESSION_NOT_CLOSED', err: safeError(err) }, 'test session not closed');
     }
+    return endedAt - this.startedAt;
   }
 }

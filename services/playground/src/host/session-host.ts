@@ -23,6 +23,7 @@ import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
 import { inSession } from '../telemetry.js';
+import { Redactor } from './redactor.js';
 
 export interface HostConfig {
   /** Sessions (voice and text together) one instance runs at once. */
@@ -82,6 +83,8 @@ export interface OpenOptions {
   requestId: string;
   /** What the client is told when the start fails for a reason that is not an API error of ours. */
   failure: string;
+  /** The credentials in play (`sessionRedactor`): removed from everything the session lets out. */
+  redactor?: Redactor | undefined;
 }
 
 export interface Started<R> {
@@ -98,10 +101,17 @@ interface Hosted {
   agentId: string | undefined;
   startedAt: number;
   log: Logger;
+  redactor: Redactor;
   recorder: Recorder | undefined;
   events: SessionEvents | undefined;
   usage: (() => SessionUsage) | undefined;
   recordClosed: Promise<void> | undefined;
+  /** The duration the record was closed with: the session_ended event reports the same. */
+  durationMs: number | undefined;
+  /** Why it stops (the first reason given). */
+  stopReason: string | undefined;
+  /** Turns (the greeting included) whose answer said a model failed: reported with the record. */
+  failedTurns: number;
   cleanups: (() => Promise<void>)[];
   turn: ((text: string) => Promise<TurnResult>) | undefined;
   subs: Subscription[];
@@ -118,6 +128,19 @@ interface Hosted {
 
 /** Turns take a model call or several; a forwarded one waits as long as the route does. */
 const FORWARDED_TURN_TIMEOUT_MS = specOf(Subjects.textSessionTurn).timeoutMs!;
+
+/** An API error as it may leave: its message and details without the session's credentials. */
+function redactedError(redactor: Redactor, err: AppError): AppError {
+  if (redactor.empty) return err;
+  const message = redactor.text(err.message);
+  const details = redactor.deep(err.details);
+  const issues = redactor.deep(err.issues);
+  if (message === err.message && details === err.details && issues === err.issues) return err;
+  return new AppError(err.code, message, {
+    ...(issues ? { issues } : {}),
+    ...(details !== undefined ? { details } : {}),
+  });
+}
 
 const notFound = (key: string) =>
   new AppError('NOT_FOUND', `text session ${key} not found (ended or expired)`);
@@ -252,18 +275,21 @@ export class SessionHost implements HostView {
         { sessionKey: key, agentId: opts.agentId, requestId: opts.requestId },
         () => start(this.contextOf(hosted)),
       );
-      if (hosted.stopping) throw new AppError('UPSTREAM_FAILED', 'the session ended while it started');
+      // a flow that ends in its greeting has ended, not failed: its answer says `ended: true`
+      if (hosted.stopping && hosted.stopReason !== 'end step')
+        throw new AppError('UPSTREAM_FAILED', 'the session ended while it started');
       hosted.turn = started.turn;
-      this.touch(hosted);
+      if (!hosted.stopping) this.touch(hosted);
       hosted.log.info({ sessionType: opts.sessionType }, 'session started');
-      return { key, result: started.result };
+      this.countFailure(hosted, started.result);
+      return { key, result: hosted.redactor.deep(started.result) };
     } catch (err) {
       hosted.log.warn(
         { code: 'SESSION_START_FAILED', err: safeError(err) },
         'session failed to start; cleaning up',
       );
       await this.stop(key, 'failed start');
-      if (err instanceof AppError) throw err;
+      if (err instanceof AppError) throw redactedError(hosted.redactor, err);
       throw new AppError('UPSTREAM_FAILED', opts.failure, { cause: err });
     }
   }
@@ -273,6 +299,7 @@ export class SessionHost implements HostView {
     let recorder: Recorder | undefined;
     let events: SessionEvents | undefined;
     let key = opts.key;
+    const redactor = opts.redactor ?? new Redactor([]);
     if (opts.agentId) {
       const ts = await bus.request(
         Subjects.testSessionsCreate,
@@ -294,6 +321,7 @@ export class SessionHost implements HostView {
         startedAt: ts.startedAt,
         log: this.deps.log,
         timeoutMs: config.BUS_TIMEOUT_MS,
+        redactor,
       });
       events = new SessionEvents(this.deps.nc, opts.agentId, ts.id, this.deps.log);
       events.emit({ type: 'session_started', sessionType: opts.sessionType, version: opts.version ?? null });
@@ -305,11 +333,15 @@ export class SessionHost implements HostView {
       sessionType: opts.sessionType,
       agentId: opts.agentId,
       startedAt: Date.now(),
-      log: this.deps.log.child({ sessionKey: key, agentId: opts.agentId }),
+      log: redactor.logger(this.deps.log, { sessionKey: key, agentId: opts.agentId }),
+      redactor,
       recorder,
       events,
       usage: undefined,
       recordClosed: undefined,
+      durationMs: undefined,
+      stopReason: undefined,
+      failedTurns: 0,
       cleanups: [],
       turn: undefined,
       subs: [],
@@ -332,7 +364,7 @@ export class SessionHost implements HostView {
       recorder: hosted.recorder,
       emit: (event) => {
         if (event.type === 'turn_metrics') observeTurn(hosted.sessionType, event.metrics);
-        hosted.events?.emit(event);
+        hosted.events?.emit(hosted.redactor.deep(event));
       },
       lastEventId: () => hosted.events?.lastId ?? 0,
       usageFrom: (read) => {
@@ -365,6 +397,10 @@ export class SessionHost implements HostView {
     };
   }
 
+  private countFailure(hosted: Hosted, result: unknown): void {
+    if ((result as Partial<TurnResult> | undefined)?.error) hosted.failedTurns++;
+  }
+
   /** The record closes with what the session used and the errors it saw (the stats count them). */
   private closeRecord(hosted: Hosted): Promise<void> {
     // once: a conversation's goodbye closes it, and the stop that follows must not report its usage again
@@ -380,7 +416,11 @@ export class SessionHost implements HostView {
       hosted.log.warn({ code: 'SESSION_USAGE_NOT_READ', err: safeError(err) }, 'session usage not read');
     }
     if (usage.length > 0) hosted.events?.emit({ type: 'usage', usage });
-    await hosted.recorder?.close({ usage, errors: hosted.events?.errors ?? 0 });
+    hosted.durationMs = await hosted.recorder?.close({
+      usage,
+      errors: hosted.events?.errors ?? 0,
+      ...(hosted.failedTurns > 0 ? { failedTurns: hosted.failedTurns } : {}),
+    });
   }
 
   /** A session's event streams ask here whether it still runs (no responders: its instance is gone). */
@@ -446,9 +486,14 @@ export class SessionHost implements HostView {
     const span = trace.getActiveSpan();
     if (hosted.startedIn && span?.isRecording()) span.addLink({ context: hosted.startedIn });
     const run = hosted.turn;
-    // what LiveKit logs during the turn names the session and the request
-    const result = await inSession({ sessionKey: key, agentId, requestId }, () => run(text));
-    return { sessionId: key, ...result };
+    try {
+      // what LiveKit logs during the turn names the session and the request
+      const result = await inSession({ sessionKey: key, agentId, requestId }, () => run(text));
+      this.countFailure(hosted, result);
+      return { sessionId: key, ...hosted.redactor.deep(result) };
+    } catch (err) {
+      throw err instanceof AppError ? redactedError(hosted.redactor, err) : err;
+    }
   }
 
   /**
@@ -484,6 +529,7 @@ export class SessionHost implements HostView {
   stop(key: string, reason: string): Promise<void> {
     const hosted = this.sessions.get(key);
     if (!hosted) return Promise.resolve();
+    hosted.stopReason ??= reason;
     hosted.stopping ??= (async () => {
       for (const t of hosted.timers.values()) clearTimeout(t);
       for (const s of hosted.subs) s.unsubscribe();
@@ -492,7 +538,7 @@ export class SessionHost implements HostView {
       await hosted.events?.emitLast({
         type: 'session_ended',
         reason,
-        durationMs: Date.now() - hosted.startedAt,
+        durationMs: hosted.durationMs ?? Date.now() - hosted.startedAt,
       });
       // after the last event is stored: a stream that finds no one here finds the session_ended
       hosted.live?.unsubscribe();

@@ -4,6 +4,7 @@ import type {
   SessionMessage,
   SessionUsage,
   StepChange,
+  TurnFailure,
   TurnMetrics,
   TurnResult,
 } from '@vab/contracts';
@@ -20,7 +21,7 @@ import {
 } from '@vab/flow';
 import type { Logger } from 'pino';
 import { modelKindLabel, playgroundMetrics, providerLabel } from '../metrics.js';
-import { messageMetrics, redact, TurnClock, usageOf } from './figures.js';
+import { messageMetrics, redact, TurnClock, turnFailureOf, usageOf } from './figures.js';
 import { agentOptions, FlowAgent, type FlowRuntime } from './flow-runtime.js';
 import type { ConversationMode } from './conversation-mode.js';
 import { evaluateBranch, type Turn } from './decide.js';
@@ -111,6 +112,8 @@ export class FlowConversation {
         /** A text turn's agent messages: recorded when it ends, the last one with the turn's figures. */
         messages: SessionMessage[];
         metrics?: TurnMetrics;
+        /** The turn's first model failure: the answer says the turn failed. */
+        failure?: TurnFailure;
       }
     | undefined;
   private readonly replyTap: ReplyTap;
@@ -146,8 +149,17 @@ export class FlowConversation {
         kind: modelKindLabel(source),
         provider: providerLabel((ev.source as { provider?: string } | undefined)?.provider),
       });
-      const message = redact(String((ev.error as { error?: Error }).error?.message ?? source));
-      this.deps.emit({ type: 'error', code: source.toUpperCase(), message, stepId: this.state.stepId });
+      const failure = turnFailureOf(ev, (m) => this.flow.config.providers[m].nodeId);
+      if (failure && this.collecting) this.collecting.failure ??= failure;
+      const message =
+        failure?.message ?? redact(String((ev.error as { error?: Error }).error?.message ?? source));
+      this.deps.emit({
+        type: 'error',
+        code: source.toUpperCase(),
+        message,
+        stepId: this.state.stepId,
+        ...(failure ? { nodeId: failure.nodeId, kind: failure.kind } : {}),
+      });
     });
     if (deps.mode.hears) {
       session.on(voice.AgentSessionEventTypes.UserInputTranscribed, (ev) =>
@@ -307,6 +319,7 @@ export class FlowConversation {
   private result(): TurnResult {
     const current = this.flow.config.steps[this.state.stepId];
     const metrics = this.collecting?.metrics;
+    const failure = this.collecting?.failure;
     return {
       replies: this.collecting?.replies ?? [],
       stepId: this.state.stepId,
@@ -315,6 +328,7 @@ export class FlowConversation {
       ended: this.ended,
       lastEventId: this.deps.lastEventId(),
       ...(metrics ? { metrics } : {}),
+      ...(failure ? { error: failure } : {}),
     };
   }
 

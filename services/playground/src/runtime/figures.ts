@@ -1,10 +1,12 @@
 import type { llm, metrics, voice } from '@livekit/agents';
-import type { ModelUsage, SessionUsage, TurnMetrics } from '@vab/contracts';
+import type { ModelUsage, SessionUsage, TurnFailure, TurnMetrics } from '@vab/contracts';
 
 const ms = (seconds: number | undefined) =>
   seconds === undefined || !Number.isFinite(seconds)
     ? undefined
-    : Math.max(0, Math.round(seconds * 10_000) / 10);
+    : seconds < 0 // LiveKit's -1: not measured (the call failed)
+      ? undefined
+      : Math.round(seconds * 10_000) / 10;
 
 /** LiveKit's own figures on an agent message (seconds), as ours (ms). Its e2e latency is kept as it is. */
 export function messageMetrics(report: llm.MetricsReport | undefined): TurnMetrics {
@@ -36,9 +38,9 @@ export class TurnClock {
   constructor(private readonly startedAt: number) {}
 
   llmCall(m: metrics.LLMMetrics): void {
-    this.llmDurationMs += m.durationMs;
-    // a branch decision is a model call too, but not the one the user waits on for the reply; a call that
-    // failed before its first token reports -1 (LiveKit's "none"), which is no time to first token
+    if (m.durationMs > 0) this.llmDurationMs += m.durationMs;
+    // a branch decision is a model call too, but not the one the user waits on for the reply
+    // LiveKit reports -1 for a call that never got a first token: absent, not a figure
     if (this.llmTtftMs === undefined && m.speechId && m.ttftMs >= 0) this.llmTtftMs = m.ttftMs;
   }
 
@@ -94,3 +96,50 @@ export function usageOf(usage: voice.AgentSessionUsage): SessionUsage {
 
 /** Anything that looks like a credential in a provider's error text is cut out before it leaves the process. */
 export const redact = (text: string) => text.replace(/[A-Za-z0-9_\-.]{24,}/g, '[redacted]').slice(0, 500);
+
+/** A URL in a message loses its user info, query and fragment (a key may ride in `?key=`). */
+const withoutUrlSecrets = (text: string) =>
+  text.replace(
+    /\b(https?|wss?):\/\/(?:[^\s/@]*@)?([^\s/?#]+)([^\s?#]*)(?:\?[^\s#]*)?(?:#\S*)?/gi,
+    '$1://$2$3',
+  );
+
+const CONNECTION_ERRORS = new Set(['APIConnectionError', 'APIStatusError', 'EgressRefused']);
+
+const MODALITY: Record<string, TurnFailure['modality']> = {
+  llm_error: 'llm',
+  tts_error: 'tts',
+  stt_error: 'stt',
+};
+
+/**
+ * What a model error of LiveKit's session says about the turn: the failing node, the kind of failure and a
+ * message fit to leave the process. Connection failures of every sort read the same (one fixed message):
+ * an answer must not tell a refused port from a reset or a silent one.
+ */
+export function turnFailureOf(
+  ev: { error: unknown },
+  nodeOf: (modality: TurnFailure['modality']) => string,
+): TurnFailure | undefined {
+  const outer = ev.error as { type?: string; error?: unknown };
+  const modality = MODALITY[outer.type ?? ''];
+  if (!modality) return undefined;
+  const inner = (outer.error ?? {}) as { name?: string; statusCode?: number; message?: string };
+  const status = typeof inner.statusCode === 'number' && inner.statusCode > 0 ? inner.statusCode : undefined;
+  const base = { nodeId: nodeOf(modality), modality };
+  if (inner.name === 'APITimeoutError')
+    return { ...base, kind: 'timeout', message: `the ${modality} model did not answer in time` };
+  if (status === undefined)
+    // the OpenAI client's connection errors reach LiveKit as an APIStatusError without a status (-1)
+    return CONNECTION_ERRORS.has(inner.name ?? '')
+      ? { ...base, kind: 'unreachable', message: `the ${modality} model could not be reached` }
+      : { ...base, kind: 'failed', message: redact(withoutUrlSecrets(String(inner.message ?? 'failed'))) };
+  const kind = status === 401 || status === 403 ? 'auth' : status === 429 ? 'rate_limited' : 'http_error';
+  const said = redact(withoutUrlSecrets(String(inner.message ?? '')));
+  return {
+    ...base,
+    kind,
+    status,
+    message: `the ${modality} model answered ${status}${said ? `: ${said}` : ''}`,
+  };
+}

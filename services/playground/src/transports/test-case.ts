@@ -12,6 +12,7 @@ import {
   type SessionUsage,
   type TurnResult,
 } from '@vab/contracts';
+import { sessionRedactor } from '../host/redactor.js';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../provider-keys.js';
 import type { ReadinessCheck } from '../readiness.js';
@@ -107,6 +108,7 @@ export class TestCaseTransport {
       usage: { agent: agentUsage, simulator: simulator?.usage() ?? [], judge: [] },
       error,
     };
+    const redactor = sessionRedactor(env, req.apiKeys);
     // the expectations need no model and decide first: a conversation that fails them is not judged
     if (judge && !error && unmetExpectations(req.expect, observed).length === 0) {
       let judgements: Judgement[] | null = null;
@@ -118,7 +120,8 @@ export class TestCaseTransport {
       observed.judgements = judgements;
       observed.usage.judge = judge.usage();
     }
-    return observed;
+    // a simulator's or judge's error may echo a key: the observation leaves with none
+    return redactor.deep(observed);
   }
 
   /**

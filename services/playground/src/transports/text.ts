@@ -8,6 +8,7 @@ import {
   type TextTurnResult,
   type TurnResult,
 } from '@vab/contracts';
+import { sessionRedactor } from '../host/redactor.js';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../provider-keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
@@ -69,8 +70,16 @@ export class TextTransport {
   ): Promise<{ key: string; result: TurnResult; conversation: FlowConversation }> {
     const { requestId } = opts;
     let conversation: FlowConversation | undefined;
+    const redactor = sessionRedactor(await this.deps.env(), opts.apiKeys);
     const { key, result } = await this.deps.host.open(
-      { sessionType: opts.sessionType, agentId, version: opts.version, requestId, failure: opts.failure },
+      {
+        sessionType: opts.sessionType,
+        agentId,
+        version: opts.version,
+        requestId,
+        failure: opts.failure,
+        redactor,
+      },
       async (ctx) => {
         const session = new TypedAgentSession();
         const conv = await this.deps.kit.converse({
@@ -82,8 +91,8 @@ export class TextTransport {
           record: (m) => ctx.recorder?.record(m),
           emit: ctx.emit,
           lastEventId: ctx.lastEventId,
-          // the test session closes with the goodbye; the session answers `ended` until it is stopped
-          onEnded: () => void ctx.closeRecord(),
+          // the end step ends the session, as a voice call ends: record closed, session_ended, slot freed
+          onEnded: () => ctx.stop('end step'),
           log: ctx.log,
           requestId,
           mocks: opts.mocks,

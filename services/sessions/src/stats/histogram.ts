@@ -59,9 +59,10 @@ export function turnDelta(metrics: TurnMetrics): StatsDelta {
 const part = (s: string) => s.replaceAll('|', '/');
 
 /** A closed session's usage and errors. */
-export function closeDelta(usage: SessionUsage, errors: number): StatsDelta {
+export function closeDelta(usage: SessionUsage, errors: number, failedTurns = 0): StatsDelta {
   const d = emptyDelta();
   if (errors > 0) d.incr.errors = errors;
+  if (failedTurns > 0) d.incr.failedTurns = failedTurns;
   for (const u of usage) {
     const prefix = `u:${u.kind}|${part(u.provider)}|${part(u.model)}|`;
     for (const f of USAGE_FIELDS) {
@@ -153,6 +154,7 @@ export function statsOf(
     ...head,
     sessions: fields.get('sessions') ?? 0,
     turns: fields.get('turns') ?? 0,
+    failedTurns: fields.get('failedTurns') ?? 0,
     errors: fields.get('errors') ?? 0,
     figures,
     usage: [...usage.values()].map((u) => ({ ...u, sttAudioSeconds: round(u.sttAudioSeconds) })),

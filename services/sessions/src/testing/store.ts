@@ -12,6 +12,7 @@ import {
   type TestRun,
   type TestRunStatus,
 } from '@vab/contracts';
+import { boundResult, caseSummary } from './bound.js';
 import { scriptError, storage, type RedisClient } from '@vab/storage';
 import { keys } from '../redis-keys.js';
 
@@ -119,13 +120,41 @@ export function runStatus(meta: RunMeta, cases: CaseResult[]): TestRunStatus {
   return 'passed';
 }
 
-function toRun(h: Record<string, string>): TestRun | undefined {
+/** What of a run's cases an answer carries: all, summaries only (the list), or a page within a byte budget. */
+type RunView = { all: true } | { summary: true } | { from: number; budgetBytes: number };
+
+/**
+ * The cases of a page: from `from` on, as many as fit in `budgetBytes` of stored JSON (always at least one),
+ * and where the next page starts (null: this was the last).
+ */
+function pageOf(jsons: string[], from: number, budgetBytes: number): { idx: number[]; next: number | null } {
+  const idx: number[] = [];
+  let bytes = 0;
+  for (let i = from; i < jsons.length; i++) {
+    const size = Buffer.byteLength(jsons[i]!);
+    if (idx.length > 0 && bytes + size > budgetBytes) return { idx, next: i };
+    idx.push(i);
+    bytes += size;
+  }
+  return { idx, next: null };
+}
+
+function toRun(h: Record<string, string>, view: RunView = { all: true }): TestRun | undefined {
   if (!h.meta) return undefined;
   const meta = JSON.parse(h.meta) as RunMeta;
-  const cases = meta.caseIds.flatMap((id) => {
+  const jsons = meta.caseIds.flatMap((id) => {
     const json = h[`case:${id}`];
-    return json ? [JSON.parse(json) as CaseResult] : [];
+    return json ? [json] : [];
   });
+  const cases = jsons.map((json) => JSON.parse(json) as CaseResult);
+  let shown = cases;
+  let page: { casesFrom: number; nextCasesFrom: number | null } | undefined;
+  if ('summary' in view) shown = cases.map(caseSummary);
+  else if ('from' in view) {
+    const { idx, next } = pageOf(jsons, view.from, view.budgetBytes);
+    shown = idx.map((i) => cases[i]!);
+    page = { casesFrom: view.from, nextCasesFrom: next };
+  }
   const count = (v: CaseResult['verdict']) => cases.filter((c) => c.verdict === v).length;
   return {
     id: meta.id,
@@ -140,7 +169,8 @@ function toRun(h: Record<string, string>): TestRun | undefined {
       failed: count('failed'),
       errored: count('errored'),
     },
-    cases,
+    cases: shown,
+    ...(page ?? {}),
     createdAt: meta.createdAt,
     updatedAt: Number(h.updatedAt ?? meta.createdAt),
     finishedAt: meta.finishedAt,
@@ -264,7 +294,8 @@ export class TestingStore {
       this.redis.ssSetCaseResult(
         keys.run(agentId, runId),
         `case:${result.caseId}`,
-        JSON.stringify(result),
+        // bounded as stored: every run stays readable, whatever its conversations said
+        JSON.stringify(boundResult(result)),
         String(this.now()),
       ),
     );
@@ -309,6 +340,24 @@ export class TestingStore {
     return members.map((m) => m.split('/') as [string, string]);
   }
 
+  /**
+   * A run as GET answers it: its cases from `from` on, as many as fit in `budgetBytes` (at least one), with
+   * where the next page starts — no answer is larger than the bus carries, however many cases and repeats.
+   */
+  async readRun(agentId: string, runId: string, from: number, budgetBytes: number): Promise<TestRun> {
+    const run = toRun(await storage(() => this.redis.hgetall(keys.run(agentId, runId))), {
+      from,
+      budgetBytes,
+    });
+    if (!run) throw new AppError('NOT_FOUND', `test run ${runId} not found`);
+    return run;
+  }
+
+  /** The run list's answer: every run with its counts and each case's verdict, no per-case details. */
+  async listRunSummaries(agentId: string): Promise<TestRun[] | undefined> {
+    return this.readRuns(agentId, { summary: true });
+  }
+
   async getRun(agentId: string, runId: string): Promise<TestRun> {
     const run = toRun(await storage(() => this.redis.hgetall(keys.run(agentId, runId))));
     if (!run) throw new AppError('NOT_FOUND', `test run ${runId} not found`);
@@ -317,6 +366,10 @@ export class TestingStore {
 
   /** Newest first; `undefined` when the agent has none. */
   async listRuns(agentId: string): Promise<TestRun[] | undefined> {
+    return this.readRuns(agentId, { all: true });
+  }
+
+  private async readRuns(agentId: string, view: RunView): Promise<TestRun[] | undefined> {
     return storage(async () => {
       const ids = await this.redis.zrevrange(keys.runs(agentId), 0, -1);
       if (ids.length === 0) return undefined;
@@ -325,7 +378,7 @@ export class TestingStore {
       const rows = (await pipe.exec()) ?? [];
       return rows.flatMap(([err, h]) => {
         if (err) throw err;
-        const run = toRun(h as Record<string, string>);
+        const run = toRun(h as Record<string, string>, view);
         return run ? [run] : [];
       });
     });

@@ -11,9 +11,11 @@ import {
   type PlaygroundSession,
 } from '@vab/contracts';
 import { randomUUID } from 'node:crypto';
+import { EgressRefused, type EgressFetch, type HostCheck } from '../../egress/client.js';
 import type { EgressPolicy } from '../../egress/policy.js';
 import { envLivekit, LIVEKIT_ENV_VARS } from '../../env-keys.js';
 import { Recorder } from '../../host/recorder.js';
+import { sessionRedactor } from '../../host/redactor.js';
 import type { SessionHost } from '../../host/session-host.js';
 import type { KeyEnv } from '../../provider-keys.js';
 import type { ReadinessCheck } from '../../readiness.js';
@@ -54,6 +56,9 @@ export class LiveKitTransport {
       runner: AgentRunner;
       /** A media server named in the request is a URL of the caller's too. */
       policy: EgressPolicy;
+      /** How a request-named media server is reached: its Twirp calls, and its name checked at start. */
+      egressFetch: EgressFetch;
+      checkHost: HostCheck;
       env(): Promise<KeyEnv>;
       log: Logger;
       config: LiveKitTransportConfig;
@@ -64,9 +69,15 @@ export class LiveKitTransport {
     const { host, readiness, kit, config } = this.deps;
     const env = await this.deps.env();
     const runnable = readiness.require({ nodes: req.nodes, edges: req.edges }, 'voice', env, req.apiKeys);
-    const creds = this.credentials(req.livekit, env);
+    const { serverSide, ...creds } = this.credentials(req.livekit, env);
+    // the agent's own connect (rtc-node's FFI) cannot be hooked: the name is resolved and checked now
+    if (!serverSide) await this.checkMediaHost(creds.url);
     const roomName = `${ROOM_PREFIX}${randomUUID()}`;
-    const media = new MediaServer(creds, config.MEDIA_SERVER_TIMEOUT_MS);
+    const media = new MediaServer(
+      creds,
+      config.MEDIA_SERVER_TIMEOUT_MS,
+      serverSide ? globalThis.fetch : this.deps.egressFetch,
+    );
     const { result } = await host.open(
       {
         sessionType: 'voice',
@@ -75,6 +86,7 @@ export class LiveKitTransport {
         roomName,
         requestId,
         failure: 'the agent could not join the room',
+        redactor: sessionRedactor(env, req.apiKeys, [creds.apiKey, creds.apiSecret]),
       },
       async (ctx) => {
         const meta: RoomMetadata = {
@@ -132,7 +144,7 @@ export class LiveKitTransport {
    * The request's media server credentials, field by field over the server's. The server's key and secret
    * only ever sign for the server's own media server: a request that names another URL brings its own.
    */
-  private credentials(sent: LivekitOverrides, env: KeyEnv): LivekitCredentials {
+  private credentials(sent: LivekitOverrides, env: KeyEnv): LivekitCredentials & { serverSide: boolean } {
     const given = (v: string | null | undefined) => (v?.trim() ? v.trim() : undefined);
     const url = given(sent?.url);
     if (url !== undefined) {
@@ -151,7 +163,7 @@ export class LiveKitTransport {
       apiSecret: given(sent?.apiSecret) ?? (serverSide ? envSecret : undefined),
     };
     const { url: u, apiKey, apiSecret } = fields;
-    if (u && apiKey && apiSecret) return { url: u, apiKey, apiSecret };
+    if (u && apiKey && apiSecret) return { url: u, apiKey, apiSecret, serverSide };
     const missing = (['url', 'apiKey', 'apiSecret'] as const)
       .map((field, i) => (fields[field] ? undefined : serverSide ? LIVEKIT_ENV_VARS[i] : `livekit.${field}`))
       .filter(Boolean);
@@ -162,6 +174,22 @@ export class LiveKitTransport {
           ? '(send livekit {url, apiKey, apiSecret} or set them on the server)'
           : '(a media server named in the request needs its own key and secret)'),
     );
+  }
+
+  private async checkMediaHost(url: string): Promise<void> {
+    try {
+      await this.deps.checkHost(httpUrlOf(url));
+    } catch (err) {
+      if (!(err instanceof EgressRefused)) throw err;
+      throw new AppError('VALIDATION_FAILED', 'invalid body', {
+        issues: [
+          {
+            path: 'body.livekit.url',
+            message: `reaches ${err.host}, a ${err.range} address, which the server's FLOW_EGRESS_ALLOW does not allow`,
+          },
+        ],
+      });
+    }
   }
 
   /** An agent that has not joined in time is stopped, also if it joins later. */
@@ -196,7 +224,10 @@ export class LiveKitTransport {
     if (!roomName.startsWith(ROOM_PREFIX) || !SUBJECT_TOKEN.test(roomName)) return { ok: true };
     if (await this.deps.host.end(roomName, undefined, requestId)) return { ok: true };
     const creds = envLivekit(await this.deps.env());
-    if (creds) await new MediaServer(creds, this.deps.config.MEDIA_SERVER_TIMEOUT_MS).deleteRoom(roomName);
+    if (creds)
+      await new MediaServer(creds, this.deps.config.MEDIA_SERVER_TIMEOUT_MS, globalThis.fetch).deleteRoom(
+        roomName,
+      );
     return { ok: true };
   }
 
@@ -234,7 +265,7 @@ export class LiveKitTransport {
     const { bus, config, log } = this.deps;
     const creds = envLivekit(await this.deps.env());
     if (!creds) return { deleted: [] };
-    const media = new MediaServer(creds, config.MEDIA_SERVER_TIMEOUT_MS);
+    const media = new MediaServer(creds, config.MEDIA_SERVER_TIMEOUT_MS, globalThis.fetch);
     const rooms = await media.listOurRooms();
     const alive = await this.instancesAlive();
     const deleted: string[] = [];

@@ -23,6 +23,7 @@ import type { FlowConversation } from '../../runtime/conversation.js';
 import type { ConversationKit } from '../../runtime/conversations.js';
 import { SPOKEN } from '../../runtime/conversation-mode.js';
 import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
+import { sessionRedactor } from '../../host/redactor.js';
 import { flowToRun } from '../flow-to-run.js';
 import { BusAudioInput, BusAudioOutput } from './bus-audio.js';
 
@@ -64,11 +65,20 @@ export class VoiceTransport {
       timeoutMs: config.BUS_TIMEOUT_MS,
       requestId,
     });
-    const runnable = readiness.require(flow, 'voice', await this.deps.env(), body.apiKeys);
+    const env = await this.deps.env();
+    const runnable = readiness.require(flow, 'voice', env, body.apiKeys);
     const { sampleRate, frameMs } = body.audio;
     const frameBytes = ((sampleRate * frameMs) / 1000) * 2;
     const { key } = await this.deps.host.open(
-      { sessionType: 'voice', agentId, version, requestId, failure: 'the voice session could not start' },
+      {
+        sessionType: 'voice',
+        agentId,
+        version,
+        requestId,
+        failure: 'the voice session could not start',
+        // the exact keys in play, out of every text that leaves the session
+        redactor: sessionRedactor(env, body.apiKeys),
+      },
       async (ctx) => {
         const call = new VoiceCall({
           ...this.deps,

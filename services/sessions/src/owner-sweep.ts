@@ -1,0 +1,131 @@
+import { errors, type NatsConnection } from '@nats-io/transport-node';
+import { safeError, type Logger } from '@vab/bus';
+import { AppError, liveSubject } from '@vab/contracts';
+import { storage, type RedisClient } from '@vab/storage';
+import type { SessionsStore } from './store.js';
+
+/** One instance sweeps per interval: the others find the lock taken and skip. Its own slot on a cluster. */
+const LOCK = 'ss:{open}:lock';
+
+export interface OwnerSweepSettings {
+  /** How often open sessions are checked for an owner. */
+  intervalMs: number;
+  /** A session younger than this is not checked (its owner may not have subscribed yet). */
+  graceMs: number;
+  /** Bound on asking one session's owner. */
+  probeTimeoutMs: number;
+  /** Sessions checked per sweep at most (the oldest first). */
+  batch: number;
+}
+
+/**
+ * Closes test sessions whose playground instance is gone, as the stale-run sweep errors runs whose driver
+ * is gone. The owner of a running session answers on `playground.live.<sessionId>` (what event streams ask
+ * too); no responders means no instance holds it. One miss only marks the session (`lostAt`): a playground
+ * reconnecting to NATS has no subscriptions for a moment. A second miss at least `intervalMs / 2` later
+ * closes it, with the time of the first miss as its end. A probe that times out proves nothing and is
+ * asked again next time.
+ */
+export class OwnerSweep {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<number> | undefined;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly store: SessionsStore,
+    private readonly redis: RedisClient,
+    private readonly settings: OwnerSweepSettings,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.sweepIfFirst(), this.settings.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running?.catch(() => 0);
+  }
+
+  /** One sweep now: how many sessions it closed. */
+  sweep(): Promise<number> {
+    this.running ??= this.sweepOnce().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async sweepOnce(): Promise<number> {
+    const now = this.now();
+    const open = await this.store.openSessionsBefore(now - this.settings.graceMs, this.settings.batch);
+    const verdicts = await Promise.all(open.map((s) => this.ownerAlive(s.sessionId)));
+    let closed = 0;
+    for (const [i, s] of open.entries()) {
+      const alive = verdicts[i];
+      if (alive === undefined) continue;
+      try {
+        if (await this.settle(s, alive, now)) closed++;
+      } catch (err) {
+        this.log.warn(
+          { code: 'OWNER_SWEEP_FAILED', err: safeError(err), sessionId: s.sessionId },
+          'owner sweep could not settle a session',
+        );
+      }
+    }
+    if (closed > 0)
+      this.log.warn({ code: 'SESSIONS_ORPHANED', closed }, 'closed sessions whose owner is gone');
+    return closed;
+  }
+
+  /** True when the session was closed now. */
+  private async settle(
+    s: { agentId: string; sessionId: string; startedAt: number },
+    alive: boolean,
+    now: number,
+  ): Promise<boolean> {
+    let session;
+    try {
+      session = await this.store.getSession(s.agentId, s.sessionId);
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'NOT_FOUND')) throw err;
+      await this.store.forgetOpen(s.agentId, s.sessionId);
+      return false;
+    }
+    if (session.status === 'closed') {
+      await this.store.forgetOpen(s.agentId, s.sessionId);
+      return false;
+    }
+    if (alive) {
+      await this.store.lostSince(s.agentId, s.sessionId, undefined);
+      return false;
+    }
+    const since = (await this.store.lostSince(s.agentId, s.sessionId, now)) ?? now;
+    if (now - since < this.settings.intervalMs / 2) return false;
+    const endedAt = Math.max(since, session.startedAt);
+    await this.store.closeSession(s.agentId, s.sessionId, endedAt, endedAt - session.startedAt);
+    return true;
+  }
+
+  /** Whether an instance holds the session; undefined when that cannot be told now. */
+  private async ownerAlive(sessionId: string): Promise<boolean | undefined> {
+    try {
+      await this.nc.request(liveSubject(sessionId), '', { timeout: this.settings.probeTimeoutMs });
+      return true;
+    } catch (err) {
+      // NATS answers at once when nobody subscribes: the owner is gone; a timeout proves nothing
+      if (err instanceof errors.RequestError && err.isNoResponders()) return false;
+      if (err instanceof errors.NoRespondersError) return false;
+      return undefined;
+    }
+  }
+
+  private async sweepIfFirst(): Promise<void> {
+    try {
+      const mine = await storage(() => this.redis.set(LOCK, '1', 'PX', this.settings.intervalMs - 50, 'NX'));
+      if (mine !== 'OK') return;
+      await this.sweep();
+    } catch (err) {
+      this.log.warn({ code: 'OWNER_SWEEP_FAILED', err: safeError(err) }, 'owner sweep failed');
+    }
+  }
+}
