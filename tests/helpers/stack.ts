@@ -259,6 +259,8 @@ async function startGateway(ctx: StackContext) {
       READY_TIMEOUT_MS: 500,
       UPSTREAM_URL: opts.upstream?.url,
       UPSTREAM_TIMEOUT_MS: opts.upstream?.timeoutMs,
+      // every test talks from 127.0.0.1, with the keep-alive connections of the file's earlier tests
+      MAX_CONNECTIONS_PER_ADDRESS: 4096,
       ...opts.gateway,
       // load tests send thousands of requests from one address: unlimited unless a test sets limits
       security: { rateLimitMax: 1e9, sessionRateLimitMax: 1e9, ...opts.security },

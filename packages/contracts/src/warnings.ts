@@ -23,6 +23,8 @@ export const WarningCode = z.enum([
   // retention
   'VERSION_RETENTION_SKIPPED',
   'SESSION_RETENTION_FAILED',
+  'SESSIONS_ORPHANED',
+  'OWNER_SWEEP_FAILED',
   // test runs and deploys
   'DEPLOY_GATE_OVERRIDDEN',
   'TEST_CASE_RESTARTED',
@@ -40,6 +42,8 @@ export const WarningCode = z.enum([
   'TRANSFER_TARGET_UNRUNNABLE',
   'TRANSFER_TARGET_NOT_LOADED',
   'TRANSFER_FAILED',
+  'LIVEKIT_STRAY_REJECTION',
+  'VOICE_END_FAILED',
   // what a flow calls
   'FLOW_EGRESS_REFUSED',
   'MCP_SERVER_UNREACHABLE',

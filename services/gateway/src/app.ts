@@ -125,7 +125,14 @@ export async function buildGateway(deps: {
 
   const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
-  await registerVoiceSocket(app, { nc, bus, streams, log, settings: DEFAULT_VOICE_SOCKET });
+  registerVoiceSocket(app, {
+    nc,
+    bus,
+    streams,
+    log,
+    settings: DEFAULT_VOICE_SOCKET,
+    upstream: Boolean(config.UPSTREAM_URL),
+  });
   for (const r of routes) registerRoute(app, bus, r, config, security, streams);
   registerTicketRoute(app, tickets, { upstream: Boolean(config.UPSTREAM_URL), callerOf });
   if (config.UPSTREAM_URL) {

@@ -1,4 +1,3 @@
-import websocket from '@fastify/websocket';
 import { headers as natsHeaders, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { type BusClient, type Logger } from '@vab/bus';
 import {
@@ -14,7 +13,10 @@ import {
 } from '@vab/contracts';
 import type { FastifyInstance } from 'fastify';
 import { randomUUID } from 'node:crypto';
-import type { WebSocket } from 'ws';
+import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
 import type { EventStreams } from './events.js';
 
@@ -44,6 +46,27 @@ const jsonOfFrame = (frame: string) => {
   return at < 0 ? undefined : frame.slice(at + 7, frame.indexOf('\n', at + 7));
 };
 
+/** The bytes that came after an upgrade request's headers (kept by our upgrade listener for `ws`). */
+const kHead = Symbol('voice-upgrade-head');
+type UpgradeRequest = IncomingMessage & { [kHead]?: Buffer };
+
+/**
+ * Upgrades reach the router (and with it the edge's hooks: tokens, tickets, rate limits) as requests. With
+ * an upstream the proxy's listener does this for every upgrade; without one, this listener does, as the
+ * proxy and @fastify/websocket do: both cannot listen, each would answer every upgrade. An upgrade refused
+ * with an HTTP answer (401, 404, 429) is then ended with it, not left half-open to hold the server's close.
+ */
+function routeUpgrades(app: FastifyInstance): void {
+  app.server.on('upgrade', (rawRequest: UpgradeRequest, socket: Duplex, head: Buffer) => {
+    rawRequest[kHead] = head;
+    const response = new ServerResponse(rawRequest);
+    response.assignSocket(socket as Socket);
+    response.on('finish', () => socket.destroy());
+    socket.once('end', () => socket.destroy());
+    app.routing(rawRequest, response);
+  });
+}
+
 /**
  * `GET /api/agents/:id/voice-sessions/:sessionId/audio`, a WebSocket (authenticated like the event stream:
  * bearer token or a ticket, by the edge's hooks before the upgrade): binary messages are 16-bit mono PCM in
@@ -51,7 +74,7 @@ const jsonOfFrame = (frame: string) => {
  * frame size, pace (no faster than real time beyond a burst), the client's reading, its messages' shape; the
  * audio reaches the session's owner over the bus, so any gateway serves any session.
  */
-export async function registerVoiceSocket(
+export function registerVoiceSocket(
   app: FastifyInstance,
   deps: {
     nc: NatsConnection | undefined;
@@ -59,36 +82,31 @@ export async function registerVoiceSocket(
     streams: EventStreams | undefined;
     log: Logger;
     settings: VoiceSocketSettings;
+    /** An upstream proxy routes every upgrade itself. */
+    upstream: boolean;
   },
-): Promise<void> {
-  // An upgrade refused with an HTTP answer (401, 404, 429) leaves its socket half-open once the client ends it
-  // (the HTTP server's sockets allow half-open, and @fastify/websocket destroys one only after a response it
-  // sees finish): such a socket would hold the gateway's close() for ever. It goes when the client's side does.
-  // (on the server's own upgrade event: the edge's hooks that refuse run before any hook registered here)
-  app.server.on('upgrade', (_req: unknown, socket: import('node:stream').Duplex) => {
-    socket.once('end', () => socket.destroy());
-  });
-  await app.register(websocket, { options: { maxPayload: 64 * 1024 } });
+): void {
+  if (!deps.upstream) routeUpgrades(app);
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
   app.get(
     '/api/agents/:id/voice-sessions/:sessionId/audio',
-    { websocket: true, schema: { hide: true, params: Params } },
-    (socket, req) => {
+    { schema: { hide: true, params: Params } },
+    (req, reply) => {
+      if (req.headers.upgrade?.toLowerCase() !== 'websocket') {
+        throw new AppError('VALIDATION_FAILED', 'this path is a WebSocket: open it with an upgrade');
+      }
       const { id: agentId, sessionId } = req.params as z.infer<typeof Params>;
       const { nc, bus } = deps;
-      if (!nc || !bus) {
-        socket.close(VoiceCloseCodes.lost, 'this gateway has no bus');
-        return;
-      }
-      const relay = new VoiceRelay({
-        ...deps,
-        nc,
-        bus,
-        socket,
-        agentId,
-        sessionId,
-        requestId: String(req.id),
+      reply.hijack();
+      const raw = req.raw as UpgradeRequest;
+      wss.handleUpgrade(raw, raw.socket, raw[kHead] ?? Buffer.alloc(0), (socket) => {
+        if (!nc || !bus) {
+          socket.close(VoiceCloseCodes.lost, 'this gateway has no bus');
+          return;
+        }
+        const relay = new VoiceRelay({ ...deps, nc, bus, socket, agentId, sessionId, requestId: String(req.id) });
+        void relay.open();
       });
-      void relay.open();
     },
   );
 }
