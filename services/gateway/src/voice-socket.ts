@@ -104,7 +104,15 @@ export function registerVoiceSocket(
           socket.close(VoiceCloseCodes.lost, 'this gateway has no bus');
           return;
         }
-        const relay = new VoiceRelay({ ...deps, nc, bus, socket, agentId, sessionId, requestId: String(req.id) });
+        const relay = new VoiceRelay({
+          ...deps,
+          nc,
+          bus,
+          socket,
+          agentId,
+          sessionId,
+          requestId: String(req.id),
+        });
         void relay.open();
       });
     },
