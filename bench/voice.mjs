@@ -161,7 +161,12 @@ async function sessions() {
     nc,
     log,
     config: {
-      ...loadConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1', MAX_SESSIONS: String(SESSIONS + 5) }),
+      ...loadConfig({
+        FLOW_EGRESS_ALLOW: '127.0.0.1',
+        MAX_SESSIONS: String(SESSIONS + 5),
+        // one bench process plays every caller
+        MAX_SESSIONS_PER_CALLER: String(SESSIONS + 5),
+      }),
       VOICE_INPUT_IDLE_MS: 30_000,
     },
   });

@@ -12,7 +12,11 @@ let vad: inference.VAD | undefined;
 
 /** The process's VAD: one instance, a stream of its own per session. */
 export function sharedVad(): inference.VAD {
-  vad ??= new inference.VAD();
+  if (!vad) {
+    vad = new inference.VAD();
+    // each live session's activity listens to it once (and stops at its close): no limit is a leak here
+    vad.setMaxListeners(0);
+  }
   return vad;
 }
 
