@@ -14,7 +14,7 @@ import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
 import {
-  edge,
+  voiceFlow,
   speak,
   silence,
   concat,
@@ -131,28 +131,6 @@ async function transport() {
   );
 }
 
-function voiceFlow(chatURL, speechURL) {
-  return {
-    nodes: [
-      { id: 'agent', nodeType: 'agent', name: 'Bench', instructions: 'Be brief.', minEndpointingDelay: 500 },
-      { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'stub', baseURL: chatURL },
-      { id: 'tts', nodeType: 'tts', provider: 'openai', voiceId: 'alloy', baseURL: speechURL },
-      { id: 'stt', nodeType: 'stt', provider: 'openai', baseURL: speechURL },
-      { id: 'start', nodeType: 'start', command: 'Hi.', isLiteral: true },
-      { id: 'talk', nodeType: 'opentalk', command: 'Answer.' },
-      { id: 'end', nodeType: 'end', command: 'Bye.', isLiteral: true },
-    ],
-    edges: [
-      edge('llm', 'output', 'agent', 'llm_in'),
-      edge('tts', 'output', 'agent', 'tts_in'),
-      edge('stt', 'output', 'agent', 'stt_in'),
-      edge('agent', 'output', 'start'),
-      edge('start', 'output', 'talk'),
-      edge('talk', 'output', 'end'),
-    ],
-  };
-}
-
 async function sessions() {
   const chat = await startModelStub({ reply: () => ({ content: 'Sure, noted.' }) });
   const ttsTimes = [];
@@ -173,7 +151,7 @@ async function sessions() {
   await playground.ready;
   const agent = await sendJson('POST', `${core.url}/api/agents`, {
     name: 'bench voice',
-    flow: voiceFlow(chat.url, speech.baseURL),
+    flow: voiceFlow({ chatURL: chat.url, speechURL: speech.baseURL, agent: { minEndpointingDelay: 500 } }),
   });
   const utterance = concat(speak('I would like to book a table for two.'), silence(3500));
   const heapBefore = process.memoryUsage();

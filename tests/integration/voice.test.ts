@@ -1,6 +1,14 @@
 import type { Flow } from '@vab/contracts';
 import { loadConfig } from '@vab/playground';
-import { concat, edge, silence, speak, startDeepgramStub, startSpeechStub, VoiceClient } from '@vab/testkit';
+import {
+  concat,
+  silence,
+  speak,
+  startDeepgramStub,
+  startSpeechStub,
+  VoiceClient,
+  voiceFlow as clinicVoiceFlow,
+} from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
@@ -33,27 +41,8 @@ function willSay(...texts: string[]) {
 
 const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
 
-function voiceFlow(turns: Record<string, unknown> = {}): Flow {
-  return {
-    nodes: [
-      { id: 'agent', nodeType: 'agent', name: 'Clinic', instructions: 'You book appointments.', ...turns },
-      { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'stub', baseURL: chat.baseURL },
-      { id: 'tts', nodeType: 'tts', provider: 'openai', voiceId: 'alloy', baseURL: speech.baseURL },
-      { id: 'stt', nodeType: 'stt', provider: 'openai', baseURL: speech.baseURL },
-      { id: 'start', nodeType: 'start', command: 'Hello, how can I help?', isLiteral: true },
-      { id: 'talk', nodeType: 'opentalk', command: 'Help the caller.' },
-      { id: 'end', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
-    ],
-    edges: [
-      edge('llm', 'output', 'agent', 'llm_in'),
-      edge('tts', 'output', 'agent', 'tts_in'),
-      edge('stt', 'output', 'agent', 'stt_in'),
-      edge('agent', 'output', 'start'),
-      edge('start', 'output', 'talk'),
-      edge('talk', 'output', 'end'),
-    ],
-  };
-}
+const voiceFlow = (turns: Record<string, unknown> = {}): Flow =>
+  clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent: turns });
 
 beforeAll(async () => {
   chat = await startOpenAiStub((req) =>

@@ -83,6 +83,35 @@ export function fullFlow(): Flow {
  * A small order desk: greeting → open talk → end, its model at `modelURL` (a stub), and with `mcp` an MCP
  * server's `lookup_order` tool behind a bearer token. What the simulated-caller tests and bench talk to.
  */
+/**
+ * A voice agent whose models all answer at loopback stubs: greeting → free talk → goodbye, its chat at
+ * `chatURL` and its OpenAI speech (TTS and STT) at `speechURL`; `agent` adds params to the agent node (turns).
+ */
+export function voiceFlow(opts: {
+  chatURL: string;
+  speechURL: string;
+  agent?: Record<string, unknown>;
+}): Flow {
+  return {
+    nodes: [
+      {
+        id: 'agent',
+        nodeType: 'agent',
+        name: 'Clinic',
+        instructions: 'You book appointments.',
+        ...opts.agent,
+      },
+      { id: 'llm', nodeType: 'llm', provider: 'openai', model: 'stub', baseURL: opts.chatURL },
+      { id: 'tts', nodeType: 'tts', provider: 'openai', voiceId: 'alloy', baseURL: opts.speechURL },
+      { id: 'stt', nodeType: 'stt', provider: 'openai', baseURL: opts.speechURL },
+      { id: 'start', nodeType: 'start', command: 'Hello, how can I help?', isLiteral: true },
+      { id: 'talk', nodeType: 'opentalk', command: 'Help the caller.' },
+      { id: 'end', nodeType: 'end', command: 'Goodbye!', isLiteral: true },
+    ],
+    edges: [...agentWiring(), e('start', 'output', 'talk'), e('talk', 'output', 'end')],
+  };
+}
+
 export function orderFlow(opts: {
   modelURL: string;
   instructions?: string;
