@@ -1,5 +1,5 @@
 import { headers as natsHeaders, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import { type BusClient, type Logger } from '@vab/bus';
+import { type BusClient, type Logger, safeError } from '@vab/bus';
 import {
   AppError,
   ownerSubject,
@@ -269,7 +269,7 @@ class VoiceRelay {
       .request(Subjects.voiceSessionEnd, { agentId, sessionId }, { timeoutMs: 10_000, requestId })
       .catch((err: unknown) =>
         this.deps.log.warn(
-          { code: 'VOICE_END_FAILED', sessionId, err: String(err) },
+          { code: 'VOICE_END_FAILED', sessionId, err: safeError(err) },
           'voice session not ended',
         ),
       );

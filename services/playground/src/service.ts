@@ -16,7 +16,7 @@ import { LiveKitAgentRunner, type AgentRunner } from './transports/livekit/runne
 import { CaseGenerator } from './testing/generate.js';
 import { TestCaseTransport } from './transports/test-case.js';
 import { TextTransport } from './transports/text.js';
-import { VoiceTransport } from './transports/voice/voice-transport.js';
+import { VoiceSocketTransport } from './transports/voice-socket/voice-socket-transport.js';
 import { prewarmVoiceModels } from './runtime/voice-models.js';
 import { traceLiveKit } from './telemetry.js';
 
@@ -112,7 +112,7 @@ export function startPlaygroundService(deps: {
     // one answer carries up to 20 proposals: longer than one decision
     modelTimeoutMs: 4 * config.LLM_DECISION_TIMEOUT_MS,
   });
-  const audio = new VoiceTransport({ host, bus, nc, readiness, kit, env, config });
+  const audio = new VoiceSocketTransport({ host, bus, nc, readiness, kit, env, config });
   const voice = new LiveKitTransport({
     host,
     bus,
@@ -136,7 +136,7 @@ export function startPlaygroundService(deps: {
     // what starts a session runs as its caller: the host holds each caller to MAX_SESSIONS_PER_CALLER
     'playground.text.start': (req, ctx) =>
       host.asCaller(ctx.caller, () => text.start(req.agentId, req.body, ctx.requestId)),
-    'playground.text.turn': (req, ctx) => text.turn(req.agentId, req.sessionId, req.text, ctx.requestId),
+    'playground.text.turn': (req, ctx) => text.turn({ ...req, requestId: ctx.requestId }),
     'playground.text.end': (req, ctx) => text.end(req.agentId, req.sessionId, ctx.requestId),
     'playground.voice.start': (req, ctx) =>
       host.asCaller(ctx.caller, () => audio.start(req.agentId, req.body, ctx.requestId)),

@@ -71,6 +71,14 @@ export interface SessionContext {
   ): void;
 }
 
+/** A user's typed turn in a session, as every layer passes it on. */
+export interface UserTurn {
+  agentId: string;
+  sessionId: string;
+  text: string;
+  requestId: string;
+}
+
 export interface OpenOptions {
   sessionType: SessionType;
   /** The session's key when the transport has one (a room name); else the id of its test session. */
@@ -442,7 +450,7 @@ export class SessionHost implements HostView {
               log,
               subject: msg.subject,
               schema: TextTurnRequest,
-              handler: (req, ctx) => this.turn(req.sessionId, req.agentId, req.text, ctx.requestId),
+              handler: (req, ctx) => this.turn({ ...req, requestId: ctx.requestId }),
             })
           : answer({
               nc,
@@ -472,7 +480,8 @@ export class SessionHost implements HostView {
   }
 
   /** A user turn of a text session, here or at its owner. */
-  async turn(key: string, agentId: string, text: string, requestId: string): Promise<TextTurnResult> {
+  async turn(req: UserTurn): Promise<TextTurnResult> {
+    const { sessionId: key, agentId, text, requestId } = req;
     const hosted = this.sessions.get(key);
     if (!hosted) {
       return this.deps.bus.requestTo<TextTurnResult>(

@@ -1,3 +1,4 @@
+import { safeError } from '@vab/bus';
 import { llm, voice } from '@livekit/agents';
 import type {
   SessionEventInput,
@@ -243,7 +244,7 @@ export class FlowConversation {
       this.deps.mode.hears
         ? (text) =>
             void this.userTurn(text, { spoken: true }).catch((err: unknown) =>
-              this.deps.log.error({ err: String(err) }, 'user turn failed'),
+              this.deps.log.error({ err: safeError(err) }, 'user turn failed'),
             )
         : undefined,
     );
@@ -259,7 +260,7 @@ export class FlowConversation {
     const greet = () => this.serialized(() => this.handle({ type: 'session_started', at: this.now() }));
     if (mode.greetsInBackground) {
       // the greeting plays out while the user joins: returning now lets the token (or socket) be handed over
-      void greet().catch((err: unknown) => this.deps.log.error({ err: String(err) }, 'greeting failed'));
+      void greet().catch((err: unknown) => this.deps.log.error({ err: safeError(err) }, 'greeting failed'));
       return this.result();
     }
     return greet();
@@ -295,7 +296,7 @@ export class FlowConversation {
       .close()
       .catch((err: unknown) =>
         this.deps.log.warn(
-          { code: 'AGENT_SESSION_CLOSE_FAILED', err: String(err) },
+          { code: 'AGENT_SESSION_CLOSE_FAILED', err: safeError(err) },
           'agent session close failed',
         ),
       );

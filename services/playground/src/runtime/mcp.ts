@@ -1,3 +1,4 @@
+import { safeError } from '@vab/bus';
 import { llm } from '@livekit/agents';
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -98,7 +99,7 @@ class McpServer {
       client = await attempt(new StreamableHTTPClientTransport(url, { requestInit, fetch: this.opts.fetch }));
     } catch (err) {
       // the SDK's documented fallback for servers that predate streamable HTTP
-      this.opts.log.debug({ nodeId: this.cfg.nodeId, err: String(err) }, 'mcp: trying sse');
+      this.opts.log.debug({ nodeId: this.cfg.nodeId, err: safeError(err) }, 'mcp: trying sse');
       client = await attempt(new SSEClientTransport(url, { requestInit, fetch: this.opts.fetch }));
     }
     if (this.closed) {
@@ -163,7 +164,7 @@ class McpServer {
       });
     } catch (err) {
       this.opts.log.warn(
-        { code: 'MCP_TOOL_FAILED', nodeId: this.cfg.nodeId, tool: name, err: String(err) },
+        { code: 'MCP_TOOL_FAILED', nodeId: this.cfg.nodeId, tool: name, err: safeError(err) },
         'mcp tool call failed',
       );
       throw new llm.ToolError(`the tool ${name} is unavailable right now`);
@@ -219,7 +220,7 @@ export async function openMcpTools(
         ? Promise.resolve(undefined)
         : s.listSelected().catch((err: unknown) => {
             opts.log.warn(
-              { code: 'MCP_SERVER_UNREACHABLE', nodeId: configs[i]!.nodeId, err: String(err) },
+              { code: 'MCP_SERVER_UNREACHABLE', nodeId: configs[i]!.nodeId, err: safeError(err) },
               'mcp server not reachable',
             );
             return undefined;

@@ -1,3 +1,4 @@
+import { safeError } from '@vab/bus';
 import type { llm } from '@livekit/agents';
 import type { SessionEventInput, WebhookMock } from '@vab/contracts';
 import type { LlmConfig, PostStep } from '@vab/flow';
@@ -50,7 +51,7 @@ export async function runPostProcessing(
         });
       } catch (err) {
         opts.log.warn(
-          { code: 'STRUCTURED_OUTPUT_FAILED', stepId: s.id, err: String(err) },
+          { code: 'STRUCTURED_OUTPUT_FAILED', stepId: s.id, err: safeError(err) },
           'structured output failed',
         );
         opts.emit?.({
@@ -103,7 +104,7 @@ export async function runPostProcessing(
           'webhook refused',
         );
       } else {
-        opts.log.warn({ code: 'WEBHOOK_FAILED', stepId: s.id, err: String(err) }, 'webhook failed');
+        opts.log.warn({ code: 'WEBHOOK_FAILED', stepId: s.id, err: safeError(err) }, 'webhook failed');
       }
       // never the URL or the reason's details: the flow's URL may carry a secret in its query
       const error = refused instanceof EgressRefused ? 'refused by the egress policy' : 'not delivered';

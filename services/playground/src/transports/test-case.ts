@@ -145,7 +145,12 @@ export class TestCaseTransport {
     let endedBy: AttemptEnd = 'turns';
     let error: AttemptError | null = null;
     const say = async (said: string) => {
-      const turn = await this.deps.host.turn(key, req.agentId, said, requestId);
+      const turn = await this.deps.host.turn({
+        sessionId: key,
+        agentId: req.agentId,
+        text: said,
+        requestId,
+      });
       userTurns.push(said);
       transcript.push({ role: 'user', content: said });
       for (const r of turn.replies) transcript.push({ role: 'assistant', content: r });

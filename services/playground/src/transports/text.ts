@@ -9,7 +9,7 @@ import {
   type TurnResult,
 } from '@vab/contracts';
 import { sessionRedactor } from '../host/redactor.js';
-import type { SessionHost } from '../host/session-host.js';
+import type { SessionHost, UserTurn } from '../host/session-host.js';
 import type { KeyEnv } from '../provider-keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
@@ -106,8 +106,8 @@ export class TextTransport {
     return { key, result, conversation: conversation! };
   }
 
-  turn(agentId: string, sessionId: string, text: string, requestId: string): Promise<TextTurnResult> {
-    return this.deps.host.turn(sessionId, agentId, text, requestId);
+  turn(turn: UserTurn): Promise<TextTurnResult> {
+    return this.deps.host.turn(turn);
   }
 
   /** Idempotent: an unknown or already ended session answers ok. */

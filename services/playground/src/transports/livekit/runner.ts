@@ -1,3 +1,4 @@
+import { safeError } from '@vab/bus';
 import { voice } from '@livekit/agents';
 import { Room, RoomEvent } from '@livekit/rtc-node';
 import type { SessionMessage, StepChange } from '@vab/contracts';
@@ -71,7 +72,7 @@ export class LiveKitAgentRunner implements AgentRunner {
           ?.publishData(data, { reliable: true, topic: 'agent.events' })
           .catch((err: unknown) =>
             opts.log.warn(
-              { code: 'STEP_CHANGE_NOT_PUBLISHED', err: String(err) },
+              { code: 'STEP_CHANGE_NOT_PUBLISHED', err: safeError(err) },
               'step change not published',
             ),
           );

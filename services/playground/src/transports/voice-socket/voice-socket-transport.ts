@@ -27,7 +27,7 @@ import { sessionRedactor } from '../../host/redactor.js';
 import { flowToRun } from '../flow-to-run.js';
 import { BusAudioInput, BusAudioOutput } from './bus-audio.js';
 
-export interface VoiceTransportConfig {
+export interface VoiceSocketConfig {
   BUS_TIMEOUT_MS: number;
   /** A started voice session whose client has not opened the audio socket within this is ended. */
   VOICE_CONNECT_TIMEOUT_MS: number;
@@ -46,7 +46,7 @@ const decoder = new TextDecoder();
  * (`voice.<id>.in` / `voice.<id>.out`, NATS core subjects of the instance that owns the session). Started,
  * capped, timed, checked and recorded as a test session of type "voice" exactly like every other session.
  */
-export class VoiceTransport {
+export class VoiceSocketTransport {
   constructor(
     private readonly deps: {
       host: SessionHost;
@@ -55,7 +55,7 @@ export class VoiceTransport {
       readiness: ReadinessCheck;
       kit: ConversationKit;
       env(): Promise<KeyEnv>;
-      config: VoiceTransportConfig;
+      config: VoiceSocketConfig;
     },
   ) {}
 
@@ -114,7 +114,7 @@ export class VoiceTransport {
 interface CallDeps {
   nc: NatsConnection;
   kit: ConversationKit;
-  config: VoiceTransportConfig;
+  config: VoiceSocketConfig;
   ctx: SessionContext;
   flow: RunnableFlow;
   agentId: string;
