@@ -49,6 +49,27 @@ export interface LoggerExtras {
   base?: Record<string, string>;
   fields?: () => Record<string, unknown>;
   serializers?: Record<string, (value: unknown) => unknown>;
+  /** Fields whose name matches are dropped from every line (what the library marks as personal data). */
+  dropFields?: RegExp;
+}
+
+const dropping =
+  (names: RegExp) =>
+  (obj: Record<string, unknown>): Record<string, unknown> => {
+    let kept: Record<string, unknown> | undefined;
+    for (const key of Object.keys(obj)) {
+      if (!names.test(key)) continue;
+      kept ??= { ...obj };
+      delete kept[key];
+    }
+    return kept ?? obj;
+  };
+
+function droppingInChildren(logger: Logger, names: RegExp): Logger {
+  const child = logger.child.bind(logger);
+  logger.child = ((bindings: pino.Bindings, options?: pino.ChildLoggerOptions) =>
+    droppingInChildren(child(dropping(names)(bindings), options), names)) as unknown as Logger['child'];
+  return logger;
 }
 
 export function createLogger(
@@ -58,7 +79,7 @@ export function createLogger(
   extras: LoggerExtras = {},
 ): Logger {
   const { fields } = extras;
-  return pino(
+  const logger = pino(
     {
       name: service,
       level,
@@ -67,9 +88,12 @@ export function createLogger(
       timestamp: pino.stdTimeFunctions.isoTime,
       mixin: fields ? () => ({ ...fields(), ...traceFields() }) : traceFields,
       ...(extras.serializers ? { serializers: extras.serializers } : {}),
+      ...(extras.dropFields ? { formatters: { log: dropping(extras.dropFields) } } : {}),
     },
     destination,
   );
+  // a child's bindings are no line's fields: they are dropped when the child is made (LiveKit binds them so)
+  return extras.dropFields ? droppingInChildren(logger, extras.dropFields) : logger;
 }
 
 /**

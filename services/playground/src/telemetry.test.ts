@@ -16,6 +16,18 @@ function sink(): { lines: Record<string, unknown>[]; stream: Writable } {
 }
 
 describe("LiveKit Agents' log lines", () => {
+  it('never carry what LiveKit marks as personal data (a transcript, a tool call, a message)', async () => {
+    const { lines, stream } = sink();
+    logLiveKitAs('info', stream);
+    log().warn({ 'lk.pii.user_input': 'my card is 4111 1111' }, 'skipping reply to user input');
+    log()
+      .child({ 'lk.pii.message': { transcript: 'my card is 4111 1111' } })
+      .warn('unexpected message');
+    await expect.poll(() => lines.length).toBe(2);
+    expect(JSON.stringify(lines)).not.toContain('4111');
+    expect(lines.map((l) => l.msg)).toEqual(['skipping reply to user input', 'unexpected message']);
+  });
+
   it("are in the stack's format, name the session they were written in, and carry no stack trace", async () => {
     const { lines, stream } = sink();
     logLiveKitAs('info', stream);

@@ -55,6 +55,9 @@ export function logLiveKitAs(level: string, destination?: DestinationStream): vo
       base: { component: 'livekit' },
       fields: () => ({ ...sessionFields.getStore() }),
       serializers: { error: briefError, err: briefError },
+      // LiveKit marks what a user said, a tool's arguments and output, the chat context with `lk.pii.*`:
+      // transcripts never reach our logs
+      dropFields: /^lk\.pii\./,
     },
   );
 }

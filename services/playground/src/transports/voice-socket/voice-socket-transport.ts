@@ -159,7 +159,13 @@ class VoiceCall {
     }
     this.connectionId = connectionId;
     ctx.cancelStop();
-    await this.startPipeline();
+    try {
+      await this.startPipeline();
+    } catch (err) {
+      // nothing half-started is left: the session ends with its client told why (the error answer)
+      ctx.stop('voice pipeline failed');
+      throw err;
+    }
     this.send({
       type: 'ready',
       sessionId: ctx.key,
