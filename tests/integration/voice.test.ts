@@ -365,10 +365,14 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     );
 
     const silent = await startedSession();
+    // connected late, within the connect bound but past the idle one: its silence counts from its attach
+    await new Promise((r) => setTimeout(r, 2600));
     const b = rawSocket(silent.audioPath);
     await b.ready;
+    const readyAt = Date.now();
     // connected, sending nothing: ended after VOICE_INPUT_IDLE_MS
     expect(await b.closed).toEqual({ code: 1000, reason: 'session ended' });
+    expect(Date.now() - readyAt).toBeGreaterThan(2000);
     expect(await sessionRecord(silent.agentId, silent.sessionId)).toMatchObject({
       status: 'closed',
       sessionType: 'voice',

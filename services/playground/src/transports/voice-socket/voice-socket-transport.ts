@@ -180,6 +180,8 @@ class VoiceCall {
     const input = new BusAudioInput(sampleRate);
     this.input = input;
     this.sub = nc.subscribe(voiceInSubject(ctx.key), { callback: (_e, msg) => this.heard(msg) });
+    // the client's silence is counted from its attach, not from the session's start
+    this.lastInputAt = Date.now();
     this.idleCheck = setInterval(
       () => {
         if (Date.now() - this.lastInputAt > config.VOICE_INPUT_IDLE_MS) ctx.stop('client gone');
