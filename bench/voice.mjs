@@ -5,7 +5,8 @@
 //    round trip (client → gateway → NATS → owner → NATS → gateway → client) against a bare ws echo server's
 //    (client → server → client) on the same machine: half the difference is what one direction adds.
 // 2. sessions: --sessions voice sessions on one playground instance (in this process: its event loop is the
-//    one measured), each streaming real espeak-ng speech in real time with VAD and the end-of-turn model,
+//    one measured; the callers run in bench/voice-callers.mjs, a process of their own), each streaming real
+//    espeak-ng speech in real time with VAD and the end-of-turn model,
 //    against instant chat/speech stubs: event-loop delay p50/p99 while they talk, heap and RSS per session,
 //    and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
 //    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.
@@ -13,18 +14,11 @@
 import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
-import {
-  voiceFlow,
-  speak,
-  silence,
-  concat,
-  startLocalNats,
-  startLocalRedis,
-  startSpeechStub,
-  VoiceClient,
-} from '@vab/testkit';
+import { startLocalNats, startLocalRedis, startSpeechStub, voiceFlow } from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
+import { spawn } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -133,7 +127,6 @@ async function transport() {
 
 async function sessions() {
   const chat = await startModelStub({ reply: () => ({ content: 'Sure, noted.' }) });
-  const ttsTimes = [];
   const speech = await startSpeechStub({ transcribe: () => 'I would like to book a table for two.' });
   const playground = startPlaygroundService({
     nc,
@@ -153,35 +146,36 @@ async function sessions() {
     name: 'bench voice',
     flow: voiceFlow({ chatURL: chat.url, speechURL: speech.baseURL, agent: { minEndpointingDelay: 500 } }),
   });
-  const utterance = concat(speak('I would like to book a table for two.'), silence(3500));
+  // the callers run in a process of their own: this one's event loop and memory are the playground's
   const heapBefore = process.memoryUsage();
-  const clients = [];
-  for (let i = 0; i < SESSIONS; i++) {
-    const started = await sendJson('POST', `${core.url}/api/agents/${agent.id}/voice-sessions`, {
-      apiKeys: { openai: 'k' },
-    });
-    const client = new VoiceClient({ url: `${core.url.replace('http', 'ws')}${started.audioPath}` });
-    await client.ready;
-    clients.push({ client, sessionId: started.sessionId });
-    await new Promise((r) => setTimeout(r, 30)); // staggered, as callers are
-  }
   const delay = monitorEventLoopDelay({ resolution: 5 });
-  delay.enable();
-  const t0 = Date.now();
-  for (let turn = 0; turn < TURNS; turn++) for (const { client } of clients) client.say(utterance);
-  while (clients.some(({ client }) => client.micQueuedMs > 0)) await new Promise((r) => setTimeout(r, 250));
-  await new Promise((r) => setTimeout(r, 3000));
+  const callers = spawn(
+    process.execPath,
+    [
+      join(here, 'bench/voice-callers.mjs'),
+      '--url',
+      core.url,
+      '--agent',
+      agent.id,
+      '--sessions',
+      String(SESSIONS),
+      '--turns',
+      String(TURNS),
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let result;
+  const lines = createInterface({ input: callers.stdout });
+  for await (const line of lines) {
+    if (!line.startsWith('{')) continue;
+    const msg = JSON.parse(line);
+    if (msg.connected !== undefined) delay.enable();
+    if (msg.figures) result = msg;
+  }
   delay.disable();
   const heapAfter = process.memoryUsage();
-  const talkSeconds = (Date.now() - t0) / 1000;
-  const figures = [];
-  for (const { client, sessionId } of clients) {
-    for (const e of client.events)
-      if (e.type === 'turn_metrics' && e.metrics.responseMs !== undefined) figures.push(e.metrics);
-    client.close();
-    void sessionId;
-  }
-  await Promise.all(clients.map(({ client }) => client.closed));
+  if (!result) throw new Error('the callers did not finish');
+  const { figures, talkSeconds } = result;
   const response = figures.map((m) => m.responseMs);
   const overhead = figures
     .filter((m) => m.endOfTurnDelayMs !== undefined)
@@ -201,9 +195,8 @@ async function sessions() {
     `| turn overhead (responseMs − endOfTurnDelayMs − LLM TTFT − TTS TTFB) | ${fmt(pct(overhead, 50))} | ${fmt(pct(overhead, 99))} |`,
   );
   console.log(
-    `\nturns measured: ${figures.length} of ${SESSIONS * TURNS}; heap +${((heapAfter.heapUsed - heapBefore.heapUsed) / SESSIONS / 1024).toFixed(0)} KB and RSS +${((heapAfter.rss - heapBefore.rss) / SESSIONS / 1024 / 1024).toFixed(1)} MB per session (in this process: playground + clients)`,
+    `\nturns measured: ${figures.length} of ${SESSIONS * TURNS}; heap +${((heapAfter.heapUsed - heapBefore.heapUsed) / SESSIONS / 1024).toFixed(0)} KB and RSS +${((heapAfter.rss - heapBefore.rss) / SESSIONS / 1024 / 1024).toFixed(1)} MB per session (the playground's process)`,
   );
-  void ttsTimes;
   await playground.stop(5000);
   chat.server.close();
   await speech.close();

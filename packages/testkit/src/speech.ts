@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { listenOnLoopback } from './ports.js';
 
@@ -16,6 +16,44 @@ export function speak(text: string, sampleRate = 16000, wordsPerMinute = 170): I
     { input: wav, maxBuffer: 64 * 1024 * 1024 },
   );
   return new Int16Array(raw.buffer, raw.byteOffset, Math.floor(raw.byteLength / 2)).slice();
+}
+
+/**
+ * `speak`, without blocking the event loop (espeak-ng piped into sox): what a stub serving many sessions in a
+ * process that is measured must use.
+ */
+export function speakAsync(text: string, sampleRate = 16000, wordsPerMinute = 170): Promise<Int16Array> {
+  return new Promise((resolve, reject) => {
+    const espeak = spawn('espeak-ng', ['-s', String(wordsPerMinute), '--stdout', text]);
+    const sox = spawn('sox', [
+      ...[
+        '-t',
+        'wav',
+        '-',
+        '-t',
+        'raw',
+        '-r',
+        String(sampleRate),
+        '-e',
+        'signed',
+        '-b',
+        '16',
+        '-c',
+        '1',
+        '-',
+      ],
+    ]);
+    espeak.stdout.pipe(sox.stdin);
+    const chunks: Buffer[] = [];
+    sox.stdout.on('data', (c: Buffer) => chunks.push(c));
+    espeak.on('error', reject);
+    sox.on('error', reject);
+    sox.on('close', (code) => {
+      if (code !== 0) return reject(new Error(`sox exited ${code}`));
+      const raw = Buffer.concat(chunks);
+      resolve(new Int16Array(raw.buffer, raw.byteOffset, Math.floor(raw.byteLength / 2)).slice());
+    });
+  });
 }
 
 export const silence = (ms: number, sampleRate = 16000): Int16Array =>
@@ -86,7 +124,7 @@ export async function startSpeechStub(opts: {
         const { input, voice } = JSON.parse(body.toString('utf8')) as { input: string; voice: string };
         requests.speech.push({ input, voice, authorization });
         if (opts.speechDelayMs) await new Promise((r) => setTimeout(r, opts.speechDelayMs));
-        const pcm = Buffer.from(speak(input, 24000).buffer);
+        const pcm = Buffer.from((await speakAsync(input, 24000)).buffer);
         res.writeHead(200, { 'content-type': 'audio/pcm' });
         for (let at = 0; at < pcm.length; at += 4800) res.write(pcm.subarray(at, at + 4800));
         res.end();

@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+// The callers of bench/voice.mjs, in a process of their own (so the playground's process measures only the
+// playground): starts --sessions voice sessions of --agent at --url, streams espeak-ng speech into each in
+// real time --turns times, and prints one JSON line: every turn's figures and how long they talked.
+import { concat, silence, speak, VoiceClient } from '@vab/testkit';
+import { option, sendJson } from './processes.mjs';
+
+const url = process.argv[process.argv.indexOf('--url') + 1];
+const agent = process.argv[process.argv.indexOf('--agent') + 1];
+const SESSIONS = option('sessions', 10);
+const TURNS = option('turns', 3);
+
+const utterance = concat(speak('I would like to book a table for two.'), silence(3500));
+const clients = [];
+for (let i = 0; i < SESSIONS; i++) {
+  const started = await sendJson('POST', `${url}/api/agents/${agent}/voice-sessions`, {
+    apiKeys: { openai: 'k' },
+  });
+  const client = new VoiceClient({ url: `${url.replace('http', 'ws')}${started.audioPath}` });
+  await client.ready;
+  clients.push(client);
+  await new Promise((r) => setTimeout(r, 30)); // staggered, as callers are
+}
+console.log(JSON.stringify({ connected: clients.length }));
+const t0 = Date.now();
+for (let turn = 0; turn < TURNS; turn++) for (const client of clients) client.say(utterance);
+while (clients.some((client) => client.micQueuedMs > 0)) await new Promise((r) => setTimeout(r, 250));
+await new Promise((r) => setTimeout(r, 3000));
+const figures = clients.flatMap((client) =>
+  client.events
+    .filter((e) => e.type === 'turn_metrics' && e.metrics.responseMs !== undefined)
+    .map((e) => e.metrics),
+);
+for (const client of clients) client.close();
+await Promise.all(clients.map((client) => client.closed));
+console.log(JSON.stringify({ figures, talkSeconds: (Date.now() - t0) / 1000 }));
+process.exit(0);
