@@ -1,6 +1,7 @@
 import type { Flow } from '@vab/contracts';
 import { describe, expect, it } from 'vitest';
 import { compile } from './compiler.js';
+import { PARAMS } from './params.js';
 import { fullFlow, withEdge, withNode, withoutEdge, withoutNode } from '@vab/testkit';
 import type { FlowIssueCode } from './types.js';
 
@@ -148,17 +149,9 @@ describe('compile: a runnable flow', () => {
 
   it("reads the agent's turn handling, LiveKit's defaults where unset, and speech providers' URLs", () => {
     const plain = compile(fullFlow());
-    expect(plain.ok && plain.config.agent).toMatchObject({
-      allowInterruptions: true,
-      turnDetection: 'model',
-      minEndpointingDelay: 500,
-      maxEndpointingDelay: 3000,
-      minInterruptionDuration: 500,
-      minInterruptionWords: 0,
-      falseInterruptionTimeout: 2000,
-      resumeFalseInterruption: true,
-      preemptiveGeneration: true,
-    });
+    // unset, every turn setting is its param's default (params.test.ts lists them)
+    const { name: _n, instructions: _i, language: _l, ...turnDefaults } = PARAMS.agent.parse({});
+    expect(plain.ok && plain.config.agent).toMatchObject(turnDefaults);
     const tuned = compile(
       withNode(
         withNode(

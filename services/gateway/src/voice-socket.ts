@@ -183,6 +183,10 @@ class VoiceRelay {
             ? VoiceCloseCodes.taken
             : VoiceCloseCodes.lost;
       this.close(code, e?.message ?? 'the voice session could not be reached', false);
+    } finally {
+      // the client left while this socket was being attached: nothing of it may stay behind (and a session
+      // attached meanwhile ends, as it would have on the close); a second release only unsubscribes again
+      if (this.closed) void this.release(true);
     }
   }
 
@@ -261,6 +265,11 @@ class VoiceRelay {
   private async finish(endSession = true): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.release(endSession);
+  }
+
+  /** Unsubscribes, stops following, and ends the session if it was attached (again after a late attach). */
+  private async release(endSession: boolean): Promise<void> {
     this.out?.unsubscribe();
     this.stopEvents?.();
     if (!endSession || !this.format) return;

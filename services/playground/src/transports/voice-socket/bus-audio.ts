@@ -17,9 +17,14 @@ export class BusAudioInput extends voice.AudioInput {
     this.multiStream.addInputStream(pipe.readable);
   }
 
-  /** One frame of the client's audio (its bytes are copied: the bus reuses nothing, but we own ours). */
+  /**
+   * One frame of the client's audio. Frames LiveKit has not read yet are held up to about 5 s (the gateway
+   * paces the client to real time, so only a stalled pipeline gets there); past that they are dropped, not
+   * queued without a bound.
+   */
   push(pcm: Int16Array): void {
     if (this.closed) return;
+    if ((this.writer.desiredSize ?? 0) < -MAX_QUEUED_FRAMES) return;
     const frame = new AudioFrame(pcm, this.sampleRate, 1, pcm.length);
     this.writer.write(frame).catch(() => undefined);
   }
@@ -31,6 +36,9 @@ export class BusAudioInput extends voice.AudioInput {
     await super.close();
   }
 }
+
+/** Frames of input a stalled pipeline may have queued before newer ones are dropped (~5 s of 20 ms ones). */
+const MAX_QUEUED_FRAMES = 250;
 
 /** A sample this loud or louder is speech-level audio, not silence (about −40 dBFS). */
 const AUDIBLE = 330;
