@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdir, open, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -93,7 +93,31 @@ function loadRecorderIO(): Promise<RecorderIOClass> {
 }
 
 /** Where recordings are written before they are stored: one directory per process, emptied as they go. */
-const SPOOL = join(tmpdir(), `vab-recordings-${process.pid}`);
+const SPOOL_PREFIX = 'vab-recordings-';
+const SPOOL = join(tmpdir(), `${SPOOL_PREFIX}${process.pid}`);
+
+/**
+ * Removes what killed processes left in their spools (a recording is spooled only while its session ends, so
+ * a directory whose process is gone holds nothing that will ever be stored).
+ */
+export async function sweepSpools(log: Logger): Promise<void> {
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'EPERM';
+    }
+  };
+  const names = await readdir(tmpdir()).catch(() => [] as string[]);
+  for (const name of names) {
+    const pid = Number(name.slice(SPOOL_PREFIX.length));
+    if (!name.startsWith(SPOOL_PREFIX) || !Number.isInteger(pid) || pid === process.pid || alive(pid)) continue;
+    await rm(join(tmpdir(), name), { recursive: true, force: true }).catch((err: unknown) =>
+      log.debug({ err: safeError(err) }, 'recording spool not removed'),
+    );
+  }
+}
 
 export interface AudioRecordingDeps {
   bucket: RecordingsBucket;
