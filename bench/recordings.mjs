@@ -2,8 +2,8 @@
 // Recordings of voice sessions, on this machine (docs/performance.md › Recordings):
 // 1. CPU: the same --sessions voice sessions (espeak-ng speech in real time, --turns turns each, against instant
 //    chat/speech stubs) on one playground instance in this process, once with RECORDINGS=off and once on, in
-//    the same run: the playground's CPU (this process and the FFmpeg encoders it runs, which exit with their
-//    sessions; the callers, a process of their own, are taken out) per second of call, and the difference.
+//    the same run: the playground's CPU (this process, and its encoder host with the FFmpeg encoders it
+//    starts; the callers, a process of their own, are taken out) per second of call, and the difference.
 // 2. Size: bytes kept per second of call (each recording's `bytes / durationMs`).
 // 3. Serving: time to the first byte of `GET …/recording` through the gateway, --fetches times over the
 //    recordings made (p50/p99).
@@ -12,7 +12,7 @@ import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, startSpeechStub, voiceFlow } from '@vab/testkit';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,11 +31,28 @@ const pct = (xs, p) => {
 };
 const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : '—');
 
-/** This process's CPU seconds, and its reaped children's (FFmpeg encoders and the callers, once they exit). */
+/** A process's fields from /proc (after its name): utime is [11], stime [12], cutime [13], cstime [14]. */
+const statOf = (pid) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+
+/**
+ * CPU seconds: this process's own, its reaped children's (the callers, once they exit), and the playground's
+ * encoder host's (the FFmpeg encoders it starts, reaped by it as each recording ends, and itself).
+ */
 function cpu() {
-  const f = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
-  const ticks = (i) => Number(f[i]) / 100;
-  return { self: ticks(11) + ticks(12), children: ticks(13) + ticks(14) };
+  const ticks = (f, ...i) => i.reduce((n, k) => n + Number(f[k]) / 100, 0);
+  const me = statOf('self');
+  let encoders = 0;
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const f = statOf(pid);
+      if (Number(f[1]) !== process.pid) continue;
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('encoder-process')) continue;
+      encoders += ticks(f, 11, 12, 13, 14);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return { self: ticks(me, 11, 12), children: ticks(me, 13, 14), encoders };
 }
 
 const nats = await startLocalNats();
@@ -107,8 +124,9 @@ async function phase(recordings) {
   const after = cpu();
   await playground.stop(5000);
   const seconds = records.reduce((n, s) => n + s.durationMs, 0) / 1000;
-  const encoders = after.children - before.children - result.cpuMs / 1000;
-  const cpuSeconds = after.self - before.self + encoders;
+  const encoders = after.encoders - before.encoders;
+  const cpuSeconds =
+    after.self - before.self + (after.children - before.children - result.cpuMs / 1000) + encoders;
   return { agentId: agent.id, records, seconds, cpuSeconds, encoders };
 }
 

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -8,10 +7,14 @@ import { pathToFileURL } from 'node:url';
 import type { voice } from '@livekit/agents';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
 import { Subjects, type Recording, type SessionEventInput } from '@vab/contracts';
+import type { EncoderHost } from './encoder-host.js';
 import type { RecordingsBucket } from './recordings-bucket.js';
 
 type RecorderIO = NonNullable<voice.AgentSession['_recorderIO']>;
-type RecorderIOClass = new (opts: { agentSession: voice.AgentSession; sampleRate?: number }) => RecorderIO;
+type RecorderIOClass = new (
+  opts: { agentSession: voice.AgentSession; sampleRate?: number },
+  encoders: EncoderHost,
+) => RecorderIO;
 
 let recorderClass: Promise<RecorderIOClass> | undefined;
 
@@ -64,27 +67,25 @@ function loadRecorderIO(): Promise<RecorderIOClass> {
     }
     const Base = RecorderIO as unknown as new (...args: unknown[]) => object;
     class CompactRecorderIO extends Base {
-      startFFmpeg(this: EncoderState): void {
+      constructor(
+        opts: unknown,
+        private readonly encoders: EncoderHost,
+      ) {
+        super(opts);
+      }
+
+      startFFmpeg(this: EncoderState & { encoders: EncoderHost }): void {
         if (this.pcmStream) return;
         const pcm = new PassThrough();
         this.pcmStream = pcm;
         const rate = String(this.sampleRate);
+        const fifo = `${this._outputPath!}.pcm`;
         // as LiveKit's: 16-bit stereo PCM in, Ogg Opus out, at the recording's rate; plus the encoder's settings
         const args = ['-hide_banner', '-loglevel', 'error', '-f', 's16le', '-ar', rate, '-ac', '2'];
-        args.push('-i', 'pipe:0', '-c:a', 'libopus', ...OPUS, '-ac', '2', '-ar', rate);
+        args.push('-i', fifo, '-c:a', 'libopus', ...OPUS, '-ac', '2', '-ar', rate);
         args.push('-f', 'ogg', '-y', this._outputPath!);
-        this.ffmpegPromise = new Promise((resolve, reject) => {
-          const child = spawn(ffmpegPath, args, { stdio: ['pipe', 'ignore', 'pipe'] });
-          let stderr = '';
-          child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
-          child.on('error', reject);
-          child.on('close', (code, signal) =>
-            code === 0 || signal !== null ? resolve() : reject(new Error(`ffmpeg exited ${code}: ${stderr}`)),
-          );
-          // a closed pipe is reported by 'close' above
-          child.stdin.on('error', () => undefined);
-          pcm.pipe(child.stdin);
-        });
+        // started by the encoder host, never forked from here (encoder-process.ts says why)
+        this.ffmpegPromise = this.encoders.encode(ffmpegPath, args, fifo, pcm);
       }
     }
     return CompactRecorderIO as unknown as RecorderIOClass;
@@ -112,7 +113,8 @@ export async function sweepSpools(log: Logger): Promise<void> {
   const names = await readdir(tmpdir()).catch(() => [] as string[]);
   for (const name of names) {
     const pid = Number(name.slice(SPOOL_PREFIX.length));
-    if (!name.startsWith(SPOOL_PREFIX) || !Number.isInteger(pid) || pid === process.pid || alive(pid)) continue;
+    if (!name.startsWith(SPOOL_PREFIX) || !Number.isInteger(pid) || pid === process.pid || alive(pid))
+      continue;
     await rm(join(tmpdir(), name), { recursive: true, force: true }).catch((err: unknown) =>
       log.debug({ err: safeError(err) }, 'recording spool not removed'),
     );
@@ -121,6 +123,7 @@ export async function sweepSpools(log: Logger): Promise<void> {
 
 export interface AudioRecordingDeps {
   bucket: RecordingsBucket;
+  encoders: EncoderHost;
   bus: BusClient;
   agentId: string;
   sessionId: string;
@@ -152,7 +155,10 @@ export class AudioRecording {
     if (!input.audio || !output.audio) return;
     try {
       const RecorderIO = await loadRecorderIO();
-      const recorder: RecorderIO = new RecorderIO({ agentSession: session, sampleRate: SAMPLE_RATE });
+      const recorder: RecorderIO = new RecorderIO(
+        { agentSession: session, sampleRate: SAMPLE_RATE },
+        this.deps.encoders,
+      );
       input.audio = recorder.recordInput(input.audio);
       output.audio = recorder.recordOutput(output.audio);
       // the session closes its recorder at its own close, before it detaches the audio (agent_session.closeImpl)

@@ -21,6 +21,7 @@ import {
 import type { voice } from '@livekit/agents';
 import type { z } from 'zod';
 import { AudioRecording } from './audio-recording.js';
+import type { EncoderHost } from './encoder-host.js';
 import type { RecordingsBucket } from './recordings-bucket.js';
 import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
@@ -191,8 +192,8 @@ export class SessionHost implements HostView {
       config: HostConfig;
       /** The subjects that start sessions: left while the instance is full. */
       createSubjects: readonly string[];
-      /** Where voice sessions' recordings go; none when recordings are off. */
-      recordings?: RecordingsBucket | undefined;
+      /** Where voice sessions' recordings go, and what encodes them; none when recordings are off. */
+      recordings?: { bucket: RecordingsBucket; encoders: EncoderHost } | undefined;
     },
   ) {}
 
@@ -363,7 +364,7 @@ export class SessionHost implements HostView {
       audio:
         recorder && events && this.deps.recordings && opts.recordAudio !== false
           ? new AudioRecording({
-              bucket: this.deps.recordings,
+              ...this.deps.recordings,
               bus,
               agentId: recorder.agentId,
               sessionId: recorder.sessionId,
