@@ -10,14 +10,14 @@
 // Usage: npm run build && node bench/recordings.mjs [--sessions 5] [--turns 3] [--fetches 200]
 import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
-import { startLocalNats, startLocalRedis, startSpeechStub, voiceFlow } from '@vab/testkit';
+import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { option, sendJson, startCore, startModelStub } from './processes.mjs';
+import { option, sendJson, startCore, startVoiceStubs } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SESSIONS = option('sessions', 5);
@@ -63,8 +63,8 @@ const core = await startCore(
   { SESSION_RATE_LIMIT_MAX: '1000000000' },
 );
 const nc = await connectNats({ url: nats.url, name: 'bench', service: 'playground' }, log);
-const chat = await startModelStub({ reply: () => ({ content: 'Sure, noted.' }) });
-const speech = await startSpeechStub({ transcribe: () => 'I would like to book a table for two.' });
+// in a process of their own: the TTS stub's espeak-ng forks are not the playground's
+const stubs = await startVoiceStubs(here);
 
 /** One phase: SESSIONS sessions talking TURNS turns, recordings on or off; what the playground's CPU was. */
 async function phase(recordings) {
@@ -84,7 +84,11 @@ async function phase(recordings) {
   await playground.ready;
   const agent = await sendJson('POST', `${core.url}/api/agents`, {
     name: `bench recordings ${recordings}`,
-    flow: voiceFlow({ chatURL: chat.url, speechURL: speech.baseURL, agent: { minEndpointingDelay: 500 } }),
+    flow: voiceFlow({
+      chatURL: stubs.chatURL,
+      speechURL: stubs.speechURL,
+      agent: { minEndpointingDelay: 500 },
+    }),
   });
   const before = cpu();
   const callers = spawn(
@@ -171,8 +175,7 @@ try {
     `\nfirst byte of GET …/recording (${FETCHES} requests): p50 **${fmt(pct(firstByte, 50))} ms**, p99 ${fmt(pct(firstByte, 99))} ms`,
   );
 } finally {
-  chat.server.close();
-  await speech.close();
+  stubs.close();
   for (const p of core.procs) p.kill();
   await nc.close().catch(() => undefined);
   await nats.stop();
