@@ -1,0 +1,183 @@
+import {
+  concat,
+  fakeMicrophone,
+  launchChromium,
+  silence,
+  speak,
+  startOpenAiStub,
+  startSpeechStub,
+  voiceFlow,
+} from '@vab/testkit';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, startStack, type Stack } from '../helpers/stack.js';
+
+/**
+ * Talk in the console, in Debian's Chromium: its fake microphone plays an espeak-ng WAV into the page's
+ * AudioWorklet, the page streams it over the voice socket to LiveKit's real pipeline (VAD, end of turn, STT,
+ * LLM, TTS against the stub providers on loopback), and plays the agent's audio back through its own
+ * worklet, which counts the non-silent samples it rendered.
+ */
+
+const TOKEN = 'talk-token-0123456789';
+const KEY = 'sk-talk-test-key-0123456789';
+const SAID = 'I would like to book an appointment please';
+const REPLY = 'Of course. You are booked for Monday morning at nine.';
+const MIC_RATE = 48000;
+/** Before the caller speaks: the agent's greeting plays out first (Chromium starts the file at capture). */
+const LEAD_MS = 4500;
+
+let stack: Stack;
+let http: ReturnType<typeof api>;
+let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
+let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let browser: Browser;
+let dir: string;
+const bearer = { authorization: `Bearer ${TOKEN}` };
+
+/** A 16-bit mono PCM WAV (what Chromium's fake capture reads). */
+function wav(pcm: Int16Array, rate: number): Buffer {
+  const data = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+  const head = Buffer.alloc(44);
+  head.write('RIFF', 0);
+  head.writeUInt32LE(36 + data.length, 4);
+  head.write('WAVEfmt ', 8);
+  head.writeUInt32LE(16, 16);
+  head.writeUInt16LE(1, 20);
+  head.writeUInt16LE(1, 22);
+  head.writeUInt32LE(rate, 24);
+  head.writeUInt32LE(rate * 2, 28);
+  head.writeUInt16LE(2, 32);
+  head.writeUInt16LE(16, 34);
+  head.write('data', 36);
+  head.writeUInt32LE(data.length, 40);
+  return Buffer.concat([head, data]);
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'vab-talk-'));
+  const mic = join(dir, 'caller.wav');
+  // Chromium loops the file: the caller speaks once, then a long silence (the test is done before the loop)
+  const spoken = speak(SAID, MIC_RATE);
+  writeFileSync(mic, wav(concat(silence(LEAD_MS, MIC_RATE), spoken, silence(40_000, MIC_RATE)), MIC_RATE));
+  chat = await startOpenAiStub(() => ({ content: REPLY }));
+  speech = await startSpeechStub({ transcribe: () => SAID });
+  stack = await startStack({ security: { apiTokens: [TOKEN] } });
+  http = api(stack.baseUrl);
+  browser = await launchChromium({ args: fakeMicrophone(mic) });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.close();
+  await chat?.close();
+  await speech?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Everything the page complains about: console errors and warnings, uncaught errors, CSP violations. */
+async function watchedPage(): Promise<{ page: Page; problems: string[] }> {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  const problems: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  await page.addInitScript({
+    content: `document.addEventListener('securitypolicyviolation', (e) =>
+      console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI));
+      window.agentStates = [];
+      new MutationObserver(() => {
+        const s = document.getElementById('agent-state')?.dataset.state;
+        if (s && window.agentStates.at(-1) !== s) window.agentStates.push(s);
+      }).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-state'] });`,
+  });
+  return { page, problems };
+}
+
+const heard = (page: Page) => page.evaluate<number>('window.vabTalk.heardSamples');
+
+describe('Talk in the console, in Chromium with a fake microphone', () => {
+  let agentId = '';
+  let sessionId = '';
+  let page: Page;
+  let problems: string[];
+
+  it('talks: the caller is transcribed, the reply is heard, the state and the step are shown; Stop ends it', async () => {
+    const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const created = await http.post('/api/agents', { name: 'Talking clinic', flow }, bearer);
+    expect(created.status).toBe(201);
+    agentId = created.body.id as string;
+
+    ({ page, problems } = await watchedPage());
+    // the token as the page keeps it once asked (this tab's sessionStorage): every call and ticket carries it
+    await page.addInitScript({ content: `sessionStorage.setItem('vab-console-token', '${TOKEN}')` });
+    await page.goto(`${stack.baseUrl}/console`);
+    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+    await page.selectOption('#agent', agentId);
+    await page.click('#keys-box summary');
+    await page.fill('#keys', `openai=${KEY}`);
+    await page.locator('#talk:visible').waitFor();
+    await page.click('#talk');
+    await expect.poll(() => page.locator('#talk').textContent()).toBe('Stop');
+
+    const log = page.locator('#log');
+    // the greeting, heard: non-silent samples reached the page's output
+    await expect
+      .poll(() => log.locator('li.agent').first().textContent(), { timeout: 20_000 })
+      .toBe('Hello, how can I help?');
+    await expect.poll(() => heard(page), { timeout: 10_000 }).toBeGreaterThan(0);
+    // the caller's words, from the microphone's audio through the real pipeline
+    await expect
+      .poll(() => log.locator('li.user:not(.interim)').allTextContents(), { timeout: 30_000 })
+      .toEqual([SAID]);
+    const beforeReply = await heard(page);
+    const rate = await page.evaluate<number>('window.vabTalk.outputRate');
+    // the reply, heard: at least a second of sound more than before it
+    await expect.poll(() => heard(page), { timeout: 20_000 }).toBeGreaterThan(beforeReply + rate);
+    await expect
+      .poll(() => log.locator('li.agent').allTextContents(), { timeout: 20_000 })
+      .toEqual(['Hello, how can I help?', REPLY]);
+    // what the server heard from the page: real speech at the session's rate, cut by the VAD
+    expect(speech.requests.transcriptions.length).toBeGreaterThanOrEqual(1);
+    const utterance = speech.requests.transcriptions[0]!.durationMs;
+    expect(utterance).toBeGreaterThan(1500);
+    expect(utterance).toBeLessThan(10_000);
+    expect(speech.requests.transcriptions[0]!.authorization).toBe(`Bearer ${KEY}`);
+
+    const states = await page.evaluate<string[]>('window.agentStates');
+    expect(states).toEqual(expect.arrayContaining(['listening', 'thinking', 'speaking']));
+    expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('talk');
+    await expect
+      .poll(() => log.locator('li.event.figures').last().textContent(), { timeout: 10_000 })
+      .toMatch(/^Turn response \d+ ms/);
+    await expect.poll(() => page.locator('#chart rect.bar-e2eLatencyMs').count()).toBeGreaterThanOrEqual(1);
+    await page.screenshot({ path: '/tmp/console-talk.png' });
+
+    const sessions = await http.get(`/api/agents/${agentId}/test-sessions`, bearer);
+    sessionId = (sessions.body as { id: string; sessionType: string }[]).find(
+      (s) => s.sessionType === 'voice',
+    )!.id;
+    expect((await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`, bearer)).body).toMatchObject({
+      status: 'open',
+    });
+    await page.click('#talk');
+    await expect
+      .poll(() => log.locator('li.event').last().textContent())
+      .toMatch(/^Session ended \(client ended\)/);
+    await expect.poll(() => page.locator('#talk').textContent()).toBe('Talk');
+    await expect
+      .poll(async () => (await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`, bearer)).body)
+      .toMatchObject({ status: 'closed' });
+    const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`, bearer);
+    expect((messages.body as { role: string; content: string }[]).map((m) => m.content)).toEqual([
+      'Hello, how can I help?',
+      SAID,
+      REPLY,
+    ]);
+    expect(problems).toEqual([]);
+  }, 120_000);
+});
