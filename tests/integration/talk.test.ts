@@ -1,6 +1,7 @@
 import {
   concat,
   fakeMicrophone,
+  lastUserText,
   launchChromium,
   silence,
   speak,
@@ -25,10 +26,19 @@ import { api, startStack, type Stack } from '../helpers/stack.js';
 const TOKEN = 'talk-token-0123456789';
 const KEY = 'sk-talk-test-key-0123456789';
 const SAID = 'I would like to book an appointment please';
-const REPLY = 'Of course. You are booked for Monday morning at nine.';
+const LONG_REPLY =
+  'Of course. We have appointments on Monday, Tuesday and Wednesday mornings, and on Thursday ' +
+  'afternoon, and our doctors can see you for a check up, a vaccination or a longer consultation.';
+const SECOND = 'Stop. What time is it?';
+const REPLY = 'It is nine o clock.';
 const MIC_RATE = 48000;
 /** Before the caller speaks: the agent's greeting plays out first (Chromium starts the file at capture). */
 const LEAD_MS = 4500;
+/**
+ * The caller talks over the long answer this long after their first words end: the answer starts about a
+ * second after them and lasts ~11 s, so this lands in it even on a slow machine.
+ */
+const BARGE_IN_AFTER_MS = 5000;
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
@@ -60,11 +70,19 @@ function wav(pcm: Int16Array, rate: number): Buffer {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'vab-talk-'));
   const mic = join(dir, 'caller.wav');
-  // Chromium loops the file: the caller speaks once, then a long silence (the test is done before the loop)
-  const spoken = speak(SAID, MIC_RATE);
-  writeFileSync(mic, wav(concat(silence(LEAD_MS, MIC_RATE), spoken, silence(40_000, MIC_RATE)), MIC_RATE));
-  chat = await startOpenAiStub(() => ({ content: REPLY }));
-  speech = await startSpeechStub({ transcribe: () => SAID });
+  // Chromium loops the file: the caller's two turns, then a long silence (the test is done before the loop)
+  const caller = concat(
+    silence(LEAD_MS, MIC_RATE),
+    speak(SAID, MIC_RATE),
+    silence(BARGE_IN_AFTER_MS, MIC_RATE),
+    speak(SECOND, MIC_RATE),
+    silence(40_000, MIC_RATE),
+  );
+  writeFileSync(mic, wav(caller, MIC_RATE));
+  chat = await startOpenAiStub((req) => ({
+    content: lastUserText(req).includes('appointment') ? LONG_REPLY : REPLY,
+  }));
+  speech = await startSpeechStub({ transcribe: (i) => [SAID, SECOND][i] ?? '' });
   stack = await startStack({ security: { apiTokens: [TOKEN] } });
   http = api(stack.baseUrl);
   browser = await launchChromium({ args: fakeMicrophone(mic) });
@@ -106,7 +124,7 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
   let page: Page;
   let problems: string[];
 
-  it('talks: the caller is transcribed, the reply is heard, the state and the step are shown; Stop ends it', async () => {
+  it('talks: the caller is transcribed, replies are heard, a barge-in cuts one; Stop ends the session', async () => {
     const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
     const created = await http.post('/api/agents', { name: 'Talking clinic', flow }, bearer);
     expect(created.status).toBe(201);
@@ -136,13 +154,28 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
       .toEqual([SAID]);
     const beforeReply = await heard(page);
     const rate = await page.evaluate<number>('window.vabTalk.outputRate');
-    // the reply, heard: at least a second of sound more than before it
+    // the answer, heard: at least a second of sound more than before it
     await expect.poll(() => heard(page), { timeout: 20_000 }).toBeGreaterThan(beforeReply + rate);
+    // the caller talks over it: the page stops playing at once, says how much was heard, and shows it
     await expect
-      .poll(() => log.locator('li.agent').allTextContents(), { timeout: 20_000 })
-      .toEqual(['Hello, how can I help?', REPLY]);
-    // what the server heard from the page: real speech at the session's rate, cut by the VAD
-    expect(speech.requests.transcriptions.length).toBeGreaterThanOrEqual(1);
+      .poll(() => log.locator('li.event.interrupt').textContent(), { timeout: 20_000 })
+      .toMatch(/^Interrupted the agent stopped after \d+\.\d s of its reply$/);
+    await expect
+      .poll(() => log.locator('li.user:not(.interim)').allTextContents(), { timeout: 30_000 })
+      .toEqual([SAID, SECOND]);
+    const beforeSecond = await heard(page);
+    await expect.poll(() => heard(page), { timeout: 20_000 }).toBeGreaterThan(beforeSecond + rate / 2);
+    await expect.poll(() => log.locator('li.agent').count(), { timeout: 20_000 }).toBe(3);
+    const [greeting, cut, answer] = await log.locator('li.agent').allTextContents();
+    expect(greeting).toBe('Hello, how can I help?');
+    // the interrupted answer as far as it was played here (what the page reported), not all of it
+    expect(LONG_REPLY.startsWith(cut!)).toBe(true);
+    expect(cut!.length).toBeGreaterThan(0);
+    expect(cut!.length).toBeLessThan(LONG_REPLY.length * 0.7);
+    expect(answer).toBe(REPLY);
+    // what the server heard from the page: real speech at the session's rate, cut by the VAD (which may
+    // also cut "Stop." from the rest)
+    expect(speech.requests.transcriptions.length).toBeGreaterThanOrEqual(2);
     const utterance = speech.requests.transcriptions[0]!.durationMs;
     expect(utterance).toBeGreaterThan(1500);
     expect(utterance).toBeLessThan(10_000);
@@ -174,10 +207,85 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
       .toMatchObject({ status: 'closed' });
     const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`, bearer);
     expect((messages.body as { role: string; content: string }[]).map((m) => m.content)).toEqual([
-      'Hello, how can I help?',
+      greeting,
       SAID,
+      cut,
+      SECOND,
       REPLY,
     ]);
     expect(problems).toEqual([]);
   }, 120_000);
+
+  it('plays the recording beside the transcript: a message clicked is heard, and highlighted while it plays', async () => {
+    expect(sessionId).not.toBe('');
+    const path = `/api/agents/${agentId}/test-sessions/${sessionId}`;
+    // the recording is stored as the session closes
+    await expect
+      .poll(async () => (await http.get(path, bearer)).body.recording, { timeout: 20_000 })
+      .toMatchObject({ durationMs: expect.any(Number), startedAt: expect.any(Number) });
+    const { recording } = (await http.get(path, bearer)).body as {
+      recording: { durationMs: number; startedAt: number };
+    };
+
+    await page.click('#refresh');
+    await page.click(`#sessions button[data-session-id="${sessionId}"]`);
+    const log = page.locator('#log');
+    await expect.poll(() => log.locator('li.event').last().textContent()).toMatch(/^Session ended/);
+    await page.locator('#recording:visible').waitFor();
+    // the whole recording is there to play (fetched with the token: a ticket opens one request only)
+    await expect
+      .poll(() => page.evaluate<number>("document.getElementById('recording').duration"), { timeout: 10_000 })
+      .toBeCloseTo(recording.durationMs / 1000, 0);
+
+    // what each channel of the recording sounds like as the page plays it (left: the caller, right: the agent)
+    await page.evaluate(`(() => {
+      const audio = document.getElementById('recording');
+      const ctx = new AudioContext();
+      const source = ctx.createMediaElementSource(audio);
+      const split = ctx.createChannelSplitter(2);
+      source.connect(split);
+      source.connect(ctx.destination);
+      const meters = [0, 1].map((ch) => {
+        const a = ctx.createAnalyser();
+        a.fftSize = 1024;
+        split.connect(a, ch);
+        return a;
+      });
+      const buf = new Float32Array(1024);
+      window.loud = { left: 0, right: 0 };
+      setInterval(() => {
+        if (audio.paused) return;
+        ['left', 'right'].forEach((side, i) => {
+          meters[i].getFloatTimeDomainData(buf);
+          if (buf.some((v) => Math.abs(v) >= 0.02)) window.loud[side]++;
+        });
+      }, 20);
+    })()`);
+    const listen = async (bubble: ReturnType<typeof log.locator>) => {
+      await page.evaluate('window.loud.left = 0; window.loud.right = 0');
+      const at = Number(await bubble.getAttribute('data-at'));
+      await bubble.click();
+      await expect
+        .poll(() => page.evaluate<number>("document.getElementById('recording').currentTime"))
+        .toBeGreaterThanOrEqual(Math.max(0, (at - recording.startedAt) / 1000) - 0.05);
+      await expect.poll(() => bubble.getAttribute('class')).toContain('heard');
+      await page.waitForTimeout(2500);
+      await page.evaluate("document.getElementById('recording').pause()");
+      return page.evaluate<{ left: number; right: number }>('window.loud');
+    };
+
+    // the caller's words: sound on the left while the caller's message is the one highlighted
+    const user = log.locator('li.user', { hasText: SAID });
+    const caller = await listen(user);
+    expect(caller.left).toBeGreaterThan(10);
+    expect(await log.locator('li.heard').count()).toBe(1);
+    // the agent's reply: sound on the right, and the highlight moved to it
+    const reply = log.locator('li.agent', { hasText: REPLY });
+    const agent = await listen(reply);
+    expect(agent.right).toBeGreaterThan(10);
+    expect(await user.getAttribute('class')).not.toContain('heard');
+    await page.screenshot({ path: '/tmp/console-recording.png' });
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
 });

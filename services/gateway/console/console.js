@@ -52,6 +52,19 @@ export function replyBubble(replyId) {
   return li;
 }
 
+/**
+ * A voice reply the user interrupted is kept as far as it was heard, and its final event may come under an id
+ * of its own: it ends the streamed bubble it cuts short (the one whose text begins with it) rather than
+ * showing it twice.
+ */
+function cutReply(ev) {
+  const text = ev.text.trim();
+  if (!text) return undefined;
+  const li = [...$('log').querySelectorAll('li.agent.streaming')].find((b) => b.textContent.startsWith(text));
+  if (li) state.replies.set(ev.replyId, li);
+  return li;
+}
+
 export function onUserTurn(ev) {
   noteTranscript(ev);
   if (!ev.final) {
@@ -145,8 +158,12 @@ export const handlers = {
     li.textContent += ev.delta;
   },
   agent_reply: (ev) => {
-    const li = replyBubble(ev.replyId);
+    const li = state.replies.get(ev.replyId) ?? cutReply(ev) ?? replyBubble(ev.replyId);
     stampReply(li, ev);
+    if (li.textContent !== ev.text && li.textContent.startsWith(ev.text)) {
+      li.classList.add('cut');
+      li.title = 'Interrupted: the rest was never heard';
+    }
     li.classList.remove('streaming');
     li.textContent = ev.text;
     if (state.turnSeen) state.turnSeen.replies++;
