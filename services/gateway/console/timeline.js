@@ -120,6 +120,8 @@ export async function showRecording(agentId, sessionId, gen) {
     `Recording, ${(rec.durationMs / 1000).toFixed(1)} s · click a message to hear it`;
   $('player').hidden = false;
   $('log').classList.add('timed');
+  // the messages replayed so far become places to play from (and the ones still coming, as they play)
+  highlight();
 }
 
 function unmark(li) {
@@ -138,6 +140,8 @@ export function highlight() {
   for (const m of messages) if (m.at <= now) current = m.li;
   const started = !audio.paused || audio.currentTime > 0;
   for (const { li } of messages) {
+    // a message is a place in the recording: reachable by the keyboard too
+    if (!li.hasAttribute('tabindex')) li.tabIndex = 0;
     if (started && li === current) {
       li.classList.add('heard');
       li.setAttribute('aria-current', 'true');
@@ -162,8 +166,13 @@ export function initRecording() {
   const audio = $('recording');
   for (const type of ['timeupdate', 'seeked', 'play', 'pause', 'ended'])
     audio.addEventListener(type, highlight);
+  const messageOf = (e) => (e.target instanceof Element ? e.target.closest('li.user, li.agent') : null);
   $('log').addEventListener('click', (e) => {
-    const li = e.target instanceof Element ? e.target.closest('li.user, li.agent') : null;
+    const li = messageOf(e);
     if (li) seekTo(li);
+  });
+  $('log').addEventListener('keydown', (e) => {
+    const li = messageOf(e);
+    if (li && (e.key === 'Enter' || e.key === ' ') && seekTo(li)) e.preventDefault();
   });
 }
