@@ -279,6 +279,12 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
     const caller = await listen(user);
     expect(caller.left).toBeGreaterThan(10);
     expect(await log.locator('li.heard').count()).toBe(1);
+    // played on, the highlight follows the recording to the answer the caller then heard
+    await page.evaluate("void document.getElementById('recording').play()");
+    const cutAnswer = log.locator('li.agent').nth(1);
+    await expect.poll(() => cutAnswer.getAttribute('class'), { timeout: 10_000 }).toContain('heard');
+    expect(await log.locator('li.heard').count()).toBe(1);
+    await page.evaluate("document.getElementById('recording').pause()");
     // the agent's reply: sound on the right, and the highlight moved to it
     const reply = log.locator('li.agent', { hasText: REPLY });
     const agent = await listen(reply);
