@@ -6,7 +6,7 @@ import { clinicScript, startOpenAiStub } from '../../services/playground/test/op
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 const CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; media-src 'self' blob:; " +
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; media-src 'self'; " +
   "img-src 'self' data:; " +
   "frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 const KEY = 'sk-test-console-0123456789';

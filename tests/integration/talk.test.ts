@@ -232,7 +232,8 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
     const log = page.locator('#log');
     await expect.poll(() => log.locator('li.event').last().textContent()).toMatch(/^Session ended/);
     await page.locator('#recording:visible').waitFor();
-    // the whole recording is there to play (fetched with the token: a ticket opens one request only)
+    // streamed by the element with a ticket (tokens are on: it cannot send the header), the whole of it
+    expect(await page.locator('#recording').getAttribute('src')).toMatch(/\/recording\?ticket=/);
     await expect
       .poll(() => page.evaluate<number>("document.getElementById('recording').duration"), { timeout: 10_000 })
       .toBeCloseTo(recording.durationMs / 1000, 0);

@@ -50,7 +50,7 @@ export const state = {
   attempts: new Map(),
   /** When each message began, from the events (timeline.js): what a recording is played against. */
   timeline: { speakingAt: null, unstamped: null, userFirst: null },
-  /** The past session's recording shown: its t=0 (epoch ms), and a blob URL of ours to let go. */
+  /** The past session's recording shown: its t=0 (epoch ms), its path, and its reads retried (timeline.js). */
   recording: null,
 };
 

@@ -2,8 +2,8 @@
 // When each message of a voice session began, from its events, and a recording played against them: a
 // message clicked seeks the recording to it, and the message being heard is highlighted while it plays.
 
-import { sessionPath, call, errorOf, json, TOKEN_KEY } from './api.js';
-import { $ } from './dom.js';
+import { enc, json, sessionPath, ticketFor } from './api.js';
+import { $, setStatus } from './dom.js';
 import { state } from './state.js';
 
 /** Speech at espeak's and most people's pace: ~170 words a minute. */
@@ -79,7 +79,6 @@ export function clearRecording() {
   audio.pause();
   audio.removeAttribute('src');
   audio.load();
-  if (state.recording?.blobUrl) URL.revokeObjectURL(state.recording.blobUrl);
   state.recording = null;
   $('player').hidden = true;
   $('recording-info').textContent = '';
@@ -87,10 +86,16 @@ export function clearRecording() {
   for (const li of $('log').querySelectorAll('li.heard')) unmark(li);
 }
 
+/** The recording's URL for the <audio> element: with a ticket when tokens are on (it cannot send a header). */
+async function recordingSrc(path) {
+  const ticket = await ticketFor(path);
+  return ticket ? `${path}?ticket=${enc(ticket)}` : path;
+}
+
 /**
- * A past session's recording, when it has one. An <audio> element asks for the file many times (Range
- * requests as it seeks), which a single-use ticket cannot open: with tokens on, the file is fetched once with
- * the token and played from memory (a recording is ~12 KB a second); without, the element streams it.
+ * A past session's recording, when it has one: streamed by the <audio> element (a Range request per seek).
+ * A recording's ticket opens its path as often as the element asks until it expires (TICKET_TTL_MS); a
+ * request after that fails, and the element is given a new ticket where it was (`recover`).
  */
 export async function showRecording(agentId, sessionId, gen) {
   const path = `${sessionPath(agentId, sessionId)}/recording`;
@@ -105,23 +110,41 @@ export async function showRecording(agentId, sessionId, gen) {
     }
     return;
   }
-  state.recording = { startedAt: rec.startedAt, blobUrl: null };
+  const src = await recordingSrc(path);
+  if (gen !== state.gen) return;
+  state.recording = { startedAt: rec.startedAt, path, retries: 0 };
   const audio = $('recording');
   audio.hidden = false;
-  if (sessionStorage.getItem(TOKEN_KEY)) {
-    const res = await call('GET', path);
-    if (!res.ok) throw await errorOf(res);
-    const blob = await res.blob();
-    if (gen !== state.gen) return;
-    state.recording.blobUrl = URL.createObjectURL(blob);
-    audio.src = state.recording.blobUrl;
-  } else audio.src = path;
+  audio.src = src;
   $('recording-info').textContent =
     `Recording, ${(rec.durationMs / 1000).toFixed(1)} s · click a message to hear it`;
   $('player').hidden = false;
   $('log').classList.add('timed');
   // the messages replayed so far become places to play from (and the ones still coming, as they play)
   highlight();
+}
+
+/** The element could not read the file (its ticket expired, the network dropped): once more, from there. */
+async function recover() {
+  const rec = state.recording;
+  const audio = $('recording');
+  if (!rec || !audio.getAttribute('src')) return;
+  if (rec.retries >= 2) {
+    setStatus('The recording could not be played', true);
+    return;
+  }
+  rec.retries++;
+  const at = audio.currentTime;
+  const playing = !audio.paused;
+  try {
+    const src = await recordingSrc(rec.path);
+    if (state.recording !== rec) return;
+    audio.src = src;
+    audio.currentTime = at;
+    if (playing) await audio.play();
+  } catch {
+    // the next error tries again, up to the bound above
+  }
 }
 
 function unmark(li) {
@@ -166,6 +189,10 @@ export function initRecording() {
   const audio = $('recording');
   for (const type of ['timeupdate', 'seeked', 'play', 'pause', 'ended'])
     audio.addEventListener(type, highlight);
+  audio.addEventListener('error', () => void recover());
+  audio.addEventListener('loadeddata', () => {
+    if (state.recording) state.recording.retries = 0;
+  });
   const messageOf = (e) => (e.target instanceof Element ? e.target.closest('li.user, li.agent') : null);
   $('log').addEventListener('click', (e) => {
     const li = messageOf(e);

@@ -5,15 +5,15 @@ import { CONSOLE_PREFIX } from './security.js';
 
 /**
  * The console's own policy: nothing from elsewhere, no inline script or style; it only calls this origin's
- * API (fetch, EventSource and the voice WebSocket are connect-src; its AudioWorklets are scripts). A
- * recording plays from this origin, or from a blob: the page fetched with its token (see timeline.js).
+ * API (fetch, EventSource and the voice WebSocket are connect-src; its AudioWorklets are scripts; a session's
+ * recording is media).
  */
 export const CONSOLE_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
   "connect-src 'self'",
-  "media-src 'self' blob:",
+  "media-src 'self'",
   "img-src 'self' data:",
   "frame-ancestors 'none'",
   "base-uri 'none'",
