@@ -84,7 +84,6 @@ export async function startTalk() {
   const agentId = $('agent').value;
   if (!agentId || talk) return;
   const gen = resetView();
-  const body = startBody();
   const t = {
     gen,
     agentId,
@@ -99,6 +98,7 @@ export async function startTalk() {
   talk = t;
   showTalk();
   try {
+    const body = startBody();
     setStatus('Starting a voice session…');
     const flow = await flowOf(agentId, body.version);
     if (talk !== t) return;
