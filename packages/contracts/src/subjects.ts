@@ -30,6 +30,7 @@ import {
   AppendedMessage,
   AppendMessageBody,
   CloseTestSessionBody,
+  Recording,
   CloseReport,
   ConversationEntry,
   ConversationList,
@@ -74,6 +75,7 @@ export const Subjects = {
   testSessionsList: 'sessions.test.list',
   testSessionsGet: 'sessions.test.get',
   testSessionsClose: 'sessions.test.close',
+  testSessionsRecording: 'sessions.test.recording',
   messagesList: 'sessions.messages.list',
   messagesAppend: 'sessions.messages.append',
   deploysCreate: 'sessions.deploys.create',
@@ -273,6 +275,12 @@ export const contract = {
     request: SessionRef.extend({ close: CloseTestSessionBody, report: CloseReport.optional() }),
     response: TestSession,
     errors: ['NOT_FOUND', 'CONFLICT'],
+  },
+  /** The playground stored the session's recording: the record says so (length, size, zero). */
+  [Subjects.testSessionsRecording]: {
+    request: SessionRef.extend({ recording: Recording }),
+    response: TestSession,
+    errors: ['NOT_FOUND'],
   },
   [Subjects.messagesList]: { request: SessionRef, response: SessionMessageList, errors: ['NOT_FOUND'] },
   [Subjects.messagesAppend]: {

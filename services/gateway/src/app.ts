@@ -24,6 +24,7 @@ import { createEdge } from './edge.js';
 import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSettings } from './events.js';
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { PROXY_METHODS, registerUpstream } from './proxy.js';
+import { registerRecordingRoute } from './recordings.js';
 import { routes, type AnyRoute } from './route-table.js';
 import { callerOf, DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
 import { createTickets, kvUsedTickets, registerTicketRoute } from './tickets.js';
@@ -125,6 +126,7 @@ export async function buildGateway(deps: {
 
   const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
+  registerRecordingRoute(app, { nc, log });
   registerVoiceSocket(app, {
     nc,
     bus,
@@ -229,6 +231,7 @@ export async function apiDocument(
   });
   await app.register(swagger, swaggerOptions(routes, opts.publicUrl));
   registerEventsRoute(app, undefined);
+  registerRecordingRoute(app, undefined);
   for (const r of routes) registerRoute(app, undefined, r, config, DEFAULT_SECURITY, undefined);
   registerTicketRoute(
     app,

@@ -547,7 +547,11 @@ const routeTable = [
     tag: 'voice-sessions',
     summary:
       'Start a voice session with the agent over a WebSocket (no media server): then open `audioPath` (docs/api.md › Voice sessions)',
-    example: { apiKeys: { openai: '<PROVIDER_KEY>' }, audio: { sampleRate: 16000, frameMs: 20 } },
+    example: {
+      apiKeys: { openai: '<PROVIDER_KEY>' },
+      audio: { sampleRate: 16000, frameMs: 20 },
+      record: true,
+    },
     params: AgentIdParams,
     body: StartVoiceSessionBody,
     bodyOptional: true,

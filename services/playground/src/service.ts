@@ -7,6 +7,7 @@ import { createEgressFetch, createHostCheck, type Resolver } from './egress/clie
 import { EgressPolicy } from './egress/policy.js';
 import { currentKeyEnv, keyStatus } from './env-keys.js';
 import { ensureEventsStream } from './host/events.js';
+import { RecordingsBucket } from './host/recordings-bucket.js';
 import { SessionHost } from './host/session-host.js';
 import { KeyRule } from './provider-keys.js';
 import { ReadinessCheck } from './readiness.js';
@@ -73,6 +74,8 @@ function outboundOf(config: PlaygroundServiceConfig, log: Logger, resolve: Resol
  * Serves the playground subjects: flow validation, key status, and sessions — voice (LiveKit) and text —
  * on one session host. Stopping it ends every session it holds and stops the reaper.
  */
+const noop = () => undefined;
+
 export function startPlaygroundService(deps: {
   nc: NatsConnection;
   log: Logger;
@@ -92,7 +95,8 @@ export function startPlaygroundService(deps: {
   const bus = busClientOf(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
   const { policy, egressFetch, checkHost, readiness } = outboundOf(config, log, deps.resolve);
-  const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS });
+  const bucket = config.RECORDINGS === 'on' ? new RecordingsBucket(nc, config, log) : undefined;
+  const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS, recordings: bucket });
   const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
   const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
   const cases = new TestCaseTransport({
@@ -154,12 +158,11 @@ export function startPlaygroundService(deps: {
     idempotency: deps.idempotency ?? idempotency(new MemoryIdempotencyStore(24 * 3600_000)),
   });
   host.attach(served);
-  // sessions start only once their events have a stream to go to
-  const eventsReady = ensureEventsStream(nc, config, log);
   voice.startReaping();
   return {
     ...served,
-    ready: Promise.all([served.ready, eventsReady]).then(() => undefined),
+    // sessions start only once their events have a stream to go to, and their recordings a bucket
+    ready: Promise.all([served.ready, ensureEventsStream(nc, config, log), bucket?.ready()]).then(noop),
     host,
     voice,
     text,

@@ -78,6 +78,7 @@ export class VoiceSocketTransport {
         failure: 'the voice session could not start',
         // the exact keys in play, out of every text that leaves the session
         redactor: sessionRedactor(env, body.apiKeys),
+        recordAudio: body.record,
       },
       async (ctx) => {
         const call = new VoiceCall({
@@ -207,6 +208,8 @@ class VoiceCall {
     this.output = output;
     session.input.audio = input;
     session.output.audio = output;
+    // before the start: LiveKit's recorder wraps the audio the session is about to read and play
+    await ctx.recordAudio(session);
     const conv = await this.deps.kit.converse({
       mode: SPOKEN,
       session,
