@@ -6,10 +6,14 @@ import { enc, json, sessionPath, ticketFor } from './api.js';
 import { $, setStatus } from './dom.js';
 import { state } from './state.js';
 
-/** Speech at espeak's and most people's pace: ~170 words a minute. */
-const MS_PER_WORD = 350;
+/**
+ * Speech at most people's pace (~200 words a minute). Measured against a recording (talk.test.ts, espeak-ng at
+ * 170 wpm): 8 words spoken in 2.15 s, their final transcript 0.45 s after; these put the start ~0.4 s early,
+ * the side to err on (the message is heard from its first word), and a slower STT only moves it earlier.
+ */
+const MS_PER_WORD = 300;
 /** From the end of speech to its final transcript without interim ones: the VAD's silence and the STT. */
-const FINAL_AFTER_MS = 800;
+const FINAL_AFTER_MS = 600;
 /** An interim transcript comes a word or so into the speech. */
 const INTERIM_AFTER_MS = 500;
 
