@@ -107,8 +107,9 @@ async function phase(recordings) {
   const after = cpu();
   await playground.stop(5000);
   const seconds = records.reduce((n, s) => n + s.durationMs, 0) / 1000;
-  const cpuSeconds = after.self - before.self + (after.children - before.children) - result.cpuMs / 1000;
-  return { agentId: agent.id, records, seconds, cpuSeconds };
+  const encoders = after.children - before.children - result.cpuMs / 1000;
+  const cpuSeconds = after.self - before.self + encoders;
+  return { agentId: agent.id, records, seconds, cpuSeconds, encoders };
 }
 
 try {
@@ -116,13 +117,18 @@ try {
   const on = await phase('on');
   const perSecond = (p) => (p.cpuSeconds / p.seconds) * 100;
   console.log(`\n### ${SESSIONS} voice sessions × ${TURNS} turns, recordings off then on (same run)\n`);
-  console.log('| recordings | call seconds | playground CPU s | CPU per call second (% of a core) |');
-  console.log('| --- | --- | --- | --- |');
+  console.log(
+    '| recordings | call s | playground CPU s | of which FFmpeg | CPU per call second (% of a core) |',
+  );
+  console.log('| --- | --- | --- | --- | --- |');
   for (const [name, p] of [
     ['off', off],
     ['on', on],
   ]) {
-    console.log(`| ${name} | ${fmt(p.seconds, 1)} | ${fmt(p.cpuSeconds)} | ${fmt(perSecond(p))} |`);
+    const ffmpeg = fmt(Math.max(0, p.encoders));
+    console.log(
+      `| ${name} | ${fmt(p.seconds, 1)} | ${fmt(p.cpuSeconds)} | ${ffmpeg} | ${fmt(perSecond(p))} |`,
+    );
   }
   console.log(
     `\nrecording costs **${fmt(perSecond(on) - perSecond(off))} %** of a core per session (` +

@@ -190,7 +190,7 @@ describe('NATS with per-service users and permissions', () => {
       else stolen++;
     };
     // impersonation: join the sessions queue group (denied: the real service keeps answering every request)
-    compromised.subscribe('sessions.test.list', { queue: 'sessions', callback: count });
+    compromised.subscribe('sessions.test-sessions.list', { queue: 'sessions', callback: count });
     // snooping: read the gateway's replies (denied)
     compromised.subscribe('_INBOX_gateway.>', { callback: count });
     await compromised.flush().catch(() => undefined);

@@ -135,7 +135,7 @@ export async function buildGateway(deps: {
     settings: DEFAULT_VOICE_SOCKET,
     upstream: Boolean(config.UPSTREAM_URL),
   });
-  for (const r of routes) registerRoute(app, bus, r, config, security, streams);
+  for (const r of routes) registerRoute(app, r, { bus, config, security, streams });
   registerTicketRoute(app, tickets, { upstream: Boolean(config.UPSTREAM_URL), callerOf });
   if (config.UPSTREAM_URL) {
     await registerUpstream(
@@ -232,7 +232,9 @@ export async function apiDocument(
   await app.register(swagger, swaggerOptions(routes, opts.publicUrl));
   registerEventsRoute(app, undefined);
   registerRecordingRoute(app, undefined);
-  for (const r of routes) registerRoute(app, undefined, r, config, DEFAULT_SECURITY, undefined);
+  for (const r of routes) {
+    registerRoute(app, r, { bus: undefined, config, security: DEFAULT_SECURITY, streams: undefined });
+  }
   registerTicketRoute(
     app,
     createTickets({ apiTokens: [], ttlMs: config.TICKET_TTL_MS, used: { markUsed: async () => false } }),
@@ -373,15 +375,18 @@ function strictBody(r: AnyRoute) {
   };
 }
 
-function registerRoute(
-  app: FastifyInstance,
+/** What every route of the table is served with. */
+interface RouteDeps {
   /** Absent: a document-only app, whose routes are never called. */
-  bus: BusClient | undefined,
-  r: AnyRoute,
-  config: AppConfig,
-  security: SecurityConfig,
-  streams: EventStreams | undefined,
-): void {
+  bus: BusClient | undefined;
+  config: AppConfig;
+  security: SecurityConfig;
+  /** Where a route that `streamsEvents` streams from (absent without a bus). */
+  streams: EventStreams | undefined;
+}
+
+function registerRoute(app: FastifyInstance, r: AnyRoute, deps: RouteDeps): void {
+  const { bus, config, security, streams } = deps;
   const headers = headersOf(r);
   const spec = specOf(r.subject);
   const strict = strictBody(r);
@@ -405,7 +410,7 @@ function registerRoute(
     ...(strict ? { preValidation: strict } : {}),
     handler: async (req: FastifyRequest, reply) => {
       if (!bus) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
-      if (r.subject === Subjects.textSessionTurn && streams && wantsEvents(req)) {
+      if (r.streamsEvents && streams && wantsEvents(req)) {
         const { id, sessionId } = req.params as TestSessionParams;
         const { text } = req.body as { text: string };
         return streams.streamTurn(req, reply, { agentId: id, sessionId }, () =>

@@ -145,9 +145,9 @@ export function startPlaygroundService(deps: {
     'playground.voice.start': (req, ctx) =>
       host.asCaller(ctx.caller, () => audio.start(req.agentId, req.body, ctx.requestId)),
     'playground.voice.end': (req, ctx) => audio.end(req.agentId, req.sessionId, ctx.requestId),
-    'playground.session.create': (req, ctx) =>
+    'playground.room.create': (req, ctx) =>
       host.asCaller(ctx.caller, () => voice.create(req, ctx.requestId)),
-    'playground.session.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
+    'playground.room.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
     'playground.cases.run': (req, ctx) => cases.run(req, ctx.requestId),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
   };

@@ -26,7 +26,7 @@ export class Recordings {
       // no bucket: no recording was ever made (or recordings are off)
       if (/store not found/i.test(String(err))) return 0;
       this.log.warn(
-        { code: 'RECORDINGS_NOT_REMOVED', err: safeError(err) },
+        { code: 'RECORDING_NOT_REMOVED', err: safeError(err) },
         'recordings bucket not reachable',
       );
       return 0;

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdir, open, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -22,10 +22,12 @@ let recorderClass: Promise<RecorderIOClass> | undefined;
  */
 const SAMPLE_RATE = 24_000;
 /**
- * Opus at 32 kbit/s for the two channels: speech stays clear, and a call costs ≤ 4 KB/s kept. FFmpeg's libopus
- * default for stereo (96 kbit/s, what LiveKit's recorder gets) measured 14.8 KB/s on a spoken session here.
+ * Opus at 32 kbit/s for the two channels, constrained VBR, encoder complexity 5 of 10: speech stays clear, a call
+ * costs ≤ 4 KB/s kept, and the encoder a quarter of its default CPU. FFmpeg's libopus defaults (96 kbit/s for
+ * stereo, complexity 10: what LiveKit's recorder gets) kept 14.8 KB/s of a spoken session here; on 37 s of
+ * two-channel speech at 24 kHz complexity 10 took 0.53 s of CPU, 5 took 0.13 s (bench/recordings.mjs).
  */
-const BITRATE = '32k';
+const OPUS = ['-b:a', '32k', '-vbr', 'constrained', '-compression_level', '5'];
 
 /** A module of @livekit/agents 1.9.0 that its package does not export, read from the package's own files. */
 async function agentsModule<T>(...path: string[]): Promise<T> {
@@ -38,8 +40,8 @@ async function agentsModule<T>(...path: string[]): Promise<T> {
  * it played, one stereo Ogg Opus file through the FFmpeg that @livekit/agents bundles, or LIVEKIT_FFMPEG_PATH).
  * AgentSession uses it only under a job context and @livekit/agents 1.9.0 does not export it, so it is loaded
  * from the package's own file, the very module the session's `_recorderIO` is typed with (the version is
- * pinned exactly). One change: its encoder gets a bitrate (it has no option for one); the same FFmpeg, input
- * and output otherwise. tests/integration/recordings.test.ts bounds the bytes per second, so a release that
+ * pinned exactly). One change: its encoder gets a bitrate and a complexity (it has no option for either); the
+ * same FFmpeg, input and output otherwise. tests/integration/recordings.test.ts bounds the bytes per second, so a release that
  * renamed the method would fail there.
  */
 function loadRecorderIO(): Promise<RecorderIOClass> {
@@ -67,9 +69,9 @@ function loadRecorderIO(): Promise<RecorderIOClass> {
         const pcm = new PassThrough();
         this.pcmStream = pcm;
         const rate = String(this.sampleRate);
-        // as LiveKit's: 16-bit stereo PCM in, Ogg Opus out, at the recording's rate; plus the bitrate
+        // as LiveKit's: 16-bit stereo PCM in, Ogg Opus out, at the recording's rate; plus the encoder's settings
         const args = ['-hide_banner', '-loglevel', 'error', '-f', 's16le', '-ar', rate, '-ac', '2'];
-        args.push('-i', 'pipe:0', '-c:a', 'libopus', '-b:a', BITRATE, '-ac', '2', '-ar', rate);
+        args.push('-i', 'pipe:0', '-c:a', 'libopus', ...OPUS, '-ac', '2', '-ar', rate);
         args.push('-f', 'ogg', '-y', this._outputPath!);
         this.ffmpegPromise = new Promise((resolve, reject) => {
           const child = spawn(ffmpegPath, args, { stdio: ['pipe', 'ignore', 'pipe'] });
@@ -91,7 +93,31 @@ function loadRecorderIO(): Promise<RecorderIOClass> {
 }
 
 /** Where recordings are written before they are stored: one directory per process, emptied as they go. */
-const SPOOL = join(tmpdir(), `vab-recordings-${process.pid}`);
+const SPOOL_PREFIX = 'vab-recordings-';
+const SPOOL = join(tmpdir(), `${SPOOL_PREFIX}${process.pid}`);
+
+/**
+ * Removes what killed processes left in their spools (a recording is spooled only while its session ends, so
+ * a directory whose process is gone holds nothing that will ever be stored).
+ */
+export async function sweepSpools(log: Logger): Promise<void> {
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'EPERM';
+    }
+  };
+  const names = await readdir(tmpdir()).catch(() => [] as string[]);
+  for (const name of names) {
+    const pid = Number(name.slice(SPOOL_PREFIX.length));
+    if (!name.startsWith(SPOOL_PREFIX) || !Number.isInteger(pid) || pid === process.pid || alive(pid)) continue;
+    await rm(join(tmpdir(), name), { recursive: true, force: true }).catch((err: unknown) =>
+      log.debug({ err: safeError(err) }, 'recording spool not removed'),
+    );
+  }
+}
 
 export interface AudioRecordingDeps {
   bucket: RecordingsBucket;
@@ -157,7 +183,7 @@ export class AudioRecording {
       await recorder.close();
       const durationMs = await oggDurationMs(file);
       if (durationMs === undefined) {
-        log.warn({ code: 'RECORDING_EMPTY' }, 'recording has no audio; not stored');
+        log.warn({ code: 'RECORDING_NOT_STORED', reason: 'no audio' }, 'recording not stored');
         return;
       }
       const { bytes } = await bucket.put(agentId, sessionId, file);

@@ -6,6 +6,7 @@ import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { safeError, type Logger } from '@vab/bus';
 import { RECORDINGS_BUCKET, recordingObject } from '@vab/contracts';
+import { sweepSpools } from './audio-recording.js';
 
 export interface RecordingsConfig {
   /** Recordings are kept this long (the test sessions' retention). */
@@ -36,10 +37,13 @@ export class RecordingsBucket {
     private readonly log: Logger,
   ) {}
 
-  /** Start-up: the bucket exists with the configured limits (retried while JetStream comes up). */
+  /**
+   * Start-up: the bucket exists with the configured limits (retried while JetStream comes up), and what dead
+   * processes left spooled on this machine is gone.
+   */
   ready(): Promise<void> {
     this.store ??= this.setUp();
-    return this.store.then(() => undefined);
+    return Promise.all([this.store, sweepSpools(this.log)]).then(() => undefined);
   }
 
   /** Stores a session's recording file; resolves to the stored size and digest. */

@@ -2,7 +2,7 @@ import type { Handler } from '@vab/bus';
 import type { Deps } from '../deps.js';
 
 export const testSessionsRecording =
-  ({ store }: Deps): Handler<'sessions.test.recording'> =>
+  ({ store }: Deps): Handler<'sessions.test-sessions.recording'> =>
   async (req, ctx) => {
     const session = await store.setRecording(req.agentId, req.sessionId, req.recording);
     ctx.log.info(
