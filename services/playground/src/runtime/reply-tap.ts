@@ -77,11 +77,20 @@ export class ReplyTap {
     return this.text === '' ? undefined : this.text;
   }
 
-  /** The id of the streamed segment a final reply came from (a new one when none streamed, e.g. no output). */
+  /**
+   * The id of the streamed segment a final reply came from (a new one when none streamed, e.g. no output). An
+   * interrupted reply is final cut where playback stopped: the segment it came from (the latest) starts with it.
+   */
   replyIdOf(text: string): string {
-    const i = this.done.findIndex((d) => d.text.trim() === text.trim());
+    const final = text.trim();
+    const i = this.done.findIndex((d) => d.text.trim() === final);
     if (i >= 0) return this.done.splice(0, i + 1).at(-1)!.id;
-    if (this.open && this.text.trim() === text.trim()) return this.id;
+    if (this.open && this.text.trim() === final) return this.id;
+    const latest = this.open ? { id: this.id, text: this.text } : this.done.at(-1);
+    if (final !== '' && latest?.text.trimStart().startsWith(final)) {
+      if (!this.open) this.done.pop();
+      return latest.id;
+    }
     this.segment++;
     return this.id;
   }
