@@ -3,7 +3,7 @@ import { BusClient } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { request as httpRequest } from 'node:http';
 import { connect as netConnect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { fullFlow, withNode } from '@vab/testkit';
 import { startOpenAiStub, clinicScript } from '../../services/playground/test/openai-stub.js';
 import { api, sampleFlow, startStack, type Stack } from '../helpers/stack.js';
@@ -290,6 +290,36 @@ describe('connections that hold on (items 8, 14)', () => {
 });
 
 describe('per-caller session quota (item 9)', () => {
+  it('counts a caller across playground instances; a crashed instance frees its slots within the lease', async () => {
+    const stub = await startOpenAiStub(clinicScript);
+    // two sessions fill an instance (it leaves the start queue), so a third start reaches the other one
+    const q = await startStack({
+      security: { apiTokens: ['caller-a'] },
+      playground: { MAX_SESSIONS_PER_CALLER: 2, MAX_SESSIONS: 2, CALLER_SLOT_LEASE_MS: 1500 },
+    });
+    const a = { authorization: 'Bearer caller-a' };
+    try {
+      const h = api(q.baseUrl);
+      const flow = withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' });
+      const agent = (await h.post('/api/agents', { name: 'Quota', flow }, a)).body.id as string;
+      const start = () => h.post(`/api/agents/${agent}/text-sessions`, { apiKeys: { openai: 'sk-x' } }, a);
+      expect((await start()).status).toBe(201);
+      expect((await start()).status).toBe(201);
+      const second = await q.addPlayground();
+      // the first instance is full: this start is the second instance's, where the caller holds nothing
+      const refused = await start();
+      expect(refused.status).toBe(429);
+      expect(refused.body.message).toContain('at most 2 sessions may be open at once per caller');
+      // the first instance dies without a word: its slots are free once their lease runs out
+      await q.services.playground.crash();
+      await vi.waitFor(async () => expect((await start()).status).toBe(201), { timeout: 10_000, interval: 500 });
+      await second.stop();
+    } finally {
+      await q.close();
+      await stub.close();
+    }
+  });
+
   it('holds each caller to MAX_SESSIONS_PER_CALLER open sessions, through any gateway; other callers go on', async () => {
     const stub = await startOpenAiStub(clinicScript);
     const q = await startStack({

@@ -3,6 +3,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { RECORDINGS_BUCKET, recordingObject, Subjects } from '@vab/contracts';
 import { connectNats } from '@vab/bus';
 import { buildGateway } from '@vab/gateway';
+import { CallerSlots, CALLER_SLOTS_BUCKET } from '@vab/playground';
 import { createLogger } from '@vab/service-kit';
 import { startLocalNats, startLocalNatsCluster } from '@vab/testkit';
 import { join } from 'node:path';
@@ -175,6 +176,23 @@ describe('NATS with per-service users and permissions', () => {
     // and no other service writes the bucket
     const agents = await as('agents');
     await expect(agents.request(`$O.${RECORDINGS_BUCKET}.M.forged`, '', { timeout: 500 })).rejects.toThrow();
+  });
+
+  it("keeps the callers' session slots: the playground may take and give them back, no one else may", async () => {
+    const slots = new CallerSlots(
+      await as('playground'),
+      { quota: 1, leaseMs: 5000 },
+      createLogger('t', 'silent'),
+    );
+    const slot = await slots.take('caller-x', 'r1');
+    expect(slot).toBeTruthy();
+    expect(await slots.take('caller-x', 'r2')).toBe(false);
+    await (slot as { release(): Promise<void> }).release();
+    expect(await slots.take('caller-x', 'r3')).toBeTruthy();
+    const gateway = await as('gateway');
+    await expect(
+      gateway.request(`$KV.${CALLER_SLOTS_BUCKET}.forged.0`, '', { timeout: 500 }),
+    ).rejects.toThrow();
   });
 
   it('refuses a wrong password', async () => {

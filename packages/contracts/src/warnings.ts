@@ -59,6 +59,8 @@ export const WarningCode = z.enum([
   'INSTANCES_UNKNOWN',
   // session events and stats
   'SESSION_EVENT_NOT_STORED',
+  // quotas
+  'CALLER_QUOTA_UNCHECKED',
   // recordings
   'RECORDING_NOT_STARTED',
   'RECORDING_NOT_STORED',

@@ -35,10 +35,12 @@ const Env = {
   /** Sessions this instance runs at once; past it, new ones answer 503. */
   MAX_SESSIONS: envInt(50, 1),
   /**
-   * Sessions one caller (the gateway's caller: a token's identity, else an address) may hold at once on this
-   * instance; past it a start answers 429. 0: no quota.
+   * Sessions one caller (the gateway's caller: a token's identity, else an address) may hold at once, across
+   * every playground instance; past it a start answers 429. 0: no quota.
    */
   MAX_SESSIONS_PER_CALLER: envInt(10, 0),
+  /** A caller's slot (the quota's count across instances) outlives a crashed instance by at most this. */
+  CALLER_SLOT_LEASE_MS: envInt(30_000, 1000),
   /** A text session with no turn for this long is ended. */
   TEXT_SESSION_IDLE_MS: envInt(10 * 60_000, 1000),
   /** Bound on one branch evaluation or structured-output call to the model. */

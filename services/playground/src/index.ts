@@ -6,3 +6,4 @@ export { loadConfig } from './config.js';
 export { KEY_ENV_VARS, keyStatus, currentKeyEnv } from './env-keys.js';
 export type { Resolver } from './egress/client.js';
 export { ensureEventsStream, SessionEvents, type EventsConfig } from './host/events.js';
+export { CallerSlots, CALLER_SLOTS_BUCKET } from './host/caller-slots.js';

@@ -7,6 +7,7 @@ import { createEgressFetch, createHostCheck, type Resolver } from './egress/clie
 import { EgressPolicy } from './egress/policy.js';
 import { currentKeyEnv, keyStatus } from './env-keys.js';
 import { ensureEventsStream } from './host/events.js';
+import { CallerSlots } from './host/caller-slots.js';
 import { EncoderHost } from './host/encoder-host.js';
 import { RecordingsBucket } from './host/recordings-bucket.js';
 import { SessionHost } from './host/session-host.js';
@@ -108,7 +109,9 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   const bus = busClientOf(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
   const { policy, egressFetch, checkHost, readiness } = outboundOf(config, log, deps.resolve);
-  const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS, recordings });
+  const quota = { quota: config.MAX_SESSIONS_PER_CALLER, leaseMs: config.CALLER_SLOT_LEASE_MS };
+  const slots = quota.quota > 0 ? new CallerSlots(nc, quota, log) : undefined;
+  const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS, recordings, slots });
   const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
   const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
   const cases = new TestCaseTransport({

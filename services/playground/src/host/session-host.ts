@@ -21,6 +21,7 @@ import {
 import type { voice } from '@livekit/agents';
 import type { z } from 'zod';
 import { AudioRecording } from './audio-recording.js';
+import type { CallerSlot, CallerSlots } from './caller-slots.js';
 import type { EncoderHost } from './encoder-host.js';
 import type { RecordingsBucket } from './recordings-bucket.js';
 import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
@@ -117,6 +118,8 @@ interface Hosted {
   key: string;
   /** Who started it (Headers.caller), for the per-caller quota. */
   caller: string | undefined;
+  /** The caller's slot it holds across instances (none without a caller or a quota). */
+  slot?: CallerSlot | undefined;
   sessionType: SessionType;
   agentId: string | undefined;
   startedAt: number;
@@ -192,6 +195,8 @@ export class SessionHost implements HostView {
       config: HostConfig;
       /** The subjects that start sessions: left while the instance is full. */
       createSubjects: readonly string[];
+      /** The callers' slots across instances (MAX_SESSIONS_PER_CALLER); none: this instance counts alone. */
+      slots?: CallerSlots | undefined;
       /** Where voice sessions' recordings go, and what encodes them; none when recordings are off. */
       recordings?: { bucket: RecordingsBucket; encoders: EncoderHost } | undefined;
     },
@@ -271,18 +276,26 @@ export class SessionHost implements HostView {
     }
     const caller = this.callerScope.getStore();
     const quota = this.deps.config.MAX_SESSIONS_PER_CALLER ?? 0;
-    if (caller !== undefined && quota > 0 && this.heldBy(caller) >= quota) {
-      throw new AppError(
+    const overQuota = () =>
+      new AppError(
         'RATE_LIMITED',
         `at most ${quota} sessions may be open at once per caller: end one (DELETE it) or wait for one to end`,
       );
-    }
+    // this instance's own count first (no round trip), then the caller's slots across every instance
+    if (caller !== undefined && quota > 0 && this.heldBy(caller) >= quota) throw overQuota();
     this.reserved++;
     if (caller !== undefined) this.reservedBy.set(caller, (this.reservedBy.get(caller) ?? 0) + 1);
     this.recount();
     let hosted: Hosted;
+    let slot: CallerSlot | false | undefined;
     try {
+      if (caller !== undefined && quota > 0) slot = await this.deps.slots?.take(caller, opts.requestId);
+      if (slot === false) throw overQuota();
       hosted = await this.register(opts, caller);
+      hosted.slot = slot;
+    } catch (err) {
+      if (slot) await slot.release();
+      throw err;
     } finally {
       this.reserved--;
       if (caller !== undefined) {
@@ -586,6 +599,7 @@ export class SessionHost implements HostView {
       // after the last event is stored: a stream that finds no one here finds the session_ended
       hosted.live?.unsubscribe();
       this.sessions.delete(key);
+      await hosted.slot?.release();
       this.recount();
       hosted.log.info(
         { sessionType: hosted.sessionType, reason, durationMs: Date.now() - hosted.startedAt },
