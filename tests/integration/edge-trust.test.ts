@@ -290,6 +290,41 @@ describe('connections that hold on (items 8, 14)', () => {
 });
 
 describe('per-caller session quota (item 9)', () => {
+  it("a test run's attempts hold its caller's slots: they wait while the caller's own sessions hold them", async () => {
+    const stub = await startOpenAiStub(clinicScript);
+    const q = await startStack({
+      security: { apiTokens: ['caller-a', 'caller-b'] },
+      playground: { MAX_SESSIONS_PER_CALLER: 1 },
+      testRuns: { caseTimeoutMs: 20_000 },
+    });
+    const a = { authorization: 'Bearer caller-a' };
+    const b = { authorization: 'Bearer caller-b' };
+    try {
+      const h = api(q.baseUrl);
+      const flow = withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' });
+      const agent = (await h.post('/api/agents', { name: 'Runs', flow }, a)).body.id as string;
+      expect(
+        (await h.post(`/api/agents/${agent}/test-cases`, { name: 'hi', turns: ['Hello'] }, a)).status,
+      ).toBe(201);
+      const apiKeys = { openai: 'sk-x' };
+      const held = await h.post(`/api/agents/${agent}/text-sessions`, { apiKeys }, a);
+      expect(held.status).toBe(201);
+      const run = (await h.post(`/api/agents/${agent}/test-runs`, { apiKeys }, a)).body.id as string;
+      const theirs = (await h.post(`/api/agents/${agent}/test-runs`, { apiKeys }, b)).body.id as string;
+      const verdict = async (id: string) =>
+        (await h.get(`/api/agents/${agent}/test-runs/${id}`, a)).body.cases[0].verdict as string;
+      // another caller's run goes on; this caller's waits for its slot
+      await vi.waitFor(async () => expect(await verdict(theirs)).toBe('passed'), { timeout: 15_000 });
+      expect(await verdict(run)).toBe('queued');
+      const sessionId = held.body.sessionId as string;
+      await h.delete(`/api/agents/${agent}/text-sessions/${sessionId}`, undefined, a);
+      await vi.waitFor(async () => expect(await verdict(run)).toBe('passed'), { timeout: 15_000 });
+    } finally {
+      await q.close();
+      await stub.close();
+    }
+  });
+
   it('counts a caller across playground instances; a crashed instance frees its slots within the lease', async () => {
     const stub = await startOpenAiStub(clinicScript);
     // two sessions fill an instance (it leaves the start queue), so a third start reaches the other one
@@ -312,7 +347,10 @@ describe('per-caller session quota (item 9)', () => {
       expect(refused.body.message).toContain('at most 2 sessions may be open at once per caller');
       // the first instance dies without a word: its slots are free once their lease runs out
       await q.services.playground.crash();
-      await vi.waitFor(async () => expect((await start()).status).toBe(201), { timeout: 10_000, interval: 500 });
+      await vi.waitFor(async () => expect((await start()).status).toBe(201), {
+        timeout: 10_000,
+        interval: 500,
+      });
       await second.stop();
     } finally {
       await q.close();

@@ -162,7 +162,8 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     'playground.voice.end': (req, ctx) => audio.end(req.agentId, req.sessionId, ctx.requestId),
     'playground.room.create': (req, ctx) => host.asCaller(ctx.caller, () => voice.create(req, ctx.requestId)),
     'playground.room.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
-    'playground.cases.run': (req, ctx) => cases.run(req, ctx.requestId),
+    // an attempt holds a slot of the run's caller, as their own sessions do
+    'playground.cases.run': (req, ctx) => host.asCaller(ctx.caller, () => cases.run(req, ctx.requestId)),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
   };
   const served = serve(nc, {

@@ -44,6 +44,7 @@ export const testRunsCreate =
       cases,
       apiKeys: req.body.apiKeys,
       seed: req.body.seed,
+      caller: ctx.caller,
     });
     ctx.log.info({ agentId: req.agentId, runId: id, version, cases: cases.length }, 'test run started');
     return run;

@@ -40,14 +40,18 @@ export interface RunOrder {
   apiKeys: CreateTestRunBody['apiKeys'];
   /** The run's fixed seed, when it was given one. */
   seed?: number | undefined;
+  /** Who started the run (the gateway's caller): its attempts hold that caller's session slots. */
+  caller?: string | undefined;
 }
 
 /**
- * No playground instance took the case: every one is at capacity (they leave the queue group) or none is up.
- * A TIMEOUT is different: an instance took it and did not answer (it died, or the case ran too long), so it
- * counts as an attempt.
+ * The attempt cannot start yet, and waits without using a start: no playground instance took the case (every
+ * one is at capacity, so they left the queue group, or none is up), or the run's caller holds all its session
+ * slots (RATE_LIMITED: its own sessions and its runs' attempts share MAX_SESSIONS_PER_CALLER). A TIMEOUT is
+ * different: an instance took it and did not answer (it died, or the case ran too long), so it counts as an
+ * attempt.
  */
-const NO_INSTANCE = new Set(['SERVICE_UNAVAILABLE', 'CAPACITY_EXHAUSTED']);
+const NO_INSTANCE = new Set(['SERVICE_UNAVAILABLE', 'CAPACITY_EXHAUSTED', 'RATE_LIMITED']);
 
 /**
  * Drives test runs: each case is sent to the playground's queue group (`playground.cases.run`), so the bus
@@ -182,7 +186,7 @@ export class TestRunner {
             attempt: index,
             seed,
           },
-          { timeoutMs: this.settings.caseTimeoutMs, requestId },
+          { timeoutMs: this.settings.caseTimeoutMs, requestId, caller: order.caller },
         );
         Object.assign(attempt, attemptVerdict(c, observed), { observed });
         await this.publish(order, result, c.minPassRate);
