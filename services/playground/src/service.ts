@@ -100,9 +100,14 @@ export function startPlaygroundService(deps: {
     bus,
     readiness,
     text,
+    kit,
     env,
     busTimeoutMs: config.BUS_TIMEOUT_MS,
     modelTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
+    voiceSim: {
+      answerTimeoutMs: config.VOICE_SIM_ANSWER_TIMEOUT_MS,
+      settleMs: config.VOICE_SIM_SETTLE_MS,
+    },
   });
   const generator = new CaseGenerator({
     bus,

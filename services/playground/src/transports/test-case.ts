@@ -21,6 +21,13 @@ import type { Turn } from '../runtime/decide.js';
 import { judgeCriteria } from '../testing/judges.js';
 import { CaseModelClient, ModelAnswerError } from '../model-call.js';
 import { SimulatedCaller } from '../testing/simulator.js';
+import type { ConversationKit } from '../runtime/conversations.js';
+import {
+  figuresText,
+  runVoiceAttempt,
+  type CallerSpeech,
+  type VoiceAttemptSettings,
+} from '../testing/voice-attempt.js';
 import type { TextTransport } from './text.js';
 
 /** The flow with every language model's temperature set to `temperature` (a case's override). */
@@ -51,7 +58,10 @@ export class TestCaseTransport {
       bus: BusClient;
       readiness: ReadinessCheck;
       text: TextTransport;
+      kit: ConversationKit;
       env(): Promise<KeyEnv>;
+      /** How a simulated voice caller waits on the agent. */
+      voiceSim: VoiceAttemptSettings;
       busTimeoutMs: number;
       /** Bound on one call of the simulator's or the judge's model. */
       modelTimeoutMs: number;
@@ -67,7 +77,11 @@ export class TestCaseTransport {
     );
     const flow = req.temperature === null ? stored.flow : withTemperature(stored.flow, req.temperature);
     const env = await this.deps.env();
-    const runnable = readiness.require(flow, 'test', env, req.apiKeys, { seed: req.seed });
+    const voiceSim = req.simulation?.voice;
+    // a voice case's flow must run as a voice session does (its TTS and STT too); it is recorded as a test
+    const runnable = readiness.require(flow, voiceSim ? 'voice' : 'test', env, req.apiKeys, {
+      seed: req.seed,
+    });
     // the models beside the flow are checked before the conversation: one that cannot run errors the case
     // with the readiness issues, as a flow's own model does; they take the attempt's seed too, so the whole
     // attempt runs again the same way
@@ -79,41 +93,102 @@ export class TestCaseTransport {
       );
     const simulator = req.simulation ? client('simulator', req.simulation.model) : undefined;
     const judge = req.criteria.length > 0 ? client('judge', req.judgeModel) : undefined;
-
-    const { key, result, conversation } = await text.open(req.agentId, runnable, {
-      sessionType: 'test',
-      version: req.version,
-      apiKeys: req.apiKeys,
-      failure: 'the test case could not start',
-      requestId,
-      mocks: req.mocks,
-    });
-    const talk = await this.talk(req, key, result, conversation, simulator, requestId).finally(() =>
-      host.end(key, req.agentId, requestId),
-    );
-    const { steps, replies, metrics, userTurns, transcript, last, endedBy, error, structured, agentUsage } =
-      talk;
-    const observed: CaseObservation = {
-      sessionId: key,
-      steps,
-      replies,
-      ended: last.ended,
-      endedAt: last.ended ? last.stepId : null,
-      structured,
-      metrics,
-      userTurns,
-      endedBy,
-      seed: runnable.seed,
-      judgements: null,
-      usage: { agent: agentUsage, simulator: simulator?.usage() ?? [], judge: [] },
-      error,
-    };
     const redactor = sessionRedactor(env, req.apiKeys);
+
+    let observed: CaseObservation;
+    let transcript: Turn[];
+    if (voiceSim && simulator) {
+      // the caller's voice and ear are checked like the flow's own before the call: one that cannot run
+      // errors the case with the readiness issues
+      const speech = {
+        tts: readiness.requireSpeech('caller voice', 'tts', voiceSim.tts, runnable.config, env, req.apiKeys, {
+          speed: voiceSim.behaviour.rate,
+        }) as CallerSpeech['tts'],
+        stt: readiness.requireSpeech(
+          'caller ear',
+          'stt',
+          voiceSim.stt,
+          runnable.config,
+          env,
+          req.apiKeys,
+        ) as CallerSpeech['stt'],
+      };
+      const talk = await runVoiceAttempt({
+        host,
+        kit: this.deps.kit,
+        req,
+        flow: runnable,
+        simulator,
+        speech,
+        redactor,
+        requestId,
+        settings: this.deps.voiceSim,
+        onError: (err) => attemptError('simulator', err),
+      });
+      transcript = talk.transcript;
+      observed = {
+        sessionId: talk.key,
+        steps: talk.steps,
+        replies: talk.replies,
+        ended: talk.ended,
+        endedAt: talk.endedAt,
+        structured: talk.structured,
+        metrics: talk.metrics,
+        userTurns: talk.userTurns,
+        endedBy: talk.endedBy,
+        seed: runnable.seed,
+        judgements: null,
+        usage: {
+          agent: talk.agentUsage,
+          simulator: [...simulator.usage(), ...talk.callerUsage],
+          judge: [],
+        },
+        error: talk.error,
+        voice: talk.figures,
+      };
+    } else {
+      const { key, result, conversation } = await text.open(req.agentId, runnable, {
+        sessionType: 'test',
+        version: req.version,
+        apiKeys: req.apiKeys,
+        failure: 'the test case could not start',
+        requestId,
+        mocks: req.mocks,
+      });
+      const talk = await this.talk(req, key, result, conversation, simulator, requestId).finally(() =>
+        host.end(key, req.agentId, requestId),
+      );
+      const { steps, replies, metrics, userTurns, last, endedBy, error, structured, agentUsage } = talk;
+      transcript = talk.transcript;
+      observed = {
+        sessionId: key,
+        steps,
+        replies,
+        ended: last.ended,
+        endedAt: last.ended ? last.stepId : null,
+        structured,
+        metrics,
+        userTurns,
+        endedBy,
+        seed: runnable.seed,
+        judgements: null,
+        usage: { agent: agentUsage, simulator: simulator?.usage() ?? [], judge: [] },
+        error,
+        voice: null,
+      };
+    }
+    const error = observed.error;
     // the expectations need no model and decide first: a conversation that fails them is not judged
     if (judge && !error && unmetExpectations(req.expect, observed).length === 0) {
       let judgements: Judgement[] | null = null;
       try {
-        judgements = await judgeCriteria(judge, req.criteria, transcript);
+        // a voice call's judges read what the caller heard, with the figures measured from its audio
+        judgements = await judgeCriteria(
+          judge,
+          req.criteria,
+          transcript,
+          observed.voice ? figuresText(observed.voice) : undefined,
+        );
       } catch (err) {
         observed.error = attemptError('judge', err);
       }

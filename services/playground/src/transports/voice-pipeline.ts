@@ -113,7 +113,11 @@ export class VoicePipeline {
    * The one place the session's audio input and output are set. Recording (LiveKit's RecorderIO wrapping
    * both) belongs here, so every kind of voice session — socket or simulated caller — is recorded alike.
    */
-  private connectAudio(session: voice.AgentSession, input: voice.AudioInput, output: voice.AudioOutput): void {
+  private connectAudio(
+    session: voice.AgentSession,
+    input: voice.AudioInput,
+    output: voice.AudioOutput,
+  ): void {
     session.input.audio = input;
     session.output.audio = output;
   }

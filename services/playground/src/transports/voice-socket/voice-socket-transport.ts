@@ -196,7 +196,7 @@ class VoiceCall {
     await this.pipeline.start();
   }
 
-/** A message from the client, relayed by the gateway: its microphone's PCM, or a control message. */
+  /** A message from the client, relayed by the gateway: its microphone's PCM, or a control message. */
   private heard(msg: Msg): void {
     this.lastInputAt = Date.now();
     if (!msg.headers?.has(VOICE_CONTROL_HEADER)) {
