@@ -126,7 +126,9 @@ try {
     .filter((x) => x !== null);
   const verdicts = attempts.reduce((n, a) => ({ ...n, [a.verdict]: (n[a.verdict] ?? 0) + 1 }), {});
   const errors = [...new Set(attempts.map((a) => a.error).filter(Boolean))];
-  console.log('\n| attempts | caller turns | wall time | run status | attempts by verdict | playground CPU |');
+  console.log(
+    '\n| attempts | caller turns | wall time | run status | attempts by verdict | playground CPU |',
+  );
   console.log('|---|---|---|---|---|---|');
   console.log(
     `| ${attempts.length} | ${turns} | ${seconds.toFixed(1)} s | ${run.status} | ${JSON.stringify(verdicts)} | ` +
@@ -138,7 +140,17 @@ try {
     `| turn overhead (responseMs − endOfTurnDelayMs − LLM TTFT − TTS TTFB) | ${overhead.length} | ${fmt(pct(overhead, 50))} | ${fmt(pct(overhead, 99))} |`,
   );
   console.log(
-    `| responseMs (pipeline: VAD's end of speech → first audible agent audio) | ${metrics.length} | ${fmt(pct(metrics.map((m) => m.responseMs), 50))} | ${fmt(pct(metrics.map((m) => m.responseMs), 99))} |`,
+    `| responseMs (pipeline: VAD's end of speech → first audible agent audio) | ${metrics.length} | ${fmt(
+      pct(
+        metrics.map((m) => m.responseMs),
+        50,
+      ),
+    )} | ${fmt(
+      pct(
+        metrics.map((m) => m.responseMs),
+        99,
+      ),
+    )} |`,
   );
   console.log(
     `| response as the callers heard it (end of their line → first agent audio) | ${heardResponse.length} | ${fmt(pct(heardResponse, 50))} | ${fmt(pct(heardResponse, 99))} |`,

@@ -4162,6 +4162,10 @@ export interface operations {
             expect: {
               ends?: boolean;
               endsAt?: string;
+              maxAgentInterruptions?: number;
+              maxBargeInStopMs?: number;
+              maxResponseMs?: number;
+              maxSilenceMs?: number;
               replyContains?: string[];
               steps?: string[];
               structured?: {
@@ -4204,6 +4208,49 @@ export interface operations {
                 temperature?: number;
               };
               persona: string;
+              voice?: {
+                /** @default {} */
+                behaviour: {
+                  bargeIn?: {
+                    afterMs: number;
+                    /** @default 1 */
+                    chance: number;
+                  };
+                  midSentencePause?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                  noise?: {
+                    /**
+                     * @default pink
+                     * @enum {string}
+                     */
+                    kind: 'white' | 'pink' | 'brown';
+                    snrDb: number;
+                  };
+                  rate?: number;
+                  silenceBeforeAnswer?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                };
+                stt?: {
+                  baseURL?: string;
+                  language?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'deepgram';
+                };
+                tts?: {
+                  baseURL?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'elevenlabs' | 'deepgram';
+                  voiceId?: string;
+                };
+              };
             } | null;
             temperature: number | null;
             turns: string[];
@@ -4332,6 +4379,10 @@ export interface operations {
           expect?: {
             ends?: boolean;
             endsAt?: string;
+            maxAgentInterruptions?: number;
+            maxBargeInStopMs?: number;
+            maxResponseMs?: number;
+            maxSilenceMs?: number;
             replyContains?: string[];
             steps?: string[];
             structured?: {
@@ -4373,6 +4424,49 @@ export interface operations {
               temperature?: number;
             };
             persona: string;
+            voice?: {
+              /** @default {} */
+              behaviour?: {
+                bargeIn?: {
+                  afterMs: number;
+                  /** @default 1 */
+                  chance?: number;
+                };
+                midSentencePause?: {
+                  /** @default 1 */
+                  chance?: number;
+                  ms: number;
+                };
+                noise?: {
+                  /**
+                   * @default pink
+                   * @enum {string}
+                   */
+                  kind?: 'white' | 'pink' | 'brown';
+                  snrDb: number;
+                };
+                rate?: number;
+                silenceBeforeAnswer?: {
+                  /** @default 1 */
+                  chance?: number;
+                  ms: number;
+                };
+              };
+              stt?: {
+                baseURL?: string;
+                language?: string;
+                model?: string;
+                /** @enum {string} */
+                provider: 'openai' | 'deepgram';
+              };
+              tts?: {
+                baseURL?: string;
+                model?: string;
+                /** @enum {string} */
+                provider: 'openai' | 'elevenlabs' | 'deepgram';
+                voiceId?: string;
+              };
+            };
           } | null;
           temperature?: number | null;
           turns?: string[];
@@ -4400,6 +4494,10 @@ export interface operations {
             expect: {
               ends?: boolean;
               endsAt?: string;
+              maxAgentInterruptions?: number;
+              maxBargeInStopMs?: number;
+              maxResponseMs?: number;
+              maxSilenceMs?: number;
               replyContains?: string[];
               steps?: string[];
               structured?: {
@@ -4442,6 +4540,49 @@ export interface operations {
                 temperature?: number;
               };
               persona: string;
+              voice?: {
+                /** @default {} */
+                behaviour: {
+                  bargeIn?: {
+                    afterMs: number;
+                    /** @default 1 */
+                    chance: number;
+                  };
+                  midSentencePause?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                  noise?: {
+                    /**
+                     * @default pink
+                     * @enum {string}
+                     */
+                    kind: 'white' | 'pink' | 'brown';
+                    snrDb: number;
+                  };
+                  rate?: number;
+                  silenceBeforeAnswer?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                };
+                stt?: {
+                  baseURL?: string;
+                  language?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'deepgram';
+                };
+                tts?: {
+                  baseURL?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'elevenlabs' | 'deepgram';
+                  voiceId?: string;
+                };
+              };
             } | null;
             temperature: number | null;
             turns: string[];
@@ -4571,6 +4712,10 @@ export interface operations {
             expect: {
               ends?: boolean;
               endsAt?: string;
+              maxAgentInterruptions?: number;
+              maxBargeInStopMs?: number;
+              maxResponseMs?: number;
+              maxSilenceMs?: number;
               replyContains?: string[];
               steps?: string[];
               structured?: {
@@ -4613,6 +4758,49 @@ export interface operations {
                 temperature?: number;
               };
               persona: string;
+              voice?: {
+                /** @default {} */
+                behaviour: {
+                  bargeIn?: {
+                    afterMs: number;
+                    /** @default 1 */
+                    chance: number;
+                  };
+                  midSentencePause?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                  noise?: {
+                    /**
+                     * @default pink
+                     * @enum {string}
+                     */
+                    kind: 'white' | 'pink' | 'brown';
+                    snrDb: number;
+                  };
+                  rate?: number;
+                  silenceBeforeAnswer?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                };
+                stt?: {
+                  baseURL?: string;
+                  language?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'deepgram';
+                };
+                tts?: {
+                  baseURL?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'elevenlabs' | 'deepgram';
+                  voiceId?: string;
+                };
+              };
             } | null;
             temperature: number | null;
             turns: string[];
@@ -4843,6 +5031,10 @@ export interface operations {
           expect?: {
             ends?: boolean;
             endsAt?: string;
+            maxAgentInterruptions?: number;
+            maxBargeInStopMs?: number;
+            maxResponseMs?: number;
+            maxSilenceMs?: number;
             replyContains?: string[];
             steps?: string[];
             structured?: {
@@ -4883,6 +5075,49 @@ export interface operations {
               temperature?: number;
             };
             persona: string;
+            voice?: {
+              /** @default {} */
+              behaviour?: {
+                bargeIn?: {
+                  afterMs: number;
+                  /** @default 1 */
+                  chance?: number;
+                };
+                midSentencePause?: {
+                  /** @default 1 */
+                  chance?: number;
+                  ms: number;
+                };
+                noise?: {
+                  /**
+                   * @default pink
+                   * @enum {string}
+                   */
+                  kind?: 'white' | 'pink' | 'brown';
+                  snrDb: number;
+                };
+                rate?: number;
+                silenceBeforeAnswer?: {
+                  /** @default 1 */
+                  chance?: number;
+                  ms: number;
+                };
+              };
+              stt?: {
+                baseURL?: string;
+                language?: string;
+                model?: string;
+                /** @enum {string} */
+                provider: 'openai' | 'deepgram';
+              };
+              tts?: {
+                baseURL?: string;
+                model?: string;
+                /** @enum {string} */
+                provider: 'openai' | 'elevenlabs' | 'deepgram';
+                voiceId?: string;
+              };
+            };
           } | null;
           temperature?: number | null;
           turns?: string[];
@@ -4908,6 +5143,10 @@ export interface operations {
             expect: {
               ends?: boolean;
               endsAt?: string;
+              maxAgentInterruptions?: number;
+              maxBargeInStopMs?: number;
+              maxResponseMs?: number;
+              maxSilenceMs?: number;
               replyContains?: string[];
               steps?: string[];
               structured?: {
@@ -4950,6 +5189,49 @@ export interface operations {
                 temperature?: number;
               };
               persona: string;
+              voice?: {
+                /** @default {} */
+                behaviour: {
+                  bargeIn?: {
+                    afterMs: number;
+                    /** @default 1 */
+                    chance: number;
+                  };
+                  midSentencePause?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                  noise?: {
+                    /**
+                     * @default pink
+                     * @enum {string}
+                     */
+                    kind: 'white' | 'pink' | 'brown';
+                    snrDb: number;
+                  };
+                  rate?: number;
+                  silenceBeforeAnswer?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                };
+                stt?: {
+                  baseURL?: string;
+                  language?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'deepgram';
+                };
+                tts?: {
+                  baseURL?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'elevenlabs' | 'deepgram';
+                  voiceId?: string;
+                };
+              };
             } | null;
             temperature: number | null;
             turns: string[];
@@ -5107,6 +5389,49 @@ export interface operations {
                   temperature?: number;
                 };
                 persona: string;
+                voice?: {
+                  /** @default {} */
+                  behaviour: {
+                    bargeIn?: {
+                      afterMs: number;
+                      /** @default 1 */
+                      chance: number;
+                    };
+                    midSentencePause?: {
+                      /** @default 1 */
+                      chance: number;
+                      ms: number;
+                    };
+                    noise?: {
+                      /**
+                       * @default pink
+                       * @enum {string}
+                       */
+                      kind: 'white' | 'pink' | 'brown';
+                      snrDb: number;
+                    };
+                    rate?: number;
+                    silenceBeforeAnswer?: {
+                      /** @default 1 */
+                      chance: number;
+                      ms: number;
+                    };
+                  };
+                  stt?: {
+                    baseURL?: string;
+                    language?: string;
+                    model?: string;
+                    /** @enum {string} */
+                    provider: 'openai' | 'deepgram';
+                  };
+                  tts?: {
+                    baseURL?: string;
+                    model?: string;
+                    /** @enum {string} */
+                    provider: 'openai' | 'elevenlabs' | 'deepgram';
+                    voiceId?: string;
+                  };
+                };
               };
             }[];
           };
@@ -5242,7 +5567,17 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                expectation:
+                  | 'steps'
+                  | 'ends'
+                  | 'endsAt'
+                  | 'replyContains'
+                  | 'structured'
+                  | 'maxResponseMs'
+                  | 'maxAgentInterruptions'
+                  | 'maxSilenceMs'
+                  | 'maxBargeInStopMs'
+                  | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
@@ -5338,6 +5673,34 @@ export interface operations {
                 };
                 /** @default [] */
                 userTurns: string[];
+                /** @default null */
+                voice: {
+                  agentInterruptions: {
+                    count: number;
+                    totalMs: number;
+                  };
+                  bargeIns: {
+                    atMs: number;
+                    stopMs: number | null;
+                  }[];
+                  durationMs: number;
+                  heard: string[];
+                  longestSilenceMs: number;
+                  noiseSnrDb: number | null;
+                  silenceBoundMs: number;
+                  silences: {
+                    atMs: number;
+                    ms: number;
+                  }[];
+                  talkMs: {
+                    agent: number;
+                    caller: number;
+                  };
+                  turns: {
+                    callerEndMs: number;
+                    responseMs: number | null;
+                  }[];
+                } | null;
               } | null;
               /** @default null */
               passRate: number | null;
@@ -5348,7 +5711,17 @@ export interface operations {
                   /** @description Any JSON value */
                   actual: unknown;
                   /** @enum {string} */
-                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  expectation:
+                    | 'steps'
+                    | 'ends'
+                    | 'endsAt'
+                    | 'replyContains'
+                    | 'structured'
+                    | 'maxResponseMs'
+                    | 'maxAgentInterruptions'
+                    | 'maxSilenceMs'
+                    | 'maxBargeInStopMs'
+                    | 'criterion';
                   /** @description Any JSON value */
                   expected: unknown;
                   message: string;
@@ -5442,6 +5815,34 @@ export interface operations {
                   };
                   /** @default [] */
                   userTurns: string[];
+                  /** @default null */
+                  voice: {
+                    agentInterruptions: {
+                      count: number;
+                      totalMs: number;
+                    };
+                    bargeIns: {
+                      atMs: number;
+                      stopMs: number | null;
+                    }[];
+                    durationMs: number;
+                    heard: string[];
+                    longestSilenceMs: number;
+                    noiseSnrDb: number | null;
+                    silenceBoundMs: number;
+                    silences: {
+                      atMs: number;
+                      ms: number;
+                    }[];
+                    talkMs: {
+                      agent: number;
+                      caller: number;
+                    };
+                    turns: {
+                      callerEndMs: number;
+                      responseMs: number | null;
+                    }[];
+                  } | null;
                 } | null;
                 raw: string | null;
                 /** @enum {string} */
@@ -5710,7 +6111,17 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                expectation:
+                  | 'steps'
+                  | 'ends'
+                  | 'endsAt'
+                  | 'replyContains'
+                  | 'structured'
+                  | 'maxResponseMs'
+                  | 'maxAgentInterruptions'
+                  | 'maxSilenceMs'
+                  | 'maxBargeInStopMs'
+                  | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
@@ -5806,6 +6217,34 @@ export interface operations {
                 };
                 /** @default [] */
                 userTurns: string[];
+                /** @default null */
+                voice: {
+                  agentInterruptions: {
+                    count: number;
+                    totalMs: number;
+                  };
+                  bargeIns: {
+                    atMs: number;
+                    stopMs: number | null;
+                  }[];
+                  durationMs: number;
+                  heard: string[];
+                  longestSilenceMs: number;
+                  noiseSnrDb: number | null;
+                  silenceBoundMs: number;
+                  silences: {
+                    atMs: number;
+                    ms: number;
+                  }[];
+                  talkMs: {
+                    agent: number;
+                    caller: number;
+                  };
+                  turns: {
+                    callerEndMs: number;
+                    responseMs: number | null;
+                  }[];
+                } | null;
               } | null;
               /** @default null */
               passRate: number | null;
@@ -5816,7 +6255,17 @@ export interface operations {
                   /** @description Any JSON value */
                   actual: unknown;
                   /** @enum {string} */
-                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  expectation:
+                    | 'steps'
+                    | 'ends'
+                    | 'endsAt'
+                    | 'replyContains'
+                    | 'structured'
+                    | 'maxResponseMs'
+                    | 'maxAgentInterruptions'
+                    | 'maxSilenceMs'
+                    | 'maxBargeInStopMs'
+                    | 'criterion';
                   /** @description Any JSON value */
                   expected: unknown;
                   message: string;
@@ -5910,6 +6359,34 @@ export interface operations {
                   };
                   /** @default [] */
                   userTurns: string[];
+                  /** @default null */
+                  voice: {
+                    agentInterruptions: {
+                      count: number;
+                      totalMs: number;
+                    };
+                    bargeIns: {
+                      atMs: number;
+                      stopMs: number | null;
+                    }[];
+                    durationMs: number;
+                    heard: string[];
+                    longestSilenceMs: number;
+                    noiseSnrDb: number | null;
+                    silenceBoundMs: number;
+                    silences: {
+                      atMs: number;
+                      ms: number;
+                    }[];
+                    talkMs: {
+                      agent: number;
+                      caller: number;
+                    };
+                    turns: {
+                      callerEndMs: number;
+                      responseMs: number | null;
+                    }[];
+                  } | null;
                 } | null;
                 raw: string | null;
                 /** @enum {string} */
@@ -6178,7 +6655,17 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                expectation:
+                  | 'steps'
+                  | 'ends'
+                  | 'endsAt'
+                  | 'replyContains'
+                  | 'structured'
+                  | 'maxResponseMs'
+                  | 'maxAgentInterruptions'
+                  | 'maxSilenceMs'
+                  | 'maxBargeInStopMs'
+                  | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
@@ -6274,6 +6761,34 @@ export interface operations {
                 };
                 /** @default [] */
                 userTurns: string[];
+                /** @default null */
+                voice: {
+                  agentInterruptions: {
+                    count: number;
+                    totalMs: number;
+                  };
+                  bargeIns: {
+                    atMs: number;
+                    stopMs: number | null;
+                  }[];
+                  durationMs: number;
+                  heard: string[];
+                  longestSilenceMs: number;
+                  noiseSnrDb: number | null;
+                  silenceBoundMs: number;
+                  silences: {
+                    atMs: number;
+                    ms: number;
+                  }[];
+                  talkMs: {
+                    agent: number;
+                    caller: number;
+                  };
+                  turns: {
+                    callerEndMs: number;
+                    responseMs: number | null;
+                  }[];
+                } | null;
               } | null;
               /** @default null */
               passRate: number | null;
@@ -6284,7 +6799,17 @@ export interface operations {
                   /** @description Any JSON value */
                   actual: unknown;
                   /** @enum {string} */
-                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  expectation:
+                    | 'steps'
+                    | 'ends'
+                    | 'endsAt'
+                    | 'replyContains'
+                    | 'structured'
+                    | 'maxResponseMs'
+                    | 'maxAgentInterruptions'
+                    | 'maxSilenceMs'
+                    | 'maxBargeInStopMs'
+                    | 'criterion';
                   /** @description Any JSON value */
                   expected: unknown;
                   message: string;
@@ -6378,6 +6903,34 @@ export interface operations {
                   };
                   /** @default [] */
                   userTurns: string[];
+                  /** @default null */
+                  voice: {
+                    agentInterruptions: {
+                      count: number;
+                      totalMs: number;
+                    };
+                    bargeIns: {
+                      atMs: number;
+                      stopMs: number | null;
+                    }[];
+                    durationMs: number;
+                    heard: string[];
+                    longestSilenceMs: number;
+                    noiseSnrDb: number | null;
+                    silenceBoundMs: number;
+                    silences: {
+                      atMs: number;
+                      ms: number;
+                    }[];
+                    talkMs: {
+                      agent: number;
+                      caller: number;
+                    };
+                    turns: {
+                      callerEndMs: number;
+                      responseMs: number | null;
+                    }[];
+                  } | null;
                 } | null;
                 raw: string | null;
                 /** @enum {string} */

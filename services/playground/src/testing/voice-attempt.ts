@@ -54,14 +54,7 @@ export interface VoiceTalk {
 /** The bound silences are reported over when the case sets none. */
 const DEFAULT_SILENCE_BOUND_MS = 2000;
 
-/**
- * One attempt of a voice simulated case: a spoken call between the simulated caller and the flow's agent,
- * over the same in-process pipeline as a builder's voice session (`VoicePipeline`), recorded as a test
- * session of type "test". The caller's model chooses each line from what it heard through its STT; its TTS
- * speaks it in real time, with the case's behaviours (seeded by the attempt's seed): a pause inside a
- * sentence, a silence before answering, a barge-in into the agent's reply, background noise, a speaking rate.
- */
-export async function runVoiceAttempt(deps: {
+export interface VoiceAttemptDeps {
   host: SessionHost;
   kit: ConversationKit;
   req: RunCaseRequest;
@@ -72,169 +65,209 @@ export async function runVoiceAttempt(deps: {
   requestId: string;
   settings: VoiceAttemptSettings;
   onError(err: unknown): AttemptError;
-}): Promise<VoiceTalk> {
-  const { host, kit, req, flow, speech, requestId, settings } = deps;
-  const simulation = req.simulation!;
-  const voiceSim = simulation.voice!;
-  const input = new BusAudioInput(CALLER_RATE);
-  const caller = new CallerVoice({
-    tts: speech.tts.model,
-    stt: speech.stt.model,
-    ttsId: { provider: speech.tts.provider, model: speech.tts.modelName },
-    sttId: { provider: speech.stt.provider, model: speech.stt.modelName },
-    behaviour: voiceSim.behaviour,
-    send: (pcm) => input.push(pcm),
-    seed: req.seed ?? 0,
-  });
-  const steps: string[] = [];
-  const replies: string[][] = [[]];
-  const metrics: TurnMetrics[] = [];
-  let stopped = false;
-  let pipeline: VoicePipeline | undefined;
-  const { key } = await host.open(
-    {
-      sessionType: 'test',
-      agentId: req.agentId,
-      version: req.version,
-      requestId,
-      failure: 'the test case could not start',
-      redactor: deps.redactor,
-    },
-    async (ctx) => {
-      const p = new VoicePipeline({
-        kit,
-        ctx,
-        flow,
-        apiKeys: req.apiKeys ?? undefined,
+}
+
+/**
+ * One attempt of a voice simulated case: a spoken call between the simulated caller and the flow's agent,
+ * over the same in-process pipeline as a builder's voice session (`VoicePipeline`), recorded as a test
+ * session of type "test". The caller's model chooses each line from what it heard through its STT; its TTS
+ * speaks it in real time, with the case's behaviours (seeded by the attempt's seed): a pause inside a
+ * sentence, a silence before answering, a barge-in into the agent's reply, background noise, a speaking rate.
+ */
+export async function runVoiceAttempt(deps: VoiceAttemptDeps): Promise<VoiceTalk> {
+  return new VoiceAttempt(deps).run();
+}
+
+class VoiceAttempt {
+  private readonly input = new BusAudioInput(CALLER_RATE);
+  private readonly caller: CallerVoice;
+  private pipeline: VoicePipeline | undefined;
+  private stopped = false;
+  private readonly steps: string[] = [];
+  private readonly replies: string[][] = [[]];
+  private readonly metrics: TurnMetrics[] = [];
+  private readonly transcript: Turn[] = [];
+  private readonly userTurns: string[] = [];
+  private readonly heardTurns: string[] = [];
+  private endedBy: AttemptEnd = 'max_turns';
+  private error: AttemptError | null = null;
+
+  constructor(private readonly deps: VoiceAttemptDeps) {
+    const { speech, req } = deps;
+    this.caller = new CallerVoice({
+      tts: speech.tts.model,
+      stt: speech.stt.model,
+      ttsId: { provider: speech.tts.provider, model: speech.tts.modelName },
+      sttId: { provider: speech.stt.provider, model: speech.stt.modelName },
+      behaviour: req.simulation!.voice!.behaviour,
+      send: (pcm) => this.input.push(pcm),
+      seed: req.seed ?? 0,
+    });
+  }
+
+  async run(): Promise<VoiceTalk> {
+    const { req, host, requestId } = this.deps;
+    const key = await this.open();
+    try {
+      await this.converse();
+    } finally {
+      await this.caller.stop();
+    }
+    const conv = this.pipeline?.flowConversation;
+    const ended = conv?.ended === true;
+    if (ended && !this.error) this.endedBy = 'flow';
+    const structured = ended && conv ? await conv.structuredOutput() : null;
+    const agentUsage = conv?.usage() ?? [];
+    const figures = this.caller.timeline.figures({
+      silenceBoundMs: req.expect.maxSilenceMs ?? DEFAULT_SILENCE_BOUND_MS,
+      heard: this.heardTurns.filter((h) => h !== ''),
+    });
+    await host.end(key, req.agentId, requestId);
+    return {
+      key,
+      steps: this.steps,
+      replies: this.replies,
+      metrics: this.metrics,
+      userTurns: this.userTurns,
+      transcript: this.transcript,
+      ended,
+      endedAt: ended ? (this.steps.at(-1) ?? null) : null,
+      endedBy: this.endedBy,
+      error: this.error,
+      structured,
+      agentUsage,
+      callerUsage: this.caller.usage(),
+      figures,
+    };
+  }
+
+  /** The test session with the voice pipeline, the caller's line open from before the greeting. */
+  private async open(): Promise<string> {
+    const { host, kit, req, flow, requestId } = this.deps;
+    const { key } = await host.open(
+      {
+        sessionType: 'test',
+        agentId: req.agentId,
+        version: req.version,
         requestId,
-        input,
-        output: (hooks) => caller.sink(hooks),
-        mocks: req.mocks,
-        observe: {
-          event: (e) => {
-            if (e.type === 'step_entered' && steps.at(-1) !== e.stepId) steps.push(e.stepId);
+        failure: 'the test case could not start',
+        redactor: this.deps.redactor,
+      },
+      async (ctx) => {
+        const p = new VoicePipeline({
+          kit,
+          ctx,
+          flow,
+          apiKeys: req.apiKeys ?? undefined,
+          requestId,
+          input: this.input,
+          output: (hooks) => this.caller.sink(hooks),
+          mocks: req.mocks,
+          observe: {
+            event: (e) => {
+              if (e.type === 'step_entered' && this.steps.at(-1) !== e.stepId) this.steps.push(e.stepId);
+            },
+            message: (m) => {
+              if (m.role === 'user') this.replies.push([]);
+              else {
+                this.replies.at(-1)!.push(m.content);
+                if (m.metrics) this.metrics.push(m.metrics);
+              }
+            },
           },
-          message: (m) => {
-            if (m.role === 'user') replies.push([]);
-            else {
-              replies.at(-1)!.push(m.content);
-              if (m.metrics) metrics.push(m.metrics);
-            }
-          },
-        },
-      });
-      pipeline = p;
-      ctx.onStop(async () => {
-        stopped = true;
-        await caller.stop();
-        await p.close();
-      });
-      // the caller's clock runs from before the greeting: the line is open as the agent starts
-      caller.start();
-      await p.start();
-      return { result: undefined };
-    },
-  );
+        });
+        this.pipeline = p;
+        ctx.onStop(async () => {
+          this.stopped = true;
+          await this.caller.stop();
+          await p.close();
+        });
+        this.caller.start();
+        await p.start();
+        return { result: undefined };
+      },
+    );
+    return key;
+  }
 
-  const flowEnded = () => stopped || (pipeline?.flowConversation?.ended ?? false);
-  const transcript: Turn[] = [];
-  const userTurns: string[] = [];
-  const heardTurns: string[] = [];
-  let endedBy: AttemptEnd = 'max_turns';
-  let error: AttemptError | null = null;
+  private flowEnded(): boolean {
+    return this.stopped || (this.pipeline?.flowConversation?.ended ?? false);
+  }
 
-  /** The agent spoke since `from` and went quiet, its audio played out; or nothing came in time. */
-  const agentDone = async (from: number) => {
+  /** The agent spoke since frame `from` and went quiet, its audio played out; or nothing came in time. */
+  private async agentDone(from: number): Promise<void> {
+    const { caller } = this;
+    const { settleMs, answerTimeoutMs } = this.deps.settings;
     const spoke = await caller.until(
       () =>
-        flowEnded() ||
-        (caller.agentHeardSince(from) && caller.agentQuietMs >= settings.settleMs && !caller.agentSpeaking),
-      settings.answerTimeoutMs,
+        this.flowEnded() ||
+        (caller.agentHeardSince(from) && caller.agentQuietMs >= settleMs && !caller.agentSpeaking),
+      answerTimeoutMs,
     );
     // what it said reaches the caller's ear a moment after it is heard (the STT's own delay)
-    if (spoke && caller.agentHeardSince(from)) await caller.until(() => caller.hasHeard, settings.settleMs);
-  };
-  const hear = () => {
-    const heard = caller.takeHeard();
-    heardTurns.push(heard);
-    if (heard) transcript.push({ role: 'assistant', content: heard });
-  };
+    if (spoke && caller.agentHeardSince(from)) await caller.until(() => caller.hasHeard, settleMs);
+  }
 
-  try {
-    await agentDone(0);
-    const sim = new SimulatedCaller(deps.simulator, simulation);
+  /** What the caller heard since its last line goes on its side of the transcript. */
+  private hear(): void {
+    const heard = this.caller.takeHeard();
+    this.heardTurns.push(heard);
+    if (heard) this.transcript.push({ role: 'assistant', content: heard });
+  }
+
+  /**
+   * The call: the greeting heard, then each line the caller's model chooses, spoken, and the agent's answer
+   * awaited — or, on a barge-in, the next line spoken `afterMs` into that answer.
+   */
+  private async converse(): Promise<void> {
+    const { caller } = this;
+    const simulation = this.deps.req.simulation!;
+    const bargeIn = simulation.voice!.behaviour.bargeIn;
+    await this.agentDone(0);
+    const sim = new SimulatedCaller(this.deps.simulator, simulation);
     let bargeAt: number | undefined;
-    for (let i = 0; i < simulation.maxTurns && !flowEnded(); i++) {
+    for (let i = 0; i < simulation.maxTurns && !this.flowEnded(); i++) {
       const turn = caller.drawTurn();
-      if (bargeAt === undefined) hear();
+      if (bargeAt === undefined) this.hear();
       let move;
       try {
-        move = await sim.next(transcript);
+        move = await sim.next(this.transcript);
       } catch (err) {
-        error = deps.onError(err);
+        this.error = this.deps.onError(err);
         break;
       }
       if ('end' in move) {
-        endedBy = move.end;
+        this.endedBy = move.end;
         break;
       }
       const line = await caller.prepare(move.say, turn);
       if (bargeAt !== undefined) {
         const at = bargeAt;
-        await caller.until(() => flowEnded() || Date.now() >= at, Math.max(0, at - Date.now()) + 1000);
+        await caller.until(() => this.flowEnded() || Date.now() >= at, Math.max(0, at - Date.now()) + 1000);
       }
-      if (flowEnded()) break;
+      if (this.flowEnded()) break;
       const barging = bargeAt !== undefined;
       bargeAt = undefined;
-      userTurns.push(move.say);
-      transcript.push({ role: 'user', content: move.say });
+      this.userTurns.push(move.say);
+      this.transcript.push({ role: 'user', content: move.say });
       await caller.say(line.pcm, barging);
       const from = caller.framesSent;
-      const bargeIn = voiceSim.behaviour.bargeIn;
       if (turn.bargeIn && bargeIn && i + 1 < simulation.maxTurns) {
         // the next line goes in `afterMs` after the agent starts answering this one
         const started = await caller.until(
-          () => flowEnded() || caller.agentHeardSince(from),
-          settings.answerTimeoutMs,
+          () => this.flowEnded() || caller.agentHeardSince(from),
+          this.deps.settings.answerTimeoutMs,
         );
-        if (started && !flowEnded()) {
+        if (started && !this.flowEnded()) {
           bargeAt = Date.now() + bargeIn.afterMs;
           continue;
         }
       }
-      await agentDone(from);
+      await this.agentDone(from);
     }
-    if (bargeAt !== undefined) await agentDone(caller.framesSent);
-    hear();
-  } finally {
-    await caller.stop();
+    if (bargeAt !== undefined) await this.agentDone(caller.framesSent);
+    this.hear();
   }
-  const conv = pipeline?.flowConversation;
-  const ended = conv?.ended === true;
-  if (ended && !error) endedBy = 'flow';
-  const structured = ended && conv ? await conv.structuredOutput() : null;
-  const agentUsage = conv?.usage() ?? [];
-  const figures = caller.timeline.figures({
-    silenceBoundMs: req.expect.maxSilenceMs ?? DEFAULT_SILENCE_BOUND_MS,
-    heard: heardTurns.filter((h) => h !== ''),
-  });
-  await host.end(key, req.agentId, requestId);
-  return {
-    key,
-    steps,
-    replies,
-    metrics,
-    userTurns,
-    transcript,
-    ended,
-    endedAt: ended ? (steps.at(-1) ?? null) : null,
-    endedBy,
-    error,
-    structured,
-    agentUsage,
-    callerUsage: caller.usage(),
-    figures,
-  };
 }
 
 /** The figures as a judge reads them, beside the transcript. */

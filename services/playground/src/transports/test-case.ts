@@ -12,10 +12,10 @@ import {
   type SessionUsage,
   type TurnResult,
 } from '@vab/contracts';
-import { sessionRedactor } from '../host/redactor.js';
+import { sessionRedactor, type Redactor } from '../host/redactor.js';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck } from '../readiness.js';
+import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
 import type { Turn } from '../runtime/decide.js';
 import { judgeCriteria } from '../testing/judges.js';
@@ -69,7 +69,7 @@ export class TestCaseTransport {
   ) {}
 
   async run(req: RunCaseRequest, requestId: string): Promise<CaseObservation> {
-    const { host, bus, readiness, text } = this.deps;
+    const { bus, readiness } = this.deps;
     const stored = await bus.request(
       Subjects.agentsVersionsGet,
       { id: req.agentId, version: req.version },
@@ -95,88 +95,10 @@ export class TestCaseTransport {
     const judge = req.criteria.length > 0 ? client('judge', req.judgeModel) : undefined;
     const redactor = sessionRedactor(env, req.apiKeys);
 
-    let observed: CaseObservation;
-    let transcript: Turn[];
-    if (voiceSim && simulator) {
-      // the caller's voice and ear are checked like the flow's own before the call: one that cannot run
-      // errors the case with the readiness issues
-      const speech = {
-        tts: readiness.requireSpeech('caller voice', 'tts', voiceSim.tts, runnable.config, env, req.apiKeys, {
-          speed: voiceSim.behaviour.rate,
-        }) as CallerSpeech['tts'],
-        stt: readiness.requireSpeech(
-          'caller ear',
-          'stt',
-          voiceSim.stt,
-          runnable.config,
-          env,
-          req.apiKeys,
-        ) as CallerSpeech['stt'],
-      };
-      const talk = await runVoiceAttempt({
-        host,
-        kit: this.deps.kit,
-        req,
-        flow: runnable,
-        simulator,
-        speech,
-        redactor,
-        requestId,
-        settings: this.deps.voiceSim,
-        onError: (err) => attemptError('simulator', err),
-      });
-      transcript = talk.transcript;
-      observed = {
-        sessionId: talk.key,
-        steps: talk.steps,
-        replies: talk.replies,
-        ended: talk.ended,
-        endedAt: talk.endedAt,
-        structured: talk.structured,
-        metrics: talk.metrics,
-        userTurns: talk.userTurns,
-        endedBy: talk.endedBy,
-        seed: runnable.seed,
-        judgements: null,
-        usage: {
-          agent: talk.agentUsage,
-          simulator: [...simulator.usage(), ...talk.callerUsage],
-          judge: [],
-        },
-        error: talk.error,
-        voice: talk.figures,
-      };
-    } else {
-      const { key, result, conversation } = await text.open(req.agentId, runnable, {
-        sessionType: 'test',
-        version: req.version,
-        apiKeys: req.apiKeys,
-        failure: 'the test case could not start',
-        requestId,
-        mocks: req.mocks,
-      });
-      const talk = await this.talk(req, key, result, conversation, simulator, requestId).finally(() =>
-        host.end(key, req.agentId, requestId),
-      );
-      const { steps, replies, metrics, userTurns, last, endedBy, error, structured, agentUsage } = talk;
-      transcript = talk.transcript;
-      observed = {
-        sessionId: key,
-        steps,
-        replies,
-        ended: last.ended,
-        endedAt: last.ended ? last.stepId : null,
-        structured,
-        metrics,
-        userTurns,
-        endedBy,
-        seed: runnable.seed,
-        judgements: null,
-        usage: { agent: agentUsage, simulator: simulator?.usage() ?? [], judge: [] },
-        error,
-        voice: null,
-      };
-    }
+    const { observed, transcript } =
+      voiceSim && simulator
+        ? await this.voiceCall(req, runnable, env, simulator, redactor, requestId)
+        : await this.textCall(req, runnable, simulator, requestId);
     const error = observed.error;
     // the expectations need no model and decide first: a conversation that fails them is not judged
     if (judge && !error && unmetExpectations(req.expect, observed).length === 0) {
@@ -197,6 +119,103 @@ export class TestCaseTransport {
     }
     // a simulator's or judge's error may echo a key: the observation leaves with none
     return redactor.deep(observed);
+  }
+
+  /** A text attempt: the typed conversation, its observation, and the transcript the judges read. */
+  private async textCall(
+    req: RunCaseRequest,
+    runnable: RunnableFlow,
+    simulator: CaseModelClient | undefined,
+    requestId: string,
+  ): Promise<{ observed: CaseObservation; transcript: Turn[] }> {
+    const { host, text } = this.deps;
+    const { key, result, conversation } = await text.open(req.agentId, runnable, {
+      sessionType: 'test',
+      version: req.version,
+      apiKeys: req.apiKeys,
+      failure: 'the test case could not start',
+      requestId,
+      mocks: req.mocks,
+    });
+    const talk = await this.talk(req, key, result, conversation, simulator, requestId).finally(() =>
+      host.end(key, req.agentId, requestId),
+    );
+    const { steps, replies, metrics, userTurns, last, endedBy, error, structured, agentUsage } = talk;
+    const observed: CaseObservation = {
+      sessionId: key,
+      steps,
+      replies,
+      ended: last.ended,
+      endedAt: last.ended ? last.stepId : null,
+      structured,
+      metrics,
+      userTurns,
+      endedBy,
+      seed: runnable.seed,
+      judgements: null,
+      usage: { agent: agentUsage, simulator: simulator?.usage() ?? [], judge: [] },
+      error,
+      voice: null,
+    };
+    return { observed, transcript: talk.transcript };
+  }
+
+  /**
+   * A voice attempt: the caller's voice and ear checked like the flow's own before the call (one that cannot
+   * run errors the case with the readiness issues), then the spoken call.
+   */
+  private async voiceCall(
+    req: RunCaseRequest,
+    runnable: RunnableFlow,
+    env: KeyEnv,
+    simulator: CaseModelClient,
+    redactor: Redactor,
+    requestId: string,
+  ): Promise<{ observed: CaseObservation; transcript: Turn[] }> {
+    const { readiness } = this.deps;
+    const voiceSim = req.simulation!.voice!;
+    const speech = {
+      tts: readiness.requireSpeech('caller voice', 'tts', voiceSim.tts, runnable.config, env, req.apiKeys, {
+        speed: voiceSim.behaviour.rate,
+      }) as CallerSpeech['tts'],
+      stt: readiness.requireSpeech(
+        'caller ear',
+        'stt',
+        voiceSim.stt,
+        runnable.config,
+        env,
+        req.apiKeys,
+      ) as CallerSpeech['stt'],
+    };
+    const talk = await runVoiceAttempt({
+      host: this.deps.host,
+      kit: this.deps.kit,
+      req,
+      flow: runnable,
+      simulator,
+      speech,
+      redactor,
+      requestId,
+      settings: this.deps.voiceSim,
+      onError: (err) => attemptError('simulator', err),
+    });
+    const observed: CaseObservation = {
+      sessionId: talk.key,
+      steps: talk.steps,
+      replies: talk.replies,
+      ended: talk.ended,
+      endedAt: talk.endedAt,
+      structured: talk.structured,
+      metrics: talk.metrics,
+      userTurns: talk.userTurns,
+      endedBy: talk.endedBy,
+      seed: runnable.seed,
+      judgements: null,
+      usage: { agent: talk.agentUsage, simulator: [...simulator.usage(), ...talk.callerUsage], judge: [] },
+      error: talk.error,
+      voice: talk.figures,
+    };
+    return { observed, transcript: talk.transcript };
   }
 
   /**
