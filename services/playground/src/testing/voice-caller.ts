@@ -3,7 +3,6 @@ import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
 import type { CallerBehaviour, ModelUsage } from '@vab/contracts';
 import { heardPart, isAudible } from '../transports/voice-socket/bus-audio.js';
 import type { PlaybackHooks } from '../transports/voice-pipeline.js';
-import { sharedVad } from '../runtime/voice-models.js';
 import { CallTimeline, FRAME_MS } from './voice-figures.js';
 
 /** The simulated caller's line rate: what a phone-grade microphone gives the pipeline. */
@@ -252,6 +251,9 @@ export function pausePoint(pcm: Int16Array): number {
   return (best ?? mid) * win;
 }
 
+/** Quiet this long after the agent's speech ends a stretch for an STT that does not stream. */
+const EAR_GAP_MS = 400;
+
 /** A line queued to be spoken: its audio (pauses and leading silence included) and where its speech is. */
 interface QueuedLine {
   pcm: Int16Array;
@@ -292,6 +294,9 @@ export class CallerVoice {
   private sttStream: stt.SpeechStream | undefined;
   private heardNow: string[] = [];
   private sttAudioSamples = 0;
+  /** The agent's speech being heard by an STT that does not stream, until it ends. */
+  private speechFrames: AudioFrame[] = [];
+  private pendingRecognitions = 0;
   private ttsCharacters = 0;
   private lastAgentFrame = -1;
   private stopped = false;
@@ -310,12 +315,17 @@ export class CallerVoice {
     return this.playback;
   }
 
-  /** Starts the clock: from now on a frame goes each way every 20 ms. */
+  /**
+   * Starts the clock: from now on a frame goes each way every 20 ms. A streaming STT hears the agent's audio
+   * as it plays; one that is not (OpenAI's file mode) is given each stretch of the agent's speech once it
+   * ends (`recognize`): the caller knows where the agent's speech is, so no second VAD runs per call.
+   */
   start(): void {
     const model = this.opts.stt;
-    const streaming = model.capabilities.streaming ? model : new livekitStt.StreamAdapter(model, sharedVad());
-    this.sttStream = streaming.stream();
-    void this.listen(this.sttStream);
+    if (model.capabilities.streaming) {
+      this.sttStream = model.stream();
+      void this.listen(this.sttStream);
+    }
     this.t0 = Date.now();
     this.timer = setInterval(() => this.tick(), FRAME_MS / 2);
   }
@@ -424,11 +434,37 @@ export class CallerVoice {
     this.playback?.play(heard);
     const agentAudible = isAudible(heard);
     if (agentAudible) this.lastAgentFrame = this.frame;
-    // a copy: the frame lives on in the STT's queue
-    this.sttStream?.pushFrame(new AudioFrame(heard.slice(), CALLER_RATE, 1, FRAME_SAMPLES));
-    this.sttAudioSamples += FRAME_SAMPLES;
+    this.hearFrame(heard, agentAudible);
     this.timeline.add(speaking, agentAudible, sentPower);
     this.frame++;
+  }
+
+  /** The frame the caller just played, to its ear. */
+  private hearFrame(heard: Int16Array, audible: boolean): void {
+    // a copy: the frame lives on in the STT's queue
+    const frame = new AudioFrame(heard.slice(), CALLER_RATE, 1, FRAME_SAMPLES);
+    if (this.sttStream) {
+      this.sttStream.pushFrame(frame);
+      this.sttAudioSamples += FRAME_SAMPLES;
+      return;
+    }
+    if (audible || this.speechFrames.length > 0) this.speechFrames.push(frame);
+    // the agent's speech ended (quiet past a gap between sentences): its words go to the STT at once
+    if (!audible && this.speechFrames.length > 0 && this.agentQuietMs >= EAR_GAP_MS) {
+      const frames = this.speechFrames;
+      this.speechFrames = [];
+      this.sttAudioSamples += frames.length * FRAME_SAMPLES;
+      this.pendingRecognitions++;
+      this.opts.stt
+        .recognize(frames)
+        .then((ev) => {
+          const text = ev.alternatives?.[0]?.text.trim();
+          if (text) this.heardNow.push(text);
+        })
+        // the ear failing leaves the caller deaf, not the call broken: it still answers what it heard
+        .catch(() => undefined)
+        .finally(() => this.pendingRecognitions--);
+    }
   }
 
   /** Resolves when `done()` holds on a tick, or after `timeoutMs`, or when the call stops. */
@@ -456,9 +492,9 @@ export class CallerVoice {
     return this.lastAgentFrame >= from;
   }
 
-  /** The ear has words the caller has not taken yet. */
+  /** The ear has words the caller has not taken yet, and is not still listening to any. */
   get hasHeard(): boolean {
-    return this.heardNow.length > 0;
+    return this.heardNow.length > 0 && this.pendingRecognitions === 0 && this.speechFrames.length === 0;
   }
 
   get framesSent(): number {
