@@ -8,10 +8,10 @@
 // under that load (responseMs − endOfTurnDelayMs − LLM TTFT − TTS TTFB, from the pipeline's per-turn figures),
 // the response time the callers measured from the audio, and the playground's CPU.
 // Usage: npm run build && node bench/voice-simulations.mjs [--cases 10] [--repeat 3] [--turns 4]
-//   [--concurrency 30]
+//   [--concurrency 30] [--cpu-prof <dir>]
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startLocalNats, startLocalRedis, startSpeechStub, voiceFlow } from '@vab/testkit';
+import { freePort, startLocalNats, startLocalRedis, startSpeechStub, voiceFlow } from '@vab/testkit';
 import { option, sendJson, startCore, startModelStub, startProcess, usage } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -19,6 +19,8 @@ const CASES = option('cases', 10);
 const REPEAT = option('repeat', 3);
 const TURNS = option('turns', 4);
 const CONCURRENCY = option('concurrency', CASES * REPEAT);
+/** `--cpu-prof <dir>`: a V8 CPU profile of the playground process, written there when it exits. */
+const CPU_PROF = option('cpu-prof', '');
 
 const LINES = [
   'Hello, I would like to book a table for two people.',
@@ -52,13 +54,30 @@ const env = {
   TEST_CASE_ATTEMPTS: '1',
 };
 const { url: base, procs } = await startCore(root, env, { SESSION_RATE_LIMIT_MAX: '1000000000' });
+const metricsPort = await freePort();
 const playground = await startProcess(
   join(root, 'services/playground/dist/main.js'),
-  { ...env, LOG_LEVEL: 'info', INSTANCE_ID: 'bench-1', MAX_SESSIONS: String(CONCURRENCY + 5) },
+  {
+    ...env,
+    LOG_LEVEL: 'info',
+    INSTANCE_ID: 'bench-1',
+    MAX_SESSIONS: String(CONCURRENCY + 5),
+    METRICS_PORT: String(metricsPort),
+  },
   'playground instance up',
+  CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', CPU_PROF] : [],
 );
+/** The playground's event-loop delay since the last scrape (prom-client resets it on each collection), ms. */
+async function eventLoop() {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const read = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]) * 1000;
+  return { p50: read('nodejs_eventloop_lag_p50_seconds'), p99: read('nodejs_eventloop_lag_p99_seconds') };
+}
 const cleanup = async () => {
+  const exited = new Promise((r) => playground.once('exit', r));
   for (const p of [...procs, playground]) p.kill();
+  // its CPU profile is written as it exits
+  if (CPU_PROF) await exited;
   chat.close();
   await speech.close();
   await nats.stop();
@@ -96,6 +115,7 @@ try {
     `# voice simulated test run: ${CASES} cases × repeat ${REPEAT} × ${TURNS} caller turns, 1 playground ` +
       `instance, TEST_RUN_CONCURRENCY=${CONCURRENCY}, chat stub answering at once, espeak-ng speech stub`,
   );
+  await eventLoop();
   const cpu0 = usage(playground.pid).cpuSeconds;
   const t0 = performance.now();
   const started = await sendJson('POST', `${base}/api/agents/${agent.id}/test-runs`, {
@@ -108,6 +128,7 @@ try {
   }
   const seconds = (performance.now() - t0) / 1000;
   const cpu = usage(playground.pid).cpuSeconds - cpu0;
+  const loop = await eventLoop();
   const attempts = run.cases.flatMap((c) => c.repeats);
   const observed = attempts.map((a) => a.observed).filter(Boolean);
   const turns = observed.reduce((n, o) => n + o.userTurns.length, 0);
@@ -154,6 +175,9 @@ try {
   );
   console.log(
     `| response as the callers heard it (end of their line → first agent audio) | ${heardResponse.length} | ${fmt(pct(heardResponse, 50))} | ${fmt(pct(heardResponse, 99))} |`,
+  );
+  console.log(
+    `| the playground's event-loop delay over the run | — | ${loop.p50.toFixed(1)} | ${loop.p99.toFixed(1)} |`,
   );
   if (errors.length > 0) console.log(`\nerrors: ${errors.slice(0, 3).join(' | ')}`);
 } finally {
