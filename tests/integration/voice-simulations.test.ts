@@ -318,6 +318,17 @@ describe('simulated callers by voice', () => {
         message: expect.stringContaining('shout'),
       }),
     ]);
+    // the caller's voice and ear are held to the egress policy like a flow's: the attempt errors, naming it
+    const inside = await newAgent('Checked clinic 2', flowOf());
+    await newCase(inside, {
+      name: 'a voice at an internal address',
+      simulation: simulation({ tts: { provider: 'openai', baseURL: 'http://10.1.2.3/v1' } }),
+    });
+    const refused = await run(inside);
+    expect(refused.status).toBe('errored');
+    expect(refused.cases[0]!.repeats[0]!.error).toMatch(
+      /^FLOW_INVALID: the caller voice cannot run \(caller voice: `baseURL`/,
+    );
     // a voice bound on a text case
     await bad(
       { simulation: { ...simulation({}), voice: undefined }, expect: { maxResponseMs: 1000 } },

@@ -109,36 +109,41 @@ class VoiceAttempt {
     const { req, host, requestId } = this.deps;
     const key = await this.open();
     try {
-      await this.converse();
+      try {
+        await this.converse();
+      } catch (err) {
+        // the caller's voice failing (its TTS) ends the call as its model failing would: the attempt errors
+        this.error ??= this.deps.onError(err);
+      } finally {
+        await this.caller.stop();
+      }
+      const conv = this.pipeline?.flowConversation;
+      const ended = conv?.ended === true;
+      if (ended && !this.error) this.endedBy = 'flow';
+      const structured = ended && conv ? await conv.structuredOutput() : null;
+      const figures = this.caller.timeline.figures({
+        silenceBoundMs: req.expect.maxSilenceMs ?? DEFAULT_SILENCE_BOUND_MS,
+        heard: this.heardTurns.filter((h) => h !== ''),
+      });
+      return {
+        key,
+        steps: this.steps,
+        replies: this.replies,
+        metrics: this.metrics,
+        userTurns: this.userTurns,
+        transcript: this.transcript,
+        ended,
+        endedAt: ended ? (this.steps.at(-1) ?? null) : null,
+        endedBy: this.endedBy,
+        error: this.error,
+        structured,
+        agentUsage: conv?.usage() ?? [],
+        callerUsage: this.caller.usage(),
+        figures,
+      };
     } finally {
-      await this.caller.stop();
+      await host.end(key, req.agentId, requestId);
     }
-    const conv = this.pipeline?.flowConversation;
-    const ended = conv?.ended === true;
-    if (ended && !this.error) this.endedBy = 'flow';
-    const structured = ended && conv ? await conv.structuredOutput() : null;
-    const agentUsage = conv?.usage() ?? [];
-    const figures = this.caller.timeline.figures({
-      silenceBoundMs: req.expect.maxSilenceMs ?? DEFAULT_SILENCE_BOUND_MS,
-      heard: this.heardTurns.filter((h) => h !== ''),
-    });
-    await host.end(key, req.agentId, requestId);
-    return {
-      key,
-      steps: this.steps,
-      replies: this.replies,
-      metrics: this.metrics,
-      userTurns: this.userTurns,
-      transcript: this.transcript,
-      ended,
-      endedAt: ended ? (this.steps.at(-1) ?? null) : null,
-      endedBy: this.endedBy,
-      error: this.error,
-      structured,
-      agentUsage,
-      callerUsage: this.caller.usage(),
-      figures,
-    };
   }
 
   /** The test session with the voice pipeline, the caller's line open from before the greeting. */

@@ -1,7 +1,8 @@
 import { CALLER_STT_PROVIDERS, CALLER_TTS_PROVIDERS } from '@vab/contracts';
 import { describe, expect, it } from 'vitest';
 import { providersFor } from '../providers.js';
-import { pausePoint } from './voice-caller.js';
+import type { stt, tts } from '@livekit/agents';
+import { CallerVoice, pausePoint } from './voice-caller.js';
 import { CallTimeline, FRAME_MS, voiceFigures } from './voice-figures.js';
 
 /** A timeline from a picture: one character per 20 ms frame, `c` caller, `a` agent, `b` both, `.` neither. */
@@ -78,6 +79,31 @@ describe('the caller voice', () => {
     const cut = pausePoint(pcm);
     expect(cut / rate).toBeGreaterThan(0.9);
     expect(cut / rate).toBeLessThan(1.0);
+  });
+
+  it('behaves the same way again with the same seed, and another way with another', () => {
+    const caller = (seed: number) =>
+      new CallerVoice({
+        tts: {} as tts.TTS,
+        stt: {} as stt.STT,
+        ttsId: { provider: 'openai', model: 'default' },
+        sttId: { provider: 'openai', model: 'default' },
+        behaviour: {
+          midSentencePause: { ms: 500, chance: 0.5 },
+          silenceBeforeAnswer: { ms: 500, chance: 0.5 },
+          bargeIn: { afterMs: 500, chance: 0.5 },
+        },
+        send: () => undefined,
+        seed,
+      });
+    const draws = (seed: number) => {
+      const c = caller(seed);
+      return Array.from({ length: 12 }, () => c.drawTurn());
+    };
+    expect(draws(7)).toEqual(draws(7));
+    expect(draws(7)).not.toEqual(draws(8));
+    // a chance of one half gives both outcomes over a call
+    expect(new Set(draws(7).map((d) => d.pause)).size).toBe(2);
   });
 
   it('offers as its voice and ear exactly the providers this server runs as TTS and STT', () => {
