@@ -21,19 +21,28 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
+/** One segment of the agent's audio (a reply, up to its flush or interruption) as it plays. */
+interface Segment {
+  startedAt?: number;
+  playedSamples: number;
+  queuedSamples: number;
+  flushed: boolean;
+  audible: boolean;
+}
+
 /**
  * The agent's audio played to the simulated caller as a phone plays it: in real time, one frame per tick of
- * the caller's clock, with LiveKit's playout handshake done at play time — playback starts with the first
- * frame played, a flushed segment finishes when its last frame has played, an interruption (`clearBuffer`)
- * drops what was not played and reports what was. Pauses when LiveKit pauses it (false-interruption resume).
+ * the caller's clock, with LiveKit's playout handshake done at play time — a segment's playback starts with its
+ * first frame played and finishes when its last flushed frame has played; an interruption (`clearBuffer`) drops
+ * what was not played and reports what was. A segment captured while the one before still plays queues behind
+ * it, each reported on its own. Pauses when LiveKit pauses it (false-interruption resume).
  */
 export class CallerPlayback extends voice.AudioOutput {
-  private queue: Int16Array[] = [];
-  private queuedSamples = 0;
+  private queue: { data: Int16Array; seg: Segment }[] = [];
   private head = 0;
+  /** Segments not finished yet, oldest first; the last one takes the frames being captured. */
+  private segments: Segment[] = [];
   private resampler: AudioResampler | undefined;
-  private segment:
-    { startedAt?: number; playedSamples: number; flushed: boolean; audible: boolean } | undefined;
   private paused = false;
 
   constructor(private readonly hooks: PlaybackHooks) {
@@ -42,11 +51,17 @@ export class CallerPlayback extends voice.AudioOutput {
 
   override async captureFrame(frame: AudioFrame): Promise<void> {
     await super.captureFrame(frame);
-    this.segment ??= { playedSamples: 0, flushed: false, audible: false };
-    for (const f of this.toCallerRate(frame)) {
-      this.queue.push(f.data);
-      this.queuedSamples += f.data.length;
+    let seg = this.segments.at(-1);
+    if (!seg || seg.flushed) {
+      seg = { playedSamples: 0, queuedSamples: 0, flushed: false, audible: false };
+      this.segments.push(seg);
     }
+    for (const f of this.toCallerRate(frame)) this.enqueue(f.data, seg);
+  }
+
+  private enqueue(data: Int16Array, seg: Segment): void {
+    this.queue.push({ data, seg });
+    seg.queuedSamples += data.length;
   }
 
   private toCallerRate(frame: AudioFrame): AudioFrame[] {
@@ -60,22 +75,19 @@ export class CallerPlayback extends voice.AudioOutput {
 
   override flush(): void {
     super.flush();
-    if (this.segment) this.segment.flushed = true;
-    if (this.resampler) {
-      for (const f of this.resampler.flush()) {
-        this.queue.push(f.data);
-        this.queuedSamples += f.data.length;
-      }
-    }
+    const seg = this.segments.at(-1);
+    if (!seg || seg.flushed) return;
+    if (this.resampler) for (const f of this.resampler.flush()) this.enqueue(f.data, seg);
+    seg.flushed = true;
+    if (seg.queuedSamples <= 0 && seg === this.segments[0]) this.finish(seg, false);
   }
 
   override clearBuffer(): void {
     this.queue = [];
-    this.queuedSamples = 0;
     this.head = 0;
-    const seg = this.segment;
-    if (!seg) return;
-    this.finish(true);
+    // the segment being captured ends here, as a flush would end it (LiveKit counts segments so)
+    if (this.segments.at(-1)?.flushed === false) super.flush();
+    for (const seg of [...this.segments]) this.finish(seg, true);
   }
 
   override pause(): void {
@@ -91,44 +103,43 @@ export class CallerPlayback extends voice.AudioOutput {
   /** The next frame the caller hears (silence when nothing plays). */
   play(out: Int16Array): void {
     out.fill(0);
-    const seg = this.segment;
-    if (!seg || this.paused) return;
+    if (this.paused) return;
     let at = 0;
     while (at < out.length && this.queue.length > 0) {
       const chunk = this.queue[0]!;
-      const n = Math.min(out.length - at, chunk.length - this.head);
-      out.set(chunk.subarray(this.head, this.head + n), at);
-      at += n;
-      this.head += n;
-      if (this.head >= chunk.length) {
-        this.queue.shift();
-        this.head = 0;
-      }
-    }
-    this.queuedSamples -= at;
-    if (at > 0) {
+      const seg = chunk.seg;
       if (seg.startedAt === undefined) {
         seg.startedAt = Date.now();
         this.onPlaybackStarted(seg.startedAt);
       }
-      seg.playedSamples += at;
-      if (!seg.audible && isAudible(out)) {
+      const n = Math.min(out.length - at, chunk.data.length - this.head);
+      const part = out.subarray(at, at + n);
+      part.set(chunk.data.subarray(this.head, this.head + n));
+      at += n;
+      this.head += n;
+      seg.playedSamples += n;
+      seg.queuedSamples -= n;
+      if (!seg.audible && isAudible(part)) {
         seg.audible = true;
         this.hooks.onAudible(Date.now());
       }
+      if (this.head >= chunk.data.length) {
+        this.queue.shift();
+        this.head = 0;
+      }
+      if (seg.flushed && seg.queuedSamples <= 0) this.finish(seg, false);
     }
-    if (seg.flushed && this.queuedSamples <= 0) this.finish(false);
   }
 
   /** Audio captured and not played yet. */
   get pending(): boolean {
-    return this.queuedSamples > 0;
+    return this.queue.length > 0;
   }
 
-  private finish(interrupted: boolean): void {
-    const seg = this.segment;
-    if (!seg) return;
-    this.segment = undefined;
+  private finish(seg: Segment, interrupted: boolean): void {
+    const i = this.segments.indexOf(seg);
+    if (i < 0) return;
+    this.segments.splice(i, 1);
     const playedMs = (seg.playedSamples / CALLER_RATE) * 1000;
     const text = interrupted ? this.hooks.replyText() : undefined;
     this.onPlaybackFinished({
@@ -139,7 +150,7 @@ export class CallerPlayback extends voice.AudioOutput {
   }
 
   close(): void {
-    if (this.segment) this.finish(true);
+    for (const seg of [...this.segments]) this.finish(seg, true);
     this.resampler?.close();
     this.resampler = undefined;
   }

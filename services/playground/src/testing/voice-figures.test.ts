@@ -1,8 +1,11 @@
 import { CALLER_STT_PROVIDERS, CALLER_TTS_PROVIDERS } from '@vab/contracts';
 import { describe, expect, it } from 'vitest';
 import { providersFor } from '../providers.js';
-import type { stt, tts } from '@livekit/agents';
-import { CallerVoice, pausePoint } from './voice-caller.js';
+import { initializeLogger, voice, type stt, type tts } from '@livekit/agents';
+import { AudioFrame } from '@livekit/rtc-node';
+import { CallerPlayback, CallerVoice, pausePoint } from './voice-caller.js';
+
+initializeLogger({ pretty: false, level: 'error' });
 import { CallTimeline, FRAME_MS, voiceFigures } from './voice-figures.js';
 
 /** A timeline from a picture: one character per 20 ms frame, `c` caller, `a` agent, `b` both, `.` neither. */
@@ -109,5 +112,46 @@ describe('the caller voice', () => {
   it('offers as its voice and ear exactly the providers this server runs as TTS and STT', () => {
     expect([...CALLER_TTS_PROVIDERS].sort()).toEqual(providersFor('tts').sort());
     expect([...CALLER_STT_PROVIDERS].sort()).toEqual(providersFor('stt').sort());
+  });
+});
+
+describe('the caller hears the agent', () => {
+  const loud = (ms: number) => new AudioFrame(new Int16Array(ms * 16).fill(3000), 16000, 1, ms * 16);
+
+  it('plays segments in real time, each reported when its last frame has played, queued behind one another', async () => {
+    const audible: number[] = [];
+    const out = new CallerPlayback({ replyText: () => 'the reply', onAudible: (at) => audible.push(at) });
+    const finished: { playbackPosition: number; interrupted: boolean }[] = [];
+    out.on(voice.AudioOutput.EVENT_PLAYBACK_FINISHED, (ev) => finished.push(ev));
+    await out.captureFrame(loud(100));
+    out.flush();
+    // the next reply arrives while the first still plays
+    await out.captureFrame(loud(60));
+    out.flush();
+    const frame = new Int16Array(320);
+    for (let i = 0; i < 5; i++) out.play(frame);
+    expect(finished).toEqual([{ playbackPosition: 0.1, interrupted: false }]);
+    for (let i = 0; i < 3; i++) out.play(frame);
+    expect(finished).toHaveLength(2);
+    expect(finished[1]!.playbackPosition).toBeCloseTo(0.06);
+    expect(audible).toHaveLength(2);
+    expect(out.pending).toBe(false);
+  });
+
+  it('an interruption drops what was not played and reports what was', async () => {
+    const out = new CallerPlayback({ replyText: () => 'one two three four', onAudible: () => undefined });
+    const finished: { playbackPosition: number; interrupted: boolean }[] = [];
+    out.on(voice.AudioOutput.EVENT_PLAYBACK_FINISHED, (ev) => finished.push(ev));
+    await out.captureFrame(loud(1000));
+    out.play(new Int16Array(320));
+    out.play(new Int16Array(320));
+    out.clearBuffer();
+    expect(finished).toEqual([expect.objectContaining({ playbackPosition: 0.04, interrupted: true })]);
+    expect(out.pending).toBe(false);
+    // the next reply is a segment of its own
+    await out.captureFrame(loud(20));
+    out.flush();
+    out.play(new Int16Array(320));
+    expect(finished).toHaveLength(2);
   });
 });
