@@ -57,7 +57,20 @@ export default tseslint.config(
         AbortController: 'readonly',
         ResizeObserver: 'readonly',
         setTimeout: 'readonly',
+        window: 'readonly',
+        navigator: 'readonly',
+        Element: 'readonly',
+        WebSocket: 'readonly',
+        AudioContext: 'readonly',
+        AudioWorkletNode: 'readonly',
       },
+    },
+  },
+  // its AudioWorklet modules run in the AudioWorkletGlobalScope
+  {
+    files: ['services/gateway/console/*-worklet.js'],
+    languageOptions: {
+      globals: { AudioWorkletProcessor: 'readonly', registerProcessor: 'readonly', sampleRate: 'readonly' },
     },
   },
 );

@@ -2,6 +2,7 @@
 // the API, and the realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { clinicScript, freePort, fullFlow, startOpenAiStub, stopOnExit } from '@vab/testkit';
@@ -206,4 +207,21 @@ export async function startModelStub({ modelMs = 0, reply } = {}) {
     : (req) => ({ ...clinicScript(req), delayMs: modelMs });
   const stub = await startOpenAiStub({ chat, keepRequests: false });
   return { url: stub.baseURL, served: stub.served, server: { close: () => void stub.close() } };
+}
+
+/**
+ * The voice benchmarks' chat and speech stubs in a process of their own (bench/voice-stubs.mjs): the speech
+ * stub spawns espeak-ng and sox per request, and forks of a big process block its event loop. Resolves to their
+ * URLs and a `close()`.
+ */
+export async function startVoiceStubs(root) {
+  const child = spawn(process.execPath, [join(root, 'bench/voice-stubs.mjs')], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const line = await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`the voice stubs exited ${code}`)));
+    createInterface({ input: child.stdout }).once('line', resolve);
+  });
+  const { chatURL, speechURL } = JSON.parse(line);
+  return { chatURL, speechURL, close: () => void child.kill('SIGTERM') };
 }

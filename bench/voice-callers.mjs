@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The callers of bench/voice.mjs, in a process of their own (so the playground's process measures only the
 // playground): starts --sessions voice sessions of --agent at --url, streams espeak-ng speech into each in
-// real time --turns times, and prints one JSON line: every turn's figures and how long they talked.
+// real time --turns times, and prints one JSON line: every turn's figures, how long they talked, the sessions'
+// ids and this process's own CPU time (a parent that counts its children's CPU takes it out).
 import { concat, silence, speak, VoiceClient } from '@vab/testkit';
 import { option, sendJson } from './processes.mjs';
 
@@ -12,6 +13,7 @@ const TURNS = option('turns', 3);
 
 const utterance = concat(speak('I would like to book a table for two.'), silence(3500));
 const clients = [];
+const sessionIds = [];
 for (let i = 0; i < SESSIONS; i++) {
   const started = await sendJson('POST', `${url}/api/agents/${agent}/voice-sessions`, {
     apiKeys: { openai: 'k' },
@@ -19,6 +21,7 @@ for (let i = 0; i < SESSIONS; i++) {
   const client = new VoiceClient({ url: `${url.replace('http', 'ws')}${started.audioPath}` });
   await client.ready;
   clients.push(client);
+  sessionIds.push(started.sessionId);
   await new Promise((r) => setTimeout(r, 30)); // staggered, as callers are
 }
 console.log(JSON.stringify({ connected: clients.length }));
@@ -33,5 +36,13 @@ const figures = clients.flatMap((client) =>
 );
 for (const client of clients) client.close();
 await Promise.all(clients.map((client) => client.closed));
-console.log(JSON.stringify({ figures, talkSeconds: (Date.now() - t0) / 1000 }));
+const cpu = process.cpuUsage();
+console.log(
+  JSON.stringify({
+    figures,
+    talkSeconds: (Date.now() - t0) / 1000,
+    sessionIds,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+  }),
+);
 process.exit(0);

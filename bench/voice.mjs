@@ -7,14 +7,14 @@
 // 2. sessions: --sessions voice sessions on one playground instance (in this process: its event loop is the
 //    one measured; the callers run in bench/voice-callers.mjs, a process of their own), each streaming real
 //    espeak-ng speech in real time with VAD and the end-of-turn model,
-//    against instant chat/speech stubs: event-loop delay p50/p99 while they talk, heap and RSS per session,
+//    against instant chat/speech stubs (bench/voice-stubs.mjs, a process of their own): event-loop delay p50/p99 while they talk, heap and RSS per session,
 //    and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
 //    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.
 // Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3]
 import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
-import { startLocalNats, startLocalRedis, startSpeechStub, voiceFlow } from '@vab/testkit';
+import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { spawn } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -23,7 +23,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
-import { option, sendJson, startCore, startModelStub } from './processes.mjs';
+import { option, sendJson, startCore, startVoiceStubs } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const FRAMES = option('frames', 250);
@@ -126,8 +126,8 @@ async function transport() {
 }
 
 async function sessions() {
-  const chat = await startModelStub({ reply: () => ({ content: 'Sure, noted.' }) });
-  const speech = await startSpeechStub({ transcribe: () => 'I would like to book a table for two.' });
+  // in a process of their own: the TTS stub's espeak-ng forks are not the playground's
+  const stubs = await startVoiceStubs(here);
   const playground = startPlaygroundService({
     nc,
     log,
@@ -144,7 +144,11 @@ async function sessions() {
   await playground.ready;
   const agent = await sendJson('POST', `${core.url}/api/agents`, {
     name: 'bench voice',
-    flow: voiceFlow({ chatURL: chat.url, speechURL: speech.baseURL, agent: { minEndpointingDelay: 500 } }),
+    flow: voiceFlow({
+      chatURL: stubs.chatURL,
+      speechURL: stubs.speechURL,
+      agent: { minEndpointingDelay: 500 },
+    }),
   });
   // the callers run in a process of their own: this one's event loop and memory are the playground's
   const heapBefore = process.memoryUsage();
@@ -198,8 +202,7 @@ async function sessions() {
     `\nturns measured: ${figures.length} of ${SESSIONS * TURNS}; heap +${((heapAfter.heapUsed - heapBefore.heapUsed) / SESSIONS / 1024).toFixed(0)} KB and RSS +${((heapAfter.rss - heapBefore.rss) / SESSIONS / 1024 / 1024).toFixed(1)} MB per session (the playground's process)`,
   );
   await playground.stop(5000);
-  chat.server.close();
-  await speech.close();
+  stubs.close();
 }
 
 try {

@@ -6,7 +6,8 @@ import { clinicScript, startOpenAiStub } from '../../services/playground/test/op
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 const CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; media-src 'self'; " +
+  "img-src 'self' data:; " +
   "frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 const KEY = 'sk-test-console-0123456789';
 
@@ -293,6 +294,9 @@ describe('the console', () => {
       for (const [file, type] of [
         ['console.js', /^text\/javascript/],
         ['console.css', /^text\/css/],
+        // the AudioWorklet modules of Talk: scripts of this origin, as script-src allows
+        ['mic-worklet.js', /^text\/javascript/],
+        ['player-worklet.js', /^text\/javascript/],
       ] as const) {
         const res = await fetch(`${locked.baseUrl}/console/${file}`);
         expect(res.status).toBe(200);
@@ -517,6 +521,8 @@ describe('the console with a scripted stream', () => {
       'Branch route → cat_0',
       'Step bye (end)',
       'Three rooms are free. Goodbye!',
+      // a voice turn's figures, under it
+      'Turn first audio 820 ms · LLM first token 310 ms · TTS first byte 150 ms',
       'Transfer to agent agent-2 failed (missing)',
       'Webhook failed (HTTP 500): bad gateway',
       'Error LLM_ERROR the model timed out once',

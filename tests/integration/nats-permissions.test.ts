@@ -1,4 +1,6 @@
+import { Objm } from '@nats-io/obj';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { RECORDINGS_BUCKET, recordingObject, Subjects } from '@vab/contracts';
 import { connectNats } from '@vab/bus';
 import { buildGateway } from '@vab/gateway';
 import { createLogger } from '@vab/service-kit';
@@ -36,7 +38,12 @@ beforeAll(async () => {
       NATS_PLAYGROUND_PASSWORD: passwords.playground,
     },
   });
-  stack = await startStack({ natsUrl: nats.url, natsCredentials: credentials, maxVersions: 2 });
+  stack = await startStack({
+    natsUrl: nats.url,
+    natsCredentials: credentials,
+    maxVersions: 2,
+    testSessionDays: 7,
+  });
   http = api(stack.baseUrl);
 });
 afterAll(async () => {
@@ -140,6 +147,36 @@ describe('NATS with per-service users and permissions', () => {
     await expect(agents.request('$KV.gateway-tickets.forged', '', { timeout: 500 })).rejects.toThrow();
   });
 
+  it('keeps recordings: the playground stores one, the gateway serves it, retention removes it', async () => {
+    const agent = (await http.post('/api/agents', { name: 'Recorded' })).body.id as string;
+    const session = (await http.post(`/api/agents/${agent}/test-sessions`, { sessionType: 'voice' })).body
+      .id as string;
+    // as the playground does once a voice session ends: the file in the bucket, then the record
+    const playground = await as('playground');
+    const bucket = await new Objm(playground).open(RECORDINGS_BUCKET);
+    const file = new Uint8Array(300_000).map((_, i) => i % 251);
+    await bucket.putBlob({ name: recordingObject(agent, session) }, file);
+    const recording = { durationMs: 1000, bytes: file.byteLength, startedAt: Date.now() };
+    const reply = await playground.request(
+      Subjects.testSessionsRecording,
+      JSON.stringify({ agentId: agent, sessionId: session, recording }),
+      { timeout: 2000 },
+    );
+    expect(reply.json<{ recording: unknown }>().recording).toEqual(recording);
+    const path = `/api/agents/${agent}/test-sessions/${session}/recording`;
+    const served = await fetch(stack.baseUrl + path, { headers: { range: 'bytes=200000-' } });
+    expect(served.status).toBe(206);
+    expect(Buffer.from(await served.arrayBuffer()).equals(Buffer.from(file.subarray(200_000)))).toBe(true);
+    // the sessions service removes it with its session
+    await stack.redis.zadd(`ss:{${agent}}:ts`, Date.now() - 8 * 24 * 3600 * 1000, session);
+    expect(await stack.services.sessions.sessions!.retention.sweep()).toBeGreaterThanOrEqual(1);
+    expect((await fetch(stack.baseUrl + path)).status).toBe(404);
+    expect(await bucket.getBlob(recordingObject(agent, session))).toBeNull();
+    // and no other service writes the bucket
+    const agents = await as('agents');
+    await expect(agents.request(`$O.${RECORDINGS_BUCKET}.M.forged`, '', { timeout: 500 })).rejects.toThrow();
+  });
+
   it('refuses a wrong password', async () => {
     await expect(connect({ servers: nats.url, user: 'agents', pass: 'guess' })).rejects.toThrow();
   });
@@ -153,7 +190,7 @@ describe('NATS with per-service users and permissions', () => {
       else stolen++;
     };
     // impersonation: join the sessions queue group (denied: the real service keeps answering every request)
-    compromised.subscribe('sessions.test.list', { queue: 'sessions', callback: count });
+    compromised.subscribe('sessions.test-sessions.list', { queue: 'sessions', callback: count });
     // snooping: read the gateway's replies (denied)
     compromised.subscribe('_INBOX_gateway.>', { callback: count });
     await compromised.flush().catch(() => undefined);

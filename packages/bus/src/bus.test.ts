@@ -110,7 +110,7 @@ describe('serve + BusClient', () => {
   it('maps no responders to SERVICE_UNAVAILABLE', async () => {
     const bus = new BusClient(nc);
     await expect(
-      bus.request('sessions.test.list', { agentId: 'x' }, { timeoutMs: 1000, requestId: 'r' }),
+      bus.request('sessions.test-sessions.list', { agentId: 'x' }, { timeoutMs: 1000, requestId: 'r' }),
     ).rejects.toMatchObject({
       code: 'SERVICE_UNAVAILABLE',
     });

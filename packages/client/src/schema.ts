@@ -304,6 +304,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/agents/{id}/test-sessions/{sessionId}/recording': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A voice session's recording: Ogg Opus, the user on the left and the agent (as played) on the right */
+    get: operations['sessionRecording'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/text-sessions': {
     parameters: {
       query?: never;
@@ -712,6 +729,7 @@ export interface components {
         | 'PAYLOAD_TOO_LARGE'
         | 'LIMIT_EXCEEDED'
         | 'UNSUPPORTED_MEDIA_TYPE'
+        | 'RANGE_NOT_SATISFIABLE'
         | 'FLOW_INVALID'
         | 'MISSING_CREDENTIALS'
         | 'UNAUTHORIZED'
@@ -1550,6 +1568,11 @@ export interface components {
       durationMs: number | null;
       endedAt: number | null;
       id: string;
+      recording: {
+        bytes: number;
+        durationMs: number;
+        startedAt: number;
+      } | null;
       roomName: string | null;
       /** @enum {string} */
       sessionType: 'voice' | 'text' | 'test';
@@ -7651,6 +7674,15 @@ export interface operations {
                 agentId: string;
                 at: number;
                 id: number;
+                sampleRate: number;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'recording_started';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
                 sessionId: string;
                 stepId: string;
                 stepType: string;
@@ -8105,6 +8137,102 @@ export interface operations {
       };
     };
   };
+  sessionRecording: {
+    parameters: {
+      query?: {
+        /** @description A ticket from POST /api/tickets (reusable until it expires) */
+        ticket?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+        sessionId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The whole recording (`Accept-Ranges: bytes`, `ETag`); its zero is the record's `recording.startedAt` */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/ogg': string;
+        };
+      };
+      /** @description The range asked for (`Content-Range: bytes <first>-<last>/<size>`) */
+      206: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/ogg': string;
+        };
+      };
+      /** @description Not modified (If-None-Match matched the ETag): no body */
+      304: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description `VALIDATION_FAILED` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RANGE_NOT_SATISFIABLE` */
+      416: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   textSessionStart: {
     parameters: {
       query?: never;
@@ -8412,6 +8540,15 @@ export interface operations {
                 sessionId: string;
                 /** @enum {string} */
                 type: 'session_ended';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sampleRate: number;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'recording_started';
               }
             | {
                 agentId: string;
@@ -9293,7 +9430,8 @@ export interface operations {
          *       "audio": {
          *         "sampleRate": 16000,
          *         "frameMs": 20
-         *       }
+         *       },
+         *       "record": true
          *     }
          */
         'application/json': {
@@ -9319,6 +9457,8 @@ export interface operations {
             sampleRate?: 8000 | 16000 | 24000 | 48000;
           };
           flow?: components['schemas']['FlowInput'] | null;
+          /** @default true */
+          record?: boolean;
           version?: number | null;
         } | null;
       };

@@ -31,6 +31,11 @@ export const SessionEventPayloads = {
     reason: z.string().max(200),
     durationMs: z.number().int().nonnegative(),
   }),
+  /**
+   * Voice: the session's audio recording began; its `at` is the recording's zero (see `Recording.startedAt`).
+   * No event when recording is off (`RECORDINGS=off`) or the start opted out (`record: false`).
+   */
+  recording_started: z.object({ sampleRate: z.number().int().positive() }),
   step_entered: z.object({ stepId: StepId, stepType: z.string().max(100) }),
   /** Voice: what the agent is doing now (LiveKit's agent state). */
   agent_state: z.object({ state: z.enum(['initializing', 'idle', 'listening', 'thinking', 'speaking']) }),
@@ -102,6 +107,7 @@ const eventOf = <T extends SessionEventType>(type: T) =>
 export const SessionEvent = z.discriminatedUnion('type', [
   eventOf('session_started'),
   eventOf('session_ended'),
+  eventOf('recording_started'),
   eventOf('step_entered'),
   eventOf('agent_state'),
   eventOf('user_turn'),

@@ -62,6 +62,22 @@ export type CreateConversationEntryBody = z.infer<typeof CreateConversationEntry
 export const SessionType = z.enum(['voice', 'text', 'test']);
 export type SessionType = z.infer<typeof SessionType>;
 
+/**
+ * A voice session's recording: one stereo Ogg Opus file (left: the user as heard by the agent, right: the agent
+ * as played), served at `…/test-sessions/:sessionId/recording`. `startedAt` is its zero on the wall clock (the
+ * `recording_started` event's `at`): an event at `at` is heard at `at - startedAt` ms into the file.
+ */
+export const Recording = z.object({
+  durationMs: z.number().int().nonnegative(),
+  bytes: z.number().int().nonnegative(),
+  startedAt: EpochMs,
+});
+export type Recording = z.infer<typeof Recording>;
+
+/** The NATS Object Store bucket of the recordings, and one session's object in it. */
+export const RECORDINGS_BUCKET = 'recordings';
+export const recordingObject = (agentId: string, sessionId: string) => `${agentId}/${sessionId}.ogg`;
+
 export const TestSession = z.object({
   id: Id,
   agentId: Id,
@@ -76,6 +92,8 @@ export const TestSession = z.object({
   version: z.number().int().positive().nullable(),
   /** What the session used, per provider and model (filled when it closes; empty while open). */
   usage: SessionUsage,
+  /** The session's audio, once stored (a voice session that was recorded); null otherwise. */
+  recording: Recording.nullable(),
 });
 export type TestSession = z.infer<typeof TestSession>;
 

@@ -32,6 +32,8 @@ export const StartVoiceSessionBody = z
     /** Provider keys by provider id; the server environment is the fallback (the key rule applies). */
     apiKeys: ApiKeys.nullish(),
     audio: VoiceAudioFormat.default({ sampleRate: 16000, frameMs: 20 }),
+    /** false: this session is not recorded (recordings are on unless the operator set `RECORDINGS=off`). */
+    record: z.boolean().default(true),
   })
   .strict();
 export type StartVoiceSessionBody = z.infer<typeof StartVoiceSessionBody>;

@@ -59,6 +59,11 @@ export const WarningCode = z.enum([
   'INSTANCES_UNKNOWN',
   // session events and stats
   'SESSION_EVENT_NOT_STORED',
+  // recordings
+  'RECORDING_NOT_STARTED',
+  'RECORDING_NOT_STORED',
+  'RECORDING_NOT_REMOVED',
+  'RECORDING_READ_FAILED',
   'SESSION_USAGE_NOT_READ',
   'EVENT_STREAM_CUT_OFF',
   'EVENT_STREAM_FAILED',

@@ -6,9 +6,10 @@ export const CHROMIUM_PATH = '/usr/bin/chromium';
 
 /**
  * A headless Debian Chromium driven by playwright-core. Without the background-networking flags Chromium
- * keeps trying hosts this machine cannot reach; `--no-sandbox` because tests run as root.
+ * keeps trying hosts this machine cannot reach; `--no-sandbox` because tests run as root. `args`: more
+ * switches (a fake microphone: `fakeMicrophone`).
  */
-export async function launchChromium(): Promise<Browser> {
+export async function launchChromium(opts: { args?: string[] } = {}): Promise<Browser> {
   if (!hasBinary('chromium')) {
     throw new Error(
       'chromium is not installed: install the Debian package with `apt-get install -y chromium`',
@@ -26,6 +27,18 @@ export async function launchChromium(): Promise<Browser> {
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-sync',
+      ...(opts.args ?? []),
     ],
   });
 }
+
+/**
+ * Chromium's switches for a page that talks: the microphone granted without asking, fed from `wavPath` (a
+ * 16-bit PCM WAV, played in a loop: pad it with silence), and audio that plays without a user's gesture.
+ */
+export const fakeMicrophone = (wavPath: string): string[] => [
+  '--use-fake-ui-for-media-stream',
+  '--use-fake-device-for-media-stream',
+  `--use-file-for-fake-audio-capture=${wavPath}`,
+  '--autoplay-policy=no-user-gesture-required',
+];

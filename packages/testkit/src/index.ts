@@ -10,3 +10,4 @@ export * from './otlp.js';
 export * from './speech.js';
 export * from './voice-client.js';
 export * from './openai-stub.js';
+export * from './recording.js';

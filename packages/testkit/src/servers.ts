@@ -113,7 +113,8 @@ export class LocalProcessServer implements TestServer {
 
 /**
  * A nats-server configuration: where it listens, the payload limit every stack of ours uses, and JetStream
- * (session events are kept in a stream) storing its files under `storeDir`.
+ * (session events are kept in a stream, recordings in an Object Store bucket) storing its files under
+ * `storeDir`, with room for both streams' limits (1 GiB + 2 GiB by default), as deploy/nats.conf.
  */
 export const natsConfig = (
   host: string,
@@ -122,7 +123,7 @@ export const natsConfig = (
   maxPayload = TEST_NATS_MAX_PAYLOAD,
 ) =>
   `host: ${host}\nport: ${port}\nmax_payload: ${maxPayload}\n` +
-  `jetstream {\n  store_dir: ${JSON.stringify(storeDir)}\n  max_memory_store: 256MB\n  max_file_store: 2GB\n}\n`;
+  `jetstream {\n  store_dir: ${JSON.stringify(storeDir)}\n  max_memory_store: 256MB\n  max_file_store: 4GB\n}\n`;
 
 /**
  * `configFile`: run the server with that file (e.g. the deployment's, with its users and permissions), its

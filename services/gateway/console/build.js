@@ -117,10 +117,11 @@ export function showIssues(issues) {
 
 /**
  * @param {Flow} flow
+ * @param {'text' | 'voice'} [sessionType] what the flow must be able to run as
  * @returns {Promise<FlowValidation>}
  */
-export async function validateFlow(flow) {
-  return json('POST', '/api/flows/validate', { ...flow, sessionType: 'text' });
+export async function validateFlow(flow, sessionType = 'text') {
+  return json('POST', '/api/flows/validate', { ...flow, sessionType });
 }
 
 export async function validateEditor() {
@@ -155,9 +156,12 @@ export async function saveEditor() {
 /**
  * Before a start: validate's issues, and the keys the flow needs that the box does not hold, asked for
  * here rather than by a failed start.
+ * @param {Flow} flow
+ * @param {Record<string, string> | undefined} apiKeys
+ * @param {'text' | 'voice'} [sessionType]
  */
-export async function readyToRun(flow, apiKeys) {
-  const v = await validateFlow(flow);
+export async function readyToRun(flow, apiKeys, sessionType = 'text') {
+  const v = await validateFlow(flow, sessionType);
   showIssues(v.issues);
   if (v.issues.length > 0) {
     drawFlow(flow);

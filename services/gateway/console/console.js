@@ -9,7 +9,18 @@ import { addTurn, drawChart, showStats } from './chart.js';
 import { $, clip, el, ms, plural, setStatus, short, showError, time } from './dom.js';
 import { drawFlow, exitLabel, setStep } from './flow-drawing.js';
 import { EVENT_TYPES, KEYS_KEY, state, stored, STREAM_RETRIES } from './state.js';
+import { showAgentState, showTalk, stopTalk, leaveTalk, toggleTalk } from './talk.js';
 import { addCase, loadTests, runTests } from './tests-panel.js';
+import {
+  clearRecording,
+  initRecording,
+  noteTranscript,
+  onAgentState,
+  resetTimeline,
+  showRecording,
+  stampReply,
+  stampUser,
+} from './timeline.js';
 
 // ---- conversation --------------------------------------------------------------------------------
 
@@ -41,7 +52,21 @@ export function replyBubble(replyId) {
   return li;
 }
 
+/**
+ * A voice reply the user interrupted is kept as far as it was heard, and its final event may come under an id
+ * of its own: it ends the streamed bubble it cuts short (the one whose text begins with it) rather than
+ * showing it twice.
+ */
+function cutReply(ev) {
+  const text = ev.text.trim();
+  if (!text) return undefined;
+  const li = [...$('log').querySelectorAll('li.agent.streaming')].find((b) => b.textContent.startsWith(text));
+  if (li) state.replies.set(ev.replyId, li);
+  return li;
+}
+
 export function onUserTurn(ev) {
+  noteTranscript(ev);
   if (!ev.final) {
     state.interim ??= append(el('li', { class: 'user interim' }));
     state.interim.textContent = ev.text;
@@ -54,7 +79,27 @@ export function onUserTurn(ev) {
     (li) => li.textContent === ev.text,
   );
   if (pending) delete pending.dataset.pending;
-  else userBubble(ev.text);
+  stampUser(pending ?? userBubble(ev.text), ev);
+}
+
+/** A voice turn's figures, as a line under it: what the caller felt, and where the time went. */
+const VOICE_FIGURES = [
+  ['responseMs', 'response'],
+  ['e2eLatencyMs', 'first audio'],
+  ['transcriptionDelayMs', 'transcript'],
+  ['endOfTurnDelayMs', 'end of turn'],
+  ['llmTtftMs', 'LLM first token'],
+  ['ttsTtfbMs', 'TTS first byte'],
+];
+
+export function onTurnMetrics(ev) {
+  addTurn(ev.metrics);
+  if (state.turnSeen) state.turnSeen.metrics = true;
+  if (ev.metrics.responseMs === undefined && ev.metrics.e2eLatencyMs === undefined) return;
+  const parts = VOICE_FIGURES.filter(([k]) => ev.metrics[k] !== undefined).map(
+    ([k, label]) => `${label} ${ms(ev.metrics[k])}`,
+  );
+  note('figures', 'Turn', parts.join(' · '));
 }
 
 export function onTool(ev) {
@@ -94,7 +139,13 @@ export const handlers = {
   session_ended: (ev) => {
     note('info', 'Session ended', `(${ev.reason}) after ${(ev.durationMs / 1000).toFixed(1)} s`);
     sessionEnded();
+    showAgentState(null);
   },
+  agent_state: (ev) => {
+    onAgentState(ev);
+    if (state.session?.live && !state.session.ended) showAgentState(ev.state);
+  },
+  recording_started: () => note('info', 'Recording', 'started'),
   step_entered: (ev) => {
     setStep(ev.stepId);
     note('step', 'Step', `${ev.stepId} (${ev.stepType})`);
@@ -102,11 +153,17 @@ export const handlers = {
   user_turn: onUserTurn,
   agent_reply_delta: (ev) => {
     const li = replyBubble(ev.replyId);
+    stampReply(li, ev);
     li.classList.add('streaming');
     li.textContent += ev.delta;
   },
   agent_reply: (ev) => {
-    const li = replyBubble(ev.replyId);
+    const li = state.replies.get(ev.replyId) ?? cutReply(ev) ?? replyBubble(ev.replyId);
+    stampReply(li, ev);
+    if (li.textContent !== ev.text && li.textContent.startsWith(ev.text)) {
+      li.classList.add('cut');
+      li.title = 'Interrupted: the rest was never heard';
+    }
     li.classList.remove('streaming');
     li.textContent = ev.text;
     if (state.turnSeen) state.turnSeen.replies++;
@@ -124,10 +181,7 @@ export const handlers = {
       ? note('ok', 'Transfer', `to agent ${ev.targetAgentId}`)
       : note('bad', 'Transfer', `to agent ${ev.targetAgentId} failed (${ev.reason ?? 'error'})`),
   post_processing: onPostProcessing,
-  turn_metrics: (ev) => {
-    addTurn(ev.metrics);
-    if (state.turnSeen) state.turnSeen.metrics = true;
-  },
+  turn_metrics: onTurnMetrics,
   usage: onUsage,
   error: (ev) => note('bad', `Error ${ev.code}`, ev.message),
 };
@@ -232,8 +286,8 @@ export async function closedSession(agentId, sessionId, gen) {
     if (gen !== state.gen) return true;
     note('info', 'Transcript', 'no events were recorded for this session');
     for (const m of messages) {
-      if (m.role === 'user') userBubble(m.content);
-      else append(el('li', { class: 'agent' }, m.content));
+      const li = m.role === 'user' ? userBubble(m.content) : append(el('li', { class: 'agent' }, m.content));
+      li.dataset.firstAt = String(m.timestamp);
       if (m.metrics) addTurn(m.metrics);
     }
     const last = messages.at(-1);
@@ -255,6 +309,10 @@ export function sessionInfo(kind, id, version) {
 
 export function resetView() {
   state.gen++;
+  leaveTalk();
+  clearRecording();
+  resetTimeline();
+  showAgentState(null);
   state.stream?.close();
   state.stream = null;
   state.turnAbort?.abort();
@@ -288,7 +346,9 @@ export async function flowOf(agentId, version) {
   return state.agent?.id === agentId ? state.agent.flow : (await json('GET', agentPath(agentId))).flow;
 }
 
+/** @returns {Record<string, string> | undefined} */
 export function keysOf() {
+  /** @type {Record<string, string>} */
   const keys = {};
   for (const raw of $('keys').value.split('\n')) {
     const line = raw.trim();
@@ -401,6 +461,7 @@ export async function sendTurn(text) {
 export async function endSession() {
   const s = state.session;
   if (!s?.live || s.ended) return;
+  if (s.voice) return stopTalk();
   $('end').disabled = true;
   try {
     await json('DELETE', `${agentPath(s.agentId)}/text-sessions/${enc(s.sessionId)}`);
@@ -430,6 +491,8 @@ export async function openSession(s, button) {
   }
   void showStats(s.agentId, s.version ?? undefined, gen);
   void follow(s.agentId, s.id, gen);
+  if (s.sessionType === 'voice')
+    void showRecording(s.agentId, s.id, gen).catch((err) => showError(err, 'Loading the recording'));
 }
 
 // ---- pickers -------------------------------------------------------------------------------------
@@ -474,6 +537,7 @@ export async function pickAgent(agentId) {
   $('cases').replaceChildren();
   $('run').replaceChildren();
   state.attempts = new Map();
+  showTalk();
   if (!agentId) return;
   try {
     const [agent, versions] = await Promise.all([
@@ -482,6 +546,7 @@ export async function pickAgent(agentId) {
     ]);
     if (agentId !== state.agentId) return;
     state.agent = agent;
+    showTalk();
     select.append(
       el('option', { value: 'latest' }, `Latest (version ${agent.version})`),
       el('option', { value: 'draft' }, 'Draft (the stored flow, sent as is)'),
@@ -543,6 +608,8 @@ export function init() {
     void sendTurn(text);
   });
   $('end').addEventListener('click', () => void endSession());
+  $('talk').addEventListener('click', () => void toggleTalk());
+  initRecording();
   $('refresh').addEventListener('click', () => state.agentId && void loadSessions(state.agentId));
   new ResizeObserver(() => drawChart()).observe($('chart'));
   new ResizeObserver(() => state.flow !== undefined && drawFlow(state.flow)).observe($('flow').parentElement);

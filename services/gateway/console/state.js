@@ -5,6 +5,8 @@ export const EVENT_TYPES = [
   'session_started',
   'session_ended',
   'step_entered',
+  'agent_state',
+  'recording_started',
   'user_turn',
   'agent_reply_delta',
   'agent_reply',
@@ -46,6 +48,10 @@ export const state = {
   issues: new Map(),
   /** Test-run attempts by their session id: { name, verdict } (the past sessions list names them). */
   attempts: new Map(),
+  /** When each message began, from the events (timeline.js): what a recording is played against. */
+  timeline: { speakingAt: null, unstamped: null, userFirst: null },
+  /** The past session's recording shown: its t=0 (epoch ms), its path, and its reads retried (timeline.js). */
+  recording: null,
 };
 
 /**

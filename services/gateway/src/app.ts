@@ -24,6 +24,7 @@ import { createEdge } from './edge.js';
 import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSettings } from './events.js';
 import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { PROXY_METHODS, registerUpstream } from './proxy.js';
+import { registerRecordingRoute } from './recordings.js';
 import { routes, type AnyRoute } from './route-table.js';
 import { callerOf, DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
 import { createTickets, kvUsedTickets, registerTicketRoute } from './tickets.js';
@@ -125,6 +126,7 @@ export async function buildGateway(deps: {
 
   const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
+  registerRecordingRoute(app, { nc, log });
   registerVoiceSocket(app, {
     nc,
     bus,
@@ -133,7 +135,7 @@ export async function buildGateway(deps: {
     settings: DEFAULT_VOICE_SOCKET,
     upstream: Boolean(config.UPSTREAM_URL),
   });
-  for (const r of routes) registerRoute(app, bus, r, config, security, streams);
+  for (const r of routes) registerRoute(app, r, { bus, config, security, streams });
   registerTicketRoute(app, tickets, { upstream: Boolean(config.UPSTREAM_URL), callerOf });
   if (config.UPSTREAM_URL) {
     await registerUpstream(
@@ -229,7 +231,10 @@ export async function apiDocument(
   });
   await app.register(swagger, swaggerOptions(routes, opts.publicUrl));
   registerEventsRoute(app, undefined);
-  for (const r of routes) registerRoute(app, undefined, r, config, DEFAULT_SECURITY, undefined);
+  registerRecordingRoute(app, undefined);
+  for (const r of routes) {
+    registerRoute(app, r, { bus: undefined, config, security: DEFAULT_SECURITY, streams: undefined });
+  }
   registerTicketRoute(
     app,
     createTickets({ apiTokens: [], ttlMs: config.TICKET_TTL_MS, used: { markUsed: async () => false } }),
@@ -370,15 +375,18 @@ function strictBody(r: AnyRoute) {
   };
 }
 
-function registerRoute(
-  app: FastifyInstance,
+/** What every route of the table is served with. */
+interface RouteDeps {
   /** Absent: a document-only app, whose routes are never called. */
-  bus: BusClient | undefined,
-  r: AnyRoute,
-  config: AppConfig,
-  security: SecurityConfig,
-  streams: EventStreams | undefined,
-): void {
+  bus: BusClient | undefined;
+  config: AppConfig;
+  security: SecurityConfig;
+  /** Where a route that `streamsEvents` streams from (absent without a bus). */
+  streams: EventStreams | undefined;
+}
+
+function registerRoute(app: FastifyInstance, r: AnyRoute, deps: RouteDeps): void {
+  const { bus, config, security, streams } = deps;
   const headers = headersOf(r);
   const spec = specOf(r.subject);
   const strict = strictBody(r);
@@ -402,7 +410,7 @@ function registerRoute(
     ...(strict ? { preValidation: strict } : {}),
     handler: async (req: FastifyRequest, reply) => {
       if (!bus) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
-      if (r.subject === Subjects.textSessionTurn && streams && wantsEvents(req)) {
+      if (r.streamsEvents && streams && wantsEvents(req)) {
         const { id, sessionId } = req.params as TestSessionParams;
         const { text } = req.body as { text: string };
         return streams.streamTurn(req, reply, { agentId: id, sessionId }, () =>

@@ -5,13 +5,15 @@ import { CONSOLE_PREFIX } from './security.js';
 
 /**
  * The console's own policy: nothing from elsewhere, no inline script or style; it only calls this origin's
- * API (fetch and EventSource are connect-src).
+ * API (fetch, EventSource and the voice WebSocket are connect-src; its AudioWorklets are scripts; a session's
+ * recording is media).
  */
 export const CONSOLE_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
   "connect-src 'self'",
+  "media-src 'self'",
   "img-src 'self' data:",
   "frame-ancestors 'none'",
   "base-uri 'none'",

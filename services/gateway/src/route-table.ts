@@ -70,6 +70,11 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
   readOnly?: readonly string[];
   /** The body is a flow at its top level (a canvas's own fields beside nodes and edges): kept as sent. */
   lenientBody?: boolean;
+  /**
+   * The text turn's second form: asked with `Accept: text/event-stream`, it answers with the session's events
+   * as the turn makes them, then its result (events.ts `streamTurn`).
+   */
+  streamsEvents?: boolean;
 }
 
 const AGENT_FIELDS = ['id', 'createdAt', 'updatedAt', 'version', 'archived', 'archivedAt'] as const;
@@ -529,6 +534,7 @@ const routeTable = [
     example: { text: 'I would like to book an appointment.' },
     params: TestSessionParams,
     body: TextTurnBody,
+    streamsEvents: true,
     toRequest: ({ params, body }) => ({ agentId: params.id, sessionId: params.sessionId, text: body.text }),
   }),
   route({
@@ -547,7 +553,11 @@ const routeTable = [
     tag: 'voice-sessions',
     summary:
       'Start a voice session with the agent over a WebSocket (no media server): then open `audioPath` (docs/api.md › Voice sessions)',
-    example: { apiKeys: { openai: '<PROVIDER_KEY>' }, audio: { sampleRate: 16000, frameMs: 20 } },
+    example: {
+      apiKeys: { openai: '<PROVIDER_KEY>' },
+      audio: { sampleRate: 16000, frameMs: 20 },
+      record: true,
+    },
     params: AgentIdParams,
     body: StartVoiceSessionBody,
     bodyOptional: true,

@@ -11,7 +11,8 @@ import { z } from 'zod';
  * path, then opens that path with `?ticket=…` within TICKET_TTL_MS. A ticket is HMAC-signed with a key
  * derived from the API tokens, so every gateway sharing API_TOKENS accepts it with no new secret, and its id
  * is recorded in a JetStream key-value bucket on use (`create` fails when the key exists), so it opens one
- * request across every gateway instance.
+ * request across every gateway instance. The exception is a recording's: an `<audio>` element asks again with
+ * the same URL for every seek, so its ticket opens that one read-only path as often as asked until it expires.
  */
 export interface Tickets {
   /** `caller`: who asked (security.ts `callerOf`), so what the ticket opens counts against the same caller. */
@@ -81,6 +82,8 @@ export function createTickets(opts: {
         return false;
       }
       if (payload.p !== path || payload.e <= now()) return false;
+      // an <audio> element asks again as it seeks: its ticket opens that one path until it expires
+      if (ticketReusable(path)) return { caller: payload.c };
       return (await opts.used.markUsed(payload.n)) && { caller: payload.c };
     },
   };
@@ -140,9 +143,14 @@ export function kvUsedTickets(nc: NatsConnection, ttlMs: number): UsedTickets {
  * is made for (any other path of ours takes the bearer token: a ticket for `/metrics` or `/api/agents` would
  * only be a way to pass a credential in a URL). One entry per path; add one when a route needs it.
  */
-export const TICKET_PATHS: readonly { pattern: string; opener: string }[] = [
+export const TICKET_PATHS: readonly { pattern: string; opener: string; reusable?: true }[] = [
   { pattern: '/api/agents/:id/test-sessions/:sessionId/events', opener: 'an EventSource' },
-  { pattern: '/api/agents/:id/test-sessions/:sessionId/recording', opener: 'an <audio> element' },
+  // a media element makes a Range request per seek, with the same URL: read-only, one path, until it expires
+  {
+    pattern: '/api/agents/:id/test-sessions/:sessionId/recording',
+    opener: 'an <audio> element',
+    reusable: true,
+  },
   { pattern: '/api/agents/:id/voice-sessions/:sessionId/audio', opener: 'a WebSocket' },
 ];
 
@@ -159,6 +167,11 @@ const ticketPatterns = TICKET_PATHS.map(
 /** This API's own paths: everything else is the upstream's (`UPSTREAM_URL`), whose sockets are not known here. */
 const OWN_PATHS = ['/api', '/metrics', '/healthz', '/readyz', '/openapi.json', '/docs', '/console'];
 const isOwn = (path: string) => OWN_PATHS.some((p) => path === p || path.startsWith(`${p}/`));
+
+/** Whether a ticket for `path` opens it more than once (until it expires). */
+function ticketReusable(path: string): boolean {
+  return TICKET_PATHS.some((p, i) => p.reusable === true && ticketPatterns[i]!.test(path));
+}
 
 /** Whether a ticket may be made for `path`: a path of TICKET_PATHS, or with an upstream, a path of its. */
 export function ticketAllowed(path: string, upstream: boolean): boolean {

@@ -94,6 +94,14 @@ const Env = {
   EVENTS_REPLICAS: envInt(1, 1),
   /** How long start-up waits for JetStream to take the events stream (a new cluster elects a leader first). */
   EVENTS_SETUP_TIMEOUT_MS: envInt(30_000, 1000),
+  /** `off`: no voice session is recorded (a start may also opt out with `record: false`). */
+  RECORDINGS: z.enum(['on', 'off']).default('on'),
+  /** Recordings are kept this long in their Object Store bucket (as long as test sessions: 30 days). */
+  RECORDINGS_MAX_AGE_MS: envInt(30 * 86_400_000, 60_000),
+  /** The recordings bucket's size bound, in bytes; a recording that does not fit is not stored (logged). */
+  RECORDINGS_MAX_BYTES: envInt(2 * 1024 * 1024 * 1024, 1024 * 1024),
+  /** Copies of the recordings bucket on a JetStream cluster (1, 3 or 5). */
+  RECORDINGS_REPLICAS: envInt(1, 1),
   /** How long the reaper listens for the other instances saying they are alive. */
   REAPER_ALIVE_WAIT_MS: envInt(500, 10),
 };

@@ -7,6 +7,8 @@ import { createEgressFetch, createHostCheck, type Resolver } from './egress/clie
 import { EgressPolicy } from './egress/policy.js';
 import { currentKeyEnv, keyStatus } from './env-keys.js';
 import { ensureEventsStream } from './host/events.js';
+import { EncoderHost } from './host/encoder-host.js';
+import { RecordingsBucket } from './host/recordings-bucket.js';
 import { SessionHost } from './host/session-host.js';
 import { KeyRule } from './provider-keys.js';
 import { ReadinessCheck } from './readiness.js';
@@ -82,7 +84,17 @@ function caseTimings(config: PlaygroundServiceConfig) {
  * Serves the playground subjects: flow validation, key status, and sessions — voice (LiveKit) and text —
  * on one session host. Stopping it ends every session it holds and stops the reaper.
  */
-export function startPlaygroundService(deps: {
+const noop = () => undefined;
+
+/** Where recordings go and what encodes them (its host process started now); none when they are off. */
+function recordingsOf(nc: NatsConnection, config: PlaygroundServiceConfig, log: Logger) {
+  if (config.RECORDINGS !== 'on') return undefined;
+  const encoders = new EncoderHost(log);
+  encoders.start();
+  return { bucket: new RecordingsBucket(nc, config, log), encoders };
+}
+
+export interface PlaygroundServiceDeps {
   nc: NatsConnection;
   log: Logger;
   config: PlaygroundServiceConfig;
@@ -93,15 +105,19 @@ export function startPlaygroundService(deps: {
   resolve?: Resolver;
   /** This process's tracing (service-kit's `startTracing`): LiveKit Agents' spans go to its provider. */
   tracing?: Tracing | undefined;
-}): PlaygroundService {
+}
+
+export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundService {
   const { nc, log, config } = deps;
   traceLiveKit(deps.tracing);
-  // once per process, before any session: the VAD and the end-of-turn model (~650 ms the first time)
+  // the encoder host first, before the models make this process big (its one fork is cheap now); then, once
+  // per process and before any session, the VAD and the end-of-turn model (~650 ms the first time)
+  const recordings = recordingsOf(nc, config, log);
   prewarmVoiceModels();
   const bus = busClientOf(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
   const { policy, egressFetch, checkHost, readiness } = outboundOf(config, log, deps.resolve);
-  const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS });
+  const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS, recordings });
   const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
   const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
   const cases = new TestCaseTransport({ host, bus, readiness, text, kit, env, ...caseTimings(config) });
@@ -142,9 +158,8 @@ export function startPlaygroundService(deps: {
     'playground.voice.start': (req, ctx) =>
       host.asCaller(ctx.caller, () => audio.start(req.agentId, req.body, ctx.requestId)),
     'playground.voice.end': (req, ctx) => audio.end(req.agentId, req.sessionId, ctx.requestId),
-    'playground.session.create': (req, ctx) =>
-      host.asCaller(ctx.caller, () => voice.create(req, ctx.requestId)),
-    'playground.session.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
+    'playground.room.create': (req, ctx) => host.asCaller(ctx.caller, () => voice.create(req, ctx.requestId)),
+    'playground.room.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
     'playground.cases.run': (req, ctx) => cases.run(req, ctx.requestId),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
   };
@@ -155,12 +170,13 @@ export function startPlaygroundService(deps: {
     idempotency: deps.idempotency ?? idempotency(new MemoryIdempotencyStore(24 * 3600_000)),
   });
   host.attach(served);
-  // sessions start only once their events have a stream to go to
-  const eventsReady = ensureEventsStream(nc, config, log);
   voice.startReaping();
   return {
     ...served,
-    ready: Promise.all([served.ready, eventsReady]).then(() => undefined),
+    // sessions start only once their events have a stream to go to, and their recordings a bucket
+    ready: Promise.all([served.ready, ensureEventsStream(nc, config, log), recordings?.bucket.ready()]).then(
+      noop,
+    ),
     host,
     voice,
     text,
@@ -169,6 +185,7 @@ export function startPlaygroundService(deps: {
       await served.stop(timeoutMs);
       // stop all, then leave: the other instances must not see this one alive while its rooms go
       await host.stopAll('shutdown');
+      recordings?.encoders.stop();
       host.detach();
       voice.leave();
     },

@@ -1,5 +1,6 @@
 import { safeError, type Logger } from '@vab/bus';
 import { storage, type RedisClient } from '@vab/storage';
+import type { Recordings } from './recordings.js';
 import type { SessionsStore } from './store.js';
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -12,7 +13,7 @@ export interface RetentionSettings {
   intervalMs: number;
 }
 
-/** Deletes test sessions past their retention, on a timer, from one instance at a time. */
+/** Deletes test sessions past their retention (and their recordings), on a timer, from one instance at a time. */
 export class SessionRetention {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<number> | undefined;
@@ -22,6 +23,7 @@ export class SessionRetention {
     private readonly redis: RedisClient,
     private readonly settings: RetentionSettings,
     private readonly log: Logger,
+    private readonly recordings: Recordings,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -42,7 +44,9 @@ export class SessionRetention {
   async sweep(): Promise<number> {
     if (this.settings.testSessionDays === 0) return 0;
     this.running ??= this.store
-      .sweepSessions(this.now() - this.settings.testSessionDays * DAY_MS)
+      .sweepSessions(this.now() - this.settings.testSessionDays * DAY_MS, 100, (agentId, ids) =>
+        this.recordings.remove(agentId, ids),
+      )
       .finally(() => (this.running = undefined));
     return this.running;
   }

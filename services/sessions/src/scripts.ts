@@ -109,3 +109,10 @@ if to == 'live' then
 end
 return redis.call('HGETALL', KEYS[2])
 `;
+
+/** KEYS: session hash. ARGV: recording JSON. Sets it on a session that exists; returns the hash (empty: none). */
+export const SET_RECORDING = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+redis.call('HSET', KEYS[1], 'recording', ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+`;

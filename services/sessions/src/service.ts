@@ -3,6 +3,7 @@ import { serve, type HandlerTable, type Logger, type Served } from '@vab/bus';
 import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient, WriteConcern } from '@vab/storage';
 import { OwnerSweep } from './owner-sweep.js';
+import { Recordings } from './recordings.js';
 import { SessionRetention, type RetentionSettings } from './retention.js';
 import { AgentsDirectory } from './agents-directory.js';
 import { DEFAULT_LIMITS, type SessionsLimits } from './config.js';
@@ -34,16 +35,18 @@ import { testSessionsClose } from './handlers/test-sessions-close.js';
 import { testSessionsCreate } from './handlers/test-sessions-create.js';
 import { testSessionsGet } from './handlers/test-sessions-get.js';
 import { testSessionsList } from './handlers/test-sessions-list.js';
+import { testSessionsRecording } from './handlers/test-sessions-recording.js';
 import { SessionsStore } from './store.js';
 
 export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
   return {
     'sessions.conversations.list': conversationsList(deps),
     'sessions.conversations.append': conversationsAppend(deps),
-    'sessions.test.create': testSessionsCreate(deps),
-    'sessions.test.list': testSessionsList(deps),
-    'sessions.test.get': testSessionsGet(deps),
-    'sessions.test.close': testSessionsClose(deps),
+    'sessions.test-sessions.create': testSessionsCreate(deps),
+    'sessions.test-sessions.list': testSessionsList(deps),
+    'sessions.test-sessions.get': testSessionsGet(deps),
+    'sessions.test-sessions.close': testSessionsClose(deps),
+    'sessions.test-sessions.recording': testSessionsRecording(deps),
     'sessions.messages.list': messagesList(deps),
     'sessions.messages.append': messagesAppend(deps),
     'sessions.deploys.create': deploysCreate(deps),
@@ -52,11 +55,11 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.deploys.pinned': deploysPinned(deps),
     'sessions.deploys.gate.get': deployGateGet(deps),
     'sessions.deploys.gate.set': deployGateSet(deps),
-    'sessions.cases.create': testCasesCreate(deps),
-    'sessions.cases.list': testCasesList(deps),
-    'sessions.cases.get': testCasesGet(deps),
-    'sessions.cases.update': testCasesUpdate(deps),
-    'sessions.cases.delete': testCasesDelete(deps),
+    'sessions.test-cases.create': testCasesCreate(deps),
+    'sessions.test-cases.list': testCasesList(deps),
+    'sessions.test-cases.get': testCasesGet(deps),
+    'sessions.test-cases.update': testCasesUpdate(deps),
+    'sessions.test-cases.delete': testCasesDelete(deps),
     'sessions.runs.create': testRunsCreate(deps),
     'sessions.runs.list': testRunsList(deps),
     'sessions.runs.get': testRunsGet(deps),
@@ -126,6 +129,7 @@ export function startSessionsService(deps: {
     deps.redis,
     deps.retention ?? { testSessionDays: 0, intervalMs: 3_600_000 },
     deps.log,
+    new Recordings(deps.nc, deps.log),
   );
   retention.start();
   const ownerSweep = new OwnerSweep(

@@ -7,6 +7,7 @@ import {
   type CloseReport,
   type SessionMessage,
   type SessionType,
+  type Recording,
   type TestSession,
 } from '@vab/contracts';
 import { closeDelta, mergeInto, turnDelta } from './stats/histogram.js';
@@ -14,12 +15,20 @@ import { scanKeys, scriptError, storage, WriteConcern, type RedisClient } from '
 import { randomUUID } from 'node:crypto';
 import type { SessionsLimits } from './config.js';
 import { keys, SEQ_WIDTH, SESSIONS_KEY } from './redis-keys.js';
-import { APPEND_ENTRY, APPEND_MESSAGE, CLOSE_SESSION, CREATE_DEPLOY, UPDATE_DEPLOY } from './scripts.js';
+import {
+  APPEND_ENTRY,
+  APPEND_MESSAGE,
+  CLOSE_SESSION,
+  CREATE_DEPLOY,
+  SET_RECORDING,
+  UPDATE_DEPLOY,
+} from './scripts.js';
 
 interface Scripts {
   ssAppendEntry(k1: string, ...argv: string[]): Promise<number>;
   ssAppendMessage(numKeys: number, ...keysThenArgv: string[]): Promise<number>;
   ssCloseSession(numKeys: number, ...keysThenArgv: string[]): Promise<string[]>;
+  ssSetRecording(sessionKey: string, recordingJson: string): Promise<string[]>;
   ssCreateDeploy(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
   ssUpdateDeploy(k1: string, k2: string, ...argv: string[]): Promise<string[]>;
 }
@@ -45,6 +54,7 @@ function toSession(h: Record<string, string>): TestSession {
     status: h.status === 'closed' ? 'closed' : 'open',
     version: h.version ? Number(h.version) : null,
     usage: h.usage ? (JSON.parse(h.usage) as TestSession['usage']) : [],
+    recording: h.recording ? (JSON.parse(h.recording) as Recording) : null,
   };
 }
 
@@ -98,6 +108,7 @@ export class SessionsStore {
     // the number of keys varies (the stats hashes a message or close counts in): passed first
     redis.defineCommand('ssAppendMessage', { lua: APPEND_MESSAGE });
     redis.defineCommand('ssCloseSession', { lua: CLOSE_SESSION });
+    redis.defineCommand('ssSetRecording', { numberOfKeys: 1, lua: SET_RECORDING });
     redis.defineCommand('ssCreateDeploy', { numberOfKeys: 3, lua: CREATE_DEPLOY });
     redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 2, lua: UPDATE_DEPLOY });
     this.redis = redis as RedisClient & Scripts;
@@ -164,6 +175,7 @@ export class SessionsStore {
       status: 'open',
       version,
       usage: [],
+      recording: null,
     };
     const tx = this.redis
       .multi()
@@ -256,6 +268,15 @@ export class SessionsStore {
           new AppError('CONFLICT', 'the session is already closed with a different endedAt/durationMs'),
       });
     }
+  }
+
+  /** The session's recording is stored: its record says so. A session that is gone stays gone. */
+  async setRecording(agentId: string, sessionId: string, recording: Recording): Promise<TestSession> {
+    const key = keys.session(agentId, sessionId);
+    const flat = await storage(() => this.redis.ssSetRecording(key, JSON.stringify(recording)));
+    if (flat.length === 0) throw sessionNotFound(sessionId);
+    await this.writes.confirm(key);
+    return toSession(pairs(flat));
   }
 
   async appendMessage(agentId: string, sessionId: string, message: SessionMessage): Promise<number> {
@@ -418,7 +439,12 @@ export class SessionsStore {
    * batches of `batch` sessions (one MULTI each, UNLINK so Redis frees big transcripts in the background),
    * over every agent (SCAN of every master). Returns how many went.
    */
-  async sweepSessions(cutoff: number, batch = 100): Promise<number> {
+  async sweepSessions(
+    cutoff: number,
+    batch = 100,
+    /** Told which of the removed sessions had a recording, after they are gone. */
+    recorded: (agentId: string, sessionIds: string[]) => Promise<unknown> = async () => undefined,
+  ): Promise<number> {
     let removed = 0;
     for await (const found of scanKeys(this.redis, 'ss:{*}:ts')) {
       for (const key of found) {
@@ -430,6 +456,9 @@ export class SessionsStore {
           );
           if (ids.length === 0) break;
           const doomed = ids.flatMap((id) => [keys.session(agentId, id), keys.messages(agentId, id)]);
+          const hasRecording = await storage(() =>
+            Promise.all(ids.map((id) => this.redis.hexists(keys.session(agentId, id), 'recording'))),
+          );
           await storage(() =>
             this.redis
               .multi()
@@ -438,6 +467,10 @@ export class SessionsStore {
               .exec(),
           );
           removed += ids.length;
+          await recorded(
+            agentId,
+            ids.filter((_, i) => hasRecording[i] === 1),
+          );
           if (ids.length < batch) break;
         }
       }

@@ -18,7 +18,11 @@ import {
   type TextTurnResult,
   type TurnResult,
 } from '@vab/contracts';
+import type { voice } from '@livekit/agents';
 import type { z } from 'zod';
+import { AudioRecording } from './audio-recording.js';
+import type { EncoderHost } from './encoder-host.js';
+import type { RecordingsBucket } from './recordings-bucket.js';
 import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
@@ -44,6 +48,12 @@ export interface SessionContext {
   log: Logger;
   /** The test session recording this one (when it belongs to a stored agent). */
   recorder: Recorder | undefined;
+  /**
+   * Records a voice session's audio: LiveKit's recorder wraps the session's audio input and output, which must
+   * be set and not yet read (before `session.start`); stored when the session stops. Nothing when recordings
+   * are off, the start opted out, or the session has no test session.
+   */
+  recordAudio(session: voice.AgentSession): Promise<void>;
   /** Adds an event to the session's stream (nothing without a test session: the stream is the record's). */
   emit(event: SessionEventInput): void;
   /** The id of the last event emitted (0: none). */
@@ -93,6 +103,8 @@ export interface OpenOptions {
   failure: string;
   /** The credentials in play (`sessionRedactor`): removed from everything the session lets out. */
   redactor?: Redactor | undefined;
+  /** false: the start opted out of recording its audio. */
+  recordAudio?: boolean;
 }
 
 export interface Started<R> {
@@ -111,6 +123,8 @@ interface Hosted {
   log: Logger;
   redactor: Redactor;
   recorder: Recorder | undefined;
+  /** The session's audio recording (voice), when it may be recorded. */
+  audio: AudioRecording | undefined;
   events: SessionEvents | undefined;
   usage: (() => SessionUsage) | undefined;
   recordClosed: Promise<void> | undefined;
@@ -178,6 +192,8 @@ export class SessionHost implements HostView {
       config: HostConfig;
       /** The subjects that start sessions: left while the instance is full. */
       createSubjects: readonly string[];
+      /** Where voice sessions' recordings go, and what encodes them; none when recordings are off. */
+      recordings?: { bucket: RecordingsBucket; encoders: EncoderHost } | undefined;
     },
   ) {}
 
@@ -335,15 +351,28 @@ export class SessionHost implements HostView {
       events.emit({ type: 'session_started', sessionType: opts.sessionType, version: opts.version ?? null });
     }
     if (key === undefined) throw new Error('a session needs a key or a test session');
+    const log = redactor.logger(this.deps.log, { sessionKey: key, agentId: opts.agentId });
     const hosted: Hosted = {
       key,
       caller,
       sessionType: opts.sessionType,
       agentId: opts.agentId,
       startedAt: Date.now(),
-      log: redactor.logger(this.deps.log, { sessionKey: key, agentId: opts.agentId }),
+      log,
       redactor,
       recorder,
+      audio:
+        recorder && events && this.deps.recordings && opts.recordAudio !== false
+          ? new AudioRecording({
+              ...this.deps.recordings,
+              bus,
+              agentId: recorder.agentId,
+              sessionId: recorder.sessionId,
+              emit: (event) => events.emit(event),
+              log,
+              timeoutMs: config.BUS_TIMEOUT_MS,
+            })
+          : undefined,
       events,
       usage: undefined,
       recordClosed: undefined,
@@ -370,6 +399,9 @@ export class SessionHost implements HostView {
       key: hosted.key,
       log: hosted.log,
       recorder: hosted.recorder,
+      recordAudio: async (session) => {
+        if (!hosted.stopping) await hosted.audio?.begin(session);
+      },
       emit: (event) => {
         if (event.type === 'turn_metrics') observeTurn(hosted.sessionType, event.metrics);
         hosted.events?.emit(hosted.redactor.deep(event));
@@ -543,6 +575,8 @@ export class SessionHost implements HostView {
       for (const t of hosted.timers.values()) clearTimeout(t);
       for (const s of hosted.subs) s.unsubscribe();
       for (const cleanup of hosted.cleanups.reverse()) await this.runCleanup(hosted, cleanup);
+      // the audio is closed with the session (a cleanup): stored and on the record before the session ends
+      await hosted.audio?.finish();
       await this.closeRecord(hosted);
       await hosted.events?.emitLast({
         type: 'session_ended',

@@ -78,7 +78,7 @@ export class VoicePipeline {
     output.on(voice.AudioOutput.EVENT_PLAYBACK_STARTED, (ev: { createdAt: number }) => {
       this.turn.playbackAt ??= ev.createdAt;
     });
-    this.connectAudio(session, this.opts.input, output);
+    await this.connectAudio(session, this.opts.input, output);
     const emit = observe?.event
       ? (e: SessionEventInput) => {
           ctx.emit(e);
@@ -110,16 +110,18 @@ export class VoicePipeline {
   }
 
   /**
-   * The one place the session's audio input and output are set. Recording (LiveKit's RecorderIO wrapping
-   * both) belongs here, so every kind of voice session — socket or simulated caller — is recorded alike.
+   * The one place the session's audio input and output are set, and recorded: LiveKit's recorder wraps the
+   * audio the session is about to read and play (before the start), so every kind of voice session — a
+   * socket's client or a simulated caller — is recorded alike (when recordings are on for it).
    */
-  private connectAudio(
+  private async connectAudio(
     session: voice.AgentSession,
     input: voice.AudioInput,
     output: voice.AudioOutput,
-  ): void {
+  ): Promise<void> {
     session.input.audio = input;
     session.output.audio = output;
+    await this.opts.ctx.recordAudio(session);
   }
 
   /** LiveKit's session events the figures and the agent-state events are made of. */

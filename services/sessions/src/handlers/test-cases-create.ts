@@ -12,7 +12,7 @@ function observedPath(messages: SessionMessage[]): string[] {
 }
 
 export const testCasesCreate =
-  ({ store, testing, agents }: Deps): Handler<'sessions.cases.create'> =>
+  ({ store, testing, agents }: Deps): Handler<'sessions.test-cases.create'> =>
   async (req, ctx) => {
     await agents.requireActive(req.agentId, ctx.requestId);
     const now = Date.now();

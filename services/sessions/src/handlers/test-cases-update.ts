@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { checkMocks } from '../testing/case-checks.js';
 
 export const testCasesUpdate =
-  ({ testing, agents }: Deps): Handler<'sessions.cases.update'> =>
+  ({ testing, agents }: Deps): Handler<'sessions.test-cases.update'> =>
   async (req, ctx) => {
     // an unknown agent answers 404 and an archived one 409, as every write to it does
     await agents.requireActive(req.agentId, ctx.requestId);

@@ -2,7 +2,7 @@ import type { Handler } from '@vab/bus';
 import type { Deps } from '../deps.js';
 
 export const testSessionsClose =
-  ({ store }: Deps): Handler<'sessions.test.close'> =>
+  ({ store }: Deps): Handler<'sessions.test-sessions.close'> =>
   async (req, ctx) => {
     const session = await store.closeSession(
       req.agentId,

@@ -2,7 +2,7 @@ import type { Handler } from '@vab/bus';
 import type { Deps } from '../deps.js';
 
 export const testSessionsCreate =
-  ({ store, agents }: Deps): Handler<'sessions.test.create'> =>
+  ({ store, agents }: Deps): Handler<'sessions.test-sessions.create'> =>
   async (req, ctx) => {
     await agents.requireActive(req.agentId, ctx.requestId);
     const session = await store.createSession(

@@ -74,6 +74,7 @@ export class VoiceSocketTransport {
         failure: 'the voice session could not start',
         // the exact keys in play, out of every text that leaves the session
         redactor: sessionRedactor(env, body.apiKeys),
+        recordAudio: body.record,
       },
       async (ctx) => {
         const call = new VoiceCall({

@@ -1,0 +1,186 @@
+import { Readable } from 'node:stream';
+import { Objm, type ObjectResult, type ObjectStore } from '@nats-io/obj';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
+import {
+  AppError,
+  HttpErrorBody,
+  RECORDINGS_BUCKET,
+  recordingObject,
+  TestSessionParams,
+} from '@vab/contracts';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+
+/** What a recording may be asked with: a ticket, for an `<audio>` element when API tokens are on. */
+const RecordingQuery = z.object({
+  ticket: z.string().optional().describe('A ticket from POST /api/tickets (reusable until it expires)'),
+});
+
+/** One byte range of a representation, both ends inclusive. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+/**
+ * A `Range` header against a representation of `size` bytes (RFC 9110 §14): one range, or null when the whole
+ * representation is to be sent (no header, one that is not a bytes range, or several ranges: the server may
+ * ignore those); 'unsatisfiable' when no byte of it is in the representation.
+ */
+export function parseRange(header: string | undefined, size: number): ByteRange | null | 'unsatisfiable' {
+  if (!header) return null;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m) return null;
+  const [, first, last] = m;
+  if (first === '' && last === '') return null;
+  if (first === '') {
+    // the last `n` bytes
+    const n = Number(last);
+    if (n === 0 || size === 0) return 'unsatisfiable';
+    return { start: Math.max(0, size - n), end: size - 1 };
+  }
+  const start = Number(first);
+  if (start >= size) return 'unsatisfiable';
+  const end = last === '' ? size - 1 : Math.min(Number(last), size - 1);
+  if (end < start) return null;
+  return { start, end };
+}
+
+/** The bytes of an object's stream within `range` (all of it when none), as they arrive. */
+async function* slice(result: ObjectResult, range: ByteRange | null): AsyncGenerator<Buffer> {
+  const reader = result.data.getReader();
+  let offset = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const chunkStart = offset;
+      offset += value.byteLength;
+      if (!range) {
+        yield Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+        continue;
+      }
+      if (offset <= range.start) continue;
+      const from = Math.max(0, range.start - chunkStart);
+      const to = Math.min(value.byteLength, range.end + 1 - chunkStart);
+      if (to > from) yield Buffer.from(value.buffer, value.byteOffset + from, to - from);
+      if (offset > range.end) break;
+    }
+  } finally {
+    // a range that ends early stops the object's consumer
+    await reader.cancel().catch(() => undefined);
+  }
+}
+
+/** What the route answers, for the API document. */
+const RESPONSES = {
+  200: {
+    description:
+      "The whole recording (`Accept-Ranges: bytes`, `ETag`); its zero is the record's `recording.startedAt`",
+    content: { 'audio/ogg': { schema: z.string().describe('binary') } },
+  },
+  206: {
+    description: 'The range asked for (`Content-Range: bytes <first>-<last>/<size>`)',
+    content: { 'audio/ogg': { schema: z.string().describe('binary') } },
+  },
+  304: z.null().describe('Not modified (If-None-Match matched the ETag): no body'),
+  ...Object.fromEntries(
+    (
+      [
+        [400, 'VALIDATION_FAILED'],
+        [401, 'UNAUTHORIZED'],
+        [404, 'NOT_FOUND'],
+        [416, 'RANGE_NOT_SATISFIABLE'],
+        [429, 'RATE_LIMITED'],
+        [503, 'SERVICE_UNAVAILABLE'],
+      ] as const
+    ).map(([status, code]) => [
+      status,
+      { description: `\`${code}\``, content: { 'application/json': { schema: HttpErrorBody } } },
+    ]),
+  ),
+};
+
+/**
+ * A voice session's recording (`audio/ogg`, stereo Opus: the user on the left, the agent on the right as
+ * played), streamed from the recordings bucket (NATS Object Store) to the client: a blob is no request/reply
+ * (a bus message is at most 1 MB), so this route reads the engine directly, as the events route reads its
+ * stream. Ranges (one per request), ETag (the object's digest), If-None-Match and If-Range.
+ */
+export function registerRecordingRoute(
+  app: FastifyInstance,
+  deps: { nc: NatsConnection; log: Logger } | undefined,
+): void {
+  let bucket: Promise<ObjectStore> | undefined;
+  const open = (nc: NatsConnection) =>
+    (bucket ??= new Objm(nc).open(RECORDINGS_BUCKET).catch((err: unknown) => {
+      bucket = undefined;
+      throw err;
+    }));
+  app.route({
+    method: 'GET',
+    url: '/api/agents/:id/test-sessions/:sessionId/recording',
+    schema: {
+      operationId: 'sessionRecording',
+      summary:
+        "A voice session's recording: Ogg Opus, the user on the left and the agent (as played) on the right",
+      tags: ['test-sessions'],
+      params: TestSessionParams,
+      querystring: RecordingQuery,
+      response: RESPONSES,
+    },
+    handler: async (req: FastifyRequest, reply: FastifyReply) => {
+      if (!deps) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
+      const { id, sessionId } = req.params as TestSessionParams;
+      const missing = () =>
+        new AppError(
+          'NOT_FOUND',
+          `no recording of test session ${sessionId} (none was made, or not yet stored)`,
+        );
+      let result: ObjectResult | null;
+      try {
+        result = await (await open(deps.nc)).get(recordingObject(id, sessionId));
+      } catch (err) {
+        // no bucket yet: no voice session was ever recorded here
+        // (nats.js says so in words: "object store not found")
+        if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound) || /store not found/i.test(String(err)))
+          throw missing();
+        throw new AppError('SERVICE_UNAVAILABLE', 'the recordings store is unavailable', { cause: err });
+      }
+      if (!result) throw missing();
+      void result.error.then((err) => {
+        if (err)
+          deps.log.warn({ code: 'RECORDING_READ_FAILED', err: safeError(err) }, 'recording read failed');
+      });
+      const { size, digest } = result.info;
+      const etag = `"${digest}"`;
+      void reply
+        .header('accept-ranges', 'bytes')
+        .header('etag', etag)
+        .header('cache-control', 'private, no-cache')
+        .type('audio/ogg');
+      const drop = () => void result.data.cancel().catch(() => undefined);
+      if (req.headers['if-none-match']?.split(',').some((t) => t.trim() === etag || t.trim() === '*')) {
+        drop();
+        return reply.code(304).send();
+      }
+      const ifRange = req.headers['if-range'];
+      const range = ifRange === undefined || ifRange === etag ? parseRange(req.headers.range, size) : null;
+      if (range === 'unsatisfiable') {
+        drop();
+        void reply.header('content-range', `bytes */${size}`);
+        throw new AppError('RANGE_NOT_SATISFIABLE', `the recording has ${size} bytes`);
+      }
+      if (range) {
+        void reply
+          .code(206)
+          .header('content-range', `bytes ${range.start}-${range.end}/${size}`)
+          .header('content-length', range.end - range.start + 1);
+      } else {
+        void reply.header('content-length', size);
+      }
+      return reply.send(Readable.from(slice(result, range)));
+    },
+  });
+}

@@ -1,0 +1,237 @@
+import { mkdir, open, readdir, rm, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { pathToFileURL } from 'node:url';
+import type { voice } from '@livekit/agents';
+import { safeError, type BusClient, type Logger } from '@vab/bus';
+import { Subjects, type Recording, type SessionEventInput } from '@vab/contracts';
+import type { EncoderHost } from './encoder-host.js';
+import type { RecordingsBucket } from './recordings-bucket.js';
+
+type RecorderIO = NonNullable<voice.AgentSession['_recorderIO']>;
+type RecorderIOClass = new (
+  opts: { agentSession: voice.AgentSession; sampleRate?: number },
+  encoders: EncoderHost,
+) => RecorderIO;
+
+let recorderClass: Promise<RecorderIOClass> | undefined;
+
+/**
+ * The recording's rate: the agent's voice as the TTS made it (24 kHz: OpenAI's, ElevenLabs' at most) and the
+ * caller's as sent. LiveKit's default (48 kHz) cost 3.3 % of a core per session here, 24 kHz 1.8 %
+ * (bench/recordings.mjs), for nothing a 24 kHz voice has to give.
+ */
+const SAMPLE_RATE = 24_000;
+/**
+ * Opus at 32 kbit/s for the two channels, constrained VBR, encoder complexity 5 of 10: speech stays clear, a call
+ * costs ≤ 4 KB/s kept, and the encoder a quarter of its default CPU. FFmpeg's libopus defaults (96 kbit/s for
+ * stereo, complexity 10: what LiveKit's recorder gets) kept 14.8 KB/s of a spoken session here; on 37 s of
+ * two-channel speech at 24 kHz complexity 10 took 0.53 s of CPU, 5 took 0.13 s (bench/recordings.mjs).
+ */
+const OPUS = ['-b:a', '32k', '-vbr', 'constrained', '-compression_level', '5'];
+
+/** A module of @livekit/agents 1.9.0 that its package does not export, read from the package's own files. */
+async function agentsModule<T>(...path: string[]): Promise<T> {
+  const entry = createRequire(import.meta.url).resolve('@livekit/agents');
+  return (await import(pathToFileURL(join(dirname(entry), ...path)).href)) as T;
+}
+
+/**
+ * LiveKit's own recorder (`RecorderIO`: the user's audio where it arrived, the agent's where the output reports
+ * it played, one stereo Ogg Opus file through the FFmpeg that @livekit/agents bundles, or LIVEKIT_FFMPEG_PATH).
+ * AgentSession uses it only under a job context and @livekit/agents 1.9.0 does not export it, so it is loaded
+ * from the package's own file, the very module the session's `_recorderIO` is typed with (the version is
+ * pinned exactly). One change: its encoder gets a bitrate and a complexity (it has no option for either); the
+ * same FFmpeg, input and output otherwise. tests/integration/recordings.test.ts bounds the bytes per second, so a release that
+ * renamed the method would fail there.
+ */
+function loadRecorderIO(): Promise<RecorderIOClass> {
+  recorderClass ??= (async () => {
+    const { RecorderIO } = await agentsModule<{ RecorderIO: RecorderIOClass }>(
+      'voice',
+      'recorder_io',
+      'index.js',
+    );
+    const { resolveFfmpegPath } = await agentsModule<{ resolveFfmpegPath(): string | undefined }>(
+      'ffmpeg.js',
+    );
+    const ffmpegPath = resolveFfmpegPath() ?? 'ffmpeg';
+    /** The fields of RecorderIO 1.9.0 that its `startFFmpeg` sets and reads. */
+    interface EncoderState {
+      pcmStream?: PassThrough;
+      ffmpegPromise?: Promise<void>;
+      sampleRate: number;
+      _outputPath?: string;
+    }
+    const Base = RecorderIO as unknown as new (...args: unknown[]) => object;
+    class CompactRecorderIO extends Base {
+      constructor(
+        opts: unknown,
+        private readonly encoders: EncoderHost,
+      ) {
+        super(opts);
+      }
+
+      startFFmpeg(this: EncoderState & { encoders: EncoderHost }): void {
+        if (this.pcmStream) return;
+        const pcm = new PassThrough();
+        this.pcmStream = pcm;
+        const rate = String(this.sampleRate);
+        const fifo = `${this._outputPath!}.pcm`;
+        // as LiveKit's: 16-bit stereo PCM in, Ogg Opus out, at the recording's rate; plus the encoder's settings
+        const args = ['-hide_banner', '-loglevel', 'error', '-f', 's16le', '-ar', rate, '-ac', '2'];
+        args.push('-i', fifo, '-c:a', 'libopus', ...OPUS, '-ac', '2', '-ar', rate);
+        args.push('-f', 'ogg', '-y', this._outputPath!);
+        // started by the encoder host, never forked from here (encoder-process.ts says why)
+        this.ffmpegPromise = this.encoders.encode(ffmpegPath, args, fifo, pcm);
+      }
+    }
+    return CompactRecorderIO as unknown as RecorderIOClass;
+  })();
+  return recorderClass;
+}
+
+/** Where recordings are written before they are stored: one directory per process, emptied as they go. */
+const SPOOL_PREFIX = 'vab-recordings-';
+const SPOOL = join(tmpdir(), `${SPOOL_PREFIX}${process.pid}`);
+
+/**
+ * Removes what killed processes left in their spools (a recording is spooled only while its session ends, so
+ * a directory whose process is gone holds nothing that will ever be stored).
+ */
+export async function sweepSpools(log: Logger): Promise<void> {
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'EPERM';
+    }
+  };
+  const names = await readdir(tmpdir()).catch(() => [] as string[]);
+  for (const name of names) {
+    const pid = Number(name.slice(SPOOL_PREFIX.length));
+    if (!name.startsWith(SPOOL_PREFIX) || !Number.isInteger(pid) || pid === process.pid || alive(pid))
+      continue;
+    await rm(join(tmpdir(), name), { recursive: true, force: true }).catch((err: unknown) =>
+      log.debug({ err: safeError(err) }, 'recording spool not removed'),
+    );
+  }
+}
+
+export interface AudioRecordingDeps {
+  bucket: RecordingsBucket;
+  encoders: EncoderHost;
+  bus: BusClient;
+  agentId: string;
+  sessionId: string;
+  emit(event: SessionEventInput): void;
+  log: Logger;
+  timeoutMs: number;
+}
+
+/**
+ * One voice session's recording: started on the session's audio once it runs, closed by the session's own
+ * close (LiveKit closes its recorder before it detaches the audio), then stored in the recordings bucket and
+ * named on the test session's record. A recording that cannot be made or stored is logged, never fatal.
+ */
+export class AudioRecording {
+  private recorder: RecorderIO | undefined;
+  private file: string | undefined;
+  private startedAt: number | undefined;
+  private finished: Promise<void> | undefined;
+
+  constructor(private readonly deps: AudioRecordingDeps) {}
+
+  /**
+   * Wraps the session's audio input and output, and starts writing. Before `session.start`: once the session
+   * reads its input, the input cannot be wrapped (its stream is locked).
+   */
+  async begin(session: voice.AgentSession): Promise<void> {
+    if (this.finished || this.recorder) return;
+    const { input, output } = session;
+    if (!input.audio || !output.audio) return;
+    try {
+      const RecorderIO = await loadRecorderIO();
+      const recorder: RecorderIO = new RecorderIO(
+        { agentSession: session, sampleRate: SAMPLE_RATE },
+        this.deps.encoders,
+      );
+      input.audio = recorder.recordInput(input.audio);
+      output.audio = recorder.recordOutput(output.audio);
+      // the session closes its recorder at its own close, before it detaches the audio (agent_session.closeImpl)
+      session._recorderIO = recorder;
+      await mkdir(SPOOL, { recursive: true });
+      this.file = join(SPOOL, `${this.deps.sessionId}.ogg`);
+      this.recorder = recorder;
+      await recorder.start(this.file);
+      this.startedAt = recorder.recordingStartedAt;
+      this.deps.emit({ type: 'recording_started', sampleRate: SAMPLE_RATE });
+    } catch (err) {
+      this.deps.log.warn({ code: 'RECORDING_NOT_STARTED', err: safeError(err) }, 'recording not started');
+    }
+  }
+
+  /** After the session stopped: the file is closed, stored and named on the record. Once. */
+  finish(): Promise<void> {
+    this.finished ??= this.store();
+    return this.finished;
+  }
+
+  private async store(): Promise<void> {
+    const { recorder, file, startedAt } = this;
+    if (!recorder || !file || startedAt === undefined) return;
+    const { bucket, bus, agentId, sessionId, log } = this.deps;
+    try {
+      // idempotent: the session's close has usually closed it already
+      await recorder.close();
+      const durationMs = await oggDurationMs(file);
+      if (durationMs === undefined) {
+        log.warn({ code: 'RECORDING_NOT_STORED', reason: 'no audio' }, 'recording not stored');
+        return;
+      }
+      const { bytes } = await bucket.put(agentId, sessionId, file);
+      const recording: Recording = { durationMs, bytes, startedAt };
+      await bus.request(
+        Subjects.testSessionsRecording,
+        { agentId, sessionId, recording },
+        { timeoutMs: this.deps.timeoutMs, requestId: sessionId },
+      );
+    } catch (err) {
+      log.warn({ code: 'RECORDING_NOT_STORED', err: safeError(err) }, 'recording not stored');
+    } finally {
+      await rm(file, { force: true }).catch(() => undefined);
+    }
+  }
+}
+
+/**
+ * An Ogg Opus file's length: the last page's granule position (48 kHz samples, whatever the input rate) less
+ * the pre-skip of its OpusHead. Undefined when the file holds no audio page.
+ */
+export async function oggDurationMs(file: string): Promise<number | undefined> {
+  const { size } = await stat(file).catch(() => ({ size: 0 }));
+  if (size < 47) return undefined;
+  const fd = await open(file, 'r');
+  try {
+    const head = Buffer.alloc(Math.min(size, 512));
+    await fd.read(head, 0, head.length, 0);
+    const opusHead = head.indexOf('OpusHead');
+    if (opusHead < 0) return undefined;
+    const preSkip = head.readUInt16LE(opusHead + 10);
+    // the last page header is within the last 64 KiB (a page is at most ~64 KiB)
+    const tailLength = Math.min(size, 65_536 + 282);
+    const tail = Buffer.alloc(tailLength);
+    await fd.read(tail, 0, tailLength, size - tailLength);
+    const last = tail.lastIndexOf('OggS');
+    // version 0 follows the capture pattern of a real page header
+    if (last < 0 || last + 14 > tail.length || tail[last + 4] !== 0) return undefined;
+    const granule = Number(tail.readBigInt64LE(last + 6));
+    if (granule <= preSkip) return undefined;
+    return Math.round(((granule - preSkip) / 48_000) * 1000);
+  } finally {
+    await fd.close();
+  }
+}

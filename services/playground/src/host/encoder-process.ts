@@ -1,0 +1,66 @@
+/**
+ * The encoder host: a small process of its own that starts the recordings' FFmpeg encoders for the playground,
+ * so the playground never forks. Forking copies the forking process's page tables: in a playground holding
+ * the voice models and tens of sessions (~900 MB), one spawn blocked its event loop 40–150 ms here, every
+ * session's turns with it (docs/performance.md › Recordings). This process stays small, so its forks are cheap.
+ *
+ * Protocol, one JSON object per line. In (stdin): `{ id, command, args, fifo }`: make the named pipe `fifo`,
+ * then run `command args` (which reads it). Out (stdout): `{ id, ready: true }` once the pipe exists (the
+ * playground then writes its PCM into it), `{ id, exit, error? }` when the encoder is done. Stdin closed (the
+ * playground stopped or died): the encoders still running are stopped, and it exits.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { rm } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+
+interface Job {
+  id: number;
+  command: string;
+  args: string[];
+  fifo: string;
+}
+
+const send = (message: object) => process.stdout.write(`${JSON.stringify(message)}\n`);
+
+/** The encoders running: stopped when the playground is gone (stdin closed), as no one will write to them. */
+const children = new Set<ChildProcess>();
+
+function run(command: string, args: string[]): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    children.add(child);
+    child.on('exit', () => children.delete(child));
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
+    child.on('error', (err) => resolve({ code: -1, stderr: err.message }));
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+}
+
+async function encode(job: Job): Promise<void> {
+  const made = await run('mkfifo', ['-m', '600', job.fifo]);
+  if (made.code !== 0) {
+    send({ id: job.id, exit: made.code, error: `mkfifo: ${made.stderr}` });
+    return;
+  }
+  const done = run(job.command, job.args);
+  send({ id: job.id, ready: true });
+  const { code, stderr } = await done;
+  await rm(job.fifo, { force: true });
+  send({ id: job.id, exit: code, ...(code === 0 ? {} : { error: stderr }) });
+}
+
+const running = new Set<Promise<void>>();
+for await (const line of createInterface({ input: process.stdin })) {
+  let job: Job;
+  try {
+    job = JSON.parse(line) as Job;
+  } catch {
+    continue;
+  }
+  const task = encode(job).finally(() => running.delete(task));
+  running.add(task);
+}
+// the playground has closed its end: at a clean stop its sessions' encoders are done already
+for (const child of children) child.kill('SIGTERM');
+await Promise.all(running);
