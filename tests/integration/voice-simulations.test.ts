@@ -1,5 +1,5 @@
 import type { Flow } from '@vab/contracts';
-import { startSpeechStub, voiceFlow } from '@vab/testkit';
+import { decodeRecording, levelOf, startSpeechStub, voiceFlow } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   startOpenAiStub,
@@ -148,6 +148,28 @@ async function run(agentId: string): Promise<Run> {
   throw new Error('the test run did not finish');
 }
 
+/** The level of the quietest second of the caller's channel (the left) in an attempt's recording. */
+async function quietestCallerSecond(agentId: string, sessionId: string): Promise<number> {
+  let recorded = false;
+  for (let i = 0; i < 100 && !recorded; i++) {
+    const s = (await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`)).body as {
+      recording?: unknown;
+    };
+    recorded = s.recording != null;
+    if (!recorded) await new Promise((r) => setTimeout(r, 100));
+  }
+  expect(recorded).toBe(true);
+  const res = await fetch(`${stack.baseUrl}/api/agents/${agentId}/test-sessions/${sessionId}/recording`);
+  expect(res.status).toBe(200);
+  const { left, sampleRate, durationMs } = await decodeRecording(new Uint8Array(await res.arrayBuffer()));
+  let quietest = Infinity;
+  // the call, not the moments around it (the session opening, and closing after the caller hung up)
+  for (let at = 500; at + 1000 <= durationMs - 2000; at += 250) {
+    quietest = Math.min(quietest, levelOf(left, sampleRate, at, at + 1000));
+  }
+  return quietest;
+}
+
 const simulation = (voice: Record<string, unknown>, maxTurns = 1) => ({
   persona: 'A patient who wants an appointment.',
   goal: 'Book an appointment.',
@@ -253,6 +275,8 @@ describe('simulated callers by voice', () => {
       (m) => m.role === 'assistant' && LONG.startsWith(m.content) && m.content !== SHORT,
     );
     expect(long?.content.length ?? 0).toBeLessThan(LONG.length);
+    // recorded like any voice session; without noise, the caller's channel is silent while it listens
+    expect(await quietestCallerSecond(agentId, a.observed!.sessionId)).toBeLessThan(50);
   }, 200_000);
 
   it('mixes background noise at the asked SNR; a slow TTS fails a latency bound that a fast one meets', async () => {
@@ -285,6 +309,8 @@ describe('simulated callers by voice', () => {
       expect(snr).toBeGreaterThan(7);
       expect(snr).toBeLessThan(13);
     }
+    // and the attempt's recording shows it: the caller's channel never falls silent, even while it listens
+    expect(await quietestCallerSecond(fast, fa.observed!.sessionId)).toBeGreaterThan(150);
   }, 200_000);
 
   it('bad input answers 400 naming the field', async () => {

@@ -262,6 +262,9 @@ export function pausePoint(pcm: Int16Array): number {
   return (best ?? mid) * win;
 }
 
+/** A typical level of speech (about −24 dBFS): the noise's reference until the caller's own is known. */
+const NOMINAL_SPEECH_RMS = 2000;
+
 /** Quiet this long after the agent's speech ends a stretch for an STT that does not stream. */
 const EAR_GAP_MS = 400;
 
@@ -297,6 +300,8 @@ export class CallerVoice {
   private readonly random: () => number;
   private readonly noise: Noise | undefined;
   private noiseRms = 0;
+  /** The noise's level is set against the caller's own speech (known from its first line). */
+  private noiseCalibrated = false;
   private readonly lines: QueuedLine[] = [];
   private timer: NodeJS.Timeout | undefined;
   private t0 = 0;
@@ -317,7 +322,11 @@ export class CallerVoice {
     this.random = seededRandom(opts.seed);
     const noise = opts.behaviour.noise;
     // its own generator: drawing noise never shifts the behaviours' draws
-    if (noise) this.noise = new Noise(noise.kind, seededRandom(opts.seed ^ 0x5bd1e995));
+    if (noise) {
+      this.noise = new Noise(noise.kind, seededRandom(opts.seed ^ 0x5bd1e995));
+      // on the line from the first frame: at a typical speech level until the caller's own is known
+      this.noiseRms = NOMINAL_SPEECH_RMS / 10 ** (noise.snrDb / 20);
+    }
   }
 
   /** The pipeline's playback sink: the caller's ear. */
@@ -391,9 +400,11 @@ export class CallerVoice {
         speech = concatPcm(out.map((f) => f.data));
       }
     }
-    if (this.noise && this.noiseRms === 0) {
+    const rms = speechRms(speech);
+    if (this.noise && !this.noiseCalibrated && rms > 0) {
       // the noise's level is set against the caller's own speech, once its voice is known
-      this.noiseRms = speechRms(speech) / 10 ** (b.noise!.snrDb / 20);
+      this.noiseRms = rms / 10 ** (b.noise!.snrDb / 20);
+      this.noiseCalibrated = true;
     }
     let pcm = speech;
     if (turn.pause && b.midSentencePause) {
@@ -441,9 +452,10 @@ export class CallerVoice {
       }
     }
     let sentPower: number | undefined;
-    if (this.noise && this.noiseRms > 0) {
+    if (this.noise) {
       this.noise.mixInto(out, this.noiseRms);
-      sentPower = powerOf(out);
+      // the SNR is measured once the level is the one asked for
+      if (this.noiseCalibrated) sentPower = powerOf(out);
     }
     this.opts.send(out);
     const heard = this.agentOut;
