@@ -4185,6 +4185,10 @@ export interface operations {
             expect: {
               ends?: boolean;
               endsAt?: string;
+              maxAgentInterruptions?: number;
+              maxBargeInStopMs?: number;
+              maxResponseMs?: number;
+              maxSilenceMs?: number;
               replyContains?: string[];
               steps?: string[];
               structured?: {
@@ -4227,6 +4231,49 @@ export interface operations {
                 temperature?: number;
               };
               persona: string;
+              voice?: {
+                /** @default {} */
+                behaviour: {
+                  bargeIn?: {
+                    afterMs: number;
+                    /** @default 1 */
+                    chance: number;
+                  };
+                  midSentencePause?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                  noise?: {
+                    /**
+                     * @default pink
+                     * @enum {string}
+                     */
+                    kind: 'white' | 'pink' | 'brown';
+                    snrDb: number;
+                  };
+                  rate?: number;
+                  silenceBeforeAnswer?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                };
+                stt?: {
+                  baseURL?: string;
+                  language?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'deepgram';
+                };
+                tts?: {
+                  baseURL?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'elevenlabs' | 'deepgram';
+                  voiceId?: string;
+                };
+              };
             } | null;
             temperature: number | null;
             turns: string[];
@@ -4355,6 +4402,10 @@ export interface operations {
           expect?: {
             ends?: boolean;
             endsAt?: string;
+            maxAgentInterruptions?: number;
+            maxBargeInStopMs?: number;
+            maxResponseMs?: number;
+            maxSilenceMs?: number;
             replyContains?: string[];
             steps?: string[];
             structured?: {
@@ -4396,6 +4447,49 @@ export interface operations {
               temperature?: number;
             };
             persona: string;
+            voice?: {
+              /** @default {} */
+              behaviour?: {
+                bargeIn?: {
+                  afterMs: number;
+                  /** @default 1 */
+                  chance?: number;
+                };
+                midSentencePause?: {
+                  /** @default 1 */
+                  chance?: number;
+                  ms: number;
+                };
+                noise?: {
+                  /**
+                   * @default pink
+                   * @enum {string}
+                   */
+                  kind?: 'white' | 'pink' | 'brown';
+                  snrDb: number;
+                };
+                rate?: number;
+                silenceBeforeAnswer?: {
+                  /** @default 1 */
+                  chance?: number;
+                  ms: number;
+                };
+              };
+              stt?: {
+                baseURL?: string;
+                language?: string;
+                model?: string;
+                /** @enum {string} */
+                provider: 'openai' | 'deepgram';
+              };
+              tts?: {
+                baseURL?: string;
+                model?: string;
+                /** @enum {string} */
+                provider: 'openai' | 'elevenlabs' | 'deepgram';
+                voiceId?: string;
+              };
+            };
           } | null;
           temperature?: number | null;
           turns?: string[];
@@ -4423,6 +4517,10 @@ export interface operations {
             expect: {
               ends?: boolean;
               endsAt?: string;
+              maxAgentInterruptions?: number;
+              maxBargeInStopMs?: number;
+              maxResponseMs?: number;
+              maxSilenceMs?: number;
               replyContains?: string[];
               steps?: string[];
               structured?: {
@@ -4465,6 +4563,49 @@ export interface operations {
                 temperature?: number;
               };
               persona: string;
+              voice?: {
+                /** @default {} */
+                behaviour: {
+                  bargeIn?: {
+                    afterMs: number;
+                    /** @default 1 */
+                    chance: number;
+                  };
+                  midSentencePause?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                  noise?: {
+                    /**
+                     * @default pink
+                     * @enum {string}
+                     */
+                    kind: 'white' | 'pink' | 'brown';
+                    snrDb: number;
+                  };
+                  rate?: number;
+                  silenceBeforeAnswer?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                };
+                stt?: {
+                  baseURL?: string;
+                  language?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'deepgram';
+                };
+                tts?: {
+                  baseURL?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'elevenlabs' | 'deepgram';
+                  voiceId?: string;
+                };
+              };
             } | null;
             temperature: number | null;
             turns: string[];
@@ -4594,6 +4735,10 @@ export interface operations {
             expect: {
               ends?: boolean;
               endsAt?: string;
+              maxAgentInterruptions?: number;
+              maxBargeInStopMs?: number;
+              maxResponseMs?: number;
+              maxSilenceMs?: number;
               replyContains?: string[];
               steps?: string[];
               structured?: {
@@ -4636,6 +4781,49 @@ export interface operations {
                 temperature?: number;
               };
               persona: string;
+              voice?: {
+                /** @default {} */
+                behaviour: {
+                  bargeIn?: {
+                    afterMs: number;
+                    /** @default 1 */
+                    chance: number;
+                  };
+                  midSentencePause?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                  noise?: {
+                    /**
+                     * @default pink
+                     * @enum {string}
+                     */
+                    kind: 'white' | 'pink' | 'brown';
+                    snrDb: number;
+                  };
+                  rate?: number;
+                  silenceBeforeAnswer?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                };
+                stt?: {
+                  baseURL?: string;
+                  language?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'deepgram';
+                };
+                tts?: {
+                  baseURL?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'elevenlabs' | 'deepgram';
+                  voiceId?: string;
+                };
+              };
             } | null;
             temperature: number | null;
             turns: string[];
@@ -4866,6 +5054,10 @@ export interface operations {
           expect?: {
             ends?: boolean;
             endsAt?: string;
+            maxAgentInterruptions?: number;
+            maxBargeInStopMs?: number;
+            maxResponseMs?: number;
+            maxSilenceMs?: number;
             replyContains?: string[];
             steps?: string[];
             structured?: {
@@ -4906,6 +5098,49 @@ export interface operations {
               temperature?: number;
             };
             persona: string;
+            voice?: {
+              /** @default {} */
+              behaviour?: {
+                bargeIn?: {
+                  afterMs: number;
+                  /** @default 1 */
+                  chance?: number;
+                };
+                midSentencePause?: {
+                  /** @default 1 */
+                  chance?: number;
+                  ms: number;
+                };
+                noise?: {
+                  /**
+                   * @default pink
+                   * @enum {string}
+                   */
+                  kind?: 'white' | 'pink' | 'brown';
+                  snrDb: number;
+                };
+                rate?: number;
+                silenceBeforeAnswer?: {
+                  /** @default 1 */
+                  chance?: number;
+                  ms: number;
+                };
+              };
+              stt?: {
+                baseURL?: string;
+                language?: string;
+                model?: string;
+                /** @enum {string} */
+                provider: 'openai' | 'deepgram';
+              };
+              tts?: {
+                baseURL?: string;
+                model?: string;
+                /** @enum {string} */
+                provider: 'openai' | 'elevenlabs' | 'deepgram';
+                voiceId?: string;
+              };
+            };
           } | null;
           temperature?: number | null;
           turns?: string[];
@@ -4931,6 +5166,10 @@ export interface operations {
             expect: {
               ends?: boolean;
               endsAt?: string;
+              maxAgentInterruptions?: number;
+              maxBargeInStopMs?: number;
+              maxResponseMs?: number;
+              maxSilenceMs?: number;
               replyContains?: string[];
               steps?: string[];
               structured?: {
@@ -4973,6 +5212,49 @@ export interface operations {
                 temperature?: number;
               };
               persona: string;
+              voice?: {
+                /** @default {} */
+                behaviour: {
+                  bargeIn?: {
+                    afterMs: number;
+                    /** @default 1 */
+                    chance: number;
+                  };
+                  midSentencePause?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                  noise?: {
+                    /**
+                     * @default pink
+                     * @enum {string}
+                     */
+                    kind: 'white' | 'pink' | 'brown';
+                    snrDb: number;
+                  };
+                  rate?: number;
+                  silenceBeforeAnswer?: {
+                    /** @default 1 */
+                    chance: number;
+                    ms: number;
+                  };
+                };
+                stt?: {
+                  baseURL?: string;
+                  language?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'deepgram';
+                };
+                tts?: {
+                  baseURL?: string;
+                  model?: string;
+                  /** @enum {string} */
+                  provider: 'openai' | 'elevenlabs' | 'deepgram';
+                  voiceId?: string;
+                };
+              };
             } | null;
             temperature: number | null;
             turns: string[];
@@ -5130,6 +5412,49 @@ export interface operations {
                   temperature?: number;
                 };
                 persona: string;
+                voice?: {
+                  /** @default {} */
+                  behaviour: {
+                    bargeIn?: {
+                      afterMs: number;
+                      /** @default 1 */
+                      chance: number;
+                    };
+                    midSentencePause?: {
+                      /** @default 1 */
+                      chance: number;
+                      ms: number;
+                    };
+                    noise?: {
+                      /**
+                       * @default pink
+                       * @enum {string}
+                       */
+                      kind: 'white' | 'pink' | 'brown';
+                      snrDb: number;
+                    };
+                    rate?: number;
+                    silenceBeforeAnswer?: {
+                      /** @default 1 */
+                      chance: number;
+                      ms: number;
+                    };
+                  };
+                  stt?: {
+                    baseURL?: string;
+                    language?: string;
+                    model?: string;
+                    /** @enum {string} */
+                    provider: 'openai' | 'deepgram';
+                  };
+                  tts?: {
+                    baseURL?: string;
+                    model?: string;
+                    /** @enum {string} */
+                    provider: 'openai' | 'elevenlabs' | 'deepgram';
+                    voiceId?: string;
+                  };
+                };
               };
             }[];
           };
@@ -5265,7 +5590,17 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                expectation:
+                  | 'steps'
+                  | 'ends'
+                  | 'endsAt'
+                  | 'replyContains'
+                  | 'structured'
+                  | 'maxResponseMs'
+                  | 'maxAgentInterruptions'
+                  | 'maxSilenceMs'
+                  | 'maxBargeInStopMs'
+                  | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
@@ -5361,6 +5696,34 @@ export interface operations {
                 };
                 /** @default [] */
                 userTurns: string[];
+                /** @default null */
+                voice: {
+                  agentInterruptions: {
+                    count: number;
+                    totalMs: number;
+                  };
+                  bargeIns: {
+                    atMs: number;
+                    stopMs: number | null;
+                  }[];
+                  durationMs: number;
+                  heard: string[];
+                  longestSilenceMs: number;
+                  noiseSnrDb: number | null;
+                  silenceBoundMs: number;
+                  silences: {
+                    atMs: number;
+                    ms: number;
+                  }[];
+                  talkMs: {
+                    agent: number;
+                    caller: number;
+                  };
+                  turns: {
+                    callerEndMs: number;
+                    responseMs: number | null;
+                  }[];
+                } | null;
               } | null;
               /** @default null */
               passRate: number | null;
@@ -5371,7 +5734,17 @@ export interface operations {
                   /** @description Any JSON value */
                   actual: unknown;
                   /** @enum {string} */
-                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  expectation:
+                    | 'steps'
+                    | 'ends'
+                    | 'endsAt'
+                    | 'replyContains'
+                    | 'structured'
+                    | 'maxResponseMs'
+                    | 'maxAgentInterruptions'
+                    | 'maxSilenceMs'
+                    | 'maxBargeInStopMs'
+                    | 'criterion';
                   /** @description Any JSON value */
                   expected: unknown;
                   message: string;
@@ -5465,6 +5838,34 @@ export interface operations {
                   };
                   /** @default [] */
                   userTurns: string[];
+                  /** @default null */
+                  voice: {
+                    agentInterruptions: {
+                      count: number;
+                      totalMs: number;
+                    };
+                    bargeIns: {
+                      atMs: number;
+                      stopMs: number | null;
+                    }[];
+                    durationMs: number;
+                    heard: string[];
+                    longestSilenceMs: number;
+                    noiseSnrDb: number | null;
+                    silenceBoundMs: number;
+                    silences: {
+                      atMs: number;
+                      ms: number;
+                    }[];
+                    talkMs: {
+                      agent: number;
+                      caller: number;
+                    };
+                    turns: {
+                      callerEndMs: number;
+                      responseMs: number | null;
+                    }[];
+                  } | null;
                 } | null;
                 raw: string | null;
                 /** @enum {string} */
@@ -5733,7 +6134,17 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                expectation:
+                  | 'steps'
+                  | 'ends'
+                  | 'endsAt'
+                  | 'replyContains'
+                  | 'structured'
+                  | 'maxResponseMs'
+                  | 'maxAgentInterruptions'
+                  | 'maxSilenceMs'
+                  | 'maxBargeInStopMs'
+                  | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
@@ -5829,6 +6240,34 @@ export interface operations {
                 };
                 /** @default [] */
                 userTurns: string[];
+                /** @default null */
+                voice: {
+                  agentInterruptions: {
+                    count: number;
+                    totalMs: number;
+                  };
+                  bargeIns: {
+                    atMs: number;
+                    stopMs: number | null;
+                  }[];
+                  durationMs: number;
+                  heard: string[];
+                  longestSilenceMs: number;
+                  noiseSnrDb: number | null;
+                  silenceBoundMs: number;
+                  silences: {
+                    atMs: number;
+                    ms: number;
+                  }[];
+                  talkMs: {
+                    agent: number;
+                    caller: number;
+                  };
+                  turns: {
+                    callerEndMs: number;
+                    responseMs: number | null;
+                  }[];
+                } | null;
               } | null;
               /** @default null */
               passRate: number | null;
@@ -5839,7 +6278,17 @@ export interface operations {
                   /** @description Any JSON value */
                   actual: unknown;
                   /** @enum {string} */
-                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  expectation:
+                    | 'steps'
+                    | 'ends'
+                    | 'endsAt'
+                    | 'replyContains'
+                    | 'structured'
+                    | 'maxResponseMs'
+                    | 'maxAgentInterruptions'
+                    | 'maxSilenceMs'
+                    | 'maxBargeInStopMs'
+                    | 'criterion';
                   /** @description Any JSON value */
                   expected: unknown;
                   message: string;
@@ -5933,6 +6382,34 @@ export interface operations {
                   };
                   /** @default [] */
                   userTurns: string[];
+                  /** @default null */
+                  voice: {
+                    agentInterruptions: {
+                      count: number;
+                      totalMs: number;
+                    };
+                    bargeIns: {
+                      atMs: number;
+                      stopMs: number | null;
+                    }[];
+                    durationMs: number;
+                    heard: string[];
+                    longestSilenceMs: number;
+                    noiseSnrDb: number | null;
+                    silenceBoundMs: number;
+                    silences: {
+                      atMs: number;
+                      ms: number;
+                    }[];
+                    talkMs: {
+                      agent: number;
+                      caller: number;
+                    };
+                    turns: {
+                      callerEndMs: number;
+                      responseMs: number | null;
+                    }[];
+                  } | null;
                 } | null;
                 raw: string | null;
                 /** @enum {string} */
@@ -6201,7 +6678,17 @@ export interface operations {
                 /** @description Any JSON value */
                 actual: unknown;
                 /** @enum {string} */
-                expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                expectation:
+                  | 'steps'
+                  | 'ends'
+                  | 'endsAt'
+                  | 'replyContains'
+                  | 'structured'
+                  | 'maxResponseMs'
+                  | 'maxAgentInterruptions'
+                  | 'maxSilenceMs'
+                  | 'maxBargeInStopMs'
+                  | 'criterion';
                 /** @description Any JSON value */
                 expected: unknown;
                 message: string;
@@ -6297,6 +6784,34 @@ export interface operations {
                 };
                 /** @default [] */
                 userTurns: string[];
+                /** @default null */
+                voice: {
+                  agentInterruptions: {
+                    count: number;
+                    totalMs: number;
+                  };
+                  bargeIns: {
+                    atMs: number;
+                    stopMs: number | null;
+                  }[];
+                  durationMs: number;
+                  heard: string[];
+                  longestSilenceMs: number;
+                  noiseSnrDb: number | null;
+                  silenceBoundMs: number;
+                  silences: {
+                    atMs: number;
+                    ms: number;
+                  }[];
+                  talkMs: {
+                    agent: number;
+                    caller: number;
+                  };
+                  turns: {
+                    callerEndMs: number;
+                    responseMs: number | null;
+                  }[];
+                } | null;
               } | null;
               /** @default null */
               passRate: number | null;
@@ -6307,7 +6822,17 @@ export interface operations {
                   /** @description Any JSON value */
                   actual: unknown;
                   /** @enum {string} */
-                  expectation: 'steps' | 'ends' | 'endsAt' | 'replyContains' | 'structured' | 'criterion';
+                  expectation:
+                    | 'steps'
+                    | 'ends'
+                    | 'endsAt'
+                    | 'replyContains'
+                    | 'structured'
+                    | 'maxResponseMs'
+                    | 'maxAgentInterruptions'
+                    | 'maxSilenceMs'
+                    | 'maxBargeInStopMs'
+                    | 'criterion';
                   /** @description Any JSON value */
                   expected: unknown;
                   message: string;
@@ -6401,6 +6926,34 @@ export interface operations {
                   };
                   /** @default [] */
                   userTurns: string[];
+                  /** @default null */
+                  voice: {
+                    agentInterruptions: {
+                      count: number;
+                      totalMs: number;
+                    };
+                    bargeIns: {
+                      atMs: number;
+                      stopMs: number | null;
+                    }[];
+                    durationMs: number;
+                    heard: string[];
+                    longestSilenceMs: number;
+                    noiseSnrDb: number | null;
+                    silenceBoundMs: number;
+                    silences: {
+                      atMs: number;
+                      ms: number;
+                    }[];
+                    talkMs: {
+                      agent: number;
+                      caller: number;
+                    };
+                    turns: {
+                      callerEndMs: number;
+                      responseMs: number | null;
+                    }[];
+                  } | null;
                 } | null;
                 raw: string | null;
                 /** @enum {string} */

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { CaseExpectation, CaseFailure, CaseObservation } from './sessions.js';
+import type { CaseExpectation, CaseFailure, CaseObservation, VoiceFigures } from './sessions.js';
 
 /** True when `wanted` appears in `path` in order, other steps allowed in between. */
 function isSubsequence(wanted: string[], path: string[]): boolean {
@@ -14,9 +14,12 @@ function isSubsequence(wanted: string[], path: string[]): boolean {
  */
 export function unmetExpectations(
   expect: CaseExpectation,
-  seen: Pick<CaseObservation, 'steps' | 'ended' | 'endedAt' | 'replies' | 'structured'>,
+  seen: Pick<CaseObservation, 'steps' | 'ended' | 'endedAt' | 'replies' | 'structured'> & {
+    voice?: CaseObservation['voice'] | undefined;
+  },
 ): CaseFailure[] {
   const failures: CaseFailure[] = [];
+  failures.push(...unmetVoiceBounds(expect, seen.voice ?? null));
   if (expect.steps && !isSubsequence(expect.steps, seen.steps)) {
     failures.push({
       expectation: 'steps',
@@ -70,3 +73,66 @@ export function unmetExpectations(
   }
   return failures;
 }
+
+/** The voice bounds a call's audio figures break (a text attempt, with no figures, breaks each one set). */
+function unmetVoiceBounds(expect: CaseExpectation, v: VoiceFigures | null): CaseFailure[] {
+  const failures: CaseFailure[] = [];
+  const fail = (
+    expectation: CaseFailure['expectation'],
+    expected: number,
+    actual: unknown,
+    message: string,
+  ) => failures.push({ expectation, expected, actual, message });
+  if (expect.maxResponseMs !== undefined) {
+    const slow =
+      v?.turns.filter((t) => t.responseMs === null || t.responseMs > expect.maxResponseMs!) ?? null;
+    if (slow === null || slow.length > 0) {
+      fail(
+        'maxResponseMs',
+        expect.maxResponseMs,
+        slow ?? null,
+        v
+          ? `${slow!.length} caller turn(s) answered later than ${expect.maxResponseMs} ms, or not at all`
+          : NOT_VOICE,
+      );
+    }
+  }
+  if (expect.maxAgentInterruptions !== undefined) {
+    const seen = v?.agentInterruptions ?? null;
+    if (seen === null || seen.count > expect.maxAgentInterruptions) {
+      fail(
+        'maxAgentInterruptions',
+        expect.maxAgentInterruptions,
+        seen,
+        seen ? `the agent talked over the caller ${seen.count} time(s) (${seen.totalMs} ms)` : NOT_VOICE,
+      );
+    }
+  }
+  if (expect.maxSilenceMs !== undefined) {
+    const longest = v?.longestSilenceMs ?? null;
+    if (longest === null || longest > expect.maxSilenceMs) {
+      fail(
+        'maxSilenceMs',
+        expect.maxSilenceMs,
+        longest,
+        longest !== null ? `the agent left the caller in a silence of ${longest} ms` : NOT_VOICE,
+      );
+    }
+  }
+  if (expect.maxBargeInStopMs !== undefined) {
+    const late = v?.bargeIns.filter((b) => b.stopMs === null || b.stopMs > expect.maxBargeInStopMs!) ?? null;
+    if (late === null || late.length > 0) {
+      fail(
+        'maxBargeInStopMs',
+        expect.maxBargeInStopMs,
+        late ?? null,
+        late
+          ? `the agent kept talking past ${expect.maxBargeInStopMs} ms after ${late.length} barge-in(s)`
+          : NOT_VOICE,
+      );
+    }
+  }
+  return failures;
+}
+
+const NOT_VOICE = 'no audio figures: the attempt was not a voice call';

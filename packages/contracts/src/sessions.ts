@@ -203,8 +203,27 @@ export const CaseExpectation = z.object({
   replyContains: z.array(z.string().min(1).max(2000)).max(50).optional(),
   /** Fields the structured output must have with these values (a subset match, deep-equal values). */
   structured: z.record(z.string(), JsonValue).optional(),
+  /**
+   * Voice (`simulation.voice`) only, each bounding a figure measured from the call's audio (`observed.voice`):
+   * every caller turn answered within this (end of the caller's speech → the agent's first audio).
+   */
+  maxResponseMs: z.number().int().min(0).max(60_000).optional(),
+  /** Voice: the agent starts talking over the caller at most this many times (0: never interrupts). */
+  maxAgentInterruptions: z.number().int().min(0).max(100).optional(),
+  /** Voice: no silence the agent leaves the caller in lasts longer than this. */
+  maxSilenceMs: z.number().int().min(100).max(60_000).optional(),
+  /** Voice: after every barge-in of the caller, the agent stops talking within this. */
+  maxBargeInStopMs: z.number().int().min(0).max(30_000).optional(),
 });
 export type CaseExpectation = z.infer<typeof CaseExpectation>;
+
+/** The expectations that bound a voice attempt's audio figures. */
+export const VOICE_BOUNDS = [
+  'maxResponseMs',
+  'maxAgentInterruptions',
+  'maxSilenceMs',
+  'maxBargeInStopMs',
+] as const satisfies readonly (keyof CaseExpectation)[];
 
 const CaseName = z.string().trim().min(1).max(200);
 /** A model temperature for this case only (0 makes a real model as repeatable as it gets). */
@@ -226,13 +245,97 @@ export const CaseModel = z
   .strict();
 export type CaseModel = z.infer<typeof CaseModel>;
 
-/** A model plays the caller: who they are, what they want, how many turns it may take. */
+/** The speech providers this server runs as a simulated caller's voice (TTS) and ear (STT). */
+export const CALLER_TTS_PROVIDERS = ['openai', 'elevenlabs', 'deepgram'] as const;
+export const CALLER_STT_PROVIDERS = ['openai', 'deepgram'] as const;
+
+const ModelText = z.string().trim().min(1).max(200);
+const SpeechURL = z.string().trim().min(1).max(2000);
+
+/**
+ * The simulated caller's voice: a TTS chosen as a flow's `tts` node chooses one (same params, the same key
+ * rule and egress policy for `baseURL`). Absent: the flow's own TTS.
+ */
+export const CallerVoice = z
+  .object({
+    provider: z.enum(CALLER_TTS_PROVIDERS),
+    model: ModelText.optional(),
+    voiceId: ModelText.optional(),
+    baseURL: SpeechURL.optional(),
+  })
+  .strict();
+export type CallerVoice = z.infer<typeof CallerVoice>;
+
+/** What the simulated caller hears the agent through: an STT chosen as a flow's `stt` node chooses one. */
+export const CallerEar = z
+  .object({
+    provider: z.enum(CALLER_STT_PROVIDERS),
+    model: ModelText.optional(),
+    language: z.string().trim().min(1).max(35).optional(),
+    baseURL: SpeechURL.optional(),
+  })
+  .strict();
+export type CallerEar = z.infer<typeof CallerEar>;
+
+/** The share of the caller's turns a behaviour happens on (drawn from the attempt's seed). */
+const Chance = z.number().min(0).max(1).default(1);
+
+/**
+ * How the simulated caller talks, each behaviour optional and drawn from the attempt's seed (the same seed
+ * behaves the same way again).
+ */
+export const CallerBehaviour = z
+  .object({
+    /** A pause of `ms` inside a sentence: the caller's line is cut at its middle word gap. */
+    midSentencePause: z
+      .object({ ms: z.number().int().min(100).max(10_000), chance: Chance })
+      .strict()
+      .optional(),
+    /** The caller starts its next line `afterMs` after the agent starts speaking, talking over it. */
+    bargeIn: z
+      .object({ afterMs: z.number().int().min(0).max(30_000), chance: Chance })
+      .strict()
+      .optional(),
+    /** Background noise on the caller's line, at this signal-to-noise ratio (dB, against its speech). */
+    noise: z
+      .object({
+        snrDb: z.number().min(-10).max(60),
+        kind: z.enum(['white', 'pink', 'brown']).default('pink'),
+      })
+      .strict()
+      .optional(),
+    /** A silence of `ms` before the caller answers. */
+    silenceBeforeAnswer: z
+      .object({ ms: z.number().int().min(0).max(30_000), chance: Chance })
+      .strict()
+      .optional(),
+    /** Speaking rate (1: the voice's own), passed to the caller's TTS as its speed. */
+    rate: z.number().min(0.5).max(2).optional(),
+  })
+  .strict();
+export type CallerBehaviour = z.infer<typeof CallerBehaviour>;
+
+/**
+ * Voice mode of a simulated case: each attempt is a spoken conversation, the caller's lines spoken by `tts`
+ * and streamed in real time into the flow's voice pipeline, the agent heard through `stt`.
+ */
+export const SimulationVoice = z
+  .object({
+    tts: CallerVoice.optional(),
+    stt: CallerEar.optional(),
+    behaviour: CallerBehaviour.default({}),
+  })
+  .strict();
+export type SimulationVoice = z.infer<typeof SimulationVoice>;
+
+/** A model plays the caller: who they are, what they want, how many turns it may take; `voice`: by voice. */
 export const Simulation = z
   .object({
     persona: z.string().trim().min(1).max(4000),
     goal: z.string().trim().min(1).max(4000),
     maxTurns: z.number().int().min(1).max(30),
     model: CaseModel.optional(),
+    voice: SimulationVoice.optional(),
   })
   .strict();
 export type Simulation = z.infer<typeof Simulation>;
@@ -357,6 +460,14 @@ export const CreateTestCaseBody = z
     if (given.fromSession && b.expect !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['expect'], message: 'a replay expects the path it recorded' });
     }
+    const voiceBound = VOICE_BOUNDS.find((k) => b.expect?.[k] !== undefined);
+    if (voiceBound && !b.simulation?.voice) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['expect', voiceBound],
+        message: 'bounds a figure of a voice attempt: the case needs simulation.voice',
+      });
+    }
   });
 export type CreateTestCaseBody = z.infer<typeof CreateTestCaseBody>;
 
@@ -456,6 +567,44 @@ export const AttemptError = z.object({
 });
 export type AttemptError = z.infer<typeof AttemptError>;
 
+/**
+ * What a voice attempt's call sounded like, measured from its audio (the caller's speech as sent, the agent's
+ * as played to the caller), on one clock whose 0 is the call's start (ms).
+ */
+export const VoiceFigures = z.object({
+  durationMs: z.number().int().nonnegative(),
+  /** Per caller turn: when its speech ended, and how long until the agent's first audio after it (null: none). */
+  turns: z.array(
+    z.object({
+      callerEndMs: z.number().int().nonnegative(),
+      responseMs: z.number().int().nonnegative().nullable(),
+    }),
+  ),
+  /** The agent starting to talk while the caller was in the middle of a line (its pauses included). */
+  agentInterruptions: z.object({
+    count: z.number().int().nonnegative(),
+    totalMs: z.number().int().nonnegative(),
+  }),
+  /** The caller talking over the agent on purpose: when, and how long the agent took to stop (null: never did). */
+  bargeIns: z.array(
+    z.object({
+      atMs: z.number().int().nonnegative(),
+      stopMs: z.number().int().nonnegative().nullable(),
+    }),
+  ),
+  /** Silences the agent left the caller in longer than `silenceBoundMs`, and the longest of all. */
+  silences: z.array(z.object({ atMs: z.number().int().nonnegative(), ms: z.number().int().nonnegative() })),
+  silenceBoundMs: z.number().int().nonnegative(),
+  longestSilenceMs: z.number().int().nonnegative(),
+  /** How long each side talked. */
+  talkMs: z.object({ agent: z.number().int().nonnegative(), caller: z.number().int().nonnegative() }),
+  /** With background noise: the signal-to-noise ratio measured on the audio the agent received (dB). */
+  noiseSnrDb: z.number().nullable(),
+  /** What the caller heard the agent say (its STT), per agent turn. */
+  heard: z.array(z.string()),
+});
+export type VoiceFigures = z.infer<typeof VoiceFigures>;
+
 /** What one case's conversation did (the playground reports it). */
 export const CaseObservation = z.object({
   /** The test session (type "test") that recorded it. */
@@ -480,13 +629,26 @@ export const CaseObservation = z.object({
   usage: UsageByRole.default({ agent: [], simulator: [], judge: [] }),
   /** Set when the attempt errored after its conversation began (the transcript is still browsable). */
   error: AttemptError.nullable().default(null),
+  /** A voice attempt's figures, measured from its audio; null for a text attempt. */
+  voice: VoiceFigures.nullable().default(null),
 });
 export type CaseObservation = z.infer<typeof CaseObservation>;
 
 /** One expectation that did not hold: which, what was expected, what happened. */
 export const CaseFailure = z.object({
   /** `criterion`: a judge decided against it (`expected` is the criterion's name, `actual` the judgement). */
-  expectation: z.enum(['steps', 'ends', 'endsAt', 'replyContains', 'structured', 'criterion']),
+  expectation: z.enum([
+    'steps',
+    'ends',
+    'endsAt',
+    'replyContains',
+    'structured',
+    'maxResponseMs',
+    'maxAgentInterruptions',
+    'maxSilenceMs',
+    'maxBargeInStopMs',
+    'criterion',
+  ]),
   expected: JsonValue,
   actual: JsonValue,
   message: z.string(),

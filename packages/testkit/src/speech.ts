@@ -77,7 +77,7 @@ export interface SpeechRequests {
   /** Each transcription request: the WAV's length and what was answered. */
   transcriptions: { durationMs: number; text: string; authorization: string | undefined }[];
   /** Each speech request: the text to say. */
-  speech: { input: string; voice: string; authorization: string | undefined }[];
+  speech: { input: string; voice: string; authorization: string | undefined; speed?: number | undefined }[];
 }
 
 async function bodyOf(req: IncomingMessage): Promise<Buffer> {
@@ -121,10 +121,15 @@ export async function startSpeechStub(opts: {
         return;
       }
       if (req.method === 'POST' && req.url?.endsWith('/audio/speech')) {
-        const { input, voice } = JSON.parse(body.toString('utf8')) as { input: string; voice: string };
-        requests.speech.push({ input, voice, authorization });
+        const { input, voice, speed } = JSON.parse(body.toString('utf8')) as {
+          input: string;
+          voice: string;
+          speed?: number;
+        };
+        requests.speech.push({ input, voice, authorization, speed });
         if (opts.speechDelayMs) await new Promise((r) => setTimeout(r, opts.speechDelayMs));
-        const pcm = Buffer.from((await speakAsync(input, 24000)).buffer);
+        // OpenAI's `speed` (0.25–4, 1 by default) as espeak-ng's words per minute
+        const pcm = Buffer.from((await speakAsync(input, 24000, Math.round(170 * (speed ?? 1)))).buffer);
         res.writeHead(200, { 'content-type': 'audio/pcm' });
         for (let at = 0; at < pcm.length; at += 4800) res.write(pcm.subarray(at, at + 4800));
         res.end();

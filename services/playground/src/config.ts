@@ -81,6 +81,10 @@ const Env = {
   VOICE_INPUT_IDLE_MS: envInt(5000, 100),
   /** How long the agent waits for a client's playback report beyond the audio's own length. */
   VOICE_PLAYBACK_ACK_GRACE_MS: envInt(2000, 50),
+  /** A simulated voice caller waits this long for the agent to answer before it goes on (a silent agent). */
+  VOICE_SIM_ANSWER_TIMEOUT_MS: envInt(15_000, 500),
+  /** The agent quiet this long (its audio played out) ends its turn for a simulated voice caller. */
+  VOICE_SIM_SETTLE_MS: envInt(1000, 100),
   REAPER_INTERVAL_MS: envInt(60_000, 1000),
   /** A room whose owner is not alive is reaped once it is at least this old (spares rooms being created). */
   REAPER_MIN_AGE_MS: envInt(30_000, 0),

@@ -2,6 +2,8 @@ import { tokenize, tts as livekitTts, type llm, type stt, type tts } from '@live
 import {
   AppError,
   type ApiKeys,
+  type CallerEar,
+  type CallerVoice,
   type CaseModel,
   type Flow,
   type FlowIssue,
@@ -10,7 +12,16 @@ import {
   type SessionType,
 } from '@vab/contracts';
 import { isIP } from 'node:net';
-import { compile, isBranch, modelOf, urlsOf, type CompiledFlow, type LlmConfig } from '@vab/flow';
+import {
+  compile,
+  isBranch,
+  modelOf,
+  urlsOf,
+  type CompiledFlow,
+  type LlmConfig,
+  type SttConfig,
+  type TtsConfig,
+} from '@vab/flow';
 import type { EgressFetch } from './egress/client.js';
 import type { EgressPolicy } from './egress/policy.js';
 import type { KeyEnv, KeyRule } from './provider-keys.js';
@@ -150,6 +161,66 @@ export class ReadinessCheck {
     const endpoint = this.endpoints([use], env, apiKeys).get(useKey(use))!;
     const spec = providerSpec(cfg.provider)!;
     return spec.llm!(seed !== undefined && spec.seed ? { ...cfg, seed } : cfg, endpoint);
+  }
+
+  /**
+   * The simulated caller's voice (`tts`) or ear (`stt`) of a voice test case, checked exactly as a flow's
+   * `tts` / `stt` node would be — a provider this server runs for it, a base URL the provider allows and the
+   * egress policy lets through, a key the key rule lets go there — and made. Without `choice`: the flow's own.
+   * `speed` (the caller's speaking rate) goes to the TTS as the provider's own speed param.
+   */
+  requireSpeech(
+    role: string,
+    modality: 'tts' | 'stt',
+    choice: (CallerVoice & CallerEar) | CallerVoice | CallerEar | undefined,
+    flow: CompiledFlow,
+    env: KeyEnv,
+    apiKeys: ApiKeys | null | undefined,
+    opts: { speed?: number | undefined } = {},
+  ): { model: tts.TTS | stt.STT; provider: string; modelName: string } {
+    const own = flow.providers[modality];
+    const picked: Record<string, unknown> = choice ? { ...choice } : { ...own };
+    delete picked.nodeId;
+    delete picked.extras;
+    const node = { id: role, nodeType: modality, ...picked };
+    const issues = this.nodeIssues({ nodes: [node], edges: [] }, 'voice');
+    if (issues.length > 0) {
+      throw new AppError('FLOW_INVALID', `the ${role} cannot run`, { details: issues });
+    }
+    const provider = String(picked.provider);
+    const baseURL = picked.baseURL as string | undefined;
+    const use: ModelUse = { provider, modality, nodeId: role, baseURL };
+    const endpoint = this.endpoints([use], env, apiKeys).get(useKey(use))!;
+    const spec = providerSpec(provider)!;
+    const modelName = (picked.model as string | undefined) ?? 'default';
+    if (modality === 'tts') {
+      const extras = { ...(choice ? {} : (own as TtsConfig).extras) };
+      if (opts.speed !== undefined) extras.speed = opts.speed;
+      const cfg: TtsConfig = {
+        nodeId: role,
+        provider,
+        model: picked.model as string | undefined,
+        voiceId: picked.voiceId as string | undefined,
+        baseURL,
+        extras,
+      };
+      return { model: spec.tts!(cfg, endpoint), provider, modelName };
+    }
+    const cfg: SttConfig = {
+      nodeId: role,
+      provider,
+      model: picked.model as string | undefined,
+      language: picked.language as string | undefined,
+      baseURL,
+      // the caller's ear posts each utterance as a file unless the flow's own STT says otherwise
+      mode: choice ? 'file' : (own as SttConfig).mode,
+      ...(choice ? {} : { keyterms: (own as SttConfig).keyterms }),
+    };
+    return {
+      model: spec.stt!(cfg, cfg.language ?? flow.agent.language, endpoint),
+      provider,
+      modelName,
+    };
   }
 
   /** Each model use's endpoint and key, or MISSING_CREDENTIALS naming every one without a key it may use. */

@@ -72,6 +72,15 @@ function outboundOf(config: PlaygroundServiceConfig, log: Logger, resolve: Resol
   return { policy, egressFetch, checkHost, readiness };
 }
 
+/** How a test case's attempt is bounded and paced. */
+function caseTimings(config: PlaygroundServiceConfig) {
+  return {
+    busTimeoutMs: config.BUS_TIMEOUT_MS,
+    modelTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
+    voiceSim: { answerTimeoutMs: config.VOICE_SIM_ANSWER_TIMEOUT_MS, settleMs: config.VOICE_SIM_SETTLE_MS },
+  };
+}
+
 /**
  * Serves the playground subjects: flow validation, key status, and sessions — voice (LiveKit) and text —
  * on one session host. Stopping it ends every session it holds and stops the reaper.
@@ -114,15 +123,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS, recordings, slots });
   const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
   const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
-  const cases = new TestCaseTransport({
-    host,
-    bus,
-    readiness,
-    text,
-    env,
-    busTimeoutMs: config.BUS_TIMEOUT_MS,
-    modelTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
-  });
+  const cases = new TestCaseTransport({ host, bus, readiness, text, kit, env, ...caseTimings(config) });
   const generator = new CaseGenerator({
     bus,
     readiness,

@@ -24,8 +24,10 @@ export async function judgeCriteria(
   client: CaseModelClient,
   criteria: Criterion[],
   transcript: Turn[],
+  /** What else the judges see beside the transcript (a voice call's figures). */
+  beside?: string,
 ): Promise<Judgement[]> {
-  const text = transcriptText(transcript, { numbered: true });
+  const text = transcriptText(transcript, { numbered: true }) + (beside ? `\n\n${beside}` : '');
   return Promise.all(
     criteria.map(async (c) => {
       const verdict = await forcedToolCall(

@@ -12,15 +12,22 @@ import {
   type SessionUsage,
   type TurnResult,
 } from '@vab/contracts';
-import { sessionRedactor } from '../host/redactor.js';
+import { sessionRedactor, type Redactor } from '../host/redactor.js';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck } from '../readiness.js';
+import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
 import type { Turn } from '../runtime/decide.js';
 import { judgeCriteria } from '../testing/judges.js';
 import { CaseModelClient, ModelAnswerError } from '../model-call.js';
 import { SimulatedCaller } from '../testing/simulator.js';
+import type { ConversationKit } from '../runtime/conversations.js';
+import {
+  figuresText,
+  runVoiceAttempt,
+  type CallerSpeech,
+  type VoiceAttemptSettings,
+} from '../testing/voice-attempt.js';
 import type { TextTransport } from './text.js';
 
 /** The flow with every language model's temperature set to `temperature` (a case's override). */
@@ -51,7 +58,10 @@ export class TestCaseTransport {
       bus: BusClient;
       readiness: ReadinessCheck;
       text: TextTransport;
+      kit: ConversationKit;
       env(): Promise<KeyEnv>;
+      /** How a simulated voice caller waits on the agent. */
+      voiceSim: VoiceAttemptSettings;
       busTimeoutMs: number;
       /** Bound on one call of the simulator's or the judge's model. */
       modelTimeoutMs: number;
@@ -59,7 +69,7 @@ export class TestCaseTransport {
   ) {}
 
   async run(req: RunCaseRequest, requestId: string): Promise<CaseObservation> {
-    const { host, bus, readiness, text } = this.deps;
+    const { bus, readiness } = this.deps;
     const stored = await bus.request(
       Subjects.agentsVersionsGet,
       { id: req.agentId, version: req.version },
@@ -67,7 +77,11 @@ export class TestCaseTransport {
     );
     const flow = req.temperature === null ? stored.flow : withTemperature(stored.flow, req.temperature);
     const env = await this.deps.env();
-    const runnable = readiness.require(flow, 'test', env, req.apiKeys, { seed: req.seed });
+    const voiceSim = req.simulation?.voice;
+    // a voice case's flow must run as a voice session does (its TTS and STT too); it is recorded as a test
+    const runnable = readiness.require(flow, voiceSim ? 'voice' : 'test', env, req.apiKeys, {
+      seed: req.seed,
+    });
     // the models beside the flow are checked before the conversation: one that cannot run errors the case
     // with the readiness issues, as a flow's own model does; they take the attempt's seed too, so the whole
     // attempt runs again the same way
@@ -79,7 +93,42 @@ export class TestCaseTransport {
       );
     const simulator = req.simulation ? client('simulator', req.simulation.model) : undefined;
     const judge = req.criteria.length > 0 ? client('judge', req.judgeModel) : undefined;
+    const redactor = sessionRedactor(env, req.apiKeys);
 
+    const { observed, transcript } =
+      voiceSim && simulator
+        ? await this.voiceCall(req, runnable, env, simulator, redactor, requestId)
+        : await this.textCall(req, runnable, simulator, requestId);
+    const error = observed.error;
+    // the expectations need no model and decide first: a conversation that fails them is not judged
+    if (judge && !error && unmetExpectations(req.expect, observed).length === 0) {
+      let judgements: Judgement[] | null = null;
+      try {
+        // a voice call's judges read what the caller heard, with the figures measured from its audio
+        judgements = await judgeCriteria(
+          judge,
+          req.criteria,
+          transcript,
+          observed.voice ? figuresText(observed.voice) : undefined,
+        );
+      } catch (err) {
+        observed.error = attemptError('judge', err);
+      }
+      observed.judgements = judgements;
+      observed.usage.judge = judge.usage();
+    }
+    // a simulator's or judge's error may echo a key: the observation leaves with none
+    return redactor.deep(observed);
+  }
+
+  /** A text attempt: the typed conversation, its observation, and the transcript the judges read. */
+  private async textCall(
+    req: RunCaseRequest,
+    runnable: RunnableFlow,
+    simulator: CaseModelClient | undefined,
+    requestId: string,
+  ): Promise<{ observed: CaseObservation; transcript: Turn[] }> {
+    const { host, text } = this.deps;
     const { key, result, conversation } = await text.open(req.agentId, runnable, {
       sessionType: 'test',
       version: req.version,
@@ -91,8 +140,7 @@ export class TestCaseTransport {
     const talk = await this.talk(req, key, result, conversation, simulator, requestId).finally(() =>
       host.end(key, req.agentId, requestId),
     );
-    const { steps, replies, metrics, userTurns, transcript, last, endedBy, error, structured, agentUsage } =
-      talk;
+    const { steps, replies, metrics, userTurns, last, endedBy, error, structured, agentUsage } = talk;
     const observed: CaseObservation = {
       sessionId: key,
       steps,
@@ -107,21 +155,67 @@ export class TestCaseTransport {
       judgements: null,
       usage: { agent: agentUsage, simulator: simulator?.usage() ?? [], judge: [] },
       error,
+      voice: null,
     };
-    const redactor = sessionRedactor(env, req.apiKeys);
-    // the expectations need no model and decide first: a conversation that fails them is not judged
-    if (judge && !error && unmetExpectations(req.expect, observed).length === 0) {
-      let judgements: Judgement[] | null = null;
-      try {
-        judgements = await judgeCriteria(judge, req.criteria, transcript);
-      } catch (err) {
-        observed.error = attemptError('judge', err);
-      }
-      observed.judgements = judgements;
-      observed.usage.judge = judge.usage();
-    }
-    // a simulator's or judge's error may echo a key: the observation leaves with none
-    return redactor.deep(observed);
+    return { observed, transcript: talk.transcript };
+  }
+
+  /**
+   * A voice attempt: the caller's voice and ear checked like the flow's own before the call (one that cannot
+   * run errors the case with the readiness issues), then the spoken call.
+   */
+  private async voiceCall(
+    req: RunCaseRequest,
+    runnable: RunnableFlow,
+    env: KeyEnv,
+    simulator: CaseModelClient,
+    redactor: Redactor,
+    requestId: string,
+  ): Promise<{ observed: CaseObservation; transcript: Turn[] }> {
+    const { readiness } = this.deps;
+    const voiceSim = req.simulation!.voice!;
+    const speech = {
+      tts: readiness.requireSpeech('caller voice', 'tts', voiceSim.tts, runnable.config, env, req.apiKeys, {
+        speed: voiceSim.behaviour.rate,
+      }) as CallerSpeech['tts'],
+      stt: readiness.requireSpeech(
+        'caller ear',
+        'stt',
+        voiceSim.stt,
+        runnable.config,
+        env,
+        req.apiKeys,
+      ) as CallerSpeech['stt'],
+    };
+    const talk = await runVoiceAttempt({
+      host: this.deps.host,
+      kit: this.deps.kit,
+      req,
+      flow: runnable,
+      simulator,
+      speech,
+      redactor,
+      requestId,
+      settings: this.deps.voiceSim,
+      onError: (err) => attemptError('simulator', err),
+    });
+    const observed: CaseObservation = {
+      sessionId: talk.key,
+      steps: talk.steps,
+      replies: talk.replies,
+      ended: talk.ended,
+      endedAt: talk.endedAt,
+      structured: talk.structured,
+      metrics: talk.metrics,
+      userTurns: talk.userTurns,
+      endedBy: talk.endedBy,
+      seed: runnable.seed,
+      judgements: null,
+      usage: { agent: talk.agentUsage, simulator: [...simulator.usage(), ...talk.callerUsage], judge: [] },
+      error: talk.error,
+      voice: talk.figures,
+    };
+    return { observed, transcript: talk.transcript };
   }
 
   /**

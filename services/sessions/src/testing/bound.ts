@@ -27,10 +27,13 @@ function boundObservation(o: CaseObservation | null): CaseObservation | null {
     if (t < o.replies.length) replies[t] = o.replies[t]!.map((r) => budgeted(r, left));
     if (t < o.userTurns.length) userTurns[t] = budgeted(o.userTurns[t]!, left);
   }
+  // what a voice caller heard is the agent's replies once more: from what is left of the same budget
+  const voice = o.voice ? { ...o.voice, heard: o.voice.heard.map((h) => budgeted(h, left)) } : o.voice;
   return {
     ...o,
     replies,
     userTurns,
+    voice,
     judgements: o.judgements?.map((j) => ({ ...j, reason: cut(j.reason, MAX_STORED_TEXT_CHARS) })) ?? null,
     error: o.error
       ? {

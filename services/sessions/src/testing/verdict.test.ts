@@ -29,6 +29,7 @@ const seen = (over: Partial<CaseObservation> = {}): CaseObservation => ({
   judgements: null,
   usage: { agent: [], simulator: [], judge: [] },
   error: null,
+  voice: null,
   ...over,
 });
 
@@ -76,5 +77,60 @@ describe('an attempt verdict', () => {
   it('reports unmet expectations first, and then nothing was judged', () => {
     const v = attemptVerdict({ ...c, expect: { ends: true } }, seen());
     expect(v).toMatchObject({ verdict: 'failed', failures: [{ expectation: 'ends' }] });
+  });
+});
+
+describe('voice bounds', () => {
+  const voice = (over: Partial<NonNullable<CaseObservation['voice']>> = {}): CaseObservation['voice'] => ({
+    durationMs: 20_000,
+    turns: [
+      { callerEndMs: 4000, responseMs: 900 },
+      { callerEndMs: 9000, responseMs: 1400 },
+    ],
+    agentInterruptions: { count: 0, totalMs: 0 },
+    bargeIns: [{ atMs: 12_000, stopMs: 700 }],
+    silences: [],
+    silenceBoundMs: 2000,
+    longestSilenceMs: 1400,
+    talkMs: { agent: 8000, caller: 6000 },
+    noiseSnrDb: null,
+    heard: [],
+    ...over,
+  });
+  const verdict = (expect: object, v: CaseObservation['voice']) =>
+    attemptVerdict({ expect, criteria: [] }, seen({ voice: v }));
+
+  it('passes figures within their bounds, exactly at them', () => {
+    const bounds = {
+      maxResponseMs: 1400,
+      maxAgentInterruptions: 0,
+      maxSilenceMs: 1400,
+      maxBargeInStopMs: 700,
+    };
+    expect(verdict(bounds, voice()).verdict).toBe('passed');
+  });
+
+  it('fails each figure past its bound, with what was measured', () => {
+    const v = verdict(
+      { maxResponseMs: 1000, maxAgentInterruptions: 0, maxSilenceMs: 1000, maxBargeInStopMs: 500 },
+      voice({ agentInterruptions: { count: 2, totalMs: 900 } }),
+    );
+    expect(v.failures.map((f) => f.expectation)).toEqual([
+      'maxResponseMs',
+      'maxAgentInterruptions',
+      'maxSilenceMs',
+      'maxBargeInStopMs',
+    ]);
+    expect(v.failures[0]!.actual).toEqual([{ callerEndMs: 9000, responseMs: 1400 }]);
+    expect(v.failures[1]!.message).toBe('the agent talked over the caller 2 time(s) (900 ms)');
+  });
+
+  it('fails a turn never answered, a barge-in never stopped, and a bound on a call with no audio', () => {
+    const v = voice({
+      turns: [{ callerEndMs: 4000, responseMs: null }],
+      bargeIns: [{ atMs: 1, stopMs: null }],
+    });
+    expect(verdict({ maxResponseMs: 60_000, maxBargeInStopMs: 30_000 }, v).failures).toHaveLength(2);
+    expect(verdict({ maxSilenceMs: 5000 }, null).failures[0]!.message).toContain('not a voice call');
   });
 });

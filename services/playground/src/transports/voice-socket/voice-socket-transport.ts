@@ -1,4 +1,3 @@
-import { voice } from '@livekit/agents';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import type { BusClient } from '@vab/bus';
@@ -11,7 +10,6 @@ import {
   voiceOutSubject,
   type Ok,
   type StartVoiceSessionBody,
-  type TurnMetrics,
   type VoiceAttached,
   type VoiceServerMessage,
   type VoiceSessionStarted,
@@ -19,12 +17,10 @@ import {
 import type { SessionContext, SessionHost } from '../../host/session-host.js';
 import type { KeyEnv } from '../../provider-keys.js';
 import type { ReadinessCheck, RunnableFlow } from '../../readiness.js';
-import type { FlowConversation } from '../../runtime/conversation.js';
 import type { ConversationKit } from '../../runtime/conversations.js';
-import { SPOKEN } from '../../runtime/conversation-mode.js';
-import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
 import { sessionRedactor } from '../../host/redactor.js';
 import { flowToRun } from '../flow-to-run.js';
+import { VoicePipeline } from '../voice-pipeline.js';
 import { BusAudioInput, BusAudioOutput } from './bus-audio.js';
 
 export interface VoiceSocketConfig {
@@ -125,25 +121,15 @@ interface CallDeps {
   requestId: string;
 }
 
-/** The moments of one user turn, on the wall clock, that the audio figures are made from. */
-interface TurnMoments {
-  speechEndAt?: number;
-  transcriptAt?: number;
-  committedAt?: number;
-  playbackAt?: number;
-  audibleAt?: number;
-}
-
 /** One voice session's audio, pipeline and figures, once its client attached. */
 class VoiceCall {
   private connectionId: string | undefined;
   private sub: Subscription | undefined;
   private input: BusAudioInput | undefined;
   private output: BusAudioOutput | undefined;
-  private conversation: FlowConversation | undefined;
+  private pipeline: VoicePipeline | undefined;
   private lastInputAt = Date.now();
   private idleCheck: NodeJS.Timeout | undefined;
-  private turn: TurnMoments = {};
   private closed = false;
   private readonly controlHeaders = natsHeaders();
 
@@ -190,81 +176,25 @@ class VoiceCall {
       Math.min(1000, config.VOICE_INPUT_IDLE_MS),
     );
     this.idleCheck.unref();
-    const session = new voice.AgentSession({
-      vad: sharedVad(),
-      turnHandling: turnHandlingOf(flow.config.agent),
-    });
-    this.watch(session);
-    const output = new BusAudioOutput({
-      sampleRate,
-      send: (m) => this.send(m),
-      replyText: () => this.conversation?.replyText(),
-      onAudible: (at) => (this.turn.audibleAt ??= at),
-      ackGraceMs: config.VOICE_PLAYBACK_ACK_GRACE_MS,
-    });
-    output.on(voice.AudioOutput.EVENT_PLAYBACK_STARTED, (ev: { createdAt: number }) => {
-      this.turn.playbackAt ??= ev.createdAt;
-    });
-    this.output = output;
-    session.input.audio = input;
-    session.output.audio = output;
-    // before the start: LiveKit's recorder wraps the audio the session is about to read and play
-    await ctx.recordAudio(session);
-    const conv = await this.deps.kit.converse({
-      mode: SPOKEN,
-      session,
-      startSession: (agent) => session.start({ agent }),
+    this.pipeline = new VoicePipeline({
+      kit: this.deps.kit,
+      ctx,
       flow,
       apiKeys: this.deps.apiKeys ?? undefined,
-      record: (m) => ctx.recorder?.record(m),
-      emit: ctx.emit,
-      lastEventId: ctx.lastEventId,
-      onEnded: () => ctx.stop('end step'),
-      log: ctx.log,
       requestId: this.deps.requestId,
-      audioFigures: () => this.takeFigures(),
+      input,
+      output: (hooks) => {
+        this.output = new BusAudioOutput({
+          sampleRate,
+          send: (m) => this.send(m),
+          replyText: hooks.replyText,
+          onAudible: hooks.onAudible,
+          ackGraceMs: config.VOICE_PLAYBACK_ACK_GRACE_MS,
+        });
+        return this.output;
+      },
     });
-    this.conversation = conv;
-    ctx.usageFrom(() => conv.usage());
-    await conv.start();
-  }
-
-  /** LiveKit's session events the figures and the agent-state events are made of. */
-  private watch(session: voice.AgentSession): void {
-    const { ctx } = this.deps;
-    session.on(voice.AgentSessionEventTypes.AgentStateChanged, (ev) => {
-      ctx.emit({ type: 'agent_state', state: ev.newState });
-    });
-    session.on(voice.AgentSessionEventTypes.UserStateChanged, (ev) => {
-      if (ev.newState === 'speaking') this.turn = {};
-      // the VAD reports the end of speech once its silence has lasted: the speech ended that long before
-      else if (ev.oldState === 'speaking') {
-        this.turn.speechEndAt = ev.createdAt - sharedVad().minSilenceDuration;
-      }
-    });
-    session.on(voice.AgentSessionEventTypes.UserInputTranscribed, (ev) => {
-      if (ev.isFinal) this.turn.transcriptAt = Date.now();
-    });
-    session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
-      if (ev.item.type === 'message' && ev.item.role === 'user') this.turn.committedAt = Date.now();
-    });
-    session.on(voice.AgentSessionEventTypes.Close, () => ctx.stop('session closed'));
-  }
-
-  /** The turn's figures measured here from the audio itself; once per turn. */
-  private takeFigures(): Partial<TurnMetrics> {
-    const t = this.turn;
-    this.turn = {};
-    if (t.speechEndAt === undefined) return {};
-    const since = (at: number | undefined) =>
-      at === undefined ? undefined : Math.max(0, Math.round(at - t.speechEndAt!));
-    const figures: Partial<TurnMetrics> = {
-      responseMs: since(t.audibleAt),
-      e2eLatencyMs: since(t.playbackAt),
-      transcriptionDelayMs: since(t.transcriptAt),
-      endOfTurnDelayMs: since(t.committedAt),
-    };
-    return Object.fromEntries(Object.entries(figures).filter(([, v]) => v !== undefined));
+    await this.pipeline.start();
   }
 
   /** A message from the client, relayed by the gateway: its microphone's PCM, or a control message. */
@@ -307,7 +237,7 @@ class VoiceCall {
     if (this.closed) return;
     clearInterval(this.idleCheck);
     this.output?.close();
-    await this.conversation?.close();
+    await this.pipeline?.close();
     this.closed = true;
     this.sub?.unsubscribe();
     await this.input?.close();
