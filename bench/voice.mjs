@@ -10,7 +10,7 @@
 //    against instant chat/speech stubs (bench/voice-stubs.mjs, a process of their own): event-loop delay p50/p99 while they talk, heap and RSS per session,
 //    and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
 //    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.
-// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3]
+// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off]
 import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
@@ -29,6 +29,8 @@ const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const FRAMES = option('frames', 250);
 const SESSIONS = option('sessions', 50);
 const TURNS = option('turns', 3);
+/** `--recordings off`: the sessions unrecorded (RECORDINGS=off), for an A/B of what recording costs them. */
+const RECORDINGS = option('recordings', 'on');
 const log = pino({ level: 'silent' });
 
 const pct = (xs, p) => {
@@ -137,6 +139,7 @@ async function sessions() {
         MAX_SESSIONS: String(SESSIONS + 5),
         // one bench process plays every caller
         MAX_SESSIONS_PER_CALLER: String(SESSIONS + 5),
+        RECORDINGS,
       }),
       VOICE_INPUT_IDLE_MS: 30_000,
     },
