@@ -131,17 +131,19 @@ describe('recordings of voice sessions', () => {
     expect(Math.abs(decoded.durationMs - recording.durationMs)).toBeLessThanOrEqual(100);
     expect(Math.abs(decoded.durationMs - (endAt - recording.startedAt))).toBeLessThanOrEqual(100);
 
-    // left: the caller, loud where the speech went in and quiet while the greeting played
+    // left: the caller, loud where the speech went in and quiet while the greeting played. Quiet is below 200
+    // (about −44 dBFS) against ~2,800 for speech: Opus at 32 kbit/s codes the two channels jointly, and a
+    // loud channel bleeds into a silent one at ~−35 dB (measured 52)
     const rate = decoded.sampleRate;
     const spoke = spokeAt - recording.startedAt;
     expect(levelOf(decoded.left, rate, spoke + 100, spoke + spokeMs - 100)).toBeGreaterThan(500);
     const greetingAt = client.connectedAt + greeting.startedAt - recording.startedAt;
-    expect(levelOf(decoded.left, rate, greetingAt, greetingAt + greeting.playedMs)).toBeLessThan(50);
+    expect(levelOf(decoded.left, rate, greetingAt, greetingAt + greeting.playedMs)).toBeLessThan(200);
     // right: the agent, as played: its greeting where the client played it, silence while the caller spoke
     expect(
       levelOf(decoded.right, rate, greetingAt + 200, greetingAt + greeting.playedMs - 200),
     ).toBeGreaterThan(500);
-    expect(levelOf(decoded.right, rate, spoke + 100, spoke + spokeMs - 100)).toBeLessThan(50);
+    expect(levelOf(decoded.right, rate, spoke + 100, spoke + spokeMs - 100)).toBeLessThan(200);
   }, 90_000);
 
   it('serves byte ranges (first, middle, last) with the same bytes, 416 outside, 304 when unchanged', async () => {

@@ -114,7 +114,8 @@ export function registerRecordingRoute(
 ): void {
   let bucket: Promise<ObjectStore> | undefined;
   const open = (nc: NatsConnection) =>
-    (bucket ??= new Objm(nc).open(RECORDINGS_BUCKET).catch((err: unknown) => {
+    // unchecked: a bucket not made yet answers StreamNotFound on the read itself
+    (bucket ??= new Objm(nc).open(RECORDINGS_BUCKET, false).catch((err: unknown) => {
       bucket = undefined;
       throw err;
     }));
@@ -143,9 +144,7 @@ export function registerRecordingRoute(
         result = await (await open(deps.nc)).get(recordingObject(id, sessionId));
       } catch (err) {
         // no bucket yet: no voice session was ever recorded here
-        // (nats.js says so in words: "object store not found")
-        if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound) || /store not found/i.test(String(err)))
-          throw missing();
+        if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) throw missing();
         throw new AppError('SERVICE_UNAVAILABLE', 'the recordings store is unavailable', { cause: err });
       }
       if (!result) throw missing();

@@ -78,7 +78,15 @@ export interface RouteDef<S extends Subject = Subject, P = unknown, B = unknown>
 }
 
 const AGENT_FIELDS = ['id', 'createdAt', 'updatedAt', 'version', 'archived', 'archivedAt'] as const;
-const TEST_SESSION_FIELDS = ['id', 'agentId', 'startedAt', 'status', 'usage', 'version', 'recording'] as const;
+const TEST_SESSION_FIELDS = [
+  'id',
+  'agentId',
+  'startedAt',
+  'status',
+  'usage',
+  'version',
+  'recording',
+] as const;
 const TEST_CASE_FIELDS = ['id', 'agentId', 'createdAt', 'updatedAt'] as const;
 
 function route<S extends Subject, P = Record<string, never>, B = undefined>(

@@ -1,6 +1,6 @@
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { safeError, type Logger } from '@vab/bus';
+import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
 import { RECORDINGS_BUCKET, recordingObject } from '@vab/contracts';
 
 /**
@@ -20,11 +20,10 @@ export class Recordings {
     if (sessionIds.length === 0) return 0;
     let store: ObjectStore;
     try {
-      store = await (this.bucket ??= new Objm(this.nc).open(RECORDINGS_BUCKET));
+      // unchecked: a bucket not made yet answers StreamNotFound on the delete itself
+      store = await (this.bucket ??= new Objm(this.nc).open(RECORDINGS_BUCKET, false));
     } catch (err) {
       this.bucket = undefined;
-      // no bucket: no recording was ever made (or recordings are off)
-      if (/store not found/i.test(String(err))) return 0;
       this.log.warn(
         { code: 'RECORDING_NOT_REMOVED', err: safeError(err) },
         'recordings bucket not reachable',
@@ -37,6 +36,8 @@ export class Recordings {
         await store.delete(recordingObject(agentId, sessionId));
         removed++;
       } catch (err) {
+        // no bucket: no recording was ever made (or recordings are off)
+        if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) return removed;
         this.log.warn(
           { code: 'RECORDING_NOT_REMOVED', err: safeError(err), agentId, sessionId },
           'recording not removed; the bucket will age it out',
