@@ -655,6 +655,183 @@ export interface components {
     } & {
       [key: string]: unknown;
     };
+    CaseObservation: {
+      ended: boolean;
+      endedAt: string | null;
+      /**
+       * @default turns
+       * @enum {string}
+       */
+      endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
+      /** @default null */
+      error: {
+        message: string;
+        raw: string | null;
+        /** @enum {string} */
+        role: 'simulator' | 'judge';
+      } | null;
+      /** @default null */
+      judgements:
+        | {
+            criterion: string;
+            passed: boolean;
+            reason: string;
+            turn: number | null;
+          }[]
+        | null;
+      /** @default [] */
+      metrics: {
+        e2eLatencyMs?: number;
+        endOfTurnDelayMs?: number;
+        llmDurationMs?: number;
+        llmTtftMs?: number;
+        responseMs?: number;
+        toolMs?: number;
+        transcriptionDelayMs?: number;
+        ttsTtfbMs?: number;
+        turnMs?: number;
+      }[];
+      replies: string[][];
+      /** @default null */
+      seed: number | null;
+      sessionId: string;
+      steps: string[];
+      structured: {
+        [key: string]: unknown;
+      } | null;
+      /**
+       * @default {
+       *       "agent": [],
+       *       "simulator": [],
+       *       "judge": []
+       *     }
+       */
+      usage: {
+        agent: {
+          cachedTokens?: number;
+          completionTokens?: number;
+          /** @enum {string} */
+          kind: 'llm' | 'tts' | 'stt';
+          model: string;
+          promptTokens?: number;
+          provider: string;
+          sttAudioSeconds?: number;
+          ttsCharacters?: number;
+        }[];
+        judge: {
+          cachedTokens?: number;
+          completionTokens?: number;
+          /** @enum {string} */
+          kind: 'llm' | 'tts' | 'stt';
+          model: string;
+          promptTokens?: number;
+          provider: string;
+          sttAudioSeconds?: number;
+          ttsCharacters?: number;
+        }[];
+        simulator: {
+          cachedTokens?: number;
+          completionTokens?: number;
+          /** @enum {string} */
+          kind: 'llm' | 'tts' | 'stt';
+          model: string;
+          promptTokens?: number;
+          provider: string;
+          sttAudioSeconds?: number;
+          ttsCharacters?: number;
+        }[];
+      };
+      /** @default [] */
+      userTurns: string[];
+      /** @default null */
+      voice: {
+        agentInterruptions: {
+          count: number;
+          totalMs: number;
+        };
+        bargeIns: {
+          atMs: number;
+          stopMs: number | null;
+        }[];
+        durationMs: number;
+        heard: string[];
+        longestSilenceMs: number;
+        noiseSnrDb: number | null;
+        silenceBoundMs: number;
+        silences: {
+          atMs: number;
+          ms: number;
+        }[];
+        talkMs: {
+          agent: number;
+          caller: number;
+        };
+        turns: {
+          callerEndMs: number;
+          responseMs: number | null;
+        }[];
+      } | null;
+    };
+    CaseResult: {
+      attempts: number;
+      caseId: string;
+      error: string | null;
+      failures: {
+        /** @description Any JSON value */
+        actual: unknown;
+        /** @enum {string} */
+        expectation:
+          | 'steps'
+          | 'ends'
+          | 'endsAt'
+          | 'replyContains'
+          | 'structured'
+          | 'maxResponseMs'
+          | 'maxAgentInterruptions'
+          | 'maxSilenceMs'
+          | 'maxBargeInStopMs'
+          | 'criterion';
+        /** @description Any JSON value */
+        expected: unknown;
+        message: string;
+      }[];
+      /** @default 1 */
+      minPassRate: number;
+      name: string;
+      observed: components['schemas']['CaseObservation'] | null;
+      /** @default null */
+      passRate: number | null;
+      /** @default [] */
+      repeats: {
+        error: string | null;
+        failures: {
+          /** @description Any JSON value */
+          actual: unknown;
+          /** @enum {string} */
+          expectation:
+            | 'steps'
+            | 'ends'
+            | 'endsAt'
+            | 'replyContains'
+            | 'structured'
+            | 'maxResponseMs'
+            | 'maxAgentInterruptions'
+            | 'maxSilenceMs'
+            | 'maxBargeInStopMs'
+            | 'criterion';
+          /** @description Any JSON value */
+          expected: unknown;
+          message: string;
+        }[];
+        index: number;
+        observed: components['schemas']['CaseObservation'] | null;
+        raw: string | null;
+        /** @enum {string} */
+        verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+      }[];
+      /** @enum {string} */
+      verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+    };
     /** @description An n-way branch: a model picks one of `categories` over the transcript so far, and the run takes its exit `cat_<i>` (`cat_0` for the first category). A failed evaluation is retried once, then the last category (conventionally "other") is taken. Handles: in `in`, `llm_in`; out `cat_<i>`. */
     CategorizeNode: {
       /** @description The categories, one exit `cat_<i>` each; the last is taken when the model cannot decide. */
@@ -1500,6 +1677,114 @@ export interface components {
       | components['schemas']['StructuredOutputNode']
       | components['schemas']['WebhookNode']
       | components['schemas']['OtherNode'];
+    Simulation: {
+      goal: string;
+      maxTurns: number;
+      model?: {
+        baseURL?: string;
+        model?: string;
+        provider: string;
+        temperature?: number;
+      };
+      persona: string;
+      voice?: {
+        /** @default {} */
+        behaviour: {
+          bargeIn?: {
+            afterMs: number;
+            /** @default 1 */
+            chance: number;
+          };
+          midSentencePause?: {
+            /** @default 1 */
+            chance: number;
+            ms: number;
+          };
+          noise?: {
+            /**
+             * @default pink
+             * @enum {string}
+             */
+            kind: 'white' | 'pink' | 'brown';
+            snrDb: number;
+          };
+          rate?: number;
+          silenceBeforeAnswer?: {
+            /** @default 1 */
+            chance: number;
+            ms: number;
+          };
+        };
+        stt?: {
+          baseURL?: string;
+          language?: string;
+          model?: string;
+          /** @enum {string} */
+          provider: 'openai' | 'deepgram';
+        };
+        tts?: {
+          baseURL?: string;
+          model?: string;
+          /** @enum {string} */
+          provider: 'openai' | 'elevenlabs' | 'deepgram';
+          voiceId?: string;
+        };
+      };
+    };
+    SimulationInput: {
+      goal: string;
+      maxTurns: number;
+      model?: {
+        baseURL?: string;
+        model?: string;
+        provider: string;
+        temperature?: number;
+      };
+      persona: string;
+      voice?: {
+        /** @default {} */
+        behaviour: {
+          bargeIn?: {
+            afterMs: number;
+            /** @default 1 */
+            chance: number;
+          };
+          midSentencePause?: {
+            /** @default 1 */
+            chance: number;
+            ms: number;
+          };
+          noise?: {
+            /**
+             * @default pink
+             * @enum {string}
+             */
+            kind: 'white' | 'pink' | 'brown';
+            snrDb: number;
+          };
+          rate?: number;
+          silenceBeforeAnswer?: {
+            /** @default 1 */
+            chance: number;
+            ms: number;
+          };
+        };
+        stt?: {
+          baseURL?: string;
+          language?: string;
+          model?: string;
+          /** @enum {string} */
+          provider: 'openai' | 'deepgram';
+        };
+        tts?: {
+          baseURL?: string;
+          model?: string;
+          /** @enum {string} */
+          provider: 'openai' | 'elevenlabs' | 'deepgram';
+          voiceId?: string;
+        };
+      };
+    };
     /** @description The first step. On session start the agent speaks first: `command` verbatim when `isLiteral`, else a line generated from it. The first user turn moves on. Handles: in `in`; out `output`. */
     StartNode: {
       /** @description The opening line, or the instruction to make one from. */
@@ -1562,6 +1847,194 @@ export interface components {
       provider: string;
     } & {
       [key: string]: unknown;
+    };
+    TestCase: {
+      agentId: string;
+      createdAt: number;
+      criteria: {
+        description: string;
+        name: string;
+      }[];
+      expect: {
+        ends?: boolean;
+        endsAt?: string;
+        maxAgentInterruptions?: number;
+        maxBargeInStopMs?: number;
+        maxResponseMs?: number;
+        maxSilenceMs?: number;
+        replyContains?: string[];
+        steps?: string[];
+        structured?: {
+          [key: string]: unknown;
+        };
+      };
+      fromSession: string | null;
+      id: string;
+      judgeModel: {
+        baseURL?: string;
+        model?: string;
+        provider: string;
+        temperature?: number;
+      } | null;
+      minPassRate: number;
+      mocks: {
+        tools?: {
+          [key: string]: {
+            error?: string;
+            /** @description Any JSON value */
+            result?: unknown;
+          };
+        };
+        webhooks?: {
+          [key: string]: {
+            /** @default 200 */
+            status: number;
+          };
+        };
+      };
+      name: string;
+      repeat: number;
+      simulation: components['schemas']['Simulation'] | null;
+      temperature: number | null;
+      turns: string[];
+      updatedAt: number;
+    };
+    TestRun: {
+      agentId: string;
+      cases: components['schemas']['CaseResult'][];
+      casesFrom?: number;
+      counts: {
+        errored: number;
+        failed: number;
+        passed: number;
+        queued: number;
+        running: number;
+        total: number;
+      };
+      createdAt: number;
+      finishedAt: number | null;
+      id: string;
+      latency: {
+        [key: string]: number;
+      };
+      latencyChange: {
+        changes: {
+          after: number;
+          before: number;
+          delta: number;
+          /** @enum {string} */
+          figure:
+            | 'e2eLatencyMs'
+            | 'responseMs'
+            | 'endOfTurnDelayMs'
+            | 'transcriptionDelayMs'
+            | 'llmTtftMs'
+            | 'llmDurationMs'
+            | 'ttsTtfbMs'
+            | 'toolMs'
+            | 'turnMs';
+        }[];
+        runId: string;
+      } | null;
+      nextCasesFrom?: number | null;
+      sinceLastPass: {
+        changes: {
+          agentId: string;
+          canvas: {
+            fields: {
+              after?: unknown;
+              before?: unknown;
+              name: string;
+            }[];
+            id: string;
+          }[];
+          edges: {
+            added: {
+              source: string;
+              sourceHandle: string | null;
+              target: string;
+              targetHandle: string | null;
+            }[];
+            removed: {
+              source: string;
+              sourceHandle: string | null;
+              target: string;
+              targetHandle: string | null;
+            }[];
+          };
+          from: number;
+          latency: {
+            after: number;
+            before: number;
+            delta: number;
+            /** @enum {string} */
+            figure:
+              | 'e2eLatencyMs'
+              | 'responseMs'
+              | 'endOfTurnDelayMs'
+              | 'transcriptionDelayMs'
+              | 'llmTtftMs'
+              | 'llmDurationMs'
+              | 'ttsTtfbMs'
+              | 'toolMs'
+              | 'turnMs';
+          }[];
+          nodes: {
+            added: string[];
+            changed: {
+              fields: {
+                after?: unknown;
+                before?: unknown;
+                name: string;
+              }[];
+              id: string;
+            }[];
+            removed: string[];
+          };
+          to: number;
+        } | null;
+        runId: string;
+        version: number;
+      } | null;
+      /** @enum {string} */
+      status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
+      updatedAt: number;
+      usage: {
+        agent: {
+          cachedTokens?: number;
+          completionTokens?: number;
+          /** @enum {string} */
+          kind: 'llm' | 'tts' | 'stt';
+          model: string;
+          promptTokens?: number;
+          provider: string;
+          sttAudioSeconds?: number;
+          ttsCharacters?: number;
+        }[];
+        judge: {
+          cachedTokens?: number;
+          completionTokens?: number;
+          /** @enum {string} */
+          kind: 'llm' | 'tts' | 'stt';
+          model: string;
+          promptTokens?: number;
+          provider: string;
+          sttAudioSeconds?: number;
+          ttsCharacters?: number;
+        }[];
+        simulator: {
+          cachedTokens?: number;
+          completionTokens?: number;
+          /** @enum {string} */
+          kind: 'llm' | 'tts' | 'stt';
+          model: string;
+          promptTokens?: number;
+          provider: string;
+          sttAudioSeconds?: number;
+          ttsCharacters?: number;
+        }[];
+      };
+      version: number;
     };
     TestSession: {
       agentId: string;
@@ -4175,110 +4648,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            agentId: string;
-            createdAt: number;
-            criteria: {
-              description: string;
-              name: string;
-            }[];
-            expect: {
-              ends?: boolean;
-              endsAt?: string;
-              maxAgentInterruptions?: number;
-              maxBargeInStopMs?: number;
-              maxResponseMs?: number;
-              maxSilenceMs?: number;
-              replyContains?: string[];
-              steps?: string[];
-              structured?: {
-                [key: string]: unknown;
-              };
-            };
-            fromSession: string | null;
-            id: string;
-            judgeModel: {
-              baseURL?: string;
-              model?: string;
-              provider: string;
-              temperature?: number;
-            } | null;
-            minPassRate: number;
-            mocks: {
-              tools?: {
-                [key: string]: {
-                  error?: string;
-                  /** @description Any JSON value */
-                  result?: unknown;
-                };
-              };
-              webhooks?: {
-                [key: string]: {
-                  /** @default 200 */
-                  status: number;
-                };
-              };
-            };
-            name: string;
-            repeat: number;
-            simulation: {
-              goal: string;
-              maxTurns: number;
-              model?: {
-                baseURL?: string;
-                model?: string;
-                provider: string;
-                temperature?: number;
-              };
-              persona: string;
-              voice?: {
-                /** @default {} */
-                behaviour: {
-                  bargeIn?: {
-                    afterMs: number;
-                    /** @default 1 */
-                    chance: number;
-                  };
-                  midSentencePause?: {
-                    /** @default 1 */
-                    chance: number;
-                    ms: number;
-                  };
-                  noise?: {
-                    /**
-                     * @default pink
-                     * @enum {string}
-                     */
-                    kind: 'white' | 'pink' | 'brown';
-                    snrDb: number;
-                  };
-                  rate?: number;
-                  silenceBeforeAnswer?: {
-                    /** @default 1 */
-                    chance: number;
-                    ms: number;
-                  };
-                };
-                stt?: {
-                  baseURL?: string;
-                  language?: string;
-                  model?: string;
-                  /** @enum {string} */
-                  provider: 'openai' | 'deepgram';
-                };
-                tts?: {
-                  baseURL?: string;
-                  model?: string;
-                  /** @enum {string} */
-                  provider: 'openai' | 'elevenlabs' | 'deepgram';
-                  voiceId?: string;
-                };
-              };
-            } | null;
-            temperature: number | null;
-            turns: string[];
-            updatedAt: number;
-          }[];
+          'application/json': components['schemas']['TestCase'][];
         };
       };
       /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
@@ -4437,60 +4807,7 @@ export interface operations {
           };
           name?: string;
           repeat?: number;
-          simulation?: {
-            goal: string;
-            maxTurns: number;
-            model?: {
-              baseURL?: string;
-              model?: string;
-              provider: string;
-              temperature?: number;
-            };
-            persona: string;
-            voice?: {
-              /** @default {} */
-              behaviour?: {
-                bargeIn?: {
-                  afterMs: number;
-                  /** @default 1 */
-                  chance?: number;
-                };
-                midSentencePause?: {
-                  /** @default 1 */
-                  chance?: number;
-                  ms: number;
-                };
-                noise?: {
-                  /**
-                   * @default pink
-                   * @enum {string}
-                   */
-                  kind?: 'white' | 'pink' | 'brown';
-                  snrDb: number;
-                };
-                rate?: number;
-                silenceBeforeAnswer?: {
-                  /** @default 1 */
-                  chance?: number;
-                  ms: number;
-                };
-              };
-              stt?: {
-                baseURL?: string;
-                language?: string;
-                model?: string;
-                /** @enum {string} */
-                provider: 'openai' | 'deepgram';
-              };
-              tts?: {
-                baseURL?: string;
-                model?: string;
-                /** @enum {string} */
-                provider: 'openai' | 'elevenlabs' | 'deepgram';
-                voiceId?: string;
-              };
-            };
-          } | null;
+          simulation?: components['schemas']['SimulationInput'] | null;
           temperature?: number | null;
           turns?: string[];
         };
@@ -4507,110 +4824,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            agentId: string;
-            createdAt: number;
-            criteria: {
-              description: string;
-              name: string;
-            }[];
-            expect: {
-              ends?: boolean;
-              endsAt?: string;
-              maxAgentInterruptions?: number;
-              maxBargeInStopMs?: number;
-              maxResponseMs?: number;
-              maxSilenceMs?: number;
-              replyContains?: string[];
-              steps?: string[];
-              structured?: {
-                [key: string]: unknown;
-              };
-            };
-            fromSession: string | null;
-            id: string;
-            judgeModel: {
-              baseURL?: string;
-              model?: string;
-              provider: string;
-              temperature?: number;
-            } | null;
-            minPassRate: number;
-            mocks: {
-              tools?: {
-                [key: string]: {
-                  error?: string;
-                  /** @description Any JSON value */
-                  result?: unknown;
-                };
-              };
-              webhooks?: {
-                [key: string]: {
-                  /** @default 200 */
-                  status: number;
-                };
-              };
-            };
-            name: string;
-            repeat: number;
-            simulation: {
-              goal: string;
-              maxTurns: number;
-              model?: {
-                baseURL?: string;
-                model?: string;
-                provider: string;
-                temperature?: number;
-              };
-              persona: string;
-              voice?: {
-                /** @default {} */
-                behaviour: {
-                  bargeIn?: {
-                    afterMs: number;
-                    /** @default 1 */
-                    chance: number;
-                  };
-                  midSentencePause?: {
-                    /** @default 1 */
-                    chance: number;
-                    ms: number;
-                  };
-                  noise?: {
-                    /**
-                     * @default pink
-                     * @enum {string}
-                     */
-                    kind: 'white' | 'pink' | 'brown';
-                    snrDb: number;
-                  };
-                  rate?: number;
-                  silenceBeforeAnswer?: {
-                    /** @default 1 */
-                    chance: number;
-                    ms: number;
-                  };
-                };
-                stt?: {
-                  baseURL?: string;
-                  language?: string;
-                  model?: string;
-                  /** @enum {string} */
-                  provider: 'openai' | 'deepgram';
-                };
-                tts?: {
-                  baseURL?: string;
-                  model?: string;
-                  /** @enum {string} */
-                  provider: 'openai' | 'elevenlabs' | 'deepgram';
-                  voiceId?: string;
-                };
-              };
-            } | null;
-            temperature: number | null;
-            turns: string[];
-            updatedAt: number;
-          };
+          'application/json': components['schemas']['TestCase'];
         };
       };
       /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
@@ -4725,110 +4939,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            agentId: string;
-            createdAt: number;
-            criteria: {
-              description: string;
-              name: string;
-            }[];
-            expect: {
-              ends?: boolean;
-              endsAt?: string;
-              maxAgentInterruptions?: number;
-              maxBargeInStopMs?: number;
-              maxResponseMs?: number;
-              maxSilenceMs?: number;
-              replyContains?: string[];
-              steps?: string[];
-              structured?: {
-                [key: string]: unknown;
-              };
-            };
-            fromSession: string | null;
-            id: string;
-            judgeModel: {
-              baseURL?: string;
-              model?: string;
-              provider: string;
-              temperature?: number;
-            } | null;
-            minPassRate: number;
-            mocks: {
-              tools?: {
-                [key: string]: {
-                  error?: string;
-                  /** @description Any JSON value */
-                  result?: unknown;
-                };
-              };
-              webhooks?: {
-                [key: string]: {
-                  /** @default 200 */
-                  status: number;
-                };
-              };
-            };
-            name: string;
-            repeat: number;
-            simulation: {
-              goal: string;
-              maxTurns: number;
-              model?: {
-                baseURL?: string;
-                model?: string;
-                provider: string;
-                temperature?: number;
-              };
-              persona: string;
-              voice?: {
-                /** @default {} */
-                behaviour: {
-                  bargeIn?: {
-                    afterMs: number;
-                    /** @default 1 */
-                    chance: number;
-                  };
-                  midSentencePause?: {
-                    /** @default 1 */
-                    chance: number;
-                    ms: number;
-                  };
-                  noise?: {
-                    /**
-                     * @default pink
-                     * @enum {string}
-                     */
-                    kind: 'white' | 'pink' | 'brown';
-                    snrDb: number;
-                  };
-                  rate?: number;
-                  silenceBeforeAnswer?: {
-                    /** @default 1 */
-                    chance: number;
-                    ms: number;
-                  };
-                };
-                stt?: {
-                  baseURL?: string;
-                  language?: string;
-                  model?: string;
-                  /** @enum {string} */
-                  provider: 'openai' | 'deepgram';
-                };
-                tts?: {
-                  baseURL?: string;
-                  model?: string;
-                  /** @enum {string} */
-                  provider: 'openai' | 'elevenlabs' | 'deepgram';
-                  voiceId?: string;
-                };
-              };
-            } | null;
-            temperature: number | null;
-            turns: string[];
-            updatedAt: number;
-          };
+          'application/json': components['schemas']['TestCase'];
         };
       };
       /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
@@ -5088,60 +5199,7 @@ export interface operations {
           };
           name?: string;
           repeat?: number;
-          simulation?: {
-            goal: string;
-            maxTurns: number;
-            model?: {
-              baseURL?: string;
-              model?: string;
-              provider: string;
-              temperature?: number;
-            };
-            persona: string;
-            voice?: {
-              /** @default {} */
-              behaviour?: {
-                bargeIn?: {
-                  afterMs: number;
-                  /** @default 1 */
-                  chance?: number;
-                };
-                midSentencePause?: {
-                  /** @default 1 */
-                  chance?: number;
-                  ms: number;
-                };
-                noise?: {
-                  /**
-                   * @default pink
-                   * @enum {string}
-                   */
-                  kind?: 'white' | 'pink' | 'brown';
-                  snrDb: number;
-                };
-                rate?: number;
-                silenceBeforeAnswer?: {
-                  /** @default 1 */
-                  chance?: number;
-                  ms: number;
-                };
-              };
-              stt?: {
-                baseURL?: string;
-                language?: string;
-                model?: string;
-                /** @enum {string} */
-                provider: 'openai' | 'deepgram';
-              };
-              tts?: {
-                baseURL?: string;
-                model?: string;
-                /** @enum {string} */
-                provider: 'openai' | 'elevenlabs' | 'deepgram';
-                voiceId?: string;
-              };
-            };
-          } | null;
+          simulation?: components['schemas']['SimulationInput'] | null;
           temperature?: number | null;
           turns?: string[];
         };
@@ -5156,110 +5214,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            agentId: string;
-            createdAt: number;
-            criteria: {
-              description: string;
-              name: string;
-            }[];
-            expect: {
-              ends?: boolean;
-              endsAt?: string;
-              maxAgentInterruptions?: number;
-              maxBargeInStopMs?: number;
-              maxResponseMs?: number;
-              maxSilenceMs?: number;
-              replyContains?: string[];
-              steps?: string[];
-              structured?: {
-                [key: string]: unknown;
-              };
-            };
-            fromSession: string | null;
-            id: string;
-            judgeModel: {
-              baseURL?: string;
-              model?: string;
-              provider: string;
-              temperature?: number;
-            } | null;
-            minPassRate: number;
-            mocks: {
-              tools?: {
-                [key: string]: {
-                  error?: string;
-                  /** @description Any JSON value */
-                  result?: unknown;
-                };
-              };
-              webhooks?: {
-                [key: string]: {
-                  /** @default 200 */
-                  status: number;
-                };
-              };
-            };
-            name: string;
-            repeat: number;
-            simulation: {
-              goal: string;
-              maxTurns: number;
-              model?: {
-                baseURL?: string;
-                model?: string;
-                provider: string;
-                temperature?: number;
-              };
-              persona: string;
-              voice?: {
-                /** @default {} */
-                behaviour: {
-                  bargeIn?: {
-                    afterMs: number;
-                    /** @default 1 */
-                    chance: number;
-                  };
-                  midSentencePause?: {
-                    /** @default 1 */
-                    chance: number;
-                    ms: number;
-                  };
-                  noise?: {
-                    /**
-                     * @default pink
-                     * @enum {string}
-                     */
-                    kind: 'white' | 'pink' | 'brown';
-                    snrDb: number;
-                  };
-                  rate?: number;
-                  silenceBeforeAnswer?: {
-                    /** @default 1 */
-                    chance: number;
-                    ms: number;
-                  };
-                };
-                stt?: {
-                  baseURL?: string;
-                  language?: string;
-                  model?: string;
-                  /** @enum {string} */
-                  provider: 'openai' | 'deepgram';
-                };
-                tts?: {
-                  baseURL?: string;
-                  model?: string;
-                  /** @enum {string} */
-                  provider: 'openai' | 'elevenlabs' | 'deepgram';
-                  voiceId?: string;
-                };
-              };
-            } | null;
-            temperature: number | null;
-            turns: string[];
-            updatedAt: number;
-          };
+          'application/json': components['schemas']['TestCase'];
         };
       };
       /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
@@ -5402,60 +5357,7 @@ export interface operations {
                 name: string;
               }[];
               name: string;
-              simulation: {
-                goal: string;
-                maxTurns: number;
-                model?: {
-                  baseURL?: string;
-                  model?: string;
-                  provider: string;
-                  temperature?: number;
-                };
-                persona: string;
-                voice?: {
-                  /** @default {} */
-                  behaviour: {
-                    bargeIn?: {
-                      afterMs: number;
-                      /** @default 1 */
-                      chance: number;
-                    };
-                    midSentencePause?: {
-                      /** @default 1 */
-                      chance: number;
-                      ms: number;
-                    };
-                    noise?: {
-                      /**
-                       * @default pink
-                       * @enum {string}
-                       */
-                      kind: 'white' | 'pink' | 'brown';
-                      snrDb: number;
-                    };
-                    rate?: number;
-                    silenceBeforeAnswer?: {
-                      /** @default 1 */
-                      chance: number;
-                      ms: number;
-                    };
-                  };
-                  stt?: {
-                    baseURL?: string;
-                    language?: string;
-                    model?: string;
-                    /** @enum {string} */
-                    provider: 'openai' | 'deepgram';
-                  };
-                  tts?: {
-                    baseURL?: string;
-                    model?: string;
-                    /** @enum {string} */
-                    provider: 'openai' | 'elevenlabs' | 'deepgram';
-                    voiceId?: string;
-                  };
-                };
-              };
+              simulation: components['schemas']['Simulation'];
             }[];
           };
         };
@@ -5580,434 +5482,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            agentId: string;
-            cases: {
-              attempts: number;
-              caseId: string;
-              error: string | null;
-              failures: {
-                /** @description Any JSON value */
-                actual: unknown;
-                /** @enum {string} */
-                expectation:
-                  | 'steps'
-                  | 'ends'
-                  | 'endsAt'
-                  | 'replyContains'
-                  | 'structured'
-                  | 'maxResponseMs'
-                  | 'maxAgentInterruptions'
-                  | 'maxSilenceMs'
-                  | 'maxBargeInStopMs'
-                  | 'criterion';
-                /** @description Any JSON value */
-                expected: unknown;
-                message: string;
-              }[];
-              /** @default 1 */
-              minPassRate: number;
-              name: string;
-              observed: {
-                ended: boolean;
-                endedAt: string | null;
-                /**
-                 * @default turns
-                 * @enum {string}
-                 */
-                endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
-                /** @default null */
-                error: {
-                  message: string;
-                  raw: string | null;
-                  /** @enum {string} */
-                  role: 'simulator' | 'judge';
-                } | null;
-                /** @default null */
-                judgements:
-                  | {
-                      criterion: string;
-                      passed: boolean;
-                      reason: string;
-                      turn: number | null;
-                    }[]
-                  | null;
-                /** @default [] */
-                metrics: {
-                  e2eLatencyMs?: number;
-                  endOfTurnDelayMs?: number;
-                  llmDurationMs?: number;
-                  llmTtftMs?: number;
-                  responseMs?: number;
-                  toolMs?: number;
-                  transcriptionDelayMs?: number;
-                  ttsTtfbMs?: number;
-                  turnMs?: number;
-                }[];
-                replies: string[][];
-                /** @default null */
-                seed: number | null;
-                sessionId: string;
-                steps: string[];
-                structured: {
-                  [key: string]: unknown;
-                } | null;
-                /**
-                 * @default {
-                 *       "agent": [],
-                 *       "simulator": [],
-                 *       "judge": []
-                 *     }
-                 */
-                usage: {
-                  agent: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                  judge: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                  simulator: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                };
-                /** @default [] */
-                userTurns: string[];
-                /** @default null */
-                voice: {
-                  agentInterruptions: {
-                    count: number;
-                    totalMs: number;
-                  };
-                  bargeIns: {
-                    atMs: number;
-                    stopMs: number | null;
-                  }[];
-                  durationMs: number;
-                  heard: string[];
-                  longestSilenceMs: number;
-                  noiseSnrDb: number | null;
-                  silenceBoundMs: number;
-                  silences: {
-                    atMs: number;
-                    ms: number;
-                  }[];
-                  talkMs: {
-                    agent: number;
-                    caller: number;
-                  };
-                  turns: {
-                    callerEndMs: number;
-                    responseMs: number | null;
-                  }[];
-                } | null;
-              } | null;
-              /** @default null */
-              passRate: number | null;
-              /** @default [] */
-              repeats: {
-                error: string | null;
-                failures: {
-                  /** @description Any JSON value */
-                  actual: unknown;
-                  /** @enum {string} */
-                  expectation:
-                    | 'steps'
-                    | 'ends'
-                    | 'endsAt'
-                    | 'replyContains'
-                    | 'structured'
-                    | 'maxResponseMs'
-                    | 'maxAgentInterruptions'
-                    | 'maxSilenceMs'
-                    | 'maxBargeInStopMs'
-                    | 'criterion';
-                  /** @description Any JSON value */
-                  expected: unknown;
-                  message: string;
-                }[];
-                index: number;
-                observed: {
-                  ended: boolean;
-                  endedAt: string | null;
-                  /**
-                   * @default turns
-                   * @enum {string}
-                   */
-                  endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
-                  /** @default null */
-                  error: {
-                    message: string;
-                    raw: string | null;
-                    /** @enum {string} */
-                    role: 'simulator' | 'judge';
-                  } | null;
-                  /** @default null */
-                  judgements:
-                    | {
-                        criterion: string;
-                        passed: boolean;
-                        reason: string;
-                        turn: number | null;
-                      }[]
-                    | null;
-                  /** @default [] */
-                  metrics: {
-                    e2eLatencyMs?: number;
-                    endOfTurnDelayMs?: number;
-                    llmDurationMs?: number;
-                    llmTtftMs?: number;
-                    responseMs?: number;
-                    toolMs?: number;
-                    transcriptionDelayMs?: number;
-                    ttsTtfbMs?: number;
-                    turnMs?: number;
-                  }[];
-                  replies: string[][];
-                  /** @default null */
-                  seed: number | null;
-                  sessionId: string;
-                  steps: string[];
-                  structured: {
-                    [key: string]: unknown;
-                  } | null;
-                  /**
-                   * @default {
-                   *       "agent": [],
-                   *       "simulator": [],
-                   *       "judge": []
-                   *     }
-                   */
-                  usage: {
-                    agent: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                    judge: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                    simulator: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                  };
-                  /** @default [] */
-                  userTurns: string[];
-                  /** @default null */
-                  voice: {
-                    agentInterruptions: {
-                      count: number;
-                      totalMs: number;
-                    };
-                    bargeIns: {
-                      atMs: number;
-                      stopMs: number | null;
-                    }[];
-                    durationMs: number;
-                    heard: string[];
-                    longestSilenceMs: number;
-                    noiseSnrDb: number | null;
-                    silenceBoundMs: number;
-                    silences: {
-                      atMs: number;
-                      ms: number;
-                    }[];
-                    talkMs: {
-                      agent: number;
-                      caller: number;
-                    };
-                    turns: {
-                      callerEndMs: number;
-                      responseMs: number | null;
-                    }[];
-                  } | null;
-                } | null;
-                raw: string | null;
-                /** @enum {string} */
-                verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-              }[];
-              /** @enum {string} */
-              verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-            }[];
-            casesFrom?: number;
-            counts: {
-              errored: number;
-              failed: number;
-              passed: number;
-              queued: number;
-              running: number;
-              total: number;
-            };
-            createdAt: number;
-            finishedAt: number | null;
-            id: string;
-            latency: {
-              [key: string]: number;
-            };
-            latencyChange: {
-              changes: {
-                after: number;
-                before: number;
-                delta: number;
-                /** @enum {string} */
-                figure:
-                  | 'e2eLatencyMs'
-                  | 'responseMs'
-                  | 'endOfTurnDelayMs'
-                  | 'transcriptionDelayMs'
-                  | 'llmTtftMs'
-                  | 'llmDurationMs'
-                  | 'ttsTtfbMs'
-                  | 'toolMs'
-                  | 'turnMs';
-              }[];
-              runId: string;
-            } | null;
-            nextCasesFrom?: number | null;
-            sinceLastPass: {
-              changes: {
-                agentId: string;
-                canvas: {
-                  fields: {
-                    after?: unknown;
-                    before?: unknown;
-                    name: string;
-                  }[];
-                  id: string;
-                }[];
-                edges: {
-                  added: {
-                    source: string;
-                    sourceHandle: string | null;
-                    target: string;
-                    targetHandle: string | null;
-                  }[];
-                  removed: {
-                    source: string;
-                    sourceHandle: string | null;
-                    target: string;
-                    targetHandle: string | null;
-                  }[];
-                };
-                from: number;
-                latency: {
-                  after: number;
-                  before: number;
-                  delta: number;
-                  /** @enum {string} */
-                  figure:
-                    | 'e2eLatencyMs'
-                    | 'responseMs'
-                    | 'endOfTurnDelayMs'
-                    | 'transcriptionDelayMs'
-                    | 'llmTtftMs'
-                    | 'llmDurationMs'
-                    | 'ttsTtfbMs'
-                    | 'toolMs'
-                    | 'turnMs';
-                }[];
-                nodes: {
-                  added: string[];
-                  changed: {
-                    fields: {
-                      after?: unknown;
-                      before?: unknown;
-                      name: string;
-                    }[];
-                    id: string;
-                  }[];
-                  removed: string[];
-                };
-                to: number;
-              } | null;
-              runId: string;
-              version: number;
-            } | null;
-            /** @enum {string} */
-            status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-            updatedAt: number;
-            usage: {
-              agent: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-              judge: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-              simulator: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-            };
-            version: number;
-          }[];
+          'application/json': components['schemas']['TestRun'][];
         };
       };
       /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
@@ -6124,434 +5599,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            agentId: string;
-            cases: {
-              attempts: number;
-              caseId: string;
-              error: string | null;
-              failures: {
-                /** @description Any JSON value */
-                actual: unknown;
-                /** @enum {string} */
-                expectation:
-                  | 'steps'
-                  | 'ends'
-                  | 'endsAt'
-                  | 'replyContains'
-                  | 'structured'
-                  | 'maxResponseMs'
-                  | 'maxAgentInterruptions'
-                  | 'maxSilenceMs'
-                  | 'maxBargeInStopMs'
-                  | 'criterion';
-                /** @description Any JSON value */
-                expected: unknown;
-                message: string;
-              }[];
-              /** @default 1 */
-              minPassRate: number;
-              name: string;
-              observed: {
-                ended: boolean;
-                endedAt: string | null;
-                /**
-                 * @default turns
-                 * @enum {string}
-                 */
-                endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
-                /** @default null */
-                error: {
-                  message: string;
-                  raw: string | null;
-                  /** @enum {string} */
-                  role: 'simulator' | 'judge';
-                } | null;
-                /** @default null */
-                judgements:
-                  | {
-                      criterion: string;
-                      passed: boolean;
-                      reason: string;
-                      turn: number | null;
-                    }[]
-                  | null;
-                /** @default [] */
-                metrics: {
-                  e2eLatencyMs?: number;
-                  endOfTurnDelayMs?: number;
-                  llmDurationMs?: number;
-                  llmTtftMs?: number;
-                  responseMs?: number;
-                  toolMs?: number;
-                  transcriptionDelayMs?: number;
-                  ttsTtfbMs?: number;
-                  turnMs?: number;
-                }[];
-                replies: string[][];
-                /** @default null */
-                seed: number | null;
-                sessionId: string;
-                steps: string[];
-                structured: {
-                  [key: string]: unknown;
-                } | null;
-                /**
-                 * @default {
-                 *       "agent": [],
-                 *       "simulator": [],
-                 *       "judge": []
-                 *     }
-                 */
-                usage: {
-                  agent: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                  judge: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                  simulator: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                };
-                /** @default [] */
-                userTurns: string[];
-                /** @default null */
-                voice: {
-                  agentInterruptions: {
-                    count: number;
-                    totalMs: number;
-                  };
-                  bargeIns: {
-                    atMs: number;
-                    stopMs: number | null;
-                  }[];
-                  durationMs: number;
-                  heard: string[];
-                  longestSilenceMs: number;
-                  noiseSnrDb: number | null;
-                  silenceBoundMs: number;
-                  silences: {
-                    atMs: number;
-                    ms: number;
-                  }[];
-                  talkMs: {
-                    agent: number;
-                    caller: number;
-                  };
-                  turns: {
-                    callerEndMs: number;
-                    responseMs: number | null;
-                  }[];
-                } | null;
-              } | null;
-              /** @default null */
-              passRate: number | null;
-              /** @default [] */
-              repeats: {
-                error: string | null;
-                failures: {
-                  /** @description Any JSON value */
-                  actual: unknown;
-                  /** @enum {string} */
-                  expectation:
-                    | 'steps'
-                    | 'ends'
-                    | 'endsAt'
-                    | 'replyContains'
-                    | 'structured'
-                    | 'maxResponseMs'
-                    | 'maxAgentInterruptions'
-                    | 'maxSilenceMs'
-                    | 'maxBargeInStopMs'
-                    | 'criterion';
-                  /** @description Any JSON value */
-                  expected: unknown;
-                  message: string;
-                }[];
-                index: number;
-                observed: {
-                  ended: boolean;
-                  endedAt: string | null;
-                  /**
-                   * @default turns
-                   * @enum {string}
-                   */
-                  endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
-                  /** @default null */
-                  error: {
-                    message: string;
-                    raw: string | null;
-                    /** @enum {string} */
-                    role: 'simulator' | 'judge';
-                  } | null;
-                  /** @default null */
-                  judgements:
-                    | {
-                        criterion: string;
-                        passed: boolean;
-                        reason: string;
-                        turn: number | null;
-                      }[]
-                    | null;
-                  /** @default [] */
-                  metrics: {
-                    e2eLatencyMs?: number;
-                    endOfTurnDelayMs?: number;
-                    llmDurationMs?: number;
-                    llmTtftMs?: number;
-                    responseMs?: number;
-                    toolMs?: number;
-                    transcriptionDelayMs?: number;
-                    ttsTtfbMs?: number;
-                    turnMs?: number;
-                  }[];
-                  replies: string[][];
-                  /** @default null */
-                  seed: number | null;
-                  sessionId: string;
-                  steps: string[];
-                  structured: {
-                    [key: string]: unknown;
-                  } | null;
-                  /**
-                   * @default {
-                   *       "agent": [],
-                   *       "simulator": [],
-                   *       "judge": []
-                   *     }
-                   */
-                  usage: {
-                    agent: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                    judge: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                    simulator: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                  };
-                  /** @default [] */
-                  userTurns: string[];
-                  /** @default null */
-                  voice: {
-                    agentInterruptions: {
-                      count: number;
-                      totalMs: number;
-                    };
-                    bargeIns: {
-                      atMs: number;
-                      stopMs: number | null;
-                    }[];
-                    durationMs: number;
-                    heard: string[];
-                    longestSilenceMs: number;
-                    noiseSnrDb: number | null;
-                    silenceBoundMs: number;
-                    silences: {
-                      atMs: number;
-                      ms: number;
-                    }[];
-                    talkMs: {
-                      agent: number;
-                      caller: number;
-                    };
-                    turns: {
-                      callerEndMs: number;
-                      responseMs: number | null;
-                    }[];
-                  } | null;
-                } | null;
-                raw: string | null;
-                /** @enum {string} */
-                verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-              }[];
-              /** @enum {string} */
-              verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-            }[];
-            casesFrom?: number;
-            counts: {
-              errored: number;
-              failed: number;
-              passed: number;
-              queued: number;
-              running: number;
-              total: number;
-            };
-            createdAt: number;
-            finishedAt: number | null;
-            id: string;
-            latency: {
-              [key: string]: number;
-            };
-            latencyChange: {
-              changes: {
-                after: number;
-                before: number;
-                delta: number;
-                /** @enum {string} */
-                figure:
-                  | 'e2eLatencyMs'
-                  | 'responseMs'
-                  | 'endOfTurnDelayMs'
-                  | 'transcriptionDelayMs'
-                  | 'llmTtftMs'
-                  | 'llmDurationMs'
-                  | 'ttsTtfbMs'
-                  | 'toolMs'
-                  | 'turnMs';
-              }[];
-              runId: string;
-            } | null;
-            nextCasesFrom?: number | null;
-            sinceLastPass: {
-              changes: {
-                agentId: string;
-                canvas: {
-                  fields: {
-                    after?: unknown;
-                    before?: unknown;
-                    name: string;
-                  }[];
-                  id: string;
-                }[];
-                edges: {
-                  added: {
-                    source: string;
-                    sourceHandle: string | null;
-                    target: string;
-                    targetHandle: string | null;
-                  }[];
-                  removed: {
-                    source: string;
-                    sourceHandle: string | null;
-                    target: string;
-                    targetHandle: string | null;
-                  }[];
-                };
-                from: number;
-                latency: {
-                  after: number;
-                  before: number;
-                  delta: number;
-                  /** @enum {string} */
-                  figure:
-                    | 'e2eLatencyMs'
-                    | 'responseMs'
-                    | 'endOfTurnDelayMs'
-                    | 'transcriptionDelayMs'
-                    | 'llmTtftMs'
-                    | 'llmDurationMs'
-                    | 'ttsTtfbMs'
-                    | 'toolMs'
-                    | 'turnMs';
-                }[];
-                nodes: {
-                  added: string[];
-                  changed: {
-                    fields: {
-                      after?: unknown;
-                      before?: unknown;
-                      name: string;
-                    }[];
-                    id: string;
-                  }[];
-                  removed: string[];
-                };
-                to: number;
-              } | null;
-              runId: string;
-              version: number;
-            } | null;
-            /** @enum {string} */
-            status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-            updatedAt: number;
-            usage: {
-              agent: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-              judge: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-              simulator: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-            };
-            version: number;
-          };
+          'application/json': components['schemas']['TestRun'];
         };
       };
       /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
@@ -6668,434 +5716,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            agentId: string;
-            cases: {
-              attempts: number;
-              caseId: string;
-              error: string | null;
-              failures: {
-                /** @description Any JSON value */
-                actual: unknown;
-                /** @enum {string} */
-                expectation:
-                  | 'steps'
-                  | 'ends'
-                  | 'endsAt'
-                  | 'replyContains'
-                  | 'structured'
-                  | 'maxResponseMs'
-                  | 'maxAgentInterruptions'
-                  | 'maxSilenceMs'
-                  | 'maxBargeInStopMs'
-                  | 'criterion';
-                /** @description Any JSON value */
-                expected: unknown;
-                message: string;
-              }[];
-              /** @default 1 */
-              minPassRate: number;
-              name: string;
-              observed: {
-                ended: boolean;
-                endedAt: string | null;
-                /**
-                 * @default turns
-                 * @enum {string}
-                 */
-                endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
-                /** @default null */
-                error: {
-                  message: string;
-                  raw: string | null;
-                  /** @enum {string} */
-                  role: 'simulator' | 'judge';
-                } | null;
-                /** @default null */
-                judgements:
-                  | {
-                      criterion: string;
-                      passed: boolean;
-                      reason: string;
-                      turn: number | null;
-                    }[]
-                  | null;
-                /** @default [] */
-                metrics: {
-                  e2eLatencyMs?: number;
-                  endOfTurnDelayMs?: number;
-                  llmDurationMs?: number;
-                  llmTtftMs?: number;
-                  responseMs?: number;
-                  toolMs?: number;
-                  transcriptionDelayMs?: number;
-                  ttsTtfbMs?: number;
-                  turnMs?: number;
-                }[];
-                replies: string[][];
-                /** @default null */
-                seed: number | null;
-                sessionId: string;
-                steps: string[];
-                structured: {
-                  [key: string]: unknown;
-                } | null;
-                /**
-                 * @default {
-                 *       "agent": [],
-                 *       "simulator": [],
-                 *       "judge": []
-                 *     }
-                 */
-                usage: {
-                  agent: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                  judge: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                  simulator: {
-                    cachedTokens?: number;
-                    completionTokens?: number;
-                    /** @enum {string} */
-                    kind: 'llm' | 'tts' | 'stt';
-                    model: string;
-                    promptTokens?: number;
-                    provider: string;
-                    sttAudioSeconds?: number;
-                    ttsCharacters?: number;
-                  }[];
-                };
-                /** @default [] */
-                userTurns: string[];
-                /** @default null */
-                voice: {
-                  agentInterruptions: {
-                    count: number;
-                    totalMs: number;
-                  };
-                  bargeIns: {
-                    atMs: number;
-                    stopMs: number | null;
-                  }[];
-                  durationMs: number;
-                  heard: string[];
-                  longestSilenceMs: number;
-                  noiseSnrDb: number | null;
-                  silenceBoundMs: number;
-                  silences: {
-                    atMs: number;
-                    ms: number;
-                  }[];
-                  talkMs: {
-                    agent: number;
-                    caller: number;
-                  };
-                  turns: {
-                    callerEndMs: number;
-                    responseMs: number | null;
-                  }[];
-                } | null;
-              } | null;
-              /** @default null */
-              passRate: number | null;
-              /** @default [] */
-              repeats: {
-                error: string | null;
-                failures: {
-                  /** @description Any JSON value */
-                  actual: unknown;
-                  /** @enum {string} */
-                  expectation:
-                    | 'steps'
-                    | 'ends'
-                    | 'endsAt'
-                    | 'replyContains'
-                    | 'structured'
-                    | 'maxResponseMs'
-                    | 'maxAgentInterruptions'
-                    | 'maxSilenceMs'
-                    | 'maxBargeInStopMs'
-                    | 'criterion';
-                  /** @description Any JSON value */
-                  expected: unknown;
-                  message: string;
-                }[];
-                index: number;
-                observed: {
-                  ended: boolean;
-                  endedAt: string | null;
-                  /**
-                   * @default turns
-                   * @enum {string}
-                   */
-                  endedBy: 'flow' | 'goal_reached' | 'gave_up' | 'max_turns' | 'turns';
-                  /** @default null */
-                  error: {
-                    message: string;
-                    raw: string | null;
-                    /** @enum {string} */
-                    role: 'simulator' | 'judge';
-                  } | null;
-                  /** @default null */
-                  judgements:
-                    | {
-                        criterion: string;
-                        passed: boolean;
-                        reason: string;
-                        turn: number | null;
-                      }[]
-                    | null;
-                  /** @default [] */
-                  metrics: {
-                    e2eLatencyMs?: number;
-                    endOfTurnDelayMs?: number;
-                    llmDurationMs?: number;
-                    llmTtftMs?: number;
-                    responseMs?: number;
-                    toolMs?: number;
-                    transcriptionDelayMs?: number;
-                    ttsTtfbMs?: number;
-                    turnMs?: number;
-                  }[];
-                  replies: string[][];
-                  /** @default null */
-                  seed: number | null;
-                  sessionId: string;
-                  steps: string[];
-                  structured: {
-                    [key: string]: unknown;
-                  } | null;
-                  /**
-                   * @default {
-                   *       "agent": [],
-                   *       "simulator": [],
-                   *       "judge": []
-                   *     }
-                   */
-                  usage: {
-                    agent: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                    judge: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                    simulator: {
-                      cachedTokens?: number;
-                      completionTokens?: number;
-                      /** @enum {string} */
-                      kind: 'llm' | 'tts' | 'stt';
-                      model: string;
-                      promptTokens?: number;
-                      provider: string;
-                      sttAudioSeconds?: number;
-                      ttsCharacters?: number;
-                    }[];
-                  };
-                  /** @default [] */
-                  userTurns: string[];
-                  /** @default null */
-                  voice: {
-                    agentInterruptions: {
-                      count: number;
-                      totalMs: number;
-                    };
-                    bargeIns: {
-                      atMs: number;
-                      stopMs: number | null;
-                    }[];
-                    durationMs: number;
-                    heard: string[];
-                    longestSilenceMs: number;
-                    noiseSnrDb: number | null;
-                    silenceBoundMs: number;
-                    silences: {
-                      atMs: number;
-                      ms: number;
-                    }[];
-                    talkMs: {
-                      agent: number;
-                      caller: number;
-                    };
-                    turns: {
-                      callerEndMs: number;
-                      responseMs: number | null;
-                    }[];
-                  } | null;
-                } | null;
-                raw: string | null;
-                /** @enum {string} */
-                verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-              }[];
-              /** @enum {string} */
-              verdict: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-            }[];
-            casesFrom?: number;
-            counts: {
-              errored: number;
-              failed: number;
-              passed: number;
-              queued: number;
-              running: number;
-              total: number;
-            };
-            createdAt: number;
-            finishedAt: number | null;
-            id: string;
-            latency: {
-              [key: string]: number;
-            };
-            latencyChange: {
-              changes: {
-                after: number;
-                before: number;
-                delta: number;
-                /** @enum {string} */
-                figure:
-                  | 'e2eLatencyMs'
-                  | 'responseMs'
-                  | 'endOfTurnDelayMs'
-                  | 'transcriptionDelayMs'
-                  | 'llmTtftMs'
-                  | 'llmDurationMs'
-                  | 'ttsTtfbMs'
-                  | 'toolMs'
-                  | 'turnMs';
-              }[];
-              runId: string;
-            } | null;
-            nextCasesFrom?: number | null;
-            sinceLastPass: {
-              changes: {
-                agentId: string;
-                canvas: {
-                  fields: {
-                    after?: unknown;
-                    before?: unknown;
-                    name: string;
-                  }[];
-                  id: string;
-                }[];
-                edges: {
-                  added: {
-                    source: string;
-                    sourceHandle: string | null;
-                    target: string;
-                    targetHandle: string | null;
-                  }[];
-                  removed: {
-                    source: string;
-                    sourceHandle: string | null;
-                    target: string;
-                    targetHandle: string | null;
-                  }[];
-                };
-                from: number;
-                latency: {
-                  after: number;
-                  before: number;
-                  delta: number;
-                  /** @enum {string} */
-                  figure:
-                    | 'e2eLatencyMs'
-                    | 'responseMs'
-                    | 'endOfTurnDelayMs'
-                    | 'transcriptionDelayMs'
-                    | 'llmTtftMs'
-                    | 'llmDurationMs'
-                    | 'ttsTtfbMs'
-                    | 'toolMs'
-                    | 'turnMs';
-                }[];
-                nodes: {
-                  added: string[];
-                  changed: {
-                    fields: {
-                      after?: unknown;
-                      before?: unknown;
-                      name: string;
-                    }[];
-                    id: string;
-                  }[];
-                  removed: string[];
-                };
-                to: number;
-              } | null;
-              runId: string;
-              version: number;
-            } | null;
-            /** @enum {string} */
-            status: 'queued' | 'running' | 'passed' | 'failed' | 'errored';
-            updatedAt: number;
-            usage: {
-              agent: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-              judge: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-              simulator: {
-                cachedTokens?: number;
-                completionTokens?: number;
-                /** @enum {string} */
-                kind: 'llm' | 'tts' | 'stt';
-                model: string;
-                promptTokens?: number;
-                provider: string;
-                sttAudioSeconds?: number;
-                ttsCharacters?: number;
-              }[];
-            };
-            version: number;
-          };
+          'application/json': components['schemas']['TestRun'];
         };
       };
       /** @description `VALIDATION_FAILED`, `INVALID_JSON` */

@@ -24,6 +24,11 @@ import {
   TextTurnResult,
   VersionSummary,
   type ErrorCode,
+  TestCase,
+  Simulation,
+  CaseObservation,
+  CaseResult,
+  TestRun,
 } from '@vab/contracts';
 import { EXAMPLE_FLOW, nodeJsonSchemas } from '@vab/flow';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
@@ -51,6 +56,12 @@ const NAMED: [z.ZodType, string][] = [
   [PlaygroundSession, 'PlaygroundSession'],
   [ProviderKeyStatus, 'ProviderKeyStatus'],
   [JsonValue, 'JsonValue'],
+  // the test-run shapes, each in several answers: named once, the document is a third of its size
+  [TestCase, 'TestCase'],
+  [Simulation, 'Simulation'],
+  [CaseObservation, 'CaseObservation'],
+  [CaseResult, 'CaseResult'],
+  [TestRun, 'TestRun'],
 ];
 for (const [schema, id] of NAMED) if (!z.globalRegistry.has(schema)) z.globalRegistry.add(schema, { id });
 
