@@ -7,7 +7,6 @@ import {
   AppError,
   Headers,
   healthSubjectOf,
-  HttpErrorBody,
   IfMatch,
   ServiceNames,
   SessionEvent,
@@ -22,7 +21,7 @@ import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { registerConsole } from './console.js';
 import { createEdge } from './edge.js';
 import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSettings } from './events.js';
-import { operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
+import { errorResponses, operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { PROXY_METHODS, registerUpstream } from './proxy.js';
 import { registerRecordingRoute } from './recordings.js';
 import { routes, type AnyRoute } from './route-table.js';
@@ -310,19 +309,12 @@ function registerEventsRoute(app: FastifyInstance, streams: EventStreams | undef
             'An event stream: `id: <event id>`, `event: <type>`, `data: <event JSON>`; `: ping` heartbeats',
           content: { 'text/event-stream': { schema: SessionEvent } },
         },
-        ...Object.fromEntries(
-          (
-            [
-              [400, 'VALIDATION_FAILED'],
-              [401, 'UNAUTHORIZED'],
-              [404, 'NOT_FOUND'],
-              [429, 'RATE_LIMITED'],
-              [503, 'SERVICE_UNAVAILABLE'],
-            ] as const
-          ).map(([status, code]) => [
-            status,
-            { description: `\`${code}\``, content: { 'application/json': { schema: HttpErrorBody } } },
-          ]),
+        ...errorResponses(
+          'VALIDATION_FAILED',
+          'UNAUTHORIZED',
+          'NOT_FOUND',
+          'RATE_LIMITED',
+          'SERVICE_UNAVAILABLE',
         ),
       },
     },

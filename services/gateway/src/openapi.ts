@@ -266,6 +266,16 @@ function withoutUnused(doc: OpenApiDocument): OpenApiDocument {
 }
 
 /** The response schemas of a route: its success, and one entry per error status naming the codes. */
+/** The error answers of a route outside the table (events, recordings), by code: status, code, error body. */
+export function errorResponses(...codes: ErrorCode[]): Record<number, unknown> {
+  return Object.fromEntries(
+    codes.map((code) => [
+      httpStatusOf[code],
+      { description: `\`${code}\``, content: { 'application/json': { schema: HttpErrorBody } } },
+    ]),
+  );
+}
+
 export function responsesOf(r: AnyRoute): Record<number, unknown> {
   const json = (schema: z.ZodType) => ({ 'application/json': { schema } });
   const success = json(contract[r.subject].response);
@@ -273,10 +283,7 @@ export function responsesOf(r: AnyRoute): Record<number, unknown> {
     [r.status ?? 200]: {
       description: 'Success',
       // a turn also streams, with Accept: text/event-stream: its events, then `result`
-      content:
-        r.subject === Subjects.textSessionTurn
-          ? { ...success, 'text/event-stream': { schema: SessionEvent } }
-          : success,
+      content: r.streamsEvents ? { ...success, 'text/event-stream': { schema: SessionEvent } } : success,
     },
   };
   for (const [status, codes] of errorsOf(r)) {

@@ -4,12 +4,12 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
 import {
   AppError,
-  HttpErrorBody,
   RECORDINGS_BUCKET,
   recordingObject,
   TestSessionParams,
 } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { errorResponses } from './openapi.js';
 import { z } from 'zod';
 
 /** What a recording may be asked with: a ticket, for an `<audio>` element when API tokens are on. */
@@ -85,20 +85,13 @@ const RESPONSES = {
     content: { 'audio/ogg': { schema: z.string().describe('binary') } },
   },
   304: z.null().describe('Not modified (If-None-Match matched the ETag): no body'),
-  ...Object.fromEntries(
-    (
-      [
-        [400, 'VALIDATION_FAILED'],
-        [401, 'UNAUTHORIZED'],
-        [404, 'NOT_FOUND'],
-        [416, 'RANGE_NOT_SATISFIABLE'],
-        [429, 'RATE_LIMITED'],
-        [503, 'SERVICE_UNAVAILABLE'],
-      ] as const
-    ).map(([status, code]) => [
-      status,
-      { description: `\`${code}\``, content: { 'application/json': { schema: HttpErrorBody } } },
-    ]),
+  ...errorResponses(
+    'VALIDATION_FAILED',
+    'UNAUTHORIZED',
+    'NOT_FOUND',
+    'RANGE_NOT_SATISFIABLE',
+    'RATE_LIMITED',
+    'SERVICE_UNAVAILABLE',
   ),
 };
 
