@@ -40,7 +40,9 @@ export class EncoderHost {
   start(): void {
     if (this.child) return;
     const file = processFile();
-    const child = spawn(process.execPath, [file], { stdio: ['pipe', 'pipe', 'inherit'] });
+    // a process group of its own: a terminal's Ctrl-C (sent to the whole group) must not kill the encoders of
+    // the sessions this process is ending; the host exits when this process closes its stdin, or dies
+    const child = spawn(process.execPath, [file], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });
     this.child = child;
     child.stdin.on('error', () => undefined);
     createInterface({ input: child.stdout }).on('line', (line) => this.heard(line));

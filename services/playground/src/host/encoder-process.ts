@@ -27,7 +27,8 @@ const children = new Set<ChildProcess>();
 
 function run(command: string, args: string[]): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    // in a group of their own, as the host: stopped by the host, never by a signal meant for the playground
+    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     children.add(child);
     child.on('exit', () => children.delete(child));
     let stderr = '';
