@@ -131,14 +131,15 @@ if (!Number.isInteger(MAX_RESTARTS) || MAX_RESTARTS < 0) {
 const exited = (child) => child.exitCode !== null || child.signalCode !== null;
 
 function run(name, cmd, args, extraEnv = {}) {
-  // The servers get a process group of their own: Ctrl-C signals the whole terminal group at once, and a
-  // nats-server or redis-server stopping at the same moment as the services would cut them off mid-drain.
-  // shutdown() stops them after the services are done.
+  // Every process gets a process group of its own: Ctrl-C signals the whole terminal group at once, and
+  // what stops at the same moment as what it uses cuts the other off mid-drain (a playground ending its
+  // sessions still writes their records and recordings to the sessions service, the services drain into
+  // nats-server and redis-server). shutdown() stops them in that order.
   const server = name.endsWith('-server');
   const child = spawn(cmd, args, {
     env: { ...env, ...extraEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
-    detached: server,
+    detached: true,
   });
   // a chunk may end mid-line: the rest waits for the next one
   const pipe = (stream, out, fromStderr) => {
@@ -350,10 +351,13 @@ async function ensureRedis() {
 async function shutdown(code) {
   if (stopping) return;
   stopping = true;
-  // Services first (they drain their work), then the servers they use.
-  const services = children.filter((c) => !c.name.endsWith('-server'));
+  // The edge and the sessions' owner first (they end what runs, writing to the others), then the storing
+  // services, then the servers they all use.
+  const first = new Set(['gateway', 'playground']);
+  const edge = children.filter((c) => first.has(c.name));
   const servers = children.filter((c) => c.name.endsWith('-server'));
-  for (const group of [services, servers]) await Promise.all(group.map(({ child }) => stop(child)));
+  const storing = children.filter((c) => !first.has(c.name) && !c.name.endsWith('-server'));
+  for (const group of [edge, storing, servers]) await Promise.all(group.map(({ child }) => stop(child)));
   process.exit(code);
 }
 

@@ -2,12 +2,7 @@ import { Readable } from 'node:stream';
 import { Objm, type ObjectResult, type ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
-import {
-  AppError,
-  RECORDINGS_BUCKET,
-  recordingObject,
-  TestSessionParams,
-} from '@vab/contracts';
+import { AppError, RECORDINGS_BUCKET, recordingObject, TestSessionParams } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorResponses } from './openapi.js';
 import { z } from 'zod';
