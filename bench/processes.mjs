@@ -225,3 +225,26 @@ export async function startVoiceStubs(root) {
   const { chatURL, speechURL } = JSON.parse(line);
   return { chatURL, speechURL, close: () => void child.kill('SIGTERM') };
 }
+
+/**
+ * bench/voice-callers.mjs in a process of its own: `sessions` voice sessions of `agentId` at `url`, `turns`
+ * spoken turns each. `onConnected()` once they all talk; resolves to its result line (figures, talk time,
+ * session ids, its own CPU) once it has exited.
+ */
+export async function runVoiceCallers(root, { url, agentId, sessions, turns, onConnected = () => {} }) {
+  const args = ['--url', url, '--agent', agentId, '--sessions', String(sessions), '--turns', String(turns)];
+  const callers = spawn(process.execPath, [join(root, 'bench/voice-callers.mjs'), ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise((resolve) => callers.once('exit', resolve));
+  let result;
+  for await (const line of createInterface({ input: callers.stdout })) {
+    if (!line.startsWith('{')) continue;
+    const msg = JSON.parse(line);
+    if (msg.connected !== undefined) onConnected();
+    if (msg.figures) result = msg;
+  }
+  await exited;
+  if (!result) throw new Error('the callers did not finish');
+  return result;
+}

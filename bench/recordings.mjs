@@ -11,13 +11,11 @@
 import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { option, sendJson, startCore, startVoiceStubs } from './processes.mjs';
+import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SESSIONS = option('sessions', 5);
@@ -91,27 +89,12 @@ async function phase(recordings) {
     }),
   });
   const before = cpu();
-  const callers = spawn(
-    process.execPath,
-    [
-      join(here, 'bench/voice-callers.mjs'),
-      '--url',
-      core.url,
-      '--agent',
-      agent.id,
-      '--sessions',
-      String(SESSIONS),
-      '--turns',
-      String(TURNS),
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  let result;
-  for await (const line of createInterface({ input: callers.stdout })) {
-    if (line.startsWith('{') && line.includes('"figures"')) result = JSON.parse(line);
-  }
-  await new Promise((r) => (callers.exitCode === null ? callers.on('exit', r) : r()));
-  if (!result) throw new Error('the callers did not finish');
+  const result = await runVoiceCallers(here, {
+    url: core.url,
+    agentId: agent.id,
+    sessions: SESSIONS,
+    turns: TURNS,
+  });
   // every session has stopped (and stored its recording) before the CPU is read again
   const records = [];
   for (const id of result.sessionIds) {

@@ -16,14 +16,12 @@ import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { spawn } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
-import { option, sendJson, startCore, startVoiceStubs } from './processes.mjs';
+import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const FRAMES = option('frames', 250);
@@ -156,32 +154,15 @@ async function sessions() {
   // the callers run in a process of their own: this one's event loop and memory are the playground's
   const heapBefore = process.memoryUsage();
   const delay = monitorEventLoopDelay({ resolution: 5 });
-  const callers = spawn(
-    process.execPath,
-    [
-      join(here, 'bench/voice-callers.mjs'),
-      '--url',
-      core.url,
-      '--agent',
-      agent.id,
-      '--sessions',
-      String(SESSIONS),
-      '--turns',
-      String(TURNS),
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  let result;
-  const lines = createInterface({ input: callers.stdout });
-  for await (const line of lines) {
-    if (!line.startsWith('{')) continue;
-    const msg = JSON.parse(line);
-    if (msg.connected !== undefined) delay.enable();
-    if (msg.figures) result = msg;
-  }
+  const result = await runVoiceCallers(here, {
+    url: core.url,
+    agentId: agent.id,
+    sessions: SESSIONS,
+    turns: TURNS,
+    onConnected: () => delay.enable(),
+  });
   delay.disable();
   const heapAfter = process.memoryUsage();
-  if (!result) throw new Error('the callers did not finish');
   const { figures, talkSeconds } = result;
   const response = figures.map((m) => m.responseMs);
   const overhead = figures
