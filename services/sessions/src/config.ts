@@ -1,4 +1,5 @@
 import { envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
+import { z } from 'zod';
 
 const Env = {
   ...RedisEnv,
@@ -24,8 +25,12 @@ const Env = {
   TEST_RUN_CONCURRENCY: envInt(4, 1),
   /** How long one case may run on a playground instance before it counts as lost and is started again. */
   TEST_CASE_TIMEOUT_MS: envInt(120_000, 1000),
-  /** Starts per case (a lost case is started again until this many). */
-  TEST_CASE_ATTEMPTS: envInt(2, 1),
+  /** How often an attempt whose instance was lost (TEST_CASE_TIMEOUT_MS) is started again: its retries. */
+  TEST_CASE_RETRIES: envInt(1, 0),
+  /** Renamed (an attempt is one repeat of a case; a start again is a retry): a setting of it stops the start. */
+  TEST_CASE_ATTEMPTS: z
+    .undefined({ error: 'is now TEST_CASE_RETRIES: the starts after the first (TEST_CASE_ATTEMPTS − 1)' })
+    .optional(),
   /** How often the instance driving a run says so; a run unheard of for 3× this is errored. */
   TEST_RUN_HEARTBEAT_MS: envInt(5_000, 100),
   /**
@@ -73,7 +78,7 @@ export function testRunsFrom(config: SessionsConfig) {
   return {
     concurrency: config.TEST_RUN_CONCURRENCY,
     caseTimeoutMs: config.TEST_CASE_TIMEOUT_MS,
-    attempts: config.TEST_CASE_ATTEMPTS,
+    attempts: 1 + config.TEST_CASE_RETRIES,
     heartbeatMs: config.TEST_RUN_HEARTBEAT_MS,
     maxCases: config.MAX_TEST_CASES_PER_AGENT,
     maxRuns: config.MAX_TEST_RUNS_PER_AGENT,
