@@ -163,7 +163,8 @@ export class AudioRecording {
       output.audio = recorder.recordOutput(output.audio);
       // the session closes its recorder at its own close, before it detaches the audio (agent_session.closeImpl)
       session._recorderIO = recorder;
-      await mkdir(SPOOL, { recursive: true });
+      // a call's audio is the caller's: only this process's user may read it while it waits to be stored
+      await mkdir(SPOOL, { recursive: true, mode: 0o700 });
       this.file = join(SPOOL, `${this.deps.sessionId}.ogg`);
       this.recorder = recorder;
       await recorder.start(this.file);
