@@ -1,4 +1,4 @@
-import { freePort, tcpProbe } from '@vab/testkit';
+import { freePort, freePortRange, tcpProbe } from '@vab/testkit';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,12 +21,18 @@ interface LogRecord {
 }
 
 async function startScript(extra: Record<string, string> = {}) {
-  const [nats, redis, port, metrics] = [
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort(),
-  ];
+  // the stack binds METRICS_PORT_BASE…+2, one metrics port per service: all three must be free
+  const metrics = await freePortRange(3);
+  const reserved = new Set([metrics, metrics + 1, metrics + 2]);
+  const others: number[] = [];
+  while (others.length < 3) {
+    const p = await freePort();
+    if (!reserved.has(p)) {
+      reserved.add(p);
+      others.push(p);
+    }
+  }
+  const [nats, redis, port] = others as [number, number, number];
   const state = mkdtempSync(join(tmpdir(), 'stack-'));
   const child = spawn(process.execPath, [script], {
     env: {

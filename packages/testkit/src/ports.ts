@@ -13,6 +13,36 @@ export async function freePort(): Promise<number> {
   });
 }
 
+function listenOn(port: number): Promise<Server | undefined> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => resolve(undefined));
+    srv.listen(port, '127.0.0.1', () => resolve(srv));
+  });
+}
+
+/**
+ * `count` consecutive free ports of 127.0.0.1, for a program that binds base…base+count−1 (npm start's
+ * METRICS_PORT_BASE). Every port is held until the run is found, so no two picks overlap; `freePort()`s taken
+ * while these are unbound can still collide, so take a range before the single ports.
+ */
+export async function freePortRange(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const first = await listenOn(0);
+    const addr = first?.address();
+    const base = typeof addr === 'object' && addr ? addr.port : 0;
+    const held = first ? [first] : [];
+    for (let p = base + 1; p < base + count && held.length === p - base; p++) {
+      const srv = p <= 65535 ? await listenOn(p) : undefined;
+      if (srv) held.push(srv);
+    }
+    await Promise.all(held.map((s) => new Promise((r) => s.close(r))));
+    if (held.length === count) return base;
+  }
+  throw new Error(`no ${count} consecutive free ports found`);
+}
+
 /** Starts `server` listening on a free port of 127.0.0.1 and resolves to that port. */
 export async function listenOnLoopback(server: Server): Promise<number> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
