@@ -3,11 +3,13 @@ import type { ToolMock } from '@vab/contracts';
 import type { RunnableFlow } from '../readiness.js';
 import type { ConversationMode } from './conversation-mode.js';
 import { openMcpTools, type McpOptions } from './mcp.js';
-import { sharedVad, turnHandlingOf } from './voice-models.js';
+import { SessionVad, turnHandlingOf } from './voice-models.js';
 
 /** A runnable flow opened for one session: its models, and the tools of its MCP nodes (connected). */
 export interface FlowRuntime extends RunnableFlow {
   tools: llm.FunctionTool[];
+  /** The session's VAD: every agent of the flow and a batch STT hear through its one stream. */
+  vad: SessionVad;
   /** Disconnects its MCP servers. */
   close(): Promise<void>;
 }
@@ -21,7 +23,7 @@ export async function openFlowRuntime(
     flow.config.tools.length > 0
       ? await openMcpTools(flow.config.tools, mcp, toolMocks)
       : { tools: [], close: async () => undefined };
-  return { ...flow, tools: toolbox.tools, close: toolbox.close };
+  return { ...flow, tools: toolbox.tools, vad: new SessionVad(), close: toolbox.close };
 }
 
 /**
@@ -68,9 +70,9 @@ export function agentOptions(
     ...(mode.speaks
       ? {
           tts: flow.tts(),
-          stt: flow.stt(),
+          stt: flow.vad.streaming(flow.stt()),
           // the agent's own (a transfer's target takes its turns its own way); the models are shared
-          vad: sharedVad(),
+          vad: flow.vad,
           turnHandling: turnHandlingOf(agent),
         }
       : {}),

@@ -1,4 +1,5 @@
-import { inference, type voice } from '@livekit/agents';
+import { inference, stt, VAD, VADEventType, VADStream, type VADEvent, type voice } from '@livekit/agents';
+import { AudioFrame } from '@livekit/rtc-node';
 import local from '@livekit/local-inference';
 import type { TurnSettings } from '@vab/flow';
 import { performance } from 'node:perf_hooks';
@@ -18,6 +19,130 @@ export function sharedVad(): inference.VAD {
     vad.setMaxListeners(0);
   }
   return vad;
+}
+
+/**
+ * One session's VAD: the process's model, one inference stream per session, whatever needs its segments. A
+ * batch STT (OpenAI's HTTP transcription) hears in VAD segments too, and LiveKit's `StreamAdapter` would run a
+ * second VAD stream over the same audio for it: twice the inference and the per-frame streams (a CPU profile
+ * at 20 sessions put the VAD first). Here the adapter gets a follower instead: the segments of the session's
+ * own stream, and no second inference.
+ */
+export class SessionVad extends VAD {
+  label = 'inference.VAD';
+  private readonly followers = new Set<FollowerVadStream>();
+  private readonly followerVad: FollowerVad;
+
+  constructor(private readonly inner: inference.VAD = sharedVad()) {
+    super(inner.capabilities);
+    this.followerVad = new FollowerVad(this);
+  }
+
+  override get minSilenceDuration(): number | null {
+    return this.inner.minSilenceDuration;
+  }
+
+  /** The session's stream (its audio recognition's): the model's own, its segments passed on to followers. */
+  override stream(): VADStream {
+    return new LeaderVadStream(this, this.inner.stream(), (ev) => {
+      for (const f of this.followers) f.mirror(ev);
+    });
+  }
+
+  /** `model` made streaming: a batch one on this session's VAD segments, a streaming one as it is. */
+  streaming(model: stt.STT): stt.STT {
+    return model.capabilities.streaming ? model : new stt.StreamAdapter(model, this.followerVad);
+  }
+
+  follow(stream: FollowerVadStream): () => void {
+    this.followers.add(stream);
+    return () => this.followers.delete(stream);
+  }
+}
+
+/** The model's stream as LiveKit drives it, its segment events seen on the way out (no extra stream per frame). */
+class LeaderVadStream extends VADStream {
+  constructor(
+    vad: VAD,
+    private readonly inner: VADStream,
+    private readonly onSegment: (ev: VADEvent) => void,
+  ) {
+    super(vad);
+  }
+  override updateInputStream(audio: Parameters<VADStream['updateInputStream']>[0]): void {
+    this.inner.updateInputStream(audio);
+  }
+  override detachInputStream(): void {
+    this.inner.detachInputStream();
+  }
+  override pushFrame(frame: AudioFrame): void {
+    this.inner.pushFrame(frame);
+  }
+  override flush(): void {
+    this.inner.flush();
+  }
+  override endInput(): void {
+    this.inner.endInput();
+  }
+  override async next(): Promise<IteratorResult<VADEvent>> {
+    const r = await this.inner.next();
+    if (!r.done && r.value.type !== VADEventType.INFERENCE_DONE) this.onSegment(r.value);
+    return r;
+  }
+  override close(): void {
+    this.inner.close();
+    super.close();
+  }
+}
+
+/** What `StreamAdapter` is given: a VAD whose streams follow the session's. */
+class FollowerVad extends VAD {
+  label = 'inference.VAD (follower)';
+  constructor(private readonly session: SessionVad) {
+    super(session.capabilities);
+  }
+  override stream(): VADStream {
+    return new FollowerVadStream(this, this.session);
+  }
+}
+
+/**
+ * The session stream's segments, for a batch STT. The frames it is pushed are the ones the session's stream
+ * already hears, so they are dropped (nothing queues); an utterance's audio is copied, since the session's
+ * stream reuses its buffer for the next one while the transcription is under way.
+ */
+class FollowerVadStream extends VADStream {
+  private readonly unfollow: () => void;
+  constructor(vad: VAD, session: SessionVad) {
+    super(vad);
+    this.unfollow = session.follow(this);
+  }
+  mirror(ev: VADEvent): void {
+    if (this.closed || this.inputClosed) return;
+    const frames =
+      ev.type === VADEventType.END_OF_SPEECH
+        ? ev.frames.map((f) => new AudioFrame(f.data.slice(), f.sampleRate, f.channels, f.samplesPerChannel))
+        : ev.frames;
+    this.sendVADEvent({ ...ev, frames });
+  }
+  override pushFrame(): void {
+    if (this.inputClosed) throw new Error('Input is closed');
+    if (this.closed) throw new Error('Stream is closed');
+  }
+  override flush(): void {
+    this.pushFrame();
+  }
+  override endInput(): void {
+    this.pushFrame();
+    this.inputClosed = true;
+    this.unfollow();
+    // the adapter reads until the stream ends: no more segments come
+    this.outputWriter.close().catch(() => undefined);
+  }
+  override close(): void {
+    this.unfollow();
+    super.close();
+  }
 }
 
 /** Loads both models now (at start), so the first session does not pay ~650 ms for the end-of-turn one. */
