@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiStub } from '../test/openai-stub.js';
 import { createEgressFetch } from './egress/client.js';
 import { EgressPolicy, parseAllowList } from './egress/policy.js';
-import { PROVIDERS, ttsOptions, type Modality } from './providers.js';
+import { AudioFrame } from '@livekit/rtc-node';
+import { joinFrames, pcmFrames, PROVIDERS, ttsOptions, type Modality } from './providers.js';
 
 initializeLogger({ pretty: false, level: 'error' });
 const log = pino({ level: 'silent' });
@@ -25,6 +26,30 @@ const NAMED: [string, Modality][] = [
 ];
 
 const BASE = { nodeId: 'n' };
+
+describe("an utterance's frames", () => {
+  it('join in order into one frame of their format', () => {
+    const a = new AudioFrame(Int16Array.from([1, 2, 3]), 16000, 1, 3);
+    const b = new AudioFrame(Int16Array.from([4, 5]), 16000, 1, 2);
+    const joined = joinFrames([a, b]);
+    expect([...joined.data]).toEqual([1, 2, 3, 4, 5]);
+    expect([joined.sampleRate, joined.channels, joined.samplesPerChannel]).toEqual([16000, 1, 5]);
+    expect(joinFrames([a])).toBe(a);
+    expect(() => joinFrames([a, new AudioFrame(Int16Array.from([1]), 24000, 1, 1)])).toThrow(/formats/);
+  });
+});
+
+describe("OpenAI's speech", () => {
+  it('is cut into 100 ms frames at 24 kHz, in order, the last one shorter', () => {
+    const samples = Int16Array.from({ length: 6000 }, (_, i) => i);
+    const body = new ArrayBuffer(samples.byteLength + 1); // and an odd byte, dropped
+    new Int16Array(body, 0, samples.length).set(samples);
+    const frames = pcmFrames(body);
+    expect(frames.map((f) => f.samplesPerChannel)).toEqual([2400, 2400, 1200]);
+    expect(frames.every((f) => f.sampleRate === 24000 && f.channels === 1)).toBe(true);
+    expect(frames.flatMap((f) => [...f.data])).toEqual([...samples]);
+  });
+});
 
 describe('the provider table', () => {
   it.each(NAMED)('%s as %s runs here, or says why not', (id, modality) => {

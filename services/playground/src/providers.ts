@@ -1,9 +1,10 @@
-import type { llm, stt, tts } from '@livekit/agents';
+import { shortuuid, tts, type APIConnectOptions, type llm, type stt } from '@livekit/agents';
 import * as deepgram from '@livekit/agents-plugin-deepgram';
 import * as elevenlabs from '@livekit/agents-plugin-elevenlabs';
 import * as google from '@livekit/agents-plugin-google';
 import * as openai from '@livekit/agents-plugin-openai';
 import type { LlmConfig, SttConfig, TtsConfig } from '@vab/flow';
+import { AudioFrame } from '@livekit/rtc-node';
 import { OpenAI } from 'openai';
 import { z } from 'zod';
 import type { EgressFetch } from './egress/client.js';
@@ -83,7 +84,7 @@ const OPENAI_BASE_URL = 'https://api.openai.com/v1';
  */
 function openAiStt(cfg: SttConfig, language: string, endpoint: Endpoint): stt.STT {
   const realtime = cfg.mode === 'realtime';
-  return new openai.STT({
+  return new UtteranceSTT({
     language,
     useRealtime: realtime,
     // checked by the constructor even when the client (which carries it) is ours
@@ -91,6 +92,134 @@ function openAiStt(cfg: SttConfig, language: string, endpoint: Endpoint): stt.ST
     ...(cfg.model ? { model: cfg.model } : {}),
     ...(realtime ? {} : { client: openAiClient(endpoint, OPENAI_BASE_URL) }),
   });
+}
+
+/**
+ * OpenAI's STT with an utterance's frames joined in one copy. LiveKit 1.9's `mergeFrames` joins them through
+ * array spreads (`new Int16Array([...data, ...frame.data])`): ~50,000 samples for a 3 s utterance held the
+ * playground's event loop for milliseconds per turn, the worst of its delays at 50 sessions. A single frame
+ * goes through untouched.
+ */
+class UtteranceSTT extends openai.STT {
+  override _recognize(
+    buffer: AudioFrame | AudioFrame[],
+    abortSignal?: AbortSignal,
+  ): ReturnType<openai.STT['_recognize']> {
+    return super._recognize(Array.isArray(buffer) ? joinFrames(buffer) : buffer, abortSignal);
+  }
+}
+
+/** Frames of one rate and channel count as one frame. */
+export function joinFrames(frames: AudioFrame[]): AudioFrame {
+  const first = frames[0];
+  if (!first) throw new TypeError('no audio to join');
+  if (frames.length === 1) return first;
+  let samples = 0;
+  for (const f of frames) {
+    if (f.sampleRate !== first.sampleRate || f.channels !== first.channels) {
+      throw new TypeError('frames of different formats');
+    }
+    samples += f.samplesPerChannel;
+  }
+  const data = new Int16Array(samples * first.channels);
+  let at = 0;
+  for (const f of frames) {
+    data.set(f.data.subarray(0, f.samplesPerChannel * f.channels), at);
+    at += f.samplesPerChannel * f.channels;
+  }
+  return new AudioFrame(data, first.sampleRate, first.channels, samples);
+}
+
+/** The OpenAI plugin's own defaults (1.9.0), for the request this class makes itself. */
+const OPENAI_TTS_DEFAULTS = { model: 'tts-1', voice: 'alloy', speed: 1 } as const;
+/** OpenAI's PCM speech: 24 kHz mono, cut into 100 ms frames as the plugin cuts it. */
+const OPENAI_TTS_RATE = 24000;
+const OPENAI_TTS_FRAME_SAMPLES = OPENAI_TTS_RATE / 10;
+
+/**
+ * OpenAI's TTS with its answer cut into frames in place. The plugin (1.9.0) cuts a whole sentence's PCM with
+ * LiveKit's `AudioByteStream`, which copies it through an array spread: 4–30 ms of the event loop for 1–6 s of
+ * speech, measured here, in every reply of every session. The request is the plugin's (same fields, same
+ * client, so the same egress check).
+ */
+class PcmTTS extends openai.TTS {
+  private opts: Partial<openai.TTSOptions> & { client: OpenAI };
+  /** The plugin's own is private: `close()` aborts both. */
+  private readonly aborts = new AbortController();
+
+  constructor(opts: Partial<openai.TTSOptions> & { client: OpenAI }) {
+    super(opts);
+    this.opts = opts;
+  }
+
+  override updateOptions(opts: Parameters<openai.TTS['updateOptions']>[0]): void {
+    super.updateOptions(opts);
+    this.opts = { ...this.opts, ...opts };
+  }
+
+  override synthesize(
+    text: string,
+    connOptions?: APIConnectOptions,
+    abortSignal?: AbortSignal,
+  ): openai.ChunkedStream {
+    const signal = abortSignal ? AbortSignal.any([abortSignal, this.aborts.signal]) : this.aborts.signal;
+    const o = { ...OPENAI_TTS_DEFAULTS, ...this.opts };
+    const speech = this.opts.client.audio.speech.create(
+      {
+        input: text,
+        model: o.model,
+        voice: o.voice,
+        ...(o.instructions ? { instructions: o.instructions } : {}),
+        response_format: 'pcm',
+        speed: o.speed,
+      },
+      { signal },
+    );
+    return new PcmChunkedStream(this, text, speech, connOptions, signal);
+  }
+
+  override async close(): Promise<void> {
+    this.aborts.abort();
+    await super.close();
+  }
+}
+
+class PcmChunkedStream extends openai.ChunkedStream {
+  constructor(
+    owner: openai.TTS,
+    text: string,
+    private readonly speech: Promise<Response>,
+    connOptions?: APIConnectOptions,
+    abortSignal?: AbortSignal,
+  ) {
+    super(owner, text, speech, connOptions, abortSignal);
+  }
+
+  protected override async run(): Promise<void> {
+    try {
+      const pcm = pcmFrames(await (await this.speech).arrayBuffer());
+      const requestId = shortuuid();
+      pcm.forEach((frame, i) =>
+        this.queue.put({ requestId, segmentId: requestId, frame, final: i === pcm.length - 1 }),
+      );
+    } catch (error) {
+      if (error instanceof Error && error.name === 'AbortError') return;
+      throw error;
+    } finally {
+      this.queue.close();
+    }
+  }
+}
+
+/** 16-bit mono PCM at OpenAI's rate as 100 ms frames (the last one shorter); an odd last byte is dropped. */
+export function pcmFrames(body: ArrayBuffer): AudioFrame[] {
+  const samples = new Int16Array(body, 0, Math.floor(body.byteLength / 2));
+  const frames: AudioFrame[] = [];
+  for (let at = 0; at < samples.length; at += OPENAI_TTS_FRAME_SAMPLES) {
+    const data = samples.slice(at, at + OPENAI_TTS_FRAME_SAMPLES);
+    frames.push(new AudioFrame(data, OPENAI_TTS_RATE, 1, data.length));
+  }
+  return frames;
 }
 
 /**
@@ -133,7 +262,7 @@ const ELEVENLABS_VOICE_DEFAULTS = { stability: 0.5, similarity_boost: 0.75 };
  * understands (an extra it does not, or out of range, is left out rather than failing the session).
  */
 export const ttsOptions = {
-  openai: (cfg: TtsConfig, endpoint: Endpoint): Partial<openai.TTSOptions> => {
+  openai: (cfg: TtsConfig, endpoint: Endpoint): Partial<openai.TTSOptions> & { client: OpenAI } => {
     const x = OpenAiTtsExtras.parse(cfg.extras);
     return {
       apiKey: endpoint.apiKey,
@@ -189,7 +318,7 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     customBaseURL: ['llm', 'tts', 'stt'],
     llm: openAiCompatible('gpt-4o-mini', OPENAI_BASE_URL),
     seed: true,
-    tts: (cfg, endpoint) => new openai.TTS(ttsOptions.openai(cfg, endpoint)),
+    tts: (cfg, endpoint) => new PcmTTS(ttsOptions.openai(cfg, endpoint)),
     stt: openAiStt,
   },
   // Anthropic has no LiveKit Node plugin; its API speaks the OpenAI chat-completions protocol.
