@@ -109,7 +109,10 @@ describe('recordings of voice sessions', () => {
       bytes: expect.any(Number),
       startedAt: expect.any(Number),
     });
-    const started = client.events.find((e) => e.type === 'recording_started') as { at: number } | undefined;
+    const started = client.events.find((e) => e.type === 'recording_started') as
+      { at: number; sampleRate: number } | undefined;
+    // recorded at the call's own rate (the client's 16 kHz): neither channel resampled again
+    expect(started?.sampleRate).toBe(16_000);
     expect(started?.at).toBeGreaterThanOrEqual(recording.startedAt);
     expect(started!.at - recording.startedAt).toBeLessThan(100);
     // a 12 KB/s bound on what a second of call costs to keep

@@ -19,11 +19,14 @@ type RecorderIOClass = new (
 let recorderClass: Promise<RecorderIOClass> | undefined;
 
 /**
- * The recording's rate: the agent's voice as the TTS made it (24 kHz: OpenAI's, ElevenLabs' at most) and the
- * caller's as sent. LiveKit's default (48 kHz) cost 3.3 % of a core per session here, 24 kHz 1.8 %
- * (bench/recordings.mjs), for nothing a 24 kHz voice has to give.
+ * The recording's rate when the call's own is not known: the agent's voice as the TTS made it (24 kHz:
+ * OpenAI's, ElevenLabs' at most). Otherwise a call is recorded at its own rate, the one its audio output plays
+ * at (LiveKit has already resampled the agent's voice to it) and its caller sends: then neither channel is
+ * resampled again. At 16 kHz callers, resampling both channels to 24 kHz was a third of the recorder's cost on
+ * the event loop (a native call per frame; CPU profile at 50 sessions). LiveKit's default (48 kHz) cost 3.3 %
+ * of a core per session here, 24 kHz 1.8 % (bench/recordings.mjs).
  */
-const SAMPLE_RATE = 24_000;
+const FALLBACK_SAMPLE_RATE = 24_000;
 /**
  * Opus at 32 kbit/s for the two channels, constrained VBR, encoder complexity 5 of 10: speech stays clear, a call
  * costs ≤ 4 KB/s kept, and the encoder a quarter of its default CPU. FFmpeg's libopus defaults (96 kbit/s for
@@ -153,12 +156,10 @@ export class AudioRecording {
     if (this.finished || this.recorder) return;
     const { input, output } = session;
     if (!input.audio || !output.audio) return;
+    const sampleRate = output.audio.sampleRate ?? FALLBACK_SAMPLE_RATE;
     try {
       const RecorderIO = await loadRecorderIO();
-      const recorder: RecorderIO = new RecorderIO(
-        { agentSession: session, sampleRate: SAMPLE_RATE },
-        this.deps.encoders,
-      );
+      const recorder: RecorderIO = new RecorderIO({ agentSession: session, sampleRate }, this.deps.encoders);
       input.audio = recorder.recordInput(input.audio);
       output.audio = recorder.recordOutput(output.audio);
       // the session closes its recorder at its own close, before it detaches the audio (agent_session.closeImpl)
@@ -169,7 +170,7 @@ export class AudioRecording {
       this.recorder = recorder;
       await recorder.start(this.file);
       this.startedAt = recorder.recordingStartedAt;
-      this.deps.emit({ type: 'recording_started', sampleRate: SAMPLE_RATE });
+      this.deps.emit({ type: 'recording_started', sampleRate });
     } catch (err) {
       this.deps.log.warn({ code: 'RECORDING_NOT_STARTED', err: safeError(err) }, 'recording not started');
     }
