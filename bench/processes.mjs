@@ -228,11 +228,15 @@ export async function startVoiceStubs(root) {
 
 /**
  * bench/voice-callers.mjs in a process of its own: `sessions` voice sessions of `agentId` at `url`, `turns`
- * spoken turns each. `onConnected()` once they all talk; resolves to its result line (figures, talk time,
+ * spoken turns each, started at moments spread over one utterance (`stagger: 'off'`: all at once). `onConnected()` once they all talk; resolves to its result line (figures, talk time,
  * session ids, its own CPU) once it has exited.
  */
-export async function runVoiceCallers(root, { url, agentId, sessions, turns, onConnected = () => {} }) {
+export async function runVoiceCallers(
+  root,
+  { url, agentId, sessions, turns, stagger = 'on', onConnected = () => {} },
+) {
   const args = ['--url', url, '--agent', agentId, '--sessions', String(sessions), '--turns', String(turns)];
+  args.push('--stagger', stagger);
   const callers = spawn(process.execPath, [join(root, 'bench/voice-callers.mjs'), ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });

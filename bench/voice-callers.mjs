@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The callers of bench/voice.mjs, in a process of their own (so the playground's process measures only the
 // playground): starts --sessions voice sessions of --agent at --url, streams espeak-ng speech into each in
-// real time --turns times, and prints one JSON line: every turn's figures, how long they talked, the sessions'
+// real time --turns times (--stagger on|off), and prints one JSON line: every turn's figures, how long they talked, the sessions'
 // ids and this process's own CPU time (a parent that counts its children's CPU takes it out).
 import { concat, silence, speak, VoiceClient } from '@vab/testkit';
 import { option, sendJson } from './processes.mjs';
@@ -10,6 +10,11 @@ const url = process.argv[process.argv.indexOf('--url') + 1];
 const agent = process.argv[process.argv.indexOf('--agent') + 1];
 const SESSIONS = option('sessions', 10);
 const TURNS = option('turns', 3);
+/**
+ * `on` (the default): each caller starts talking at its own moment, spread evenly over one utterance, as
+ * independent callers do; `off`: all at once, every turn of every session at the same instant (a burst).
+ */
+const STAGGER = option('stagger', 'on');
 
 const utterance = concat(speak('I would like to book a table for two.'), silence(3500));
 const clients = [];
@@ -26,7 +31,13 @@ for (let i = 0; i < SESSIONS; i++) {
 }
 console.log(JSON.stringify({ connected: clients.length }));
 const t0 = Date.now();
-for (let turn = 0; turn < TURNS; turn++) for (const client of clients) client.say(utterance);
+const utteranceMs = (utterance.length / 16000) * 1000;
+await Promise.all(
+  clients.map(async (client, i) => {
+    if (STAGGER === 'on') await new Promise((r) => setTimeout(r, (i / clients.length) * utteranceMs));
+    for (let turn = 0; turn < TURNS; turn++) client.say(utterance);
+  }),
+);
 while (clients.some((client) => client.micQueuedMs > 0)) await new Promise((r) => setTimeout(r, 250));
 await new Promise((r) => setTimeout(r, 3000));
 const figures = clients.flatMap((client) =>

@@ -10,7 +10,7 @@
 //    against instant chat/speech stubs (bench/voice-stubs.mjs, a process of their own): event-loop delay p50/p99 while they talk, heap and RSS per session,
 //    and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
 //    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.
-// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off]
+// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off] [--stagger off]
 import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
@@ -29,6 +29,8 @@ const SESSIONS = option('sessions', 50);
 const TURNS = option('turns', 3);
 /** `--recordings off`: the sessions unrecorded (RECORDINGS=off), for an A/B of what recording costs them. */
 const RECORDINGS = option('recordings', 'on');
+/** `--stagger off`: every caller's turns at the same instant (a burst) instead of spread as callers are. */
+const STAGGER = option('stagger', 'on');
 const log = pino({ level: 'silent' });
 
 const pct = (xs, p) => {
@@ -154,14 +156,24 @@ async function sessions() {
   // the callers run in a process of their own: this one's event loop and memory are the playground's
   const heapBefore = process.memoryUsage();
   const delay = monitorEventLoopDelay({ resolution: 5 });
+  let cpuFrom;
+  let talkFrom = 0;
   const result = await runVoiceCallers(here, {
     url: core.url,
     agentId: agent.id,
     sessions: SESSIONS,
     turns: TURNS,
-    onConnected: () => delay.enable(),
+    stagger: STAGGER,
+    onConnected: () => {
+      delay.enable();
+      cpuFrom = process.cpuUsage();
+      talkFrom = performance.now();
+    },
   });
   delay.disable();
+  // the playground's CPU while the callers talk (less contended by the machine's load than the delays)
+  const cpu = process.cpuUsage(cpuFrom);
+  const cpuShare = (cpu.user + cpu.system) / 1000 / (performance.now() - talkFrom);
   const heapAfter = process.memoryUsage();
   const { figures, talkSeconds } = result;
   const response = figures.map((m) => m.responseMs);
@@ -169,13 +181,14 @@ async function sessions() {
     .filter((m) => m.endOfTurnDelayMs !== undefined)
     .map((m) => m.responseMs - m.endOfTurnDelayMs - (m.ttsTtfbMs ?? 0) - (m.llmTtftMs ?? 0));
   console.log(
-    `\n### ${SESSIONS} voice sessions on one playground instance, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s)\n`,
+    `\n### ${SESSIONS} voice sessions on one playground instance, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s, turns ${STAGGER === 'on' ? 'staggered' : 'all at once'})\n`,
   );
   console.log('| figure | p50 | p99 |');
   console.log('| --- | --- | --- |');
   console.log(
     `| event-loop delay, ms | ${fmt(delay.percentile(50) / 1e6)} | ${fmt(delay.percentile(99) / 1e6)} |`,
   );
+  console.log(`| playground CPU per session, % of a core | ${fmt((cpuShare / SESSIONS) * 100)} | |`);
   console.log(
     `| responseMs (end of speech → first audible agent audio) | ${fmt(pct(response, 50))} | ${fmt(pct(response, 99))} |`,
   );
