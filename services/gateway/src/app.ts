@@ -21,7 +21,7 @@ import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { registerConsole } from './console.js';
 import { createEdge } from './edge.js';
 import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSettings } from './events.js';
-import { errorResponses, operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
+import { API_TITLE, errorResponses, operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { PROXY_METHODS, registerUpstream } from './proxy.js';
 import { registerRecordingRoute } from './recordings.js';
 import { routes, type AnyRoute } from './route-table.js';
@@ -108,14 +108,20 @@ export async function buildGateway(deps: {
   await app.register(swagger, swaggerOptions(routes));
   await app.register(swaggerUi, {
     routePrefix: DOCS_PREFIX,
-    staticCSP: true,
-    // Swagger UI sets a style attribute the library's policy (no style hashes) refuses: an error in every
-    // console. Inline styles only, never scripts.
-    transformStaticCSP: (header) => header.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'"),
-    // no call to validator.swagger.io from the page (the document is checked by `npm run lint`)
-    uiConfig: { validatorUrl: null },
+    staticCSP: DOCS_CSP,
+    // the tab names the API, not the viewer
+    theme: { title: `${API_TITLE}: API reference` },
+    uiConfig: {
+      // no call to validator.swagger.io from the page (the document is checked by `npm run lint`)
+      validatorUrl: null,
+      // without the standalone top bar: its box loads a document from any URL, which this page's policy
+      // refuses (an error in the console), and it only repeated the document's URL
+      layout: 'BaseLayout',
+    },
     // the library's redirect keeps a query on the path it redirects to (`/docs/static/index.html?x` to itself)
     uiHooks: { onRequest: redirectIndexWithQuery },
+    // the document as it is: the library's default clones it on every request only to be replaced
+    transformSpecificationClone: false,
     transformSpecification: () => document,
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
@@ -153,6 +159,27 @@ export async function buildGateway(deps: {
   }
   return app;
 }
+
+/**
+ * The API reference page's policy: everything from this gateway, nothing from elsewhere (the page works
+ * offline), no inline script. Not the library's own (`staticCSP: true`): that one allows fonts and styles
+ * from any https origin and asks for `upgrade-insecure-requests`, which turns every asset of a page opened
+ * over plain HTTP by a name other than localhost (a VM's address, a LAN name) into an https request that
+ * fails: a blank page. Swagger UI sets style attributes, hence inline styles (never scripts).
+ */
+export const DOCS_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "script-src-attr 'none'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "frame-ancestors 'self'",
+  "base-uri 'self'",
+  "form-action 'self'",
+].join('; ');
 
 const INDEX_HTML = `${DOCS_PREFIX}/static/index.html`;
 /** `/docs/static/index.html?…` goes to `/docs/?…` (the library matches the path only without a query). */

@@ -119,6 +119,9 @@ const TAGS = [
   { name: 'tickets', description: 'Single-use tickets for what a browser cannot send a header on' },
 ];
 
+/** The API's name: the document's title, and the reference page's. */
+export const API_TITLE = 'Voice agent builder backend';
+
 type TransformInput = Parameters<typeof jsonSchemaTransform>[0] & {
   route: { config?: { api?: AnyRoute } };
 };
@@ -138,7 +141,7 @@ export function swaggerOptions(
     openapi: {
       openapi: '3.1.0',
       info: {
-        title: 'Voice agent builder backend',
+        title: API_TITLE,
         version: '0.2.0',
         description:
           'REST API of the agent builder: agents and their version snapshots, builder chat, test sessions, ' +
