@@ -256,17 +256,26 @@ describe("the default STT provider's own protocol: Deepgram's live WebSocket", (
       await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
       client.say(speak(FIRST));
       await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 20_000 });
+      // the caller hangs up once the reply has played and shown; its message is stored after the client's
+      // playback report reaches LiveKit, so the transcript is read once the session is over (its record closes
+      // after its last message is written), not as soon as the socket closed
+      await vi.waitFor(
+        () => expect(client.events.some((e) => e.type === 'agent_reply' && e.text === LONG_REPLY)).toBe(true),
+        { timeout: 5000 },
+      );
       client.close();
       await client.closed;
+      const sessionId = String(started.body.sessionId);
+      await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+        timeout: 10_000,
+      });
       const [stream] = deepgram.streams;
       expect(stream!.authorization).toBe('Token dg-key-0123456789');
       expect(Object.fromEntries(stream!.query)).toMatchObject({ encoding: 'linear16', sample_rate: '16000' });
       const userTurns = client.events.filter((e) => e.type === 'user_turn');
       expect(userTurns.some((e) => e.final === false)).toBe(true);
       expect(userTurns.filter((e) => e.final === true).map((e) => e.text)).toEqual([FIRST]);
-      const messages = await http.get(
-        `/api/agents/${agentId}/test-sessions/${String(started.body.sessionId)}/messages`,
-      );
+      const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
       expect((messages.body as { role: string; content: string }[]).map((m) => m.content)).toEqual([
         'Hello, how can I help?',
         FIRST,
