@@ -5,6 +5,7 @@ import {
   launchChromium,
   silence,
   speak,
+  startDeepgramStub,
   startOpenAiStub,
   startSpeechStub,
   voiceFlow,
@@ -309,5 +310,59 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
     expect(tickets[1]).not.toBe(tickets[0]);
     expect(problems).toEqual([expect.stringMatching(/status of 401/)]);
     await page.close();
+  }, 60_000);
+});
+
+describe('Talk shows what the caller says as it is recognized', () => {
+  it("with a streaming STT (Deepgram's live API): an interim transcript, then the final one in its place", async () => {
+    // Deepgram's stub sends the first half of the words while the caller still speaks, then all of them
+    const deepgram = await startDeepgramStub({ transcribe: () => SAID });
+    const { page, problems } = await watchedPage();
+    try {
+      const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+      flow.nodes = flow.nodes.map((n) =>
+        n.id === 'stt' ? { id: 'stt', nodeType: 'stt', provider: 'deepgram', baseURL: deepgram.baseURL } : n,
+      );
+      const created = await http.post('/api/agents', { name: 'Streaming clinic', flow }, bearer);
+      expect(created.status).toBe(201);
+      const agentId = created.body.id as string;
+      // every transcript the page showed, in order: the interim bubble's text, then the final bubble's
+      await page.addInitScript({
+        content: `window.transcripts = [];
+          new MutationObserver(() => {
+            for (const li of document.querySelectorAll('#log li.user')) {
+              const shown = (li.classList.contains('interim') ? 'interim: ' : 'final: ') + li.textContent;
+              if (li.textContent && !window.transcripts.includes(shown)) window.transcripts.push(shown);
+            }
+          }).observe(document, { subtree: true, childList: true, characterData: true });`,
+      });
+      await page.addInitScript({ content: `sessionStorage.setItem('vab-console-token', '${TOKEN}')` });
+      await page.goto(`${stack.baseUrl}/console`);
+      await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+      await page.selectOption('#agent', agentId);
+      await page.click('#keys-box summary');
+      await page.fill('#keys', `openai=${KEY}\ndeepgram=dg-talk-key-0123456789`);
+      await page.locator('#talk:visible').waitFor();
+      await page.click('#talk');
+      const log = page.locator('#log');
+      await expect
+        .poll(() => log.locator('li.user:not(.interim)').allTextContents(), { timeout: 30_000 })
+        .toEqual([SAID]);
+      expect(await page.evaluate<string[]>('window.transcripts')).toEqual([
+        'interim: I would like to',
+        `final: ${SAID}`,
+      ]);
+      // the interim bubble gave way to the final one
+      expect(await log.locator('li.interim').count()).toBe(0);
+      expect(deepgram.streams[0]!.finals).toEqual([SAID]);
+      await page.click('#talk');
+      await expect
+        .poll(() => log.locator('li.event').last().textContent())
+        .toMatch(/^Session ended \(client ended\)/);
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      await deepgram.close();
+    }
   }, 60_000);
 });

@@ -9,6 +9,7 @@ import {
   VoiceClient,
   voiceFlow as clinicVoiceFlow,
 } from '@vab/testkit';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
@@ -134,6 +135,22 @@ function rawSocket(audioPath: string) {
   return { ws, closed, ready };
 }
 
+/**
+ * What the kernel holds of a socket's unread bytes before a sender's own buffer grows: the sender's send
+ * buffer (autotuned up to tcp_wmem's maximum) and the receiver's receive buffer (its default: it grows only
+ * as it is read).
+ */
+function kernelSocketBytes(): number {
+  const limit = (name: string, at: number, otherwise: number) => {
+    try {
+      return Number(readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/)[at]) || otherwise;
+    } catch {
+      return otherwise;
+    }
+  };
+  return limit('tcp_wmem', 2, 4 * 1024 * 1024) + limit('tcp_rmem', 1, 128 * 1024);
+}
+
 async function startedSession() {
   const agent = await http.post('/api/agents', { name: 'Voice clinic', flow: voiceFlow() });
   const agentId = agent.body.id as string;
@@ -239,17 +256,26 @@ describe("the default STT provider's own protocol: Deepgram's live WebSocket", (
       await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
       client.say(speak(FIRST));
       await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 20_000 });
+      // the caller hangs up once the reply has played and shown; its message is stored after the client's
+      // playback report reaches LiveKit, so the transcript is read once the session is over (its record closes
+      // after its last message is written), not as soon as the socket closed
+      await vi.waitFor(
+        () => expect(client.events.some((e) => e.type === 'agent_reply' && e.text === LONG_REPLY)).toBe(true),
+        { timeout: 5000 },
+      );
       client.close();
       await client.closed;
+      const sessionId = String(started.body.sessionId);
+      await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+        timeout: 10_000,
+      });
       const [stream] = deepgram.streams;
       expect(stream!.authorization).toBe('Token dg-key-0123456789');
       expect(Object.fromEntries(stream!.query)).toMatchObject({ encoding: 'linear16', sample_rate: '16000' });
       const userTurns = client.events.filter((e) => e.type === 'user_turn');
       expect(userTurns.some((e) => e.final === false)).toBe(true);
       expect(userTurns.filter((e) => e.final === true).map((e) => e.text)).toEqual([FIRST]);
-      const messages = await http.get(
-        `/api/agents/${agentId}/test-sessions/${String(started.body.sessionId)}/messages`,
-      );
+      const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
       expect((messages.body as { role: string; content: string }[]).map((m) => m.content)).toEqual([
         'Hello, how can I help?',
         FIRST,
@@ -337,6 +363,67 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     for (let i = 0; i < 200; i++) c.ws.send(Buffer.alloc(640));
     expect(await c.closed).toEqual({ code: 4429, reason: expect.stringContaining('real time') as string });
   });
+
+  it("a client that stops reading the agent's audio: closed with 4408 past 1 MiB unread, others unharmed", async () => {
+    // a greeting longer than the kernel's socket buffers on both ends hold plus the gateway's 1 MiB bound, asked
+    // for at 48 kHz (96 KB a second), and sent as fast as the TTS makes it
+    const perCopy = speak(LONG_REPLY, 48_000).byteLength;
+    const copies = Math.ceil((1.5 * (kernelSocketBytes() + 1024 * 1024)) / perCopy);
+    const flow = voiceFlow();
+    const greeting = Array.from({ length: copies }, () => LONG_REPLY).join(' ');
+    flow.nodes = flow.nodes.map((n) => (n.id === 'start' ? { ...n, command: greeting } : n));
+    const agentId = (await http.post('/api/agents', { name: 'Talkative', flow })).body.id as string;
+    const started = await http.post(`/api/agents/${agentId}/voice-sessions`, {
+      apiKeys: { openai: KEY },
+      audio: { sampleRate: 48_000 },
+    });
+    expect(started.status).toBe(201);
+    const { sessionId, audioPath, audio } = started.body as {
+      sessionId: string;
+      audioPath: string;
+      audio: { frameBytes: number };
+    };
+    const stalled = rawSocket(audioPath);
+    await stalled.ready;
+    // it stops reading at once (its socket paused: what arrives stays in the kernel's buffers, then in the
+    // gateway's), but goes on sending its microphone in real time: neither idle nor gone
+    stalled.ws.pause();
+    const mic = setInterval(() => {
+      if (stalled.ws.readyState === WebSocket.OPEN) stalled.ws.send(Buffer.alloc(audio.frameBytes));
+    }, 20);
+    let other: Awaited<ReturnType<typeof startVoice>> | undefined;
+    try {
+      // meanwhile another caller, on the same gateway, hears their greeting as usual
+      other = await startVoice(voiceFlow());
+      const { client } = other;
+      await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 10_000 });
+      // the stalled client's session ends, long before its greeting could have played out, and says why
+      await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+        timeout: 10_000,
+        interval: 200,
+      });
+      const events = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/events`);
+      expect(String(events.body)).toMatch(
+        /"type":"session_ended","reason":"the client is not reading the agent's audio"/,
+      );
+      expect((await sessionRecord(other.agentId, other.sessionId)).status).toBe('open');
+      client.close();
+      expect((await client.closed).code).toBe(1000);
+    } catch (err) {
+      // a failed run leaves no socket open to hold the stack's close
+      stalled.ws.terminate();
+      if (other?.client.socket.readyState === WebSocket.OPEN) other.client.close();
+      throw err;
+    } finally {
+      clearInterval(mic);
+    }
+    // read again, the client gets what was buffered for it, then the close and why
+    stalled.ws.resume();
+    expect(await stalled.closed).toEqual({
+      code: 4408,
+      reason: "the client is not reading the agent's audio",
+    });
+  }, 30_000);
 
   it('a second client on a session that has one', async () => {
     const { audioPath } = await startedSession();

@@ -138,6 +138,9 @@ export const TextTurnRequest = z.object({ agentId: Id, sessionId: Id, text: Text
 export type TextTurnRequest = z.infer<typeof TextTurnRequest>;
 export const TextEndRequest = z.object({ agentId: Id, sessionId: Id });
 export type TextEndRequest = z.infer<typeof TextEndRequest>;
+/** Ends a voice session; `reason` (the `session_ended` event's) is why, when it is not a DELETE. */
+export const VoiceEndRequest = TextEndRequest.extend({ reason: z.string().max(200).optional() });
+export type VoiceEndRequest = z.infer<typeof VoiceEndRequest>;
 /** One regression test case for a playground instance to run (the sessions service's test run sends it). */
 export const RunCaseRequest = z.object({
   agentId: Id,
@@ -167,7 +170,11 @@ export type RunCaseRequest = z.infer<typeof RunCaseRequest>;
 
 /** Ends a session on its owner: a text session (with its agent) or a voice room (by name). */
 
-export const OwnerEndRequest = z.object({ key: z.string().regex(SUBJECT_TOKEN), agentId: Id.optional() });
+export const OwnerEndRequest = z.object({
+  key: z.string().regex(SUBJECT_TOKEN),
+  agentId: Id.optional(),
+  reason: z.string().max(200).optional(),
+});
 export type OwnerEndRequest = z.infer<typeof OwnerEndRequest>;
 
 /** Everything declared about a subject, once: the gateway, `serve()` and the services read it here. */
@@ -377,7 +384,7 @@ export const contract = {
     timeoutMs: 30_000,
     noResponders: AT_CAPACITY,
   },
-  [Subjects.voiceSessionEnd]: { request: TextEndRequest, response: Ok, errors: [] },
+  [Subjects.voiceSessionEnd]: { request: VoiceEndRequest, response: Ok, errors: [] },
   [Subjects.agentSessionCreate]: {
     request: AgentSessionRequest,
     response: PlaygroundSession,

@@ -129,6 +129,8 @@ class VoiceRelay {
   private firstFrameAt = 0;
   private sentMs = 0;
   private closed = false;
+  /** Why the gateway closed the socket, when it did: the session ends with it as `session_ended`'s reason. */
+  private endReason: string | undefined;
   private readonly control = natsHeaders();
 
   constructor(
@@ -256,15 +258,17 @@ class VoiceRelay {
   private close(code: number, reason: string, endSession = true): void {
     if (this.closed) return;
     const { socket } = this.deps;
+    const told = reasonOf(reason);
     if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING)
-      socket.close(code, reasonOf(reason));
-    void this.finish(endSession);
+      socket.close(code, told);
+    void this.finish(endSession, told);
   }
 
   /** The socket is gone: the session ends with it (one client per session, no resuming). */
-  private async finish(endSession = true): Promise<void> {
+  private async finish(endSession = true, reason?: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.endReason = reason;
     await this.release(endSession);
   }
 
@@ -274,8 +278,9 @@ class VoiceRelay {
     this.stopEvents?.();
     if (!endSession || !this.format) return;
     const { agentId, sessionId, requestId } = this.deps;
+    const reason = this.endReason === undefined ? {} : { reason: this.endReason };
     await this.deps.bus
-      .request(Subjects.voiceSessionEnd, { agentId, sessionId }, { timeoutMs: 10_000, requestId })
+      .request(Subjects.voiceSessionEnd, { agentId, sessionId, ...reason }, { timeoutMs: 10_000, requestId })
       .catch((err: unknown) =>
         this.deps.log.warn(
           { code: 'VOICE_END_FAILED', sessionId, err: safeError(err) },

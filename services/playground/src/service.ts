@@ -160,7 +160,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     'playground.text.end': (req, ctx) => text.end(req.agentId, req.sessionId, ctx.requestId),
     'playground.voice.start': (req, ctx) =>
       host.asCaller(ctx.caller, () => audio.start(req.agentId, req.body, ctx.requestId)),
-    'playground.voice.end': (req, ctx) => audio.end(req.agentId, req.sessionId, ctx.requestId),
+    'playground.voice.end': (req, ctx) => audio.end(req.agentId, req.sessionId, ctx.requestId, req.reason),
     'playground.room.create': (req, ctx) => host.asCaller(ctx.caller, () => voice.create(req, ctx.requestId)),
     'playground.room.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
     // an attempt holds a slot of the run's caller, as their own sessions do

@@ -504,7 +504,7 @@ export class SessionHost implements HostView {
               subject: msg.subject,
               schema: OwnerEndRequest,
               handler: async (req, ctx) => {
-                await this.end(req.key, req.agentId, ctx.requestId);
+                await this.end(req.key, req.agentId, ctx.requestId, req.reason);
                 return { ok: true } satisfies Ok;
               },
             })),
@@ -552,20 +552,26 @@ export class SessionHost implements HostView {
 
   /**
    * Ends a session wherever it runs. True when a live session was stopped (here or by its owner); false when
-   * no instance holds it. A text session of another agent is left alone (and reported as ended).
+   * no instance holds it. A text session of another agent is left alone (and reported as ended). `reason`
+   * is `session_ended`'s: `delete` unless the caller knows better (the gateway closing a voice socket).
    */
-  async end(key: string, agentId: string | undefined, requestId: string): Promise<boolean> {
+  async end(
+    key: string,
+    agentId: string | undefined,
+    requestId: string,
+    reason = 'delete',
+  ): Promise<boolean> {
     const hosted = this.sessions.get(key);
     if (hosted) {
       if (agentId !== undefined && hosted.agentId !== agentId) return true;
-      await this.stop(key, 'delete');
+      await this.stop(key, reason);
       return true;
     }
     const { config } = this.deps;
     try {
       await this.deps.bus.requestTo<Ok>(
         ownerSubject(key, 'end'),
-        { key, agentId },
+        { key, agentId, reason },
         {
           timeoutMs: config.BUS_TIMEOUT_MS + config.MEDIA_SERVER_TIMEOUT_MS,
           requestId,

@@ -101,9 +101,9 @@ export class VoiceSocketTransport {
     };
   }
 
-  /** Idempotent: an unknown or already ended session answers ok. */
-  async end(agentId: string, sessionId: string, requestId: string): Promise<Ok> {
-    await this.deps.host.end(sessionId, agentId, requestId);
+  /** Idempotent: an unknown or already ended session answers ok. `reason`: why, when not a DELETE. */
+  async end(agentId: string, sessionId: string, requestId: string, reason?: string): Promise<Ok> {
+    await this.deps.host.end(sessionId, agentId, requestId, reason);
     return { ok: true };
   }
 }
