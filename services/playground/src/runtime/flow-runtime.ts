@@ -71,7 +71,7 @@ export function agentOptions(
       ? {
           tts: flow.tts(),
           stt: flow.vad.streaming(flow.stt()),
-          // the agent's own (a transfer's target takes its turns its own way); the models are shared
+          // the agent's own (a transfer's target takes its turns its own way); one VAD stream per session
           vad: flow.vad,
           turnHandling: turnHandlingOf(agent),
         }
