@@ -52,11 +52,13 @@ export class BusAudioInput extends voice.AudioInput {
 }
 
 /**
- * How much of the client's audio LiveKit gets at a time: LiveKit's own default for a room's audio input
- * (`frame_size_ms` 50 in its Python agents). Every frame crosses several streams on its way to the VAD, the STT
- * and the end-of-turn model, so at the client's 20 ms the session's CPU was ~20 % higher (docs/performance.md).
+ * How much of the client's audio LiveKit gets at a time: two of the client's default 20 ms frames. Every frame
+ * crosses several streams on its way to the VAD, the STT and the end-of-turn model, so at 20 ms a session cost
+ * ~30 % more CPU (docs/performance.md). LiveKit's Python agents take a room's audio in 50 ms frames; at 50 the
+ * end-of-turn model's view of a pause depended on where the frames fell (a mid-sentence pause ended the turn in
+ * 1 of 3 runs of voice.test.ts), at 40 it did not (5 of 5).
  */
-export const INPUT_FRAME_MS = 50;
+export const INPUT_FRAME_MS = 40;
 
 /** Frames of input a stalled pipeline may have queued before newer ones are dropped (~5 s). */
 const MAX_QUEUED_FRAMES = 5000 / INPUT_FRAME_MS;
