@@ -268,7 +268,6 @@ function withoutUnused(doc: OpenApiDocument): OpenApiDocument {
   return { ...doc, components: { ...doc.components, schemas: kept } };
 }
 
-/** The response schemas of a route: its success, and one entry per error status naming the codes. */
 /** The error answers of a route outside the table (events, recordings), by code: status, code, error body. */
 export function errorResponses(...codes: ErrorCode[]): Record<number, unknown> {
   return Object.fromEntries(
@@ -279,6 +278,7 @@ export function errorResponses(...codes: ErrorCode[]): Record<number, unknown> {
   );
 }
 
+/** The response schemas of a route: its success, and one entry per error status naming the codes. */
 export function responsesOf(r: AnyRoute): Record<number, unknown> {
   const json = (schema: z.ZodType) => ({ 'application/json': { schema } });
   const success = json(contract[r.subject].response);

@@ -23,7 +23,8 @@ export class BusAudioInput extends voice.AudioInput {
   }
 
   /**
-   * One frame of the client's audio. Frames LiveKit has not read yet are held up to about 5 s (the gateway
+   * The client's audio as it arrives, gathered into whole frames (what is left of the last one when the
+   * client stops is never heard: less than a frame). Frames LiveKit has not read yet are held up to about 5 s (the gateway
    * paces the client to real time, so only a stalled pipeline gets there); past that they are dropped, not
    * queued without a bound.
    */
