@@ -9,6 +9,7 @@ import { currentKeyEnv, keyStatus } from './env-keys.js';
 import { ensureEventsStream } from './host/events.js';
 import { CallerSlots } from './host/caller-slots.js';
 import { EncoderHost } from './host/encoder-host.js';
+import { RecorderThread } from './host/recorder-thread.js';
 import { RecordingsBucket } from './host/recordings-bucket.js';
 import { SessionHost } from './host/session-host.js';
 import { KeyRule } from './provider-keys.js';
@@ -87,12 +88,15 @@ function caseTimings(config: PlaygroundServiceConfig) {
  */
 const noop = () => undefined;
 
-/** Where recordings go and what encodes them (its host process started now); none when they are off. */
+/**
+ * Where recordings go and what makes them (the encoders' host process started now, the timeline thread with the
+ * first recording); none when they are off.
+ */
 function recordingsOf(nc: NatsConnection, config: PlaygroundServiceConfig, log: Logger) {
   if (config.RECORDINGS !== 'on') return undefined;
   const encoders = new EncoderHost(log);
   encoders.start();
-  return { bucket: new RecordingsBucket(nc, config, log), encoders };
+  return { bucket: new RecordingsBucket(nc, config, log), encoders, timeline: new RecorderThread(log) };
 }
 
 export interface PlaygroundServiceDeps {
@@ -190,6 +194,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
       // stop all, then leave: the other instances must not see this one alive while its rooms go
       await host.stopAll('shutdown');
       recordings?.encoders.stop();
+      await recordings?.timeline.stop();
       host.detach();
       voice.leave();
     },

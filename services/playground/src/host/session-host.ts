@@ -23,6 +23,7 @@ import type { z } from 'zod';
 import { AudioRecording } from './audio-recording.js';
 import type { CallerSlot, CallerSlots } from './caller-slots.js';
 import type { EncoderHost } from './encoder-host.js';
+import type { RecorderThread } from './recorder-thread.js';
 import type { RecordingsBucket } from './recordings-bucket.js';
 import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
@@ -198,7 +199,7 @@ export class SessionHost implements HostView {
       /** The callers' slots across instances (MAX_SESSIONS_PER_CALLER); none: this instance counts alone. */
       slots?: CallerSlots | undefined;
       /** Where voice sessions' recordings go, and what encodes them; none when recordings are off. */
-      recordings?: { bucket: RecordingsBucket; encoders: EncoderHost } | undefined;
+      recordings?: { bucket: RecordingsBucket; encoders: EncoderHost; timeline: RecorderThread } | undefined;
     },
   ) {}
 

@@ -27,4 +27,23 @@ describe("the client's audio as LiveKit hears it", () => {
     reader.releaseLock();
     await input.close();
   });
+
+  it("shows the recorder's tap each frame as LiveKit gets it, until it is untapped", async () => {
+    const rate = 16000;
+    const input = new BusAudioInput(rate);
+    const reader = input.stream.getReader();
+    const perFrame = (rate * INPUT_FRAME_MS) / 1000;
+    const tapped: number[] = [];
+    const untap = input.tap((frame) => tapped.push(frame.data[0]!));
+    input.push(new Int16Array(perFrame).fill(1));
+    input.push(new Int16Array(perFrame).fill(2));
+    untap();
+    input.push(new Int16Array(perFrame).fill(3));
+    const heard: number[] = [];
+    for (let i = 0; i < 3; i++) heard.push((await reader.read()).value!.data[0]!);
+    expect(heard).toEqual([1, 2, 3]);
+    expect(tapped).toEqual([1, 2]);
+    reader.releaseLock();
+    await input.close();
+  });
 });

@@ -1,15 +1,17 @@
 import { voice } from '@livekit/agents';
 import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
 import type { VoiceServerMessage } from '@vab/contracts';
+import type { FrameTap, TappableAudioInput } from '../../host/audio-recording.js';
 
 /**
  * The client's microphone as LiveKit's audio input: 16-bit mono PCM at the client's rate, as it arrives over
  * the bus (the gateway checked its size and pace), handed to LiveKit in frames of `INPUT_FRAME_MS`. The
  * session's VAD and STT resample.
  */
-export class BusAudioInput extends voice.AudioInput {
+export class BusAudioInput extends voice.AudioInput implements TappableAudioInput {
   private readonly writer: WritableStreamDefaultWriter<AudioFrame>;
   private closed = false;
+  private taps = new Set<FrameTap>();
   /** The frame being filled, and how many of its samples are. */
   private frame: Int16Array;
   private filled = 0;
@@ -40,8 +42,16 @@ export class BusAudioInput extends voice.AudioInput {
       this.frame = new Int16Array(full.length);
       this.filled = 0;
       if ((this.writer.desiredSize ?? 0) < -MAX_QUEUED_FRAMES) continue;
-      this.writer.write(new AudioFrame(full, this.sampleRate, 1, full.length)).catch(() => undefined);
+      const frame = new AudioFrame(full, this.sampleRate, 1, full.length);
+      for (const tap of this.taps) tap(frame);
+      this.writer.write(frame).catch(() => undefined);
     }
+  }
+
+  /** Sees every frame handed to LiveKit, as it goes (the recorder's: no stream of its own in between). */
+  tap(tap: FrameTap): () => void {
+    this.taps.add(tap);
+    return () => this.taps.delete(tap);
   }
 
   override async close(): Promise<void> {
