@@ -2129,7 +2129,7 @@ export interface components {
     TtsNode: {
       /**
        * Format: uri
-       * @description An OpenAI-compatible speech server to call instead of the provider's (openai only): it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.
+       * @description A speech server to call instead of the provider's (openai: any OpenAI-compatible one; elevenlabs, deepgram: an address only): it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.
        */
       baseURL?: string;
       id: string;

@@ -248,8 +248,9 @@ export const PARAMS = {
     model: d("The synthesis model (the provider's default when unset).", optionalText()),
     voiceId: d("The voice (the provider's default when unset).", optionalText()),
     baseURL: d(
-      "An OpenAI-compatible speech server to call instead of the provider's (openai only): it passes the " +
-        "egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.",
+      "A speech server to call instead of the provider's (openai: any OpenAI-compatible one; elevenlabs, " +
+        "deepgram: an address only): it passes the egress policy, and gets the server's key only when " +
+        '`TRUSTED_MODEL_URLS` names it.',
       optionalUrl(),
     ),
   }),

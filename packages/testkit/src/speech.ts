@@ -1,5 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { WebSocket } from 'ws';
 import { listenOnLoopback } from './ports.js';
 
 /**
@@ -258,6 +259,211 @@ export async function startDeepgramStub(opts: {
         finish();
       }
       audioMs += frameMs;
+    });
+  });
+  const port = await listenOnLoopback(server);
+  return {
+    baseURL: `http://127.0.0.1:${port}`,
+    streams,
+    close: () =>
+      new Promise((r) => {
+        for (const c of wss.clients) c.terminate();
+        wss.close();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** 16-bit PCM as base64, the way ElevenLabs' WebSocket carries it. */
+const base64Of = (pcm: Int16Array) =>
+  Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength).toString('base64');
+
+/** What the ElevenLabs stub saw of one WebSocket: its path and query, its key, and each context's text. */
+export interface ElevenLabsSocket {
+  path: string;
+  query: URLSearchParams;
+  apiKey: string | undefined;
+  /** The text each context was sent, by context id, as it was flushed (one entry per flush). */
+  contexts: Map<string, string[]>;
+}
+
+/** One ElevenLabs socket: its contexts' text spoken at each flush, `isFinal` once a closed one's audio is out. */
+function speakElevenLabs(ws: WebSocket, seen: ElevenLabsSocket, rate: number): void {
+  /** Per context: the text not yet flushed, where its audio has reached (ms), and its work in order. */
+  const contexts = new Map<string, { pending: string; atMs: number; work: Promise<void> }>();
+  const contextOf = (id: string) => {
+    let c = contexts.get(id);
+    if (!c) {
+      c = { pending: '', atMs: 0, work: Promise.resolve() };
+      contexts.set(id, c);
+      if (!seen.contexts.has(id)) seen.contexts.set(id, []);
+    }
+    return c;
+  };
+  const send = (message: object) => {
+    if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message));
+  };
+  const speakFlushed = async (id: string, text: string) => {
+    const c = contexts.get(id)!;
+    const pcm = await speakAsync(text, rate);
+    const durationMs = (pcm.length / rate) * 1000;
+    const chars = [...text];
+    const alignment = {
+      chars,
+      charStartTimesMs: chars.map((_, i) => Math.round(c.atMs + (i * durationMs) / chars.length)),
+      charsDurationsMs: chars.map(() => Math.round(durationMs / chars.length)),
+    };
+    c.atMs += durationMs;
+    // in chunks of 250 ms, as the service streams them; the alignment comes with the first
+    const chunk = Math.round(rate / 4);
+    for (let at = 0; at < pcm.length; at += chunk) {
+      send({
+        audio: base64Of(pcm.subarray(at, at + chunk)),
+        ...(at === 0 ? { alignment, normalizedAlignment: alignment } : {}),
+        contextId: id,
+      });
+    }
+  };
+  ws.on('message', (data: Buffer) => {
+    const m = JSON.parse(data.toString('utf8')) as {
+      text?: string;
+      context_id?: string;
+      flush?: boolean;
+      close_context?: boolean;
+      close_socket?: boolean;
+    };
+    if (m.close_socket) {
+      ws.close(1000);
+      return;
+    }
+    const id = m.context_id ?? '';
+    const c = contextOf(id);
+    if (typeof m.text === 'string') c.pending += m.text;
+    if (m.flush && c.pending.trim() !== '') {
+      const text = c.pending.trim();
+      c.pending = '';
+      seen.contexts.get(id)!.push(text);
+      c.work = c.work.then(() => speakFlushed(id, text));
+    }
+    if (m.close_context) {
+      c.work = c.work.then(() => {
+        send({ isFinal: true, contextId: id });
+        contexts.delete(id);
+      });
+    }
+  });
+}
+
+/**
+ * ElevenLabs' multi-context TTS WebSocket (`/v1/text-to-speech/{voice}/multi-stream-input`) on loopback,
+ * speaking its wire protocol: the key in `xi-api-key`; the client opens a context with `{ text: " ",
+ * voice_settings, context_id }`, sends `{ text, context_id, flush? }` and ends it with `{ context_id,
+ * close_context: true }` (or `{ close_socket: true }`); the server answers each flush with the flushed text
+ * spoken by espeak-ng, as `{ audio: base64 PCM at output_format's rate, alignment, normalizedAlignment,
+ * contextId }` messages (character times from the context's start, the sentence's time spread evenly over its
+ * characters), and a closed context, once its audio has gone, with `{ isFinal: true, contextId }`.
+ */
+export async function startElevenLabsStub(): Promise<{
+  baseURL: string;
+  sockets: ElevenLabsSocket[];
+  close(): Promise<void>;
+}> {
+  const { WebSocketServer } = await import('ws');
+  const sockets: ElevenLabsSocket[] = [];
+  const server = createServer((_req, res) => res.writeHead(404).end());
+  const wss = new WebSocketServer({ noServer: true });
+  server.on('upgrade', (req, socket, head) => {
+    const url = new URL(req.url ?? '/', 'http://stub');
+    if (!/^\/v1\/text-to-speech\/[^/]+\/multi-stream-input$/.test(url.pathname)) {
+      socket.end('HTTP/1.1 404 Not Found\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const seen: ElevenLabsSocket = {
+        path: url.pathname,
+        query: url.searchParams,
+        apiKey: req.headers['xi-api-key'] as string | undefined,
+        contexts: new Map(),
+      };
+      sockets.push(seen);
+      const rate = Number(/^pcm_(\d+)$/.exec(url.searchParams.get('output_format') ?? '')?.[1] ?? 22050);
+      speakElevenLabs(ws, seen, rate);
+    });
+  });
+  const port = await listenOnLoopback(server);
+  return {
+    baseURL: `http://127.0.0.1:${port}/v1`,
+    sockets,
+    close: () =>
+      new Promise((r) => {
+        for (const c of wss.clients) c.terminate();
+        wss.close();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** What the Deepgram TTS stub saw of one stream: its query, its key, and the text of each `Speak`. */
+export interface DeepgramSpeakStream {
+  query: URLSearchParams;
+  authorization: string | undefined;
+  texts: string[];
+}
+
+/**
+ * Deepgram's streaming TTS WebSocket (`/v1/speak`) on loopback, speaking its wire protocol: the key in
+ * `Authorization: Token …`, the format in the query (`encoding=linear16`, `sample_rate`); the client sends
+ * `{ type: "Speak", text }`, `{ type: "Flush" }` and `{ type: "Close" }`; the server sends `Metadata` on
+ * connecting, the text spoken since the last flush (espeak-ng) as binary linear16 PCM in chunks, then
+ * `{ type: "Flushed", sequence_id }`, and closes the socket on `Close`.
+ */
+export async function startDeepgramSpeakStub(): Promise<{
+  baseURL: string;
+  streams: DeepgramSpeakStream[];
+  close(): Promise<void>;
+}> {
+  const { WebSocketServer } = await import('ws');
+  const streams: DeepgramSpeakStream[] = [];
+  const server = createServer((_req, res) => res.writeHead(404).end());
+  const wss = new WebSocketServer({ server, path: '/v1/speak' });
+  wss.on('connection', (ws, req) => {
+    const query = new URL(req.url ?? '/', 'http://stub').searchParams;
+    const stream: DeepgramSpeakStream = { query, authorization: req.headers.authorization, texts: [] };
+    streams.push(stream);
+    const rate = Number(query.get('sample_rate') ?? 24000);
+    let pending = '';
+    let sequence = 0;
+    let work = Promise.resolve();
+    ws.send(
+      JSON.stringify({
+        type: 'Metadata',
+        request_id: `stub-${streams.length}`,
+        model_name: query.get('model'),
+      }),
+    );
+    ws.on('message', (data: Buffer) => {
+      const m = JSON.parse(data.toString('utf8')) as { type: string; text?: string };
+      if (m.type === 'Speak') {
+        pending += m.text ?? '';
+        stream.texts.push(m.text ?? '');
+      } else if (m.type === 'Flush') {
+        const text = pending.trim();
+        pending = '';
+        const id = sequence++;
+        work = work.then(async () => {
+          if (text !== '') {
+            const pcm = Buffer.from((await speakAsync(text, rate)).buffer);
+            // 100 ms chunks, as the service streams them
+            const chunk = (rate / 10) * 2;
+            for (let at = 0; at < pcm.length; at += chunk) {
+              if (ws.readyState === ws.OPEN) ws.send(pcm.subarray(at, at + chunk));
+            }
+          }
+          if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'Flushed', sequence_id: id }));
+        });
+      } else if (m.type === 'Close') {
+        work = work.then(() => ws.close(1000));
+      }
     });
   });
   const port = await listenOnLoopback(server);

@@ -6,7 +6,8 @@ import { startOpenAiStub } from '../test/openai-stub.js';
 import { createEgressFetch } from './egress/client.js';
 import { EgressPolicy, parseAllowList } from './egress/policy.js';
 import { AudioFrame } from '@livekit/rtc-node';
-import { joinFrames, pcmFrames, PROVIDERS, ttsOptions, type Modality } from './providers.js';
+import { startDeepgramSpeakStub, startElevenLabsStub } from '@vab/testkit';
+import { joinFrames, pcmFrames, pluginBaseURL, PROVIDERS, ttsOptions, type Modality } from './providers.js';
 
 initializeLogger({ pretty: false, level: 'error' });
 const log = pino({ level: 'silent' });
@@ -127,7 +128,7 @@ describe('TTS provider extras', () => {
           languageCode: 'de',
           streamingLatency: 2,
         }),
-        'k',
+        { apiKey: 'k' },
       ),
     ).toEqual({
       apiKey: 'k',
@@ -138,12 +139,16 @@ describe('TTS provider extras', () => {
       voiceSettings: { stability: 0.3, similarity_boost: 0.9, style: 0.2 },
     });
     // the other spelling, with the defaults the API needs filled in
-    expect(ttsOptions.elevenlabs(node('elevenlabs', { similarityBoost: 0.6 }), 'k').voiceSettings).toEqual({
+    expect(
+      ttsOptions.elevenlabs(node('elevenlabs', { similarityBoost: 0.6 }), { apiKey: 'k' }).voiceSettings,
+    ).toEqual({
       stability: 0.5,
       similarity_boost: 0.6,
     });
     // none tuned: the voice's own settings stand; out-of-range and unknown extras are left out
-    expect(ttsOptions.elevenlabs(node('elevenlabs', { stability: 7, colour: 'blue' }), 'k')).toEqual({
+    expect(
+      ttsOptions.elevenlabs(node('elevenlabs', { stability: 7, colour: 'blue' }), { apiKey: 'k' }),
+    ).toEqual({
       apiKey: 'k',
       voiceId: 'v-9',
       model: 'tts-model',
@@ -165,10 +170,73 @@ describe('TTS provider extras', () => {
       speed: 1.5,
       instructions: 'Warmly.',
     });
-    expect(ttsOptions.deepgram(node('deepgram', { speed: '0.8', pitch: 3 }), 'k')).toEqual({
+    expect(ttsOptions.deepgram(node('deepgram', { speed: '0.8', pitch: 3 }), { apiKey: 'k' })).toEqual({
       apiKey: 'k',
       model: 'tts-model',
       speed: 0.8,
     });
+    // outside the range its plugin accepts (which would throw, failing the session): left out
+    const slow = ttsOptions.deepgram(node('deepgram', { speed: 0.5 }), { apiKey: 'k' });
+    expect(slow).toEqual({ apiKey: 'k', model: 'tts-model' });
+    expect(() => PROVIDERS.deepgram!.tts!(node('deepgram', { speed: 0.5 }), { apiKey: 'k' })).not.toThrow();
+  });
+});
+
+describe('a TTS whose plugin connects by itself, at a flow address', () => {
+  const egress = {
+    fetch: createEgressFetch({
+      policy: new EgressPolicy(parseAllowList('127.0.0.1')),
+      timeoutMs: 5000,
+      maxResponseBytes: 1 << 20,
+      log,
+    }),
+    timeoutMs: 5000,
+  };
+  const loudest = (frames: AudioFrame[]) => Math.max(0, ...frames.flatMap((f) => [...f.data].map(Math.abs)));
+
+  it('is given the origin and path only, without trailing slashes', () => {
+    expect(pluginBaseURL('http://10.0.0.5:8080/v1/?x=1#y')).toBe('http://10.0.0.5:8080/v1');
+    expect(pluginBaseURL('https://[::1]/', 'ws')).toBe('wss://[::1]');
+  });
+
+  // the simulated caller's voice asks for one-shot synthesis: over the plugin's WebSocket too, never its HTTP
+  // path (ElevenLabs': a fetch that follows redirects; Deepgram's: https on port 443 whatever the URL says)
+  it('elevenlabs: one-shot synthesis speaks over its WebSocket, with the key it was given', async () => {
+    const stub = await startElevenLabsStub();
+    try {
+      const model = PROVIDERS.elevenlabs!.tts!(
+        { ...BASE, provider: 'elevenlabs', voiceId: 'v-9', extras: {} },
+        { apiKey: 'el-key', flowBaseURL: { url: `${stub.baseURL}/`, ...egress } },
+      );
+      const frames: AudioFrame[] = [];
+      for await (const audio of model.synthesize('Hello there.')) frames.push(audio.frame);
+      await model.close();
+      expect(loudest(frames)).toBeGreaterThan(1000);
+      expect(frames[0]!.sampleRate).toBe(22050);
+      expect(stub.sockets).toMatchObject([
+        { path: '/v1/text-to-speech/v-9/multi-stream-input', apiKey: 'el-key' },
+      ]);
+      expect([...stub.sockets[0]!.contexts.values()].flat().join(' ')).toBe('Hello there.');
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it('deepgram: one-shot synthesis speaks over its WebSocket, with the key it was given', async () => {
+    const stub = await startDeepgramSpeakStub();
+    try {
+      const model = PROVIDERS.deepgram!.tts!(
+        { ...BASE, provider: 'deepgram', extras: {} },
+        { apiKey: 'dg-key', flowBaseURL: { url: stub.baseURL, ...egress } },
+      );
+      const frames: AudioFrame[] = [];
+      for await (const audio of model.synthesize('Hello there.')) frames.push(audio.frame);
+      await model.close();
+      expect(loudest(frames)).toBeGreaterThan(1000);
+      expect(stub.streams).toMatchObject([{ authorization: 'Token dg-key' }]);
+      expect(stub.streams[0]!.query.get('encoding')).toBe('linear16');
+    } finally {
+      await stub.close();
+    }
   });
 });

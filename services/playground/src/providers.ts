@@ -31,7 +31,8 @@ export interface ProviderSpec {
   /**
    * The modalities whose plugin opens its connections itself (a WebSocket of its own): a flow may point them
    * elsewhere only at an address written in the URL, which the URL policy checks before the start and which
-   * no resolver can change by the time of the connect (a name could not be checked then).
+   * no resolver can change by the time of the connect (a name could not be checked then). Only where that
+   * WebSocket is the one connection the model makes (`ws` follows no redirect): see `addressed`.
    */
   literalBaseURL?: readonly Modality[];
   llm?: (cfg: LlmConfig, endpoint: Endpoint) => llm.LLM;
@@ -238,6 +239,60 @@ class FixedKwargsLLM extends openai.LLM {
   }
 }
 
+/**
+ * A flow's base URL as a plugin that connects by itself is given it: the origin and path only (the plugins
+ * glue their own paths and queries onto the text, so nothing but the URL's origin may stand before them),
+ * without trailing slashes; `ws` for a plugin that takes its WebSocket URL as it is.
+ */
+export function pluginBaseURL(url: string, scheme: 'http' | 'ws' = 'http'): string {
+  const u = new URL(url);
+  const base = `${u.origin}${u.pathname}`.replace(/\/+$/, '');
+  return scheme === 'ws' ? base.replace(/^http/, 'ws') : base;
+}
+
+/**
+ * A streaming TTS at a flow's address whose one-shot `synthesize` (the simulated caller's voice calls it)
+ * goes over the plugin's own stream too. Their one-shot paths cannot run under the address rule: ElevenLabs'
+ * posts with the global fetch, which follows redirects (a 30x from the address could send it anywhere);
+ * Deepgram's posts over https to port 443 of the host whatever the URL says. Their WebSockets (`ws`, which
+ * follows no redirect) connect to the address written in the URL and nowhere else.
+ */
+function addressed(model: tts.TTS): tts.TTS {
+  // on the instance: the plugins' classes declare their own one-shot stream types as its result
+  model.synthesize = (text, connOptions, abortSignal) =>
+    new StreamedChunkedStream(model, text, connOptions, abortSignal);
+  return model;
+}
+
+/** One text synthesized over the TTS's stream: its frames, in order, as a one-shot synthesis gives them. */
+class StreamedChunkedStream extends tts.ChunkedStream {
+  label = 'vab.StreamedChunkedStream';
+  constructor(
+    private readonly model: tts.TTS,
+    text: string,
+    private readonly connOptions: APIConnectOptions | undefined,
+    abortSignal?: AbortSignal,
+  ) {
+    super(text, model, connOptions, abortSignal);
+  }
+
+  protected override async run(): Promise<void> {
+    const stream = this.model.stream(this.connOptions ? { connOptions: this.connOptions } : undefined);
+    const stop = () => stream.close();
+    this.abortSignal.addEventListener('abort', stop, { once: true });
+    try {
+      stream.pushText(this.inputText);
+      stream.endInput();
+      for await (const audio of stream) {
+        if (audio !== tts.SynthesizeStream.END_OF_STREAM) this.queue.put(audio);
+      }
+    } finally {
+      this.abortSignal.removeEventListener('abort', stop);
+      stream.close();
+    }
+  }
+}
+
 /** Provider extras (flat node params beyond the flow format's own) each TTS plugin understands. */
 const lenient = <T extends z.ZodType>(schema: T) => schema.optional().catch(undefined);
 const unit = lenient(z.coerce.number().min(0).max(1));
@@ -253,7 +308,8 @@ const ElevenLabsExtras = z.object({
   streamingLatency: lenient(z.coerce.number().int().min(0).max(4)),
 });
 const OpenAiTtsExtras = z.object({ speed, instructions: lenient(z.string().max(4000)) });
-const DeepgramTtsExtras = z.object({ speed });
+// the Deepgram plugin's constructor throws outside 0.7–1.5 (Aura's range)
+const DeepgramTtsExtras = z.object({ speed: lenient(z.coerce.number().min(0.7).max(1.5)) });
 
 const ELEVENLABS_VOICE_DEFAULTS = { stability: 0.5, similarity_boost: 0.75 };
 
@@ -273,20 +329,24 @@ export const ttsOptions = {
       ...(x.instructions ? { instructions: x.instructions } : {}),
     };
   },
-  deepgram: (cfg: TtsConfig, apiKey: string): Partial<deepgram.TTSOptions> => {
+  deepgram: (cfg: TtsConfig, { apiKey, flowBaseURL }: Endpoint): Partial<deepgram.TTSOptions> => {
     const x = DeepgramTtsExtras.parse(cfg.extras);
     return {
       apiKey,
+      // the plugin appends /v1/speak (over ws(s) for its stream)
+      ...(flowBaseURL ? { baseUrl: pluginBaseURL(flowBaseURL.url) } : {}),
       ...(cfg.model ? { model: cfg.model } : {}),
       ...(x.speed !== undefined ? { speed: x.speed } : {}),
     };
   },
-  elevenlabs: (cfg: TtsConfig, apiKey: string): elevenlabs.TTSOptions => {
+  elevenlabs: (cfg: TtsConfig, { apiKey, flowBaseURL }: Endpoint): elevenlabs.TTSOptions => {
     const x = ElevenLabsExtras.parse(cfg.extras);
     const similarity = x.similarityBoost ?? x.similarity_boost;
     const tuned = [x.stability, similarity, x.style, x.speed, x.useSpeakerBoost].some((v) => v !== undefined);
     return {
       apiKey,
+      // the plugin appends /text-to-speech/{voice}/multi-stream-input (over ws(s)), as to its own …/v1
+      ...(flowBaseURL ? { baseURL: pluginBaseURL(flowBaseURL.url) } : {}),
       ...(cfg.voiceId ? { voiceId: cfg.voiceId } : {}),
       ...(cfg.model ? { model: cfg.model } : {}),
       ...(x.languageCode ? { languageCode: x.languageCode } : {}),
@@ -353,9 +413,12 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     envVars: ['DEEPGRAM_API_KEY'],
     defaultBaseURL: 'https://api.deepgram.com',
     customBaseURL: [],
-    // its plugin opens its WebSocket itself
-    literalBaseURL: ['stt'],
-    tts: (cfg, { apiKey }) => new deepgram.TTS(ttsOptions.deepgram(cfg, apiKey)),
+    // its plugin opens its WebSockets itself
+    literalBaseURL: ['stt', 'tts'],
+    tts: (cfg, endpoint) => {
+      const model = new deepgram.TTS(ttsOptions.deepgram(cfg, endpoint));
+      return endpoint.flowBaseURL ? addressed(model) : model;
+    },
     stt: (cfg, language, { apiKey, flowBaseURL }) =>
       new deepgram.STT({
         apiKey,
@@ -363,7 +426,7 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
         ...(cfg.model ? { model: cfg.model } : {}),
         ...(cfg.keyterms ? { keyterm: cfg.keyterms } : {}),
         // the plugin appends /v1/listen, over ws(s)
-        ...(flowBaseURL ? { baseUrl: flowBaseURL.url.replace(/^http/, 'ws').replace(/\/+$/, '') } : {}),
+        ...(flowBaseURL ? { baseUrl: pluginBaseURL(flowBaseURL.url, 'ws') } : {}),
       }),
   },
   elevenlabs: {
@@ -371,7 +434,12 @@ export const PROVIDERS: Readonly<Record<string, ProviderSpec>> = {
     envVars: ['ELEVEN_API_KEY', 'ELEVENLABS_API_KEY'],
     defaultBaseURL: 'https://api.elevenlabs.io/v1',
     customBaseURL: [],
-    tts: (cfg, { apiKey }) => new elevenlabs.TTS(ttsOptions.elevenlabs(cfg, apiKey)),
+    // its plugin opens its WebSocket itself
+    literalBaseURL: ['tts'],
+    tts: (cfg, endpoint) => {
+      const model = new elevenlabs.TTS(ttsOptions.elevenlabs(cfg, endpoint));
+      return endpoint.flowBaseURL ? addressed(model) : model;
+    },
   },
   cartesia: {
     envVars: ['CARTESIA_API_KEY'],

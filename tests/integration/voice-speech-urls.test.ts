@@ -1,0 +1,128 @@
+import type { Flow } from '@vab/contracts';
+import { loadConfig } from '@vab/playground';
+import {
+  startDeepgramSpeakStub,
+  startElevenLabsStub,
+  startOpenAiStub,
+  startSpeechStub,
+  VoiceClient,
+  voiceFlow,
+} from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { api, startStack, type Stack } from '../helpers/stack.js';
+
+/**
+ * ElevenLabs and Deepgram TTS at a flow's own address, through the gateway's voice WebSocket: their plugins
+ * open their WebSockets themselves, so a flow may point them only at an address written in the URL (checked by
+ * the URL policy before the start), and the server's key goes there only when the operator trusts the URL.
+ * Stubs speak each provider's wire protocol with espeak-ng speech.
+ */
+
+const KEY = 'sk-voice-test-key-0123456789';
+const SERVER_ELEVEN = 'eleven-server-key-of-the-operator';
+const SERVER_DEEPGRAM = 'deepgram-server-key-of-the-operator';
+const GREETING = 'Hello, how can I help?';
+
+let stack: Stack;
+let http: ReturnType<typeof api>;
+let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
+let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let eleven: Awaited<ReturnType<typeof startElevenLabsStub>>;
+let deepgram: Awaited<ReturnType<typeof startDeepgramSpeakStub>>;
+
+beforeAll(async () => {
+  [chat, speech, eleven, deepgram] = await Promise.all([
+    startOpenAiStub(() => ({ content: 'ok' })),
+    startSpeechStub({ transcribe: () => '' }),
+    startElevenLabsStub(),
+    startDeepgramSpeakStub(),
+  ]);
+  stack = await startStack({
+    // the operator has both keys, and trusts the Deepgram server with its key; not the ElevenLabs one
+    providerEnv: { ELEVEN_API_KEY: SERVER_ELEVEN, DEEPGRAM_API_KEY: SERVER_DEEPGRAM },
+    playground: {
+      TRUSTED_MODEL_URLS: loadConfig({ TRUSTED_MODEL_URLS: deepgram.baseURL }).TRUSTED_MODEL_URLS,
+    },
+  });
+  http = api(stack.baseUrl);
+});
+afterAll(async () => {
+  await stack?.close();
+  await Promise.all([chat?.close(), speech?.close(), eleven?.close(), deepgram?.close()]);
+});
+
+/** The clinic's voice flow with its TTS node replaced. */
+function withTts(tts: Record<string, unknown>): Flow {
+  const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+  flow.nodes = flow.nodes.map((n) => (n.id === 'tts' ? { id: 'tts', nodeType: 'tts', ...tts } : n));
+  return flow;
+}
+
+/** Starts a voice session of `flow` (the request sends the OpenAI key only) and waits for its greeting to play. */
+async function greetingOf(flow: Flow) {
+  const v = await http.post('/api/flows/validate', { ...flow, sessionType: 'voice' });
+  expect(v.body.issues).toEqual([]);
+  const agentId = (await http.post('/api/agents', { name: 'Speech URLs', flow })).body.id as string;
+  const started = await http.post(`/api/agents/${agentId}/voice-sessions`, { apiKeys: { openai: KEY } });
+  expect(started.status, JSON.stringify(started.body)).toBe(201);
+  const client = new VoiceClient({
+    url: stack.baseUrl.replace(/^http/, 'ws') + String(started.body.audioPath),
+  });
+  await client.ready;
+  await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+  client.close();
+  await client.closed;
+  return {
+    segment: client.segments[0]!,
+    requirements: v.body.requirements as { provider: string; key: string }[],
+  };
+}
+
+describe('a TTS whose plugin connects by itself, at a flow address', () => {
+  it('elevenlabs speaks from its address, which gets no server key (not trusted)', async () => {
+    const { segment, requirements } = await greetingOf(
+      withTts({ provider: 'elevenlabs', voiceId: 'v-9', baseURL: eleven.baseURL }),
+    );
+    expect(segment.audibleAt).toBeDefined();
+    expect(segment.playedMs).toBeGreaterThan(500);
+    expect(requirements).toContainEqual({ provider: 'elevenlabs', nodeIds: ['tts'], key: 'none' });
+    const [socket] = eleven.sockets;
+    expect(socket!.path).toBe('/v1/text-to-speech/v-9/multi-stream-input');
+    expect(socket!.query.get('output_format')).toBe('pcm_22050');
+    // the keyless placeholder, never the operator's key
+    expect(eleven.sockets.map((s) => s.apiKey)).toEqual(eleven.sockets.map(() => 'no-key'));
+    expect([...socket!.contexts.values()].flat().join(' ')).toBe(GREETING);
+  }, 40_000);
+
+  it('deepgram speaks from its address, which the operator trusts with the server key', async () => {
+    const { segment, requirements } = await greetingOf(
+      withTts({ provider: 'deepgram', baseURL: deepgram.baseURL }),
+    );
+    expect(segment.audibleAt).toBeDefined();
+    expect(segment.playedMs).toBeGreaterThan(500);
+    expect(requirements).toContainEqual({ provider: 'deepgram', nodeIds: ['tts'], key: 'server' });
+    const [stream] = deepgram.streams;
+    expect(stream!.authorization).toBe(`Token ${SERVER_DEEPGRAM}`);
+    expect(stream!.query.get('encoding')).toBe('linear16');
+    expect(stream!.texts.join('').trim()).toBe(GREETING);
+  }, 40_000);
+
+  it.each([
+    ['elevenlabs', 'http://tts.example.test/v1', 'BASE_URL_UNSUPPORTED'],
+    ['deepgram', 'http://tts.example.test', 'BASE_URL_UNSUPPORTED'],
+    ['elevenlabs', 'http://10.0.0.5:8080/v1', 'URL_NOT_ALLOWED'],
+    ['deepgram', 'http://[::ffff:169.254.169.254]', 'URL_NOT_ALLOWED'],
+  ])('%s at %s: %s on validate and on start, nothing connects', async (provider, baseURL, code) => {
+    const before = eleven.sockets.length + deepgram.streams.length;
+    const flow = withTts({ provider, baseURL });
+    const v = await http.post('/api/flows/validate', { ...flow, sessionType: 'voice' });
+    expect(v.body.issues).toEqual([expect.objectContaining({ code, nodeId: 'tts' })]);
+    const agentId = (await http.post('/api/agents', { name: 'Refused', flow })).body.id as string;
+    const started = await http.post(`/api/agents/${agentId}/voice-sessions`, {
+      apiKeys: { openai: KEY, [provider]: 'a-key-of-the-caller' },
+    });
+    expect(started.status).toBe(422);
+    expect(started.body.details).toEqual([expect.objectContaining({ code, nodeId: 'tts' })]);
+    expect(eleven.sockets.length + deepgram.streams.length).toBe(before);
+  });
+});
