@@ -8,7 +8,7 @@
 //    one measured; the callers run in bench/voice-callers.mjs, a process of their own), each streaming real
 //    espeak-ng speech in real time with VAD and the end-of-turn model,
 //    against instant chat/speech stubs (bench/voice-stubs.mjs, a process of their own): event-loop delay p50/p99 while they talk, heap and RSS per session,
-//    and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
+//    V8's collector pauses (the tail of the delay is mostly them), and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
 //    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.
 // Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off] [--stagger off]
 import { connectNats } from '@vab/bus';
@@ -16,7 +16,7 @@ import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -156,6 +156,12 @@ async function sessions() {
   // the callers run in a process of their own: this one's event loop and memory are the playground's
   const heapBefore = process.memoryUsage();
   const delay = monitorEventLoopDelay({ resolution: 5 });
+  // the collector's pauses while they talk: what the event loop's tail is mostly made of
+  const gcPauses = [];
+  const gc = new PerformanceObserver((list) => {
+    if (talkFrom > 0) for (const e of list.getEntries()) gcPauses.push(e.duration);
+  });
+  gc.observe({ entryTypes: ['gc'] });
   let cpuFrom;
   let talkFrom = 0;
   const result = await runVoiceCallers(here, {
@@ -171,6 +177,7 @@ async function sessions() {
     },
   });
   delay.disable();
+  gc.disconnect();
   // the playground's CPU while the callers talk (less contended by the machine's load than the delays)
   const cpu = process.cpuUsage(cpuFrom);
   const cpuShare = (cpu.user + cpu.system) / 1000 / (performance.now() - talkFrom);
@@ -189,6 +196,9 @@ async function sessions() {
     `| event-loop delay, ms | ${fmt(delay.percentile(50) / 1e6)} | ${fmt(delay.percentile(99) / 1e6)} |`,
   );
   console.log(`| playground CPU per session, % of a core | ${fmt((cpuShare / SESSIONS) * 100)} | |`);
+  console.log(
+    `| GC pause, ms (${gcPauses.length}, ${fmt(gcPauses.reduce((a, b) => a + b, 0))} ms in all; max ${fmt(Math.max(...gcPauses))}) | ${fmt(pct(gcPauses, 50))} | ${fmt(pct(gcPauses, 99))} |`,
+  );
   console.log(
     `| responseMs (end of speech → first audible agent audio) | ${fmt(pct(response, 50))} | ${fmt(pct(response, 99))} |`,
   );
