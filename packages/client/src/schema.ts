@@ -2421,7 +2421,8 @@ export interface operations {
          *         "openai": "<PROVIDER_KEY>",
          *         "elevenlabs": "<PROVIDER_KEY>",
          *         "deepgram": "<PROVIDER_KEY>"
-         *       }
+         *       },
+         *       "record": true
          *     }
          */
         'application/json': {
@@ -2436,6 +2437,8 @@ export interface operations {
             url?: string | null;
           } | null;
           nodes: components['schemas']['SimpleNodeInput'][];
+          /** @default true */
+          record?: boolean;
         };
       };
     };

@@ -31,6 +31,8 @@ export const AgentSessionRequest = z.object({
   apiKeys: ApiKeys.nullish(),
   /** Record the run as a voice test session of this stored agent. */
   agentId: Id.nullish(),
+  /** false: the session's audio is not recorded (recordings are on unless the operator set `RECORDINGS=off`). */
+  record: z.boolean().default(true),
 });
 export type AgentSessionRequest = z.infer<typeof AgentSessionRequest>;
 

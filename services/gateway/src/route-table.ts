@@ -517,6 +517,7 @@ const routeTable = [
       ...EXAMPLE_FLOW,
       livekit: { url: 'wss://example.livekit.cloud', apiKey: '<API_KEY>', apiSecret: '<API_SECRET>' },
       apiKeys: { openai: '<PROVIDER_KEY>', elevenlabs: '<PROVIDER_KEY>', deepgram: '<PROVIDER_KEY>' },
+      record: true,
     },
     body: AgentSessionRequest,
     lenientBody: true,

@@ -87,6 +87,7 @@ export class LiveKitTransport {
         requestId,
         failure: 'the agent could not join the room',
         redactor: sessionRedactor(env, req.apiKeys, [creds.apiKey, creds.apiSecret]),
+        recordAudio: req.record,
       },
       async (ctx) => {
         const meta: RoomMetadata = {
@@ -128,6 +129,7 @@ export class LiveKitTransport {
             return conv;
           },
           record,
+          recordAudio: ctx.recordAudio,
           onEnded: (reason) => ctx.stop(reason),
           onUserLeft: () => ctx.stopAfter(config.USER_LEFT_GRACE_MS, 'user left'),
           log: ctx.log,

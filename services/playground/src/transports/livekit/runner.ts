@@ -8,6 +8,7 @@ import type { FlowConversation } from '../../runtime/conversation.js';
 import type { TransportSide } from '../../runtime/conversations.js';
 import { SPOKEN } from '../../runtime/conversation-mode.js';
 import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
+import { startInRoom } from './room-audio.js';
 
 export interface RunnerStartOptions {
   roomName: string;
@@ -19,6 +20,11 @@ export interface RunnerStartOptions {
   converse(side: TransportSide): Promise<FlowConversation>;
   /** Every transcript message (the conversation records through it). */
   record(message: SessionMessage): void;
+  /**
+   * Records the session's audio (the session host's `recordAudio`): called with the session once the room's
+   * audio is its input and output, before it reads them.
+   */
+  recordAudio(session: voice.AgentSession): Promise<void>;
   /** The agent is gone for any reason (end step, room closed, error): the owner's stop must run. */
   onEnded(reason: string): void;
   /** The last non-agent participant left the room. */
@@ -43,11 +49,14 @@ export interface AgentRunner {
  * The in-process LiveKit agent: a bare `Room` (not the worker, which forks a process per job) and an
  * `AgentSession` with the flow's turn handling (the local VAD and end-of-turn model, shared by the process). The agent's own
  * models come from the flow (so a transfer can swap them); step changes go out on the data channel for the
- * builder to highlight.
+ * builder to highlight. The session's audio is the room's, and recorded as any voice session's (`startInRoom`).
  */
 export class LiveKitAgentRunner implements AgentRunner {
+  /** `newRoom`: where the room comes from; a test gives one whose `connect` reaches no media server. */
+  constructor(private readonly newRoom: () => Room = () => new Room()) {}
+
   async start(opts: RunnerStartOptions): Promise<RunningAgent> {
-    const room = new Room();
+    const room = this.newRoom();
     let conv: FlowConversation | undefined;
     let stopped = false;
     const stop = async () => {
@@ -84,7 +93,7 @@ export class LiveKitAgentRunner implements AgentRunner {
       conv = await opts.converse({
         mode: SPOKEN,
         session,
-        startSession: (agent) => session.start({ agent, room }),
+        startSession: (agent) => startInRoom({ session, room, agent, recordAudio: opts.recordAudio }),
         onStepChange: publish,
       });
       session.on(voice.AgentSessionEventTypes.Close, () => opts.onEnded('session closed'));
