@@ -605,7 +605,7 @@ export interface components {
       /** @constant */
       nodeType: 'agent';
       /**
-       * @description LiveKit starts the model on the caller's final transcript, before the turn is confirmed.
+       * @description LiveKit starts the model on the caller's final transcript, before the turn is confirmed; that reply is spoken when the step only answers the turn.
        * @default true
        */
       preemptiveGeneration: boolean;
@@ -1472,7 +1472,7 @@ export interface components {
       /** @constant */
       nodeType: 'framework';
       /**
-       * @description LiveKit starts the model on the caller's final transcript, before the turn is confirmed.
+       * @description LiveKit starts the model on the caller's final transcript, before the turn is confirmed; that reply is spoken when the step only answers the turn.
        * @default true
        */
       preemptiveGeneration: boolean;

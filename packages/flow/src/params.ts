@@ -222,7 +222,7 @@ const turnHandling = () => ({
   ),
   resumeFalseInterruption: d('After a false interruption, the agent resumes where it paused.', bool(true)),
   preemptiveGeneration: d(
-    "LiveKit starts the model on the caller's final transcript, before the turn is confirmed.",
+    "LiveKit starts the model on the caller's final transcript, before the turn is confirmed; that reply is spoken when the step only answers the turn.",
     bool(true),
   ),
 });

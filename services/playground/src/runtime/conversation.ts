@@ -23,7 +23,7 @@ import {
 import type { Logger } from 'pino';
 import { modelKindLabel, playgroundMetrics, providerLabel } from '../metrics.js';
 import { messageMetrics, redact, TurnClock, turnFailureOf, usageOf } from './figures.js';
-import { agentOptions, FlowAgent, type FlowRuntime } from './flow-runtime.js';
+import { agentOptions, FlowAgent, type FlowRuntime, type TurnAnswer } from './flow-runtime.js';
 import type { ConversationMode } from './conversation-mode.js';
 import { evaluateBranch, type Turn } from './decide.js';
 import { ReplyTap } from './reply-tap.js';
@@ -105,6 +105,8 @@ export class FlowConversation {
   private readonly transcript: Turn[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private queue: Promise<unknown> = Promise.resolve();
+  /** What is queued or under way on `queue`. */
+  private running = 0;
   private collecting:
     | {
         replies: string[];
@@ -241,13 +243,32 @@ export class FlowConversation {
   private makeAgent(flow: FlowRuntime, chatCtx?: llm.ChatContext): FlowAgent {
     return new FlowAgent(
       agentOptions(flow, this.deps.mode, chatCtx),
-      this.deps.mode.hears
-        ? (text) =>
-            void this.userTurn(text, { spoken: true }).catch((err: unknown) =>
-              this.deps.log.error({ err: safeError(err) }, 'user turn failed'),
-            )
-        : undefined,
+      this.deps.mode.hears ? (text) => this.spokenTurn(text) : undefined,
     );
+  }
+
+  /**
+   * A spoken turn LiveKit committed. When all the step does with it is answer it under the instructions it
+   * already has (an opentalk turn, a burst round, a timer still running) and nothing of ours is under way,
+   * LiveKit answers it itself: its preemptive generation started that very reply on the final transcript,
+   * which the step engine's own `generateReply` would discard for a second model request. Any other turn
+   * (one that changes step, evaluates a branch or ends) is the step engine's.
+   */
+  private spokenTurn(text: string): TurnAnswer {
+    if (this.running === 0 && !this.ended) {
+      const at = this.now();
+      const r = engineStep(this.flow.config, this.state, { type: 'user_turn', at, text });
+      if (r.actions.length === 1 && r.actions[0]!.type === 'generate_reply') {
+        this.state = r.state;
+        this.transcript.push({ role: 'user', content: text });
+        this.deps.record({ role: 'user', content: text, stepId: this.state.stepId, timestamp: at });
+        return 'livekit';
+      }
+    }
+    void this.userTurn(text, { spoken: true }).catch((err: unknown) =>
+      this.deps.log.error({ err: safeError(err) }, 'user turn failed'),
+    );
+    return 'engine';
   }
 
   /** Starts the session: the start step speaks first. */
@@ -312,7 +333,8 @@ export class FlowConversation {
   }
 
   private serialized<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(fn, fn);
+    this.running++;
+    const run = this.queue.then(fn, fn).finally(() => this.running--);
     this.queue = run.catch(() => undefined);
     return run;
   }

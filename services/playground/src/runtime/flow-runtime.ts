@@ -27,10 +27,17 @@ export async function openFlowRuntime(
 }
 
 /**
+ * Who answers a spoken turn: LiveKit itself (with the reply its preemptive generation prepared, when it did),
+ * or the step engine, which LiveKit is told not to answer for.
+ */
+export type TurnAnswer = 'livekit' | 'engine';
+
+/**
  * The LiveKit agent of one flow. Its own LLM, TTS, STT and interruption setting override the session's, so a
  * transfer is LiveKit's own handoff (`AgentSession.updateAgent`). `entered` resolves when the session has
- * made it the active agent. In a room, each finished user turn goes to `onUserTurn` and the framework does
- * not answer it: the step engine decides whether and how to.
+ * made it the active agent. In a spoken session each finished user turn goes to `onUserTurn`, which says who
+ * answers it: LiveKit, when the step only answers it under its current instructions; otherwise the step
+ * engine, and the framework does not answer it.
  */
 export class FlowAgent extends voice.Agent {
   readonly entered: Promise<void>;
@@ -38,7 +45,7 @@ export class FlowAgent extends voice.Agent {
 
   constructor(
     opts: voice.AgentOptions<unknown>,
-    private readonly onUserTurn?: (text: string) => void,
+    private readonly onUserTurn?: (text: string) => TurnAnswer,
   ) {
     super(opts);
     this.entered = new Promise((resolve) => (this.markEntered = resolve));
@@ -50,7 +57,7 @@ export class FlowAgent extends voice.Agent {
 
   override async onUserTurnCompleted(_ctx: llm.ChatContext, message: llm.ChatMessage): Promise<void> {
     if (!this.onUserTurn) return;
-    this.onUserTurn(message.textContent ?? '');
+    if (this.onUserTurn(message.textContent ?? '') === 'livekit') return;
     throw new voice.StopResponse();
   }
 }
