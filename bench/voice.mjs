@@ -10,13 +10,15 @@
 //    against instant chat/speech stubs (bench/voice-stubs.mjs, a process of their own): event-loop delay p50/p99 while they talk, heap and RSS per session,
 //    V8's collector pauses (the tail of the delay is mostly them), and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
 //    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.
-// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off] [--stagger off]
+//    Preemptive generation is off unless `--preemptive on`: with it, LiveKit's model call starts inside the
+//    end-of-turn wait, so taking the model's time out of `responseMs` would take out time that was not waited.
+// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off] [--stagger off] [--preemptive on]
 import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
 import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { constants as perf, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -31,6 +33,8 @@ const TURNS = option('turns', 3);
 const RECORDINGS = option('recordings', 'on');
 /** `--stagger off`: every caller's turns at the same instant (a burst) instead of spread as callers are. */
 const STAGGER = option('stagger', 'on');
+/** `--preemptive on`: the agent's default, LiveKit's preemptive generation (the turn overhead is then not meaningful). */
+const PREEMPTIVE = option('preemptive', 'off');
 const log = pino({ level: 'silent' });
 
 const pct = (xs, p) => {
@@ -150,7 +154,7 @@ async function sessions() {
     flow: voiceFlow({
       chatURL: stubs.chatURL,
       speechURL: stubs.speechURL,
-      agent: { minEndpointingDelay: 500 },
+      agent: { minEndpointingDelay: 500, preemptiveGeneration: PREEMPTIVE === 'on' },
     }),
   });
   // the callers run in a process of their own: this one's event loop and memory are the playground's
@@ -159,7 +163,8 @@ async function sessions() {
   // the collector's pauses while they talk: what the event loop's tail is mostly made of
   const gcPauses = [];
   const gc = new PerformanceObserver((list) => {
-    if (talkFrom > 0) for (const e of list.getEntries()) gcPauses.push(e.duration);
+    if (talkFrom > 0)
+      for (const e of list.getEntries()) gcPauses.push({ ms: e.duration, kind: e.detail?.kind });
   });
   gc.observe({ entryTypes: ['gc'] });
   let cpuFrom;
@@ -188,7 +193,7 @@ async function sessions() {
     .filter((m) => m.endOfTurnDelayMs !== undefined)
     .map((m) => m.responseMs - m.endOfTurnDelayMs - (m.ttsTtfbMs ?? 0) - (m.llmTtftMs ?? 0));
   console.log(
-    `\n### ${SESSIONS} voice sessions on one playground instance, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s, turns ${STAGGER === 'on' ? 'staggered' : 'all at once'})\n`,
+    `\n### ${SESSIONS} voice sessions on one playground instance, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s, turns ${STAGGER === 'on' ? 'staggered' : 'all at once'}, recordings ${RECORDINGS}, preemptive generation ${PREEMPTIVE})\n`,
   );
   console.log('| figure | p50 | p99 |');
   console.log('| --- | --- | --- |');
@@ -196,9 +201,18 @@ async function sessions() {
     `| event-loop delay, ms | ${fmt(delay.percentile(50) / 1e6)} | ${fmt(delay.percentile(99) / 1e6)} |`,
   );
   console.log(`| playground CPU per session, % of a core | ${fmt((cpuShare / SESSIONS) * 100)} | |`);
-  console.log(
-    `| GC pause, ms (${gcPauses.length}, ${fmt(gcPauses.reduce((a, b) => a + b, 0))} ms in all; max ${fmt(Math.max(...gcPauses))}) | ${fmt(pct(gcPauses, 50))} | ${fmt(pct(gcPauses, 99))} |`,
-  );
+  const gcKinds = [
+    ['scavenge', perf.NODE_PERFORMANCE_GC_MINOR],
+    ['mark-compact', perf.NODE_PERFORMANCE_GC_MAJOR],
+    ['incremental marking', perf.NODE_PERFORMANCE_GC_INCREMENTAL],
+  ];
+  for (const [name, kind] of [['all', undefined], ...gcKinds]) {
+    const ms = gcPauses.filter((p) => kind === undefined || p.kind === kind).map((p) => p.ms);
+    if (ms.length === 0) continue;
+    console.log(
+      `| GC pause (${name}), ms (${ms.length}, ${fmt(ms.reduce((a, b) => a + b, 0))} ms in all; max ${fmt(Math.max(...ms))}) | ${fmt(pct(ms, 50))} | ${fmt(pct(ms, 99))} |`,
+    );
+  }
   console.log(
     `| responseMs (end of speech → first audible agent audio) | ${fmt(pct(response, 50))} | ${fmt(pct(response, 99))} |`,
   );
