@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { WebSocket } from 'ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import { listenOnLoopback } from './ports.js';
 
 /**
@@ -265,13 +265,17 @@ export async function startDeepgramStub(opts: {
   return {
     baseURL: `http://127.0.0.1:${port}`,
     streams,
-    close: () =>
-      new Promise((r) => {
-        for (const c of wss.clients) c.terminate();
-        wss.close();
-        server.close(() => r());
-      }),
+    close: () => closeSocketServer(server, wss),
   };
+}
+
+/** Ends a stub's WebSocket server: its clients cut off, then its HTTP server closed. */
+function closeSocketServer(server: Server, wss: WebSocketServer): Promise<void> {
+  return new Promise((r) => {
+    for (const c of wss.clients) c.terminate();
+    wss.close();
+    server.close(() => r());
+  });
 }
 
 /** 16-bit PCM as base64, the way ElevenLabs' WebSocket carries it. */
@@ -394,12 +398,7 @@ export async function startElevenLabsStub(): Promise<{
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     sockets,
-    close: () =>
-      new Promise((r) => {
-        for (const c of wss.clients) c.terminate();
-        wss.close();
-        server.close(() => r());
-      }),
+    close: () => closeSocketServer(server, wss),
   };
 }
 
@@ -470,11 +469,6 @@ export async function startDeepgramSpeakStub(): Promise<{
   return {
     baseURL: `http://127.0.0.1:${port}`,
     streams,
-    close: () =>
-      new Promise((r) => {
-        for (const c of wss.clients) c.terminate();
-        wss.close();
-        server.close(() => r());
-      }),
+    close: () => closeSocketServer(server, wss),
   };
 }
