@@ -1,4 +1,4 @@
-import type { Flow } from '@vab/contracts';
+import { VoiceCloseCodes, type Flow } from '@vab/contracts';
 import { speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
@@ -24,8 +24,19 @@ let utterancesFrom = 0;
 const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
 const system = (req: ChatRequest) => textOf(req.messages.find((m) => m.role === 'system')?.content);
 
+/** The turn on which the model completes the opentalk step (its `complete_step` tool), then says goodbye. */
+let completesOn: string | undefined;
+const GOODBYE = 'Goodbye, see you on Tuesday.';
+
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) => ({ content: `ok: ${lastUser(req)}` }));
+  chat = await startOpenAiStub((req) => {
+    const last = req.messages.at(-1);
+    if (last?.role === 'tool') return { content: GOODBYE };
+    const offered = req.tools?.some((t) => t.function.name === 'complete_step');
+    if (completesOn !== undefined && lastUser(req) === completesOn && offered && last?.role === 'user')
+      return { toolCalls: [{ name: 'complete_step', args: {} }] };
+    return { content: `ok: ${lastUser(req)}` };
+  });
   speech = await startSpeechStub({ transcribe: (i) => utterances[i - utterancesFrom] ?? '' });
   stack = await startStack();
   http = api(stack.baseUrl);
@@ -57,23 +68,31 @@ async function talk(flow: Flow) {
     await vi.waitFor(() => expect(client.micQueuedMs).toBe(0), { timeout: 20_000 });
     await vi.waitFor(() => expect(client.playing).toBe(false), { timeout: 20_000 });
   }
-  client.send({ type: 'end' });
-  expect((await client.closed).code).toBe(1000);
+  // an end step reached ends the session by itself; otherwise the caller hangs up
+  const ended = await Promise.race([
+    client.closed.then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
+  ]);
+  if (!ended) client.send({ type: 'end' });
+  const closed = await client.closed;
+  if (!ended) expect(closed.code).toBe(1000);
   const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
   const said = (messages.body as { role: string; content: string; stepId: string }[]).map(
     ({ role, content, stepId }) => ({ role, content, stepId }),
   );
   const requests = chat.requests.slice(chatFrom);
+  const endedBy = client.events.find((e) => e.type === 'session_ended') as { reason?: string } | undefined;
   /** The model requests that answered `text` (preemptive ones included, used or not). */
   const requestsFor = (text: string) => requests.filter((r) => lastUser(r) === text);
-  return { said, requestsFor };
+  return { said, requestsFor, endedBy: ended ? { code: closed.code, reason: endedBy?.reason } : undefined };
 }
 
 describe('preemptive generation in a voice session', () => {
   it('answers a turn the step only answers with the reply it prepared: one model request, not two', async () => {
-    const { said, requestsFor } = await talk(
+    const { said, requestsFor, endedBy } = await talk(
       voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent: { preemptiveGeneration: true } }),
     );
+    expect(endedBy).toBeUndefined();
     expect(said).toEqual([
       { role: 'assistant', content: 'Hello, how can I help?', stepId: 'start' },
       { role: 'user', content: FIRST, stepId: 'start' },
@@ -89,6 +108,26 @@ describe('preemptive generation in a voice session', () => {
     const first = requestsFor(FIRST);
     expect(first.map(system).filter((s) => s.includes('Help the caller.'))).toHaveLength(1);
     expect(first.length).toBeGreaterThanOrEqual(1);
+  }, 90_000);
+
+  it('the model completes the step in a turn LiveKit answered: the end step it leads to ends the call', async () => {
+    completesOn = SECOND;
+    try {
+      const { said, endedBy } = await talk(
+        voiceFlow({
+          chatURL: chat.baseURL,
+          speechURL: speech.baseURL,
+          agent: { preemptiveGeneration: true },
+        }),
+      );
+      expect(said.slice(3)).toEqual([
+        { role: 'user', content: SECOND, stepId: 'talk' },
+        { role: 'assistant', content: GOODBYE, stepId: 'end' },
+      ]);
+      expect(endedBy).toEqual({ code: VoiceCloseCodes.ended, reason: 'end step' });
+    } finally {
+      completesOn = undefined;
+    }
   }, 90_000);
 
   it('off: the same conversation, each turn answered by one request made once the turn ended', async () => {

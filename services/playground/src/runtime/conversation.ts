@@ -107,6 +107,8 @@ export class FlowConversation {
   private queue: Promise<unknown> = Promise.resolve();
   /** What is queued or under way on `queue`. */
   private running = 0;
+  /** The session's speeches not yet done (spoken sessions), by id: what LiveKit answers a turn with. */
+  private readonly speeches = new Map<string, voice.SpeechHandle>();
   private collecting:
     | {
         replies: string[];
@@ -144,8 +146,16 @@ export class FlowConversation {
     });
     session.on(voice.AgentSessionEventTypes.MetricsCollected, (ev) => {
       if (ev.metrics.type === 'llm_metrics') this.collecting?.clock.llmCall(ev.metrics);
+      // LiveKit reports a turn's end-of-utterance figures only for a turn it answers itself (`spokenTurn`)
+      if (ev.metrics.type === 'eou_metrics') this.livekitAnswering(ev.metrics.speechId);
       observeModelCall(ev.metrics);
     });
+    if (deps.mode.hears) {
+      session.on(voice.AgentSessionEventTypes.SpeechCreated, ({ speechHandle }) => {
+        this.speeches.set(speechHandle.id, speechHandle);
+        speechHandle.addDoneCallback(() => this.speeches.delete(speechHandle.id));
+      });
+    }
     session.on(voice.AgentSessionEventTypes.Error, (ev) => {
       const source = (ev.error as { type?: string }).type ?? 'error';
       playgroundMetrics().modelErrors.inc({
@@ -252,7 +262,8 @@ export class FlowConversation {
    * already has (an opentalk turn, a burst round, a timer still running) and nothing of ours is under way,
    * LiveKit answers it itself: its preemptive generation started that very reply on the final transcript,
    * which the step engine's own `generateReply` would discard for a second model request. Any other turn
-   * (one that changes step, evaluates a branch or ends) is the step engine's.
+   * (one that changes step, evaluates a branch or ends) is the step engine's. Either way the engine hears
+   * when the reply has played out (`livekitAnswering` for LiveKit's).
    */
   private spokenTurn(text: string): TurnAnswer {
     if (this.running === 0 && !this.ended) {
@@ -269,6 +280,20 @@ export class FlowConversation {
       this.deps.log.error({ err: safeError(err) }, 'user turn failed'),
     );
     return 'engine';
+  }
+
+  /**
+   * LiveKit answers a turn with this speech: once it has played out, the step engine hears that the agent
+   * spoke, as after a reply of its own (`spoke`). The model may have completed the step in it (the
+   * `complete_step` tool), and an end step it led to ends the conversation only then.
+   */
+  private livekitAnswering(speechId: string | undefined): void {
+    const speech = speechId === undefined ? undefined : this.speeches.get(speechId);
+    if (!speech) return;
+    void speech
+      .waitForPlayout()
+      .then(() => this.serialized(() => this.handle({ type: 'assistant_turn', at: this.now(), text: '' })))
+      .catch((err: unknown) => this.deps.log.error({ err: safeError(err) }, 'user turn failed'));
   }
 
   /** Starts the session: the start step speaks first. */
