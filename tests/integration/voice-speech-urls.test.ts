@@ -107,12 +107,15 @@ describe('a TTS whose plugin connects by itself, at a flow address', () => {
     expect(stream!.texts.join('').trim()).toBe(GREETING);
   }, 40_000);
 
+  // a name is refused even when it names the stub itself: a connection made anyway would show on its counters
+  const byName = (url: string) => url.replace('127.0.0.1', 'localhost');
   it.each([
-    ['elevenlabs', 'http://tts.example.test/v1', 'BASE_URL_UNSUPPORTED'],
-    ['deepgram', 'http://tts.example.test', 'BASE_URL_UNSUPPORTED'],
-    ['elevenlabs', 'http://10.0.0.5:8080/v1', 'URL_NOT_ALLOWED'],
-    ['deepgram', 'http://[::ffff:169.254.169.254]', 'URL_NOT_ALLOWED'],
-  ])('%s at %s: %s on validate and on start, nothing connects', async (provider, baseURL, code) => {
+    ['elevenlabs', 'a name for its stub', () => `${byName(eleven.baseURL)}/v1`, 'BASE_URL_UNSUPPORTED'],
+    ['deepgram', 'a name for its stub', () => byName(deepgram.baseURL), 'BASE_URL_UNSUPPORTED'],
+    ['elevenlabs', 'an internal address', () => 'http://10.0.0.5:8080/v1', 'URL_NOT_ALLOWED'],
+    ['deepgram', 'the metadata address', () => 'http://[::ffff:169.254.169.254]', 'URL_NOT_ALLOWED'],
+  ])('%s at %s: %s on validate and on start, nothing connects', async (provider, _what, urlOf, code) => {
+    const baseURL = urlOf();
     const before = eleven.sockets.length + deepgram.streams.length;
     const flow = withTts({ provider, baseURL });
     const v = await http.post('/api/flows/validate', { ...flow, sessionType: 'voice' });

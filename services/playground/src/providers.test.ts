@@ -155,6 +155,11 @@ describe('TTS provider extras', () => {
     });
   });
 
+  it("elevenlabs: a voice id stays one segment of the plugin's URL path", () => {
+    const traversal = { ...node('elevenlabs', {}), voiceId: '../../admin?x=' };
+    expect(ttsOptions.elevenlabs(traversal, { apiKey: 'k' }).voiceId).toBe('..%2F..%2Fadmin%3Fx%3D');
+  });
+
   it('openai: speed and instructions; deepgram: speed', () => {
     const { client, ...openAiOptions } = ttsOptions.openai(
       node('openai', { speed: 1.5, instructions: 'Warmly.' }),

@@ -347,7 +347,9 @@ export const ttsOptions = {
       apiKey,
       // the plugin appends /text-to-speech/{voice}/multi-stream-input (over ws(s)), as to its own …/v1
       ...(flowBaseURL ? { baseURL: pluginBaseURL(flowBaseURL.url) } : {}),
-      ...(cfg.voiceId ? { voiceId: cfg.voiceId } : {}),
+      // the plugin puts it into its URL's path as it is: encoded, a flow's `../` cannot leave the voice's path
+      // (a trusted baseURL gets the server's key); ElevenLabs' ids are letters and digits, unchanged by it
+      ...(cfg.voiceId ? { voiceId: encodeURIComponent(cfg.voiceId) } : {}),
       ...(cfg.model ? { model: cfg.model } : {}),
       ...(x.languageCode ? { languageCode: x.languageCode } : {}),
       ...(x.streamingLatency !== undefined ? { streamingLatency: x.streamingLatency } : {}),

@@ -93,6 +93,17 @@ function tapInput(rec: RecorderState, input: voice.AudioInput & TappableAudioInp
   return input;
 }
 
+const LATE = 'recorder dropped audio that reached it after its place in the timeline had been written';
+
+/**
+ * The timeline lost (its thread ended): the encoder still finishes what it was given and exits, rather than
+ * wait on its pipe for the rest.
+ */
+async function finishEncoder(rec: RecorderState): Promise<void> {
+  if (rec.pcmStream && !rec.pcmStream.writableEnded) rec.pcmStream.end();
+  await rec.ffmpegPromise?.catch(() => undefined);
+}
+
 /** A recording's timeline on the thread: its id, and its end (with what arrived too late, per channel). */
 function openTimeline(
   timeline: RecorderThread,
@@ -201,17 +212,14 @@ function loadRecorderIO(): Promise<RecorderIOClass> {
           }
           this.timeline.end(id);
           const [input, output] = await ended;
-          if (input + output > 0) {
-            const msg =
-              'recorder dropped audio that reached it after its place in the timeline had been written';
-            this.logger.warn({ code: 'RECORDING_AUDIO_DROPPED', input, output }, msg);
-          }
+          if (input + output > 0) this.logger.warn({ code: 'RECORDING_AUDIO_DROPPED', input, output }, LATE);
           if (this.pcmStream) {
             this.pcmStream.end();
             await this.ffmpegPromise;
           }
         } catch (err) {
           this.logger.error({ err }, 'Error in encode task');
+          await finishEncoder(this);
         } finally {
           this.timelineId = undefined;
           reader.releaseLock();

@@ -82,7 +82,10 @@ describe("the recordings' timeline thread", () => {
     const rec = record(thread, 0);
     const caller = frame(900, ms(40));
     thread.captured(rec.id, 0, 0, caller, false);
+    // past the batch's send: a frame moved to the thread instead of copied would be detached (empty) by now
+    await new Promise((r) => setTimeout(r, 250));
     expect(caller.data.length).toBe(ms(40));
+    expect([...new Set(caller.data)]).toEqual([900]);
     await thread.stop();
     await expect(rec.ended).rejects.toThrow(/stopped/);
   });

@@ -130,7 +130,7 @@ export class RecorderThread {
       this.worker = undefined;
       if (this.sinks.size > 0) {
         this.log.warn(
-          { code: 'RECORDING_NOT_STORED', err: safeError(err) },
+          { code: 'RECORDING_AUDIO_DROPPED', err: safeError(err) },
           'recording timeline thread ended',
         );
       }
