@@ -1,22 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { dirname, join, sep } from 'node:path';
 import type { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { safeError, type Logger } from '@vab/bus';
-
-/**
- * The host's script: the built one beside this module, or, when this module runs from its sources (the
- * tests, after `npm test` has built the packages), the built one under dist/.
- */
-function processFile(): string {
-  const here = fileURLToPath(import.meta.url);
-  if (!here.endsWith('.ts')) return join(dirname(here), 'encoder-process.js');
-  return here
-    .replace(`${sep}src${sep}`, `${sep}dist${sep}`)
-    .replace(/encoder-host\.ts$/, 'encoder-process.js');
-}
+import { builtScript } from './built-script.js';
 
 interface Pending {
   input: Readable;
@@ -39,7 +26,7 @@ export class EncoderHost {
   /** Starts the host now (while this process is small: its one fork is cheap), not at the first recording. */
   start(): void {
     if (this.child) return;
-    const file = processFile();
+    const file = builtScript(import.meta.url, 'encoder-process.js');
     // a process group of its own: a terminal's Ctrl-C (sent to the whole group) must not kill the encoders of
     // the sessions this process is ending; the host exits when this process closes its stdin, or dies
     const child = spawn(process.execPath, [file], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });

@@ -1,21 +1,8 @@
-import { dirname, join, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { AudioFrame } from '@livekit/rtc-node';
 import { safeError, type Logger } from '@vab/bus';
+import { builtScript } from './built-script.js';
 import type { TimelineIn, TimelineOut } from './recorder-timeline.js';
-
-/**
- * The thread's script: the built one beside this module, or, when this module runs from its sources (the
- * tests, after `npm test` has built the packages), the built one under dist/.
- */
-function threadFile(): string {
-  const here = fileURLToPath(import.meta.url);
-  if (!here.endsWith('.ts')) return join(dirname(here), 'recorder-timeline.js');
-  return here
-    .replace(`${sep}src${sep}`, `${sep}dist${sep}`)
-    .replace(/recorder-thread\.ts$/, 'recorder-timeline.js');
-}
 
 /**
  * How long messages to the thread are gathered before they go, in one: a frame's message alone cost the
@@ -115,7 +102,7 @@ export class RecorderThread {
 
   private thread(): Worker {
     if (this.worker) return this.worker;
-    const worker = new Worker(threadFile());
+    const worker = new Worker(builtScript(import.meta.url, 'recorder-timeline.js'));
     // the thread must not keep a stopping process alive: the recordings it holds end with their sessions
     worker.unref();
     worker.on('message', (msg: TimelineOut) => {

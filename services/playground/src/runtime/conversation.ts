@@ -293,7 +293,7 @@ export class FlowConversation {
     void speech
       .waitForPlayout()
       .then(() => this.serialized(() => this.handle({ type: 'assistant_turn', at: this.now(), text: '' })))
-      .catch((err: unknown) => this.deps.log.error({ err: safeError(err) }, 'user turn failed'));
+      .catch((err: unknown) => this.deps.log.error({ err: safeError(err) }, 'reply not taken into the flow'));
   }
 
   /** Starts the session: the start step speaks first. */
