@@ -1,5 +1,5 @@
 import type { Flow } from '@vab/contracts';
-import { fullFlow, withEdge, withNode } from '@vab/testkit';
+import { fullFlow, orderFlow, withEdge, withNode, withoutNode } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMcpServer } from '../../services/playground/test/mcp-server.js';
 import {
@@ -9,6 +9,7 @@ import {
   textOf,
   type ChatRequest,
 } from '../../services/playground/test/openai-stub.js';
+import { eventsOf, readSse } from '../helpers/sse.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 const KEY = 'sk-request-key-never-logged-0123';
@@ -19,7 +20,14 @@ let legacy: Awaited<ReturnType<typeof startMcpServer>>;
 let stack: Stack;
 let http: ReturnType<typeof api>;
 
-/** Classifies by what the user said; calls `lookup_order` when asked about order 42; says what a tool answered. */
+/** The user's line on which the model completes a free-talk step (its `complete_step` tool). */
+const HAND_OVER = 'I would rather talk to the front desk';
+const PUTTING_THROUGH = 'Putting you through to the front desk.';
+
+/**
+ * Classifies by what the user said; calls `lookup_order` when asked about order 42; says what a tool
+ * answered; completes a free-talk step on `HAND_OVER`, then says it puts the user through.
+ */
 function script(req: ChatRequest) {
   const tools = (req.tools ?? []).map((t) => t.function.name);
   const prompt = textOf(req.messages.at(-1)?.content).toLowerCase();
@@ -35,8 +43,12 @@ function script(req: ChatRequest) {
     return { toolCalls: [{ name: 'decide', args: { choice: 'false' } }] };
   }
   const last = req.messages.at(-1);
-  if (last?.role === 'tool') return { content: `Here is what I found: ${textOf(last.content)}` };
   const user = lastUserText(req);
+  if (user === HAND_OVER) {
+    if (last?.role === 'tool') return { content: PUTTING_THROUGH };
+    if (tools.includes('complete_step')) return { toolCalls: [{ name: 'complete_step', args: {} }] };
+  }
+  if (last?.role === 'tool') return { content: `Here is what I found: ${textOf(last.content)}` };
   if (user.includes('order 42') && tools.includes('lookup_order')) {
     return { toolCalls: [{ name: 'lookup_order', args: { orderId: '42' } }] };
   }
@@ -64,6 +76,23 @@ function prefixed(flow: Flow, prefix: string): Flow {
     nodes: flow.nodes.map((n) => ({ ...n, id: prefix + n.id })),
     edges: flow.edges.map((e) => ({ ...e, source: prefix + e.source, target: prefix + e.target })),
   };
+}
+
+/** Another stored agent's flow, with its own model, instructions and greeting: a transfer's target. */
+const frontDesk = () =>
+  withNode(
+    withNode(prefixed(withModel(fullFlow(), 'front-desk-model'), 'fd-'), 'fd-agent', {
+      instructions: 'You are the front desk.',
+    }),
+    'fd-start',
+    { command: 'Front desk here.' },
+  );
+
+/** Greeting → free talk → transfer: no branch follows the free talk, so the model ends it with its tool. */
+function talkThenTransfer(targetAgentId: string): Flow {
+  const flow = withoutNode(orderFlow({ modelURL: stub.baseURL }), 'end');
+  const transfer = { id: 'transfer', nodeType: 'transfer', targetAgentId };
+  return withEdge({ ...flow, nodes: [...flow.nodes, transfer] }, 'talk', 'output', 'transfer');
 }
 
 beforeAll(async () => {
@@ -149,14 +178,7 @@ describe('MCP tools in a text session', () => {
 
 describe('transfer in a text session', () => {
   it("continues with the target's own model, instructions and steps, and records them", async () => {
-    const frontDesk = withNode(
-      withNode(prefixed(withModel(fullFlow(), 'front-desk-model'), 'fd-'), 'fd-agent', {
-        instructions: 'You are the front desk.',
-      }),
-      'fd-start',
-      { command: 'Front desk here.' },
-    );
-    const target = await http.post('/api/agents', { name: 'Front desk', flow: frontDesk });
+    const target = await http.post('/api/agents', { name: 'Front desk', flow: frontDesk() });
     const s = await textSession(
       withNode(withModel(fullFlow()), 'transfer', { targetAgentId: target.body.id }),
     );
@@ -184,6 +206,53 @@ describe('transfer in a text session', () => {
     expect(
       messages.body.slice(-3).map((m: { role: string; stepId: string }) => `${m.role}@${m.stepId}`),
     ).toEqual(['assistant@fd-start', 'user@fd-start', 'assistant@fd-burst']);
+  });
+
+  it('reached by the model completing a free-talk step: the handover follows the reply that completed it', async () => {
+    const target = await http.post('/api/agents', { name: 'Front desk', flow: frontDesk() });
+    const targetAgentId = target.body.id as string;
+    const s = await textSession(talkThenTransfer(targetAgentId));
+    expect((await s.turn('Hi')).body).toMatchObject({ stepId: 'talk', replies: ['ok: Hi'] });
+
+    const handed = await s.turn(HAND_OVER);
+    expect(handed.status).toBe(200);
+    expect(handed.body.stepChanges.map((c: { stepId: string }) => c.stepId)).toEqual([
+      'transfer',
+      'fd-start',
+    ]);
+    expect(handed.body).toMatchObject({
+      stepId: 'fd-start',
+      ended: false,
+      replies: [PUTTING_THROUGH, 'Front desk here.'],
+    });
+
+    const next = await s.turn('Hello front desk');
+    expect(next.body).toMatchObject({ stepId: 'fd-burst', replies: ['ok: Hello front desk'] });
+    expect(stub.requests.at(-1)!.model).toBe('front-desk-model');
+
+    await s.end();
+    const events = eventsOf(
+      await readSse(
+        await fetch(`${stack.baseUrl}/api/agents/${s.agentId}/test-sessions/${s.sessionId}/events`),
+      ),
+    );
+    // the reply that completed the step was whole before the handover
+    const said = events.findIndex((e) => e.type === 'agent_reply' && e.text === PUTTING_THROUGH);
+    const transfer = events.findIndex((e) => e.type === 'transfer');
+    expect(events[transfer]).toMatchObject({ type: 'transfer', targetAgentId, ok: true });
+    expect(said).toBeGreaterThanOrEqual(0);
+    expect(said).toBeLessThan(transfer);
+    const messages = await http.get(`/api/agents/${s.agentId}/test-sessions/${s.sessionId}/messages`);
+    expect(messages.body.map((m: { role: string; stepId: string }) => `${m.role}@${m.stepId}`)).toEqual([
+      'assistant@start',
+      'user@start',
+      'assistant@talk',
+      'user@talk',
+      'assistant@transfer',
+      'assistant@fd-start',
+      'user@fd-start',
+      'assistant@fd-burst',
+    ]);
   });
 
   it('to an agent this server cannot run: the agent apologizes and the session ends', async () => {

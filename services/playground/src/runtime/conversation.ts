@@ -125,6 +125,12 @@ export class FlowConversation {
   private closed = false;
   private endedNotified = false;
   private postProcessing: Promise<Record<string, unknown> | undefined> | undefined;
+  /**
+   * Actions a `complete_step` call led to that must wait for the end of the reply it was made in (a
+   * transfer's handoff would cut that reply off): carried out with the actions of the `assistant_turn` that
+   * reply ends with.
+   */
+  private readonly afterReply: EngineAction[] = [];
   private readonly now: () => number;
 
   constructor(private readonly deps: ConversationDeps) {
@@ -383,7 +389,10 @@ export class FlowConversation {
   private feed(event: EngineEvent): EngineAction[] {
     const r = engineStep(this.flow.config, this.state, event);
     this.state = r.state;
-    return r.actions;
+    // every reply ends with this event (the engine's own, and one LiveKit answered): what the reply's step
+    // completion left for after it goes first, in the same pass
+    if (event.type !== 'assistant_turn' || this.afterReply.length === 0) return r.actions;
+    return [...this.afterReply.splice(0), ...r.actions];
   }
 
   private async handle(event: EngineEvent, pendingUser?: string): Promise<TurnResult> {
@@ -551,17 +560,28 @@ export class FlowConversation {
       name: COMPLETE_STEP_TOOL,
       description: 'Call this when the goal of the current part of the conversation has been reached.',
       execute: async () => {
-        // runs inside the LLM's reply: the step changes now, the model carries on under the new instructions
+        // runs inside the LLM's reply, which goes on after it (with the context it started with: new
+        // instructions are the next reply's). The step changes now; the rest waits for the reply's end
+        // (`afterReply`): a reply the engine asked for holds `serialized` until then, and a handoff would
+        // cut it off
         const actions = this.feed({
           type: 'tool_called',
           at: this.now(),
           name: COMPLETE_STEP_TOOL,
           stepId: this.state.stepId,
         });
+        let instructions: string | undefined;
         for (const a of actions) {
           if (a.type === 'step_changed') this.stepChanged({ stepId: a.stepId, stepType: a.stepType });
-          if (a.type === 'set_instructions') await this.agent.updateInstructions(a.instructions || ' ');
+          // its tools are left as they are: LiveKit's context, copied without this tool while it runs, would
+          // lose this very call and keep its output
+          else if (a.type === 'set_instructions') instructions = a.instructions;
+          // the speech the step opens with (an end step's goodbye) is not said after the reply: the rest of
+          // this reply stands for it
+          else if (a.type !== 'speak') this.afterReply.push(a);
         }
+        // held before this awaits: an interrupted reply can end while its tool still runs
+        if (instructions !== undefined) await this.agent.updateInstructions(instructions || ' ');
         return 'Step complete. Continue under the new instructions.';
       },
     });
