@@ -1,5 +1,13 @@
 import { VoiceCloseCodes, type Flow } from '@vab/contracts';
-import { speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
+import {
+  speak,
+  startSpeechStub,
+  VoiceClient,
+  voiceFlow,
+  withEdge,
+  withNode,
+  withoutNode,
+} from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
@@ -24,14 +32,15 @@ let utterancesFrom = 0;
 const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
 const system = (req: ChatRequest) => textOf(req.messages.find((m) => m.role === 'system')?.content);
 
-/** The turn on which the model completes the opentalk step (its `complete_step` tool), then says goodbye. */
+/** The turn on which the model completes the opentalk step (its `complete_step` tool), saying `afterIt`. */
 let completesOn: string | undefined;
 const GOODBYE = 'Goodbye, see you on Tuesday.';
+let afterIt = GOODBYE;
 
 beforeAll(async () => {
   chat = await startOpenAiStub((req) => {
     const last = req.messages.at(-1);
-    if (last?.role === 'tool') return { content: GOODBYE };
+    if (last?.role === 'tool') return { content: afterIt };
     const offered = req.tools?.some((t) => t.function.name === 'complete_step');
     if (completesOn !== undefined && lastUser(req) === completesOn && offered && last?.role === 'user')
       return { toolCalls: [{ name: 'complete_step', args: {} }] };
@@ -47,8 +56,11 @@ afterAll(async () => {
   await speech?.close();
 });
 
-/** Two spoken turns: the first leaves the greeting for the opentalk step, the second is answered in it. */
-async function talk(flow: Flow) {
+/**
+ * Two spoken turns: the first leaves the greeting for the opentalk step, the second is answered in it.
+ * `then`: how many more segments the agent says by itself after that answer (a transfer target's greeting).
+ */
+async function talk(flow: Flow, then = 0) {
   utterances = [FIRST, SECOND];
   utterancesFrom = speech.requests.transcriptions.length;
   const chatFrom = chat.requests.length;
@@ -68,6 +80,10 @@ async function talk(flow: Flow) {
     await vi.waitFor(() => expect(client.micQueuedMs).toBe(0), { timeout: 20_000 });
     await vi.waitFor(() => expect(client.playing).toBe(false), { timeout: 20_000 });
   }
+  if (then > 0) {
+    await vi.waitFor(() => expect(client.segments.length).toBe(3 + then), { timeout: 20_000 });
+    await vi.waitFor(() => expect(client.playing).toBe(false), { timeout: 20_000 });
+  }
   // an end step reached ends the session by itself; otherwise the caller hangs up
   const ended = await Promise.race([
     client.closed.then(() => true),
@@ -84,7 +100,12 @@ async function talk(flow: Flow) {
   const endedBy = client.events.find((e) => e.type === 'session_ended') as { reason?: string } | undefined;
   /** The model requests that answered `text` (preemptive ones included, used or not). */
   const requestsFor = (text: string) => requests.filter((r) => lastUser(r) === text);
-  return { said, requestsFor, endedBy: ended ? { code: closed.code, reason: endedBy?.reason } : undefined };
+  return {
+    said,
+    requestsFor,
+    endedBy: ended ? { code: closed.code, reason: endedBy?.reason } : undefined,
+    events: client.events,
+  };
 }
 
 describe('preemptive generation in a voice session', () => {
@@ -127,6 +148,40 @@ describe('preemptive generation in a voice session', () => {
       expect(endedBy).toEqual({ code: VoiceCloseCodes.ended, reason: 'end step' });
     } finally {
       completesOn = undefined;
+    }
+  }, 90_000);
+
+  it('the model completes the step in a turn LiveKit answered: the transfer it leads to follows that reply', async () => {
+    const stub = { chatURL: chat.baseURL, speechURL: speech.baseURL, agent: { preemptiveGeneration: true } };
+    const target = await http.post('/api/agents', {
+      name: 'Front desk',
+      flow: withNode(voiceFlow(stub), 'start', { command: 'Front desk here.' }),
+    });
+    expect(target.status).toBe(201);
+    const targetAgentId = target.body.id as string;
+    const transfer = { id: 'transfer', nodeType: 'transfer', targetAgentId };
+    const flow = withoutNode(voiceFlow(stub), 'end');
+    completesOn = SECOND;
+    afterIt = 'Let me put you through.';
+    try {
+      const { said, endedBy, events } = await talk(
+        withEdge({ ...flow, nodes: [...flow.nodes, transfer] }, 'talk', 'output', 'transfer'),
+        1,
+      );
+      // the reply is spoken whole in the transfer step, then the target greets from its start step
+      expect(said.slice(3)).toEqual([
+        { role: 'user', content: SECOND, stepId: 'talk' },
+        { role: 'assistant', content: 'Let me put you through.', stepId: 'transfer' },
+        { role: 'assistant', content: 'Front desk here.', stepId: 'start' },
+      ]);
+      expect(events.filter((e) => e.type === 'transfer')).toEqual([
+        expect.objectContaining({ targetAgentId, ok: true }),
+      ]);
+      // the caller hung up: the transfer did not end the call
+      expect(endedBy).toBeUndefined();
+    } finally {
+      completesOn = undefined;
+      afterIt = GOODBYE;
     }
   }, 90_000);
 
