@@ -176,6 +176,25 @@ describe('MCP tools in a text session', () => {
   });
 });
 
+/** What the model was told the last time it called `complete_step` (LiveKit passes a tool's answer as JSON). */
+function completeStepAnswer(): string {
+  const req = stub.requests.findLast(
+    (r) => r.messages.at(-1)?.role === 'tool' && lastUserText(r) === HAND_OVER,
+  );
+  expect(req, 'the model heard back from complete_step').toBeDefined();
+  return JSON.parse(textOf(req!.messages.at(-1)!.content)) as string;
+}
+
+describe('a free-talk step the model completes', () => {
+  it("tells the model to say the end step's goodbye, since the rest of its reply is that goodbye", async () => {
+    const s = await textSession(orderFlow({ modelURL: stub.baseURL }));
+    expect((await s.turn('Hi')).body).toMatchObject({ stepId: 'talk' });
+    const done = await s.turn(HAND_OVER);
+    expect(done.body).toMatchObject({ stepId: 'end', ended: true });
+    expect(completeStepAnswer()).toBe('Step complete. End the conversation now: say exactly "Goodbye!"');
+  });
+});
+
 describe('transfer in a text session', () => {
   it("continues with the target's own model, instructions and steps, and records them", async () => {
     const target = await http.post('/api/agents', { name: 'Front desk', flow: frontDesk() });
@@ -225,6 +244,8 @@ describe('transfer in a text session', () => {
       ended: false,
       replies: [PUTTING_THROUGH, 'Front desk here.'],
     });
+
+    expect(completeStepAnswer()).toContain('handed over to another agent once you finish this reply');
 
     const next = await s.turn('Hello front desk');
     expect(next.body).toMatchObject({ stepId: 'fd-burst', replies: ['ok: Hello front desk'] });

@@ -577,13 +577,31 @@ export class FlowConversation {
           // lose this very call and keep its output
           else if (a.type === 'set_instructions') instructions = a.instructions;
           // the speech the step opens with (an end step's goodbye) is not said after the reply: the rest of
-          // this reply stands for it
+          // this reply says it (the tool's answer below)
           else if (a.type !== 'speak') this.afterReply.push(a);
         }
         // held before this awaits: an interrupted reply can end while its tool still runs
         if (instructions !== undefined) await this.agent.updateInstructions(instructions || ' ');
-        return 'Step complete. Continue under the new instructions.';
+        return completionAnswer(actions);
       },
     });
   }
+}
+
+/**
+ * What `complete_step` answers the model. The rest of the reply it was called in is generated with the context
+ * that reply started with (LiveKit copies it), so the new step's instructions reach the model only here, and
+ * an end step's goodbye is said only if the model is told to say it now.
+ */
+export function completionAnswer(actions: readonly EngineAction[]): string {
+  const goodbye = actions.find((a) => a.type === 'speak');
+  if (goodbye)
+    return goodbye.literal
+      ? `Step complete. End the conversation now: say exactly "${goodbye.text}"`
+      : `Step complete. End the conversation now: ${goodbye.instruction}`;
+  if (actions.some((a) => a.type === 'transfer'))
+    return 'Step complete. The caller is handed over to another agent once you finish this reply: keep it short.';
+  const instructions = actions.find((a) => a.type === 'set_instructions')?.instructions;
+  if (instructions) return `Step complete. From now on, follow these instructions:\n\n${instructions}`;
+  return 'Step complete.';
 }
