@@ -63,18 +63,16 @@ export class BusAudioInput extends voice.AudioInput implements TappableAudioInpu
 }
 
 /**
- * How much of the client's audio LiveKit gets at a time: 64 ms, two of the VAD's 32 ms windows at every rate a
- * client may declare (8, 16, 24 and 48 kHz). Every frame crosses several streams on its way to the VAD, the STT
- * and the end-of-turn model: at 20 ms a session cost ~30 % more CPU than at 40 (docs/performance.md), and 64
- * against 40 cut the event loop's delay at 30 and 50 sessions by a quarter to a third. At 50 ms, which falls
- * across the VAD's windows, the end-of-turn model's view of a pause depended on where the frames fell (a
- * mid-sentence pause ended the turn in 1 of 3 runs of voice.test.ts); at 40 (5 of 5) and at 64, window-aligned
- * (3 of 3), it did not.
+ * How much of the client's audio LiveKit gets at a time: two of the client's default 20 ms frames. Every frame
+ * crosses several streams on its way to the VAD, the STT and the end-of-turn model, so at 20 ms a session cost
+ * ~30 % more CPU (docs/performance.md). LiveKit's Python agents take a room's audio in 50 ms frames; at 50 the
+ * end-of-turn model's view of a pause depended on where the frames fell (a mid-sentence pause ended the turn in
+ * 1 of 3 runs of voice.test.ts), at 40 it did not (5 of 5).
  */
-export const INPUT_FRAME_MS = 64;
+export const INPUT_FRAME_MS = 40;
 
 /** Frames of input a stalled pipeline may have queued before newer ones are dropped (~5 s). */
-const MAX_QUEUED_FRAMES = Math.round(5000 / INPUT_FRAME_MS);
+const MAX_QUEUED_FRAMES = 5000 / INPUT_FRAME_MS;
 
 /** A sample this loud or louder is speech-level audio, not silence (about −40 dBFS). */
 const AUDIBLE = 330;
