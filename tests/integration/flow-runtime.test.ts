@@ -176,22 +176,62 @@ describe('MCP tools in a text session', () => {
   });
 });
 
-/** What the model was told the last time it called `complete_step` (LiveKit passes a tool's answer as JSON). */
-function completeStepAnswer(): string {
-  const req = stub.requests.findLast(
-    (r) => r.messages.at(-1)?.role === 'tool' && lastUserText(r) === HAND_OVER,
-  );
+/** What the model was told when it called `complete_step` after request `since` (LiveKit passes a tool's answer as JSON). */
+function completeStepAnswer(since: number): string {
+  const req = stub.requests
+    .slice(since)
+    .find((r) => r.messages.at(-1)?.role === 'tool' && lastUserText(r) === HAND_OVER);
   expect(req, 'the model heard back from complete_step').toBeDefined();
   return JSON.parse(textOf(req!.messages.at(-1)!.content)) as string;
 }
+
+/** The system prompt of a request to the model. */
+const systemOf = (req: ChatRequest) =>
+  req.messages
+    .filter((m) => m.role === 'system' || m.role === 'developer')
+    .map((m) => textOf(m.content))
+    .join('\n');
 
 describe('a free-talk step the model completes', () => {
   it("tells the model to say the end step's goodbye, since the rest of its reply is that goodbye", async () => {
     const s = await textSession(orderFlow({ modelURL: stub.baseURL }));
     expect((await s.turn('Hi')).body).toMatchObject({ stepId: 'talk' });
+    const since = stub.requests.length;
     const done = await s.turn(HAND_OVER);
-    expect(done.body).toMatchObject({ stepId: 'end', ended: true });
-    expect(completeStepAnswer()).toBe('Step complete. End the conversation now: say exactly "Goodbye!"');
+    // the reply that completed the step is the goodbye: nothing is said after it
+    expect(done.body).toMatchObject({ stepId: 'end', ended: true, replies: [PUTTING_THROUGH] });
+    expect(completeStepAnswer(since)).toBe(
+      'Step complete. End the conversation with the rest of this reply, saying exactly: "Goodbye!"',
+    );
+  });
+
+  it("gives the rest of the reply the next step's instructions, and the next reply its system prompt", async () => {
+    const flow = orderFlow({ modelURL: stub.baseURL });
+    const email = { id: 'email', nodeType: 'opentalk', command: 'Collect the email address.' };
+    const talkToEmail = withEdge(
+      withEdge(
+        {
+          nodes: [...flow.nodes, email],
+          edges: flow.edges.filter((x) => !(x.source === 'talk' && x.target === 'end')),
+        },
+        'talk',
+        'output',
+        'email',
+      ),
+      'email',
+      'output',
+      'end',
+    );
+    const s = await textSession(talkToEmail);
+    await s.turn('Hi');
+    const since = stub.requests.length;
+    expect((await s.turn(HAND_OVER)).body).toMatchObject({ stepId: 'email', ended: false });
+    const answer = completeStepAnswer(since);
+    expect(answer).toMatch(/^Step complete\. For the rest of this reply, follow these instructions:/);
+    expect(answer).toContain('Collect the email address.');
+    // once the reply is over, the step's instructions are the system prompt
+    expect((await s.turn('It is ada@example.com')).body).toMatchObject({ stepId: 'email' });
+    expect(systemOf(stub.requests.at(-1)!)).toContain('Collect the email address.');
   });
 });
 
@@ -233,6 +273,7 @@ describe('transfer in a text session', () => {
     const s = await textSession(talkThenTransfer(targetAgentId));
     expect((await s.turn('Hi')).body).toMatchObject({ stepId: 'talk', replies: ['ok: Hi'] });
 
+    const since = stub.requests.length;
     const handed = await s.turn(HAND_OVER);
     expect(handed.status).toBe(200);
     expect(handed.body.stepChanges.map((c: { stepId: string }) => c.stepId)).toEqual([
@@ -245,7 +286,7 @@ describe('transfer in a text session', () => {
       replies: [PUTTING_THROUGH, 'Front desk here.'],
     });
 
-    expect(completeStepAnswer()).toContain('handed over to another agent once you finish this reply');
+    expect(completeStepAnswer(since)).toContain('handed over to another agent once you finish this reply');
 
     const next = await s.turn('Hello front desk');
     expect(next.body).toMatchObject({ stepId: 'fd-burst', replies: ['ok: Hello front desk'] });

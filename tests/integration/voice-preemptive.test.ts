@@ -134,13 +134,15 @@ describe('preemptive generation in a voice session', () => {
   it('the model completes the step in a turn LiveKit answered: the end step it leads to ends the call', async () => {
     completesOn = SECOND;
     try {
-      const { said, endedBy } = await talk(
+      const { said, endedBy, requestsFor } = await talk(
         voiceFlow({
           chatURL: chat.baseURL,
           speechURL: speech.baseURL,
           agent: { preemptiveGeneration: true },
         }),
       );
+      // LiveKit answered it: its preemptive request (the tool call) and the one after the tool, no third
+      expect(requestsFor(SECOND)).toHaveLength(2);
       expect(said.slice(3)).toEqual([
         { role: 'user', content: SECOND, stepId: 'talk' },
         { role: 'assistant', content: GOODBYE, stepId: 'end' },
@@ -164,10 +166,12 @@ describe('preemptive generation in a voice session', () => {
     completesOn = SECOND;
     afterIt = 'Let me put you through.';
     try {
-      const { said, endedBy, events } = await talk(
+      const { said, endedBy, events, requestsFor } = await talk(
         withEdge({ ...flow, nodes: [...flow.nodes, transfer] }, 'talk', 'output', 'transfer'),
         1,
       );
+      // LiveKit answered it: its preemptive request (the tool call) and the one after the tool, no third
+      expect(requestsFor(SECOND)).toHaveLength(2);
       // the reply is spoken whole in the transfer step, then the target greets from its start step
       expect(said.slice(3)).toEqual([
         { role: 'user', content: SECOND, stepId: 'talk' },

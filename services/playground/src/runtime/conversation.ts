@@ -272,7 +272,8 @@ export class FlowConversation {
    * when the reply has played out (`livekitAnswering` for LiveKit's).
    */
   private spokenTurn(text: string): TurnAnswer {
-    if (this.running === 0 && !this.ended) {
+    // held actions (a step the model completed in the reply still playing) are the engine's to carry out first
+    if (this.running === 0 && this.afterReply.length === 0 && !this.ended) {
       const at = this.now();
       const r = engineStep(this.flow.config, this.state, { type: 'user_turn', at, text });
       if (r.actions.length === 1 && r.actions[0]!.type === 'generate_reply') {
@@ -532,6 +533,8 @@ export class FlowConversation {
     this.agent = agent;
     this.flow = flow;
     this.state = initialState(flow.config);
+    // what the source flow's steps held for after a reply is not the target's to carry out
+    this.afterReply.length = 0;
   }
 
   private stepChanged(change: StepChange): void {
@@ -560,28 +563,22 @@ export class FlowConversation {
       name: COMPLETE_STEP_TOOL,
       description: 'Call this when the goal of the current part of the conversation has been reached.',
       execute: async () => {
-        // runs inside the LLM's reply, which goes on after it (with the context it started with: new
-        // instructions are the next reply's). The step changes now; the rest waits for the reply's end
-        // (`afterReply`): a reply the engine asked for holds `serialized` until then, and a handoff would
-        // cut it off
+        // runs inside the LLM's reply, which goes on after it with the context it started with (LiveKit copies
+        // it): the step changes now; its instructions and tools, and what it does next, wait for the reply's
+        // end (`afterReply`, run with the `assistant_turn` every reply ends with). Nothing here awaits: an
+        // interrupted reply can end while its tool still runs
         const actions = this.feed({
           type: 'tool_called',
           at: this.now(),
           name: COMPLETE_STEP_TOOL,
           stepId: this.state.stepId,
         });
-        let instructions: string | undefined;
         for (const a of actions) {
           if (a.type === 'step_changed') this.stepChanged({ stepId: a.stepId, stepType: a.stepType });
-          // its tools are left as they are: LiveKit's context, copied without this tool while it runs, would
-          // lose this very call and keep its output
-          else if (a.type === 'set_instructions') instructions = a.instructions;
           // the speech the step opens with (an end step's goodbye) is not said after the reply: the rest of
           // this reply says it (the tool's answer below)
           else if (a.type !== 'speak') this.afterReply.push(a);
         }
-        // held before this awaits: an interrupted reply can end while its tool still runs
-        if (instructions !== undefined) await this.agent.updateInstructions(instructions || ' ');
         return completionAnswer(actions);
       },
     });
@@ -590,18 +587,20 @@ export class FlowConversation {
 
 /**
  * What `complete_step` answers the model. The rest of the reply it was called in is generated with the context
- * that reply started with (LiveKit copies it), so the new step's instructions reach the model only here, and
- * an end step's goodbye is said only if the model is told to say it now.
+ * that reply started with (LiveKit copies it), so what the new step asks of that reply reaches the model only
+ * here; the answer stays in the context, so it speaks of this reply only.
  */
 export function completionAnswer(actions: readonly EngineAction[]): string {
+  if (actions.length === 0) return 'There is no step to complete here: carry on.';
   const goodbye = actions.find((a) => a.type === 'speak');
   if (goodbye)
     return goodbye.literal
-      ? `Step complete. End the conversation now: say exactly "${goodbye.text}"`
-      : `Step complete. End the conversation now: ${goodbye.instruction}`;
+      ? `Step complete. End the conversation with the rest of this reply, saying exactly: "${goodbye.text}"`
+      : `Step complete. End the conversation with the rest of this reply: ${goodbye.instruction}`;
   if (actions.some((a) => a.type === 'transfer'))
     return 'Step complete. The caller is handed over to another agent once you finish this reply: keep it short.';
   const instructions = actions.find((a) => a.type === 'set_instructions')?.instructions;
-  if (instructions) return `Step complete. From now on, follow these instructions:\n\n${instructions}`;
+  if (instructions)
+    return `Step complete. For the rest of this reply, follow these instructions:\n\n${instructions}`;
   return 'Step complete.';
 }
