@@ -1,4 +1,5 @@
 import { initializeLogger } from '@livekit/agents';
+import { VOICE_SAMPLE_RATES } from '@vab/contracts';
 import { describe, expect, it } from 'vitest';
 import { BusAudioInput, INPUT_FRAME_MS } from './bus-audio.js';
 
@@ -26,6 +27,11 @@ describe("the client's audio as LiveKit hears it", () => {
     expect(heard).toEqual(Array.from({ length: whole * perFrame }, (_, i) => i));
     reader.releaseLock();
     await input.close();
+  });
+
+  it('is a whole number of samples at every rate a client may declare', () => {
+    for (const rate of VOICE_SAMPLE_RATES)
+      expect(Number.isInteger((rate * INPUT_FRAME_MS) / 1000)).toBe(true);
   });
 
   it("shows the recorder's tap each frame as LiveKit gets it, until it is untapped", async () => {
