@@ -390,9 +390,11 @@ export class FlowConversation {
   private feed(event: EngineEvent): EngineAction[] {
     const r = engineStep(this.flow.config, this.state, event);
     this.state = r.state;
-    // every reply ends with this event (the engine's own, and one LiveKit answered): what the reply's step
-    // completion left for after it goes first, in the same pass
-    if (event.type !== 'assistant_turn' || this.afterReply.length === 0) return r.actions;
+    // every reply ends with `assistant_turn` (the engine's own, and one LiveKit answered): what the reply's step
+    // completion left for after it goes first, in the same pass. A user turn can come first (a barge-in on a
+    // reply LiveKit answered, whose playout is heard of later): the held actions then go before its answer
+    const ends = event.type === 'assistant_turn' || event.type === 'user_turn';
+    if (!ends || this.afterReply.length === 0) return r.actions;
     return [...this.afterReply.splice(0), ...r.actions];
   }
 
