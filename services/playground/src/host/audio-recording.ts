@@ -96,12 +96,12 @@ function tapInput(rec: RecorderState, input: voice.AudioInput & TappableAudioInp
 const LATE = 'recorder dropped audio that reached it after its place in the timeline had been written';
 
 /**
- * The timeline lost (its thread ended): the encoder still finishes what it was given and exits, rather than
- * wait on its pipe for the rest.
+ * The encoder finishes what it was given and exits: at the recording's end, and when the timeline is lost (its
+ * thread ended), rather than wait on its pipe for the rest. Rejects as the encoder failed.
  */
 async function finishEncoder(rec: RecorderState): Promise<void> {
   if (rec.pcmStream && !rec.pcmStream.writableEnded) rec.pcmStream.end();
-  await rec.ffmpegPromise?.catch(() => undefined);
+  await rec.ffmpegPromise;
 }
 
 /** A recording's timeline on the thread: its id, and its end (with what arrived too late, per channel). */
@@ -213,13 +213,10 @@ function loadRecorderIO(): Promise<RecorderIOClass> {
           this.timeline.end(id);
           const [input, output] = await ended;
           if (input + output > 0) this.logger.warn({ code: 'RECORDING_AUDIO_DROPPED', input, output }, LATE);
-          if (this.pcmStream) {
-            this.pcmStream.end();
-            await this.ffmpegPromise;
-          }
+          await finishEncoder(this);
         } catch (err) {
           this.logger.error({ err }, 'Error in encode task');
-          await finishEncoder(this);
+          await finishEncoder(this).catch(() => undefined);
         } finally {
           this.timelineId = undefined;
           reader.releaseLock();
