@@ -185,13 +185,6 @@ function completeStepAnswer(since: number): string {
   return JSON.parse(textOf(req!.messages.at(-1)!.content)) as string;
 }
 
-/** The system prompt of a request to the model. */
-const systemOf = (req: ChatRequest) =>
-  req.messages
-    .filter((m) => m.role === 'system' || m.role === 'developer')
-    .map((m) => textOf(m.content))
-    .join('\n');
-
 describe('a free-talk step the model completes', () => {
   it("tells the model to say the end step's goodbye, since the rest of its reply is that goodbye", async () => {
     const s = await textSession(orderFlow({ modelURL: stub.baseURL }));
@@ -231,7 +224,7 @@ describe('a free-talk step the model completes', () => {
     expect(answer).toContain('Collect the email address.');
     // once the reply is over, the step's instructions are the system prompt
     expect((await s.turn('It is ada@example.com')).body).toMatchObject({ stepId: 'email' });
-    expect(systemOf(stub.requests.at(-1)!)).toContain('Collect the email address.');
+    expect(systemText(stub.requests.at(-1)!)).toContain('Collect the email address.');
   });
 });
 
