@@ -44,6 +44,8 @@ export const WarningCode = z.enum([
   'TRANSFER_FAILED',
   'LIVEKIT_STRAY_REJECTION',
   'VOICE_END_FAILED',
+  'VAD_BEHIND_REAL_TIME',
+  'VAD_SPEECH_CUT',
   // what a flow calls
   'FLOW_EGRESS_REFUSED',
   'MCP_SERVER_UNREACHABLE',
