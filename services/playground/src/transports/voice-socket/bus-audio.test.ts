@@ -52,4 +52,47 @@ describe("the client's audio as LiveKit hears it", () => {
     reader.releaseLock();
     await input.close();
   });
+
+  it('holds about 5 s for a stalled reader and drops what comes after, then carries on when read', async () => {
+    const rate = 16000;
+    const input = new BusAudioInput(rate);
+    const perFrame = (rate * INPUT_FRAME_MS) / 1000;
+    const held = 5000 / INPUT_FRAME_MS;
+    // 6 s of audio while nothing reads: frame i holds the value i
+    for (let i = 0; i < 6000 / INPUT_FRAME_MS; i++) input.push(new Int16Array(perFrame).fill(i));
+    const reader = input.stream.getReader();
+    const firsts: number[] = [];
+    for (let i = 0; i < held; i++) firsts.push((await reader.read()).value!.data[0]!);
+    expect(firsts).toEqual(Array.from({ length: held }, (_, i) => i));
+    input.push(new Int16Array(perFrame).fill(-7));
+    expect((await reader.read()).value!.data[0]).toBe(-7);
+    reader.releaseLock();
+    await input.close();
+  });
+
+  it('is read again by the next reader once the last releases it (an agent handover), and ends at close', async () => {
+    const rate = 16000;
+    const input = new BusAudioInput(rate);
+    const perFrame = (rate * INPUT_FRAME_MS) / 1000;
+    const first = input.stream.getReader();
+    input.push(new Int16Array(perFrame).fill(1));
+    expect((await first.read()).value!.data[0]).toBe(1);
+    const pending = first.read();
+    first.releaseLock();
+    await expect(pending).rejects.toThrow();
+    const second = input.stream.getReader();
+    input.push(new Int16Array(perFrame).fill(2));
+    expect((await second.read()).value!.data[0]).toBe(2);
+    await input.close();
+    expect((await second.read()).done).toBe(true);
+    input.push(new Int16Array(perFrame).fill(3));
+  });
+
+  it('takes nothing more once its reader cancels it, and still closes', async () => {
+    const input = new BusAudioInput(16000);
+    const reader = input.stream.getReader();
+    await reader.cancel();
+    expect(() => input.push(new Int16Array(640))).not.toThrow();
+    await expect(input.close()).resolves.toBeUndefined();
+  });
 });

@@ -7,10 +7,18 @@ import type { FrameTap, TappableAudioInput } from '../../host/audio-recording.js
  * The client's microphone as LiveKit's audio input: 16-bit mono PCM at the client's rate, as it arrives over
  * the bus (the gateway checked its size and pace), handed to LiveKit in frames of `INPUT_FRAME_MS`. The
  * session's VAD and STT resample.
+ *
+ * LiveKit reads `stream`; here it is one stream the frames are put straight into, instead of the base class's
+ * `MultiInputStream` (a stream of ours pumped into one of its own: two more reads and writes per frame, for
+ * inputs swapped at run time, which this one never is). The session re-reads it after an agent handover: each
+ * activity releases its reader when it ends, as it does with the base class's stream.
  */
 export class BusAudioInput extends voice.AudioInput implements TappableAudioInput {
-  private readonly writer: WritableStreamDefaultWriter<AudioFrame>;
+  private readonly frames: ReadableStream<AudioFrame>;
+  private controller!: ReadableStreamDefaultController<AudioFrame>;
   private closed = false;
+  /** Its reader cancelled the stream: it takes no more frames. */
+  private cancelled = false;
   private taps = new Set<FrameTap>();
   /** The frame being filled, and how many of its samples are. */
   private frame: Int16Array;
@@ -19,19 +27,29 @@ export class BusAudioInput extends voice.AudioInput implements TappableAudioInpu
   constructor(private readonly sampleRate: number) {
     super();
     this.frame = new Int16Array((sampleRate * INPUT_FRAME_MS) / 1000);
-    const pipe = new TransformStream<AudioFrame, AudioFrame>();
-    this.writer = pipe.writable.getWriter();
-    this.multiStream.addInputStream(pipe.readable);
+    this.frames = new ReadableStream<AudioFrame>(
+      {
+        start: (controller) => void (this.controller = controller),
+        // a reader that cancels (LiveKit does not) ends the input: nothing more is put into it
+        cancel: () => void (this.cancelled = true),
+      },
+      { highWaterMark: MAX_QUEUED_FRAMES },
+    );
+  }
+
+  override get stream(): ReadableStream<AudioFrame> {
+    return this.frames;
   }
 
   /**
    * The client's audio as it arrives, gathered into whole frames (what is left of the last one when the
-   * client stops is never heard: less than a frame). Frames LiveKit has not read yet are held up to about 5 s (the gateway
-   * paces the client to real time, so only a stalled pipeline gets there); past that they are dropped, not
-   * queued without a bound.
+   * client stops is never heard: less than a frame). LiveKit's agent activity reads them as they come, into a
+   * queue of its own; they wait here only while no activity reads (before the session starts, and between the
+   * agents of a handover), up to about 5 s, and past that newer ones are dropped rather than queued without a
+   * bound.
    */
   push(pcm: Int16Array): void {
-    if (this.closed) return;
+    if (this.closed || this.cancelled) return;
     for (let at = 0; at < pcm.length;) {
       const n = Math.min(pcm.length - at, this.frame.length - this.filled);
       this.frame.set(pcm.subarray(at, at + n), this.filled);
@@ -41,10 +59,10 @@ export class BusAudioInput extends voice.AudioInput implements TappableAudioInpu
       const full = this.frame;
       this.frame = new Int16Array(full.length);
       this.filled = 0;
-      if ((this.writer.desiredSize ?? 0) < -MAX_QUEUED_FRAMES) continue;
+      if ((this.controller.desiredSize ?? 0) <= 0) continue;
       const frame = new AudioFrame(full, this.sampleRate, 1, full.length);
       for (const tap of this.taps) tap(frame);
-      this.writer.write(frame).catch(() => undefined);
+      this.controller.enqueue(frame);
     }
   }
 
@@ -57,7 +75,7 @@ export class BusAudioInput extends voice.AudioInput implements TappableAudioInpu
   override async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.writer.close().catch(() => undefined);
+    if (!this.cancelled) this.controller.close();
     await super.close();
   }
 }
