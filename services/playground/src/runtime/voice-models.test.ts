@@ -1,13 +1,21 @@
-import { asLanguageCode, initializeLogger, stt, VADEventType, type VADEvent } from '@livekit/agents';
+import {
+  asLanguageCode,
+  inference,
+  initializeLogger,
+  stt,
+  VADEventType,
+  type VADEvent,
+} from '@livekit/agents';
+import local from '@livekit/local-inference';
 import { AudioFrame } from '@livekit/rtc-node';
-import { concat, speak } from '@vab/testkit';
+import { concat, silence, speak } from '@vab/testkit';
 import { describe, expect, it, vi } from 'vitest';
-import { prewarmVoiceModels, SessionVad, sharedVad } from './voice-models.js';
+import { VAD_OPTIONS } from './native-vad.js';
+import { prewarmVoiceModels, SessionVad } from './voice-models.js';
 
 initializeLogger({ pretty: false, level: 'error' });
 
 const RATE = 16000;
-const silence = (ms: number) => new Int16Array((RATE * ms) / 1000);
 
 /** A batch STT (as OpenAI's HTTP one is): it hears whole utterances and says how long each was. */
 class BatchStt extends stt.STT {
@@ -43,28 +51,31 @@ describe("a session's VAD", () => {
     { timeout: 20_000 },
     async () => {
       prewarmVoiceModels();
-      const streams = vi.spyOn(sharedVad(), 'stream');
+      const streams = vi.spyOn(local, 'createVad');
       const vad = new SessionVad();
       const batch = new BatchStt();
       const transcriber = vad.streaming(batch);
       expect(transcriber.capabilities.streaming).toBe(true);
 
-      // as LiveKit's audio recognition does: the same frames to the VAD's stream and to the STT's
+      // as LiveKit's audio recognition does: the same frames to the VAD's stream and to the STT's, each a
+      // stream of its own that the VAD and the STT read
       const session = vad.stream();
       const transcription = transcriber.stream();
+      const [toVad, toStt] = [session, transcription].map((stream) => {
+        let controller!: ReadableStreamDefaultController<AudioFrame>;
+        stream.updateInputStream(new ReadableStream<AudioFrame>({ start: (c) => void (controller = c) }));
+        return controller;
+      });
       const first = speak('I would like to book a table for two.');
       const second = speak('Tomorrow at seven, please.');
       const audio = concat(silence(300), first, silence(900), second, silence(900));
-      const frame = RATE / 50;
-      // in real time, as a caller speaks
-      const started = performance.now();
-      for (let i = 0; i + frame <= audio.length; i += frame) {
-        const f = new AudioFrame(audio.slice(i, i + frame), RATE, 1, frame);
-        session.pushFrame(f);
-        transcription.pushFrame(f);
-        const due = started + ((i + frame) / RATE) * 1000;
-        await new Promise((r) => setTimeout(r, Math.max(0, due - performance.now())));
-      }
+      await inRealTime(audio, RATE, 20, (f) => {
+        toVad!.enqueue(f);
+        toStt!.enqueue(f);
+      });
+
+      // the STT's copy of the audio was read as it came (nothing piles up), though only the segments are heard
+      expect(toStt!.desiredSize).toBe(1);
 
       const segments: VADEvent[] = [];
       for await (const ev of session) {
@@ -96,4 +107,148 @@ describe("a session's VAD", () => {
     const model = new BatchStt(true);
     expect(vad.streaming(model)).toBe(model);
   });
+
+  // LiveKit's own stream is the reference: ours must say exactly what it says, only cheaper
+  for (const rate of [16000, 48000, 8000]) {
+    it(
+      `says what LiveKit's inference VAD says of the same speech (${rate} Hz; event for event at the model's own rate)`,
+      { timeout: 30_000 },
+      async () => {
+        prewarmVoiceModels();
+        // speech at the client's rate, as a client at that rate sends it
+        const audio = concat(
+          silence(300, rate),
+          speak('I would like to book a table for two.', rate),
+          silence(600, rate),
+          speak('Tomorrow at seven.', rate),
+          silence(1000, rate),
+        );
+        const ours = new SessionVad().stream();
+        const theirs = new inference.VAD(VAD_OPTIONS).stream();
+        const frame = (rate * 40) / 1000;
+        await inRealTime(audio, rate, 40, (f) => {
+          ours.pushFrame(f);
+          theirs.pushFrame(f);
+        });
+        const windows = Math.floor((((Math.floor(audio.length / frame) * frame) / rate) * RATE) / 512);
+        const [a, b] = await Promise.all([eventsOf(ours, windows), eventsOf(theirs, windows)]);
+        ours.close();
+        theirs.close();
+        expect(a.filter((e) => e.type === VADEventType.END_OF_SPEECH)).toHaveLength(2);
+        // the resampler keeps a few samples back: both streams end on the same window, whatever it is
+        expect(a.length).toBeGreaterThan(windows * 0.95);
+        if (rate === RATE) expect(a).toEqual(b);
+        else {
+          // a resampler dithers (±2 of 32768, at random): the same speech, but not the same bits twice
+          const segments = (events: typeof a) =>
+            events.filter((e) => e.type !== VADEventType.INFERENCE_DONE).map((e) => [e.type, e.samplesIndex]);
+          const [ourSegments, theirSegments] = [segments(a), segments(b)];
+          expect(ourSegments.map(([type]) => type)).toEqual(theirSegments.map(([type]) => type));
+          for (const [i, [, at]] of ourSegments.entries())
+            expect(Math.abs(at! - theirSegments[i]![1]!)).toBeLessThanOrEqual(1024);
+        }
+      },
+    );
+  }
+  it(
+    "says what LiveKit's says around a flush in mid-speech, each hearing its audio from a stream",
+    { timeout: 30_000 },
+    async () => {
+      prewarmVoiceModels();
+      const speech = concat(
+        new Int16Array(4800),
+        speak('I would like to book a table for two, tomorrow at seven.'),
+      );
+      // whole 40 ms frames that are whole 32 ms windows too: 160 ms is both
+      const unit = (RATE * 160) / 1000;
+      const cut = Math.floor(speech.length / 2 / unit) * unit;
+      const parts = [
+        speech.subarray(0, cut),
+        concat(speech.subarray(cut, Math.floor(speech.length / unit) * unit), new Int16Array(unit * 6)),
+      ];
+      const ours = new SessionVad().stream();
+      const theirs = new inference.VAD(VAD_OPTIONS).stream();
+      const feeds = [ours, theirs].map((stream) => {
+        let controller!: ReadableStreamDefaultController<AudioFrame>;
+        stream.updateInputStream(new ReadableStream<AudioFrame>({ start: (c) => void (controller = c) }));
+        return controller;
+      });
+      const heard: [unknown[], unknown[]] = [[], []];
+      let beforeFlush = 0;
+      for (const [n, part] of parts.entries()) {
+        await inRealTime(part, RATE, 40, (f) => {
+          for (const feed of feeds) feed.enqueue(f);
+        });
+        const [a, b] = await Promise.all([
+          eventsOf(ours, part.length / 512),
+          eventsOf(theirs, part.length / 512),
+        ]);
+        heard[0].push(...a);
+        heard[1].push(...b);
+        // mid-speech: the first part ends inside the sentence
+        if (n === 0) {
+          expect(a.some((e) => e.type === VADEventType.START_OF_SPEECH)).toBe(true);
+          beforeFlush = a.length;
+          ours.flush();
+          theirs.flush();
+        }
+      }
+      ours.close();
+      theirs.close();
+      expect(heard[0]).toEqual(heard[1]);
+      // after the flush the count starts again, and the speech that goes on starts anew
+      const second = heard[0].slice(beforeFlush) as { type: VADEventType; samplesIndex: number }[];
+      expect(second[0]).toMatchObject({ type: VADEventType.INFERENCE_DONE, samplesIndex: 512 });
+      expect(second.some((e) => e.type === VADEventType.START_OF_SPEECH)).toBe(true);
+    },
+  );
 });
+
+/** `audio` in frames of `frameMs`, each handed to `each` when a caller's microphone would have it. */
+async function inRealTime(
+  audio: Int16Array,
+  rate: number,
+  frameMs: number,
+  each: (frame: AudioFrame) => void,
+): Promise<void> {
+  const frame = (rate * frameMs) / 1000;
+  const started = performance.now();
+  for (let i = 0; i + frame <= audio.length; i += frame) {
+    each(new AudioFrame(audio.slice(i, i + frame), rate, 1, frame));
+    const due = started + ((i + frame) / rate) * 1000;
+    await new Promise((r) => setTimeout(r, Math.max(0, due - performance.now())));
+  }
+}
+
+/** `n` of a stream's inference windows and the segment events among them, each as plain fields. */
+async function eventsOf(stream: AsyncIterable<VADEvent>, n: number) {
+  const events: (Omit<VADEvent, 'frames' | 'inferenceDuration'> & { samples: number[][] })[] = [];
+  let windows = 0;
+  const deadline = Date.now() + 20_000;
+  const it = stream[Symbol.asyncIterator]();
+  while (windows < n && Date.now() < deadline) {
+    const next = await Promise.race([
+      it.next(),
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000)),
+    ]);
+    if (!next) break;
+    if (next.done) break;
+    const ev = next.value;
+    if (ev.type === VADEventType.INFERENCE_DONE) windows++;
+    events.push({
+      type: ev.type,
+      samplesIndex: ev.samplesIndex,
+      timestamp: ev.timestamp,
+      speechDuration: ev.speechDuration,
+      silenceDuration: ev.silenceDuration,
+      probability: ev.probability,
+      speaking: ev.speaking,
+      rawAccumulatedSilence: ev.rawAccumulatedSilence,
+      rawAccumulatedSpeech: ev.rawAccumulatedSpeech,
+      samples: ev.frames.map((f) => [f.sampleRate, f.samplesPerChannel, checksum(f.data)]),
+    });
+  }
+  return events;
+}
+
+const checksum = (data: Int16Array) => data.reduce((h, v) => (h * 31 + v) | 0, 7);

@@ -2,6 +2,7 @@ import { inference, stt, VAD, VADEventType, VADStream, type VADEvent, type voice
 import { AudioFrame } from '@livekit/rtc-node';
 import local from '@livekit/local-inference';
 import type { TurnSettings } from '@vab/flow';
+import { NativeVadStream, VAD_OPTIONS } from './native-vad.js';
 import { performance } from 'node:perf_hooks';
 
 /**
@@ -11,10 +12,10 @@ import { performance } from 'node:perf_hooks';
  */
 let vad: inference.VAD | undefined;
 
-/** The process's VAD: one instance, a stream of its own per session. */
+/** The process's VAD (the session's default; each agent of a flow hears through its `SessionVad`). */
 export function sharedVad(): inference.VAD {
   if (!vad) {
-    vad = new inference.VAD();
+    vad = new inference.VAD(VAD_OPTIONS);
     // each live session's activity listens to it once (and stops at its close): no limit is a leak here
     vad.setMaxListeners(0);
   }
@@ -26,32 +27,32 @@ export function sharedVad(): inference.VAD {
  * batch STT (OpenAI's HTTP transcription) hears in VAD segments too, and LiveKit's `StreamAdapter` would run a
  * second VAD stream over the same audio for it: twice the inference and the per-frame streams (a CPU profile
  * at 20 sessions put the VAD first). Here the adapter gets a follower instead: the segments of the session's
- * own stream, and no second inference.
+ * own stream, and no second inference. That stream is a `NativeVadStream`: LiveKit's VAD without its streams.
  */
 export class SessionVad extends VAD {
   label = 'inference.VAD';
   private readonly followers = new Set<FollowerVadStream>();
   private readonly followerVad: FollowerVad;
 
-  constructor(private readonly inner: inference.VAD = sharedVad()) {
-    super(inner.capabilities);
+  constructor() {
+    super(sharedVad().capabilities);
     this.followerVad = new FollowerVad(this);
   }
 
-  override get minSilenceDuration(): number | null {
-    return this.inner.minSilenceDuration;
+  override get minSilenceDuration(): number {
+    return VAD_OPTIONS.minSilenceDuration;
   }
 
   /** The session's stream (its audio recognition's): the model's own, its segments passed on to followers. */
   override stream(): VADStream {
-    return new LeaderVadStream(this, this.inner.stream(), (ev) => {
+    return new NativeVadStream(this, (ev) => {
       for (const f of this.followers) f.mirror(ev);
     });
   }
 
   /** `model` made streaming: a batch one on this session's VAD segments, a streaming one as it is. */
   streaming(model: stt.STT): stt.STT {
-    return model.capabilities.streaming ? model : new stt.StreamAdapter(model, this.followerVad);
+    return model.capabilities.streaming ? model : new SegmentAdapter(model, this.followerVad);
   }
 
   follow(stream: FollowerVadStream): () => void {
@@ -60,37 +61,49 @@ export class SessionVad extends VAD {
   }
 }
 
-/** The model's stream as LiveKit drives it, its segment events seen on the way out (no extra stream per frame). */
-class LeaderVadStream extends VADStream {
+/**
+ * LiveKit's `StreamAdapter` for a batch STT, without the audio it has no use for. Its stream pumps every frame
+ * through a stream and a queue of its own only to push it to its VAD, which, following the session's stream,
+ * drops it. Here the frames are read (the audio recognition's copy of them must not pile up) and let go;
+ * the transcripts come from the segments as LiveKit's adapter makes them.
+ */
+class SegmentAdapter extends stt.StreamAdapter {
   constructor(
-    vad: VAD,
-    private readonly inner: VADStream,
-    private readonly onSegment: (ev: VADEvent) => void,
+    private readonly batch: stt.STT,
+    private readonly segmentVad: VAD,
   ) {
-    super(vad);
+    super(batch, segmentVad);
   }
-  override updateInputStream(audio: Parameters<VADStream['updateInputStream']>[0]): void {
-    this.inner.updateInputStream(audio);
+
+  override stream(options?: Parameters<stt.StreamAdapter['stream']>[0]): stt.StreamAdapterWrapper {
+    return new SegmentStream(this.batch, this.segmentVad, options?.connOptions);
   }
+}
+
+class SegmentStream extends stt.StreamAdapterWrapper {
+  private reader: ReadableStreamDefaultReader<AudioFrame> | undefined;
+
+  override updateInputStream(audio: ReadableStream<AudioFrame>): void {
+    this.detachInputStream();
+    const reader = audio.getReader();
+    this.reader = reader;
+    void (async () => {
+      try {
+        while (!(await reader.read()).done);
+      } catch {
+        // released: detached or closed
+      }
+    })();
+  }
+
   override detachInputStream(): void {
-    this.inner.detachInputStream();
+    const reader = this.reader;
+    this.reader = undefined;
+    reader?.releaseLock();
   }
-  override pushFrame(frame: AudioFrame): void {
-    this.inner.pushFrame(frame);
-  }
-  override flush(): void {
-    this.inner.flush();
-  }
-  override endInput(): void {
-    this.inner.endInput();
-  }
-  override async next(): Promise<IteratorResult<VADEvent>> {
-    const r = await this.inner.next();
-    if (!r.done && r.value.type !== VADEventType.INFERENCE_DONE) this.onSegment(r.value);
-    return r;
-  }
+
   override close(): void {
-    this.inner.close();
+    this.detachInputStream();
     super.close();
   }
 }
