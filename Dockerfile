@@ -13,5 +13,6 @@ COPY --from=build --chown=node:node /app /app
 USER node
 ARG SERVICE
 ENV SERVICE=${SERVICE}
-# exec: the service itself receives SIGTERM and drains (main.ts owns the lifecycle).
-CMD ["sh", "-c", "exec node services/${SERVICE}/dist/main.js"]
+# exec: the service itself receives SIGTERM and drains (main.ts owns the lifecycle). AsyncLocalStorage without a
+# hook on every promise (Node 22.7+; the default from Node 24): docs/decisions/0027.
+CMD ["sh", "-c", "exec node --experimental-async-context-frame services/${SERVICE}/dist/main.js"]

@@ -389,17 +389,23 @@ const common = { NATS_URL, REDIS_URL, REDIS_CLUSTER_NODES };
 const FLOW_EGRESS_ALLOW = env.FLOW_EGRESS_ALLOW ?? '127.0.0.1,::1,localhost';
 log('flows may reach these internal addresses (local development)', { FLOW_EGRESS_ALLOW });
 const metricsOf = (svc) => ({ METRICS_PORT: String(METRICS_PORTS[svc]), METRICS_HOST: HOST });
-run('agents', 'node', [join(root, 'services/agents/dist/main.js')], { ...common, ...metricsOf('agents') });
-run('sessions', 'node', [join(root, 'services/sessions/dist/main.js')], {
+// Node 22.7+ keeps AsyncLocalStorage's context without a hook on every promise (the default from Node 24): the
+// voice pipeline makes promises per audio frame, and a third of what it allocated was that hook's
+// (docs/decisions/0027). The Node that runs this script runs the services; an older one has no such flag.
+const ASYNC_CONTEXT_FRAME = '--experimental-async-context-frame';
+const nodeFlags = process.allowedNodeEnvironmentFlags.has(ASYNC_CONTEXT_FRAME) ? [ASYNC_CONTEXT_FRAME] : [];
+const service = (name) => [...nodeFlags, join(root, `services/${name}/dist/main.js`)];
+run('agents', 'node', service('agents'), { ...common, ...metricsOf('agents') });
+run('sessions', 'node', service('sessions'), {
   ...common,
   ...metricsOf('sessions'),
 });
-run('playground', 'node', [join(root, 'services/playground/dist/main.js')], {
+run('playground', 'node', service('playground'), {
   ...common,
   ...metricsOf('playground'),
   FLOW_EGRESS_ALLOW,
 });
-run('gateway', 'node', [join(root, 'services/gateway/dist/main.js')], {
+run('gateway', 'node', service('gateway'), {
   ...common,
   ...gatewayEnv,
   PORT,
