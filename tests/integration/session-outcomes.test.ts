@@ -1,3 +1,5 @@
+import { connect } from '@nats-io/transport-node';
+import { eventsSubject, Subjects } from '@vab/contracts';
 import { fullFlow, listenOnLoopback, withNode } from '@vab/testkit';
 import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -106,11 +108,31 @@ describe('the end step ends a text session (issue 35 #13)', () => {
       apiKeys: { openai: 'key-1234' },
     });
     const sessionId = started.body.sessionId as string;
+    // the instant session_ended is published, a start is already offered to the instance: asked on the bus
+    // (faster than any HTTP client), it is answered, not refused for want of a responder
+    const nc = await connect({ servers: stack.natsUrl });
+    const startOnEnd = new Promise<string>((resolve) => {
+      nc.subscribe(eventsSubject(agentId, sessionId), {
+        callback: (_err, msg) => {
+          if ((msg.json() as { type: string }).type !== 'session_ended') return;
+          nc.request(Subjects.textSessionStart, '{}', { timeout: 5_000 }).then(
+            () => resolve('answered'),
+            (err: Error) => resolve(err.message),
+          );
+        },
+      });
+    });
     let last;
-    for (const text of ['Hi', 'Ada', '1815', 'I want to book, yes please']) {
-      last = await http.post(`/api/agents/${agentId}/text-sessions/${sessionId}/turns`, { text });
+    try {
+      await nc.flush();
+      for (const text of ['Hi', 'Ada', '1815', 'I want to book, yes please']) {
+        last = await http.post(`/api/agents/${agentId}/text-sessions/${sessionId}/turns`, { text });
+      }
+      expect(last!.body).toMatchObject({ ended: true, stepId: 'end' });
+      expect(await startOnEnd).toBe('answered');
+    } finally {
+      await nc.close();
     }
-    expect(last!.body).toMatchObject({ ended: true, stepId: 'end' });
 
     // no DELETE: the stream ends by itself, with the end step's session_ended
     const stream = await fetch(`${stack.baseUrl}/api/agents/${agentId}/test-sessions/${sessionId}/events`);

@@ -181,7 +181,7 @@ describe('serve + BusClient', () => {
     });
     await served.ready;
     served.pause('agents.lookup'); // a pause is no close to report
-    served.resume('agents.lookup');
+    void served.resume('agents.lookup');
     await own.close();
     await expect(served.closed).resolves.toBeInstanceOf(Error);
     expect(lines.some((l) => l.includes('SUBSCRIPTION_CLOSED') && l.includes('agents.lookup'))).toBe(true);

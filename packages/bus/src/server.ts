@@ -75,10 +75,11 @@ export interface Served {
   ready: Promise<void>;
   /**
    * Leaves / rejoins the queue group of one subject: an instance at capacity stops being offered work,
-   * so load spreads over the others without a scheduler.
+   * so load spreads over the others without a scheduler. `resume` resolves once the server has the
+   * subscription again (a flush round trip): a request sent after that reaches this instance.
    */
   pause(subject: string): void;
-  resume(subject: string): void;
+  resume(subject: string): Promise<void>;
   /**
    * Stops taking new requests, waits for in-flight ones (the drain and the wait share one bound), leaves
    * the connection open.
@@ -286,8 +287,10 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
       void sub?.drain().catch(() => undefined);
     },
     resume(subject) {
-      if (stopped || subs.has(subject) || !(subject in handlers)) return;
+      if (stopped || subs.has(subject) || !(subject in handlers)) return Promise.resolve();
       subs.set(subject, subscribe(subject as SubjectsOf<Svc>));
+      // a closed connection is reported by `closed`, not here
+      return nc.flush().catch(() => undefined);
     },
     stop: (timeoutMs) => stopServing(timeoutMs),
   };

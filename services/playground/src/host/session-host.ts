@@ -145,6 +145,8 @@ interface Hosted {
   live: Subscription | undefined;
   timers: Map<string, NodeJS.Timeout>;
   stopping: Promise<void> | undefined;
+  /** Its capacity is given back (it is only storing its session_ended): it counts against no limit. */
+  released: boolean;
   /**
    * The span the session started under. LiveKit parents every turn of a session (and its model calls) on
    * the session's span, so a session is one trace; each turn's own request links to it.
@@ -181,6 +183,8 @@ export class SessionHost implements HostView {
   private readonly sessions = new Map<string, Hosted>();
   /** Starts under way whose key is not known yet: they hold a slot. */
   private reserved = 0;
+  /** Sessions that gave their capacity back and are storing their session_ended. */
+  private releasedCount = 0;
   /** Starts under way per caller: they count against the caller's quota. */
   private readonly reservedBy = new Map<string, number>();
   /** The caller a start runs for (`asCaller`), read where the session opens: the transports need not pass it. */
@@ -207,7 +211,7 @@ export class SessionHost implements HostView {
   attach(served: Served): void {
     this.served = served;
     playgroundMetrics().hosts.add(this);
-    this.recount();
+    void this.recount();
   }
 
   /** The gauges stop reading this host (it has stopped). */
@@ -224,7 +228,7 @@ export class SessionHost implements HostView {
   }
 
   get size(): number {
-    return this.sessions.size + this.reserved;
+    return this.sessions.size - this.releasedCount + this.reserved;
   }
 
   count(sessionType: SessionType): number {
@@ -233,7 +237,8 @@ export class SessionHost implements HostView {
     return n;
   }
 
-  private recount(): void {
+  /** Leaves or rejoins the create subjects by the count; resolves once the server has a rejoin. */
+  private async recount(): Promise<void> {
     const served = this.served;
     if (!served) return;
     const { MAX_SESSIONS } = this.deps.config;
@@ -246,8 +251,8 @@ export class SessionHost implements HostView {
       );
     } else if (this.full && this.size < MAX_SESSIONS) {
       this.full = false;
-      for (const s of this.deps.createSubjects) served.resume(s);
       this.deps.log.info({ sessions: this.size }, 'taking new sessions again');
+      await Promise.all(this.deps.createSubjects.map((s) => served.resume(s)));
     }
   }
 
@@ -259,7 +264,7 @@ export class SessionHost implements HostView {
   /** Sessions a caller holds here, starts under way included. */
   private heldBy(caller: string): number {
     let n = this.reservedBy.get(caller) ?? 0;
-    for (const s of this.sessions.values()) if (s.caller === caller) n++;
+    for (const s of this.sessions.values()) if (s.caller === caller && !s.released) n++;
     return n;
   }
 
@@ -286,7 +291,7 @@ export class SessionHost implements HostView {
     if (caller !== undefined && quota > 0 && this.heldBy(caller) >= quota) throw overQuota();
     this.reserved++;
     if (caller !== undefined) this.reservedBy.set(caller, (this.reservedBy.get(caller) ?? 0) + 1);
-    this.recount();
+    void this.recount();
     let hosted: Hosted;
     let slot: CallerSlot | false | undefined;
     try {
@@ -304,7 +309,7 @@ export class SessionHost implements HostView {
         if (left <= 0) this.reservedBy.delete(caller);
         else this.reservedBy.set(caller, left);
       }
-      this.recount();
+      void this.recount();
     }
     const { key } = hosted;
     try {
@@ -399,6 +404,7 @@ export class SessionHost implements HostView {
       live: recorder ? this.serveLive(recorder.sessionId) : undefined,
       timers: new Map(),
       stopping: undefined,
+      released: false,
       startedIn: trace.getSpanContext(context.active()),
     };
     this.sessions.set(key, hosted);
@@ -598,16 +604,24 @@ export class SessionHost implements HostView {
       // the audio is closed with the session (a cleanup): stored and on the record before the session ends
       await hosted.audio?.finish();
       await this.closeRecord(hosted);
-      await hosted.events?.emitLast({
-        type: 'session_ended',
-        reason,
-        durationMs: hosted.durationMs ?? Date.now() - hosted.startedAt,
-      });
-      // after the last event is stored: a stream that finds no one here finds the session_ended
-      hosted.live?.unsubscribe();
-      this.sessions.delete(key);
-      await hosted.slot?.release();
-      this.recount();
+      // the capacity is free before session_ended says the session ended: a client that starts another on
+      // that event is taken (the instance back in the queue groups, the caller's slot given back)
+      hosted.released = true;
+      this.releasedCount++;
+      try {
+        await hosted.slot?.release();
+        await this.recount();
+        await hosted.events?.emitLast({
+          type: 'session_ended',
+          reason,
+          durationMs: hosted.durationMs ?? Date.now() - hosted.startedAt,
+        });
+      } finally {
+        // after the last event is stored: a stream that finds no one here finds the session_ended
+        hosted.live?.unsubscribe();
+        this.sessions.delete(key);
+        this.releasedCount--;
+      }
       hosted.log.info(
         { sessionType: hosted.sessionType, reason, durationMs: Date.now() - hosted.startedAt },
         'session stopped',
