@@ -170,6 +170,34 @@ describe('serve + BusClient', () => {
     expect(performance.now() - started).toBeLessThan(450);
   });
 
+  it('resume answers once the server has the subscription, and does not wait out a server that is gone', async () => {
+    const own = await startNats();
+    const conn = await connect({ servers: own.url, reconnectTimeWait: 60_000 });
+    const served = serve(conn, {
+      service: 'agents',
+      log,
+      handlers: partialTable({
+        'agents.lookup': async (req) => ({ id: req.id, exists: true, archived: false }),
+      }),
+    });
+    try {
+      await served.ready;
+      served.pause('agents.lookup');
+      await served.resume('agents.lookup');
+      // asked from another connection right after: the subscription is there
+      const asker = await connect({ servers: own.url });
+      await expect(asker.request('agents.lookup', JSON.stringify({ id: 'x' }))).resolves.toBeDefined();
+      await asker.close();
+      served.pause('agents.lookup');
+      await own.dispose();
+      // a flush to a server that is gone would wait for the reconnect, a minute away
+      await expect(served.resume('agents.lookup')).resolves.toBeUndefined();
+    } finally {
+      await served.stop(0);
+      await conn.close();
+    }
+  });
+
   it('reports and stops itself when a subscription closes under it (not by pause or stop)', async () => {
     const own = await connect({ servers: nats.url });
     const served = serve(own, {

@@ -70,13 +70,26 @@ export interface ServeOptions<Svc extends ServiceName> {
   idempotency?: Interceptor | undefined;
 }
 
+/** The longest `resume` waits for the server to confirm the subscription. */
+const RESUME_WAIT_MS = 2_000;
+
+/** `p` settled or `ms` passed, whichever is first; never rejects. */
+function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  return Promise.race([p.then(noop, noop), bound]).finally(() => clearTimeout(timer));
+}
+const noop = (): void => undefined;
+
 export interface Served {
   /** Resolves once the server has registered every subscription (a flush round trip). */
   ready: Promise<void>;
   /**
    * Leaves / rejoins the queue group of one subject: an instance at capacity stops being offered work,
    * so load spreads over the others without a scheduler. `resume` resolves once the server has the
-   * subscription again (a flush round trip): a request sent after that reaches this instance.
+   * subscription again (a flush round trip; 2 s at most): a request sent after that reaches this instance.
    */
   pause(subject: string): void;
   resume(subject: string): Promise<void>;
@@ -289,8 +302,9 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
     resume(subject) {
       if (stopped || subs.has(subject) || !(subject in handlers)) return Promise.resolve();
       subs.set(subject, subscribe(subject as SubjectsOf<Svc>));
-      // a closed connection is reported by `closed`, not here
-      return nc.flush().catch(() => undefined);
+      // a closed connection is reported by `closed`, not here; a disconnected one holds the flush until it is
+      // back, and a caller (a session's stop) does not wait that long
+      return settledWithin(nc.flush(), RESUME_WAIT_MS);
     },
     stop: (timeoutMs) => stopServing(timeoutMs),
   };
