@@ -198,6 +198,22 @@ describe('serve + BusClient', () => {
     }
   });
 
+  it('resume on a connection that is draining neither throws nor rejects (a session stopping in a shutdown)', async () => {
+    const conn = await connect({ servers: nats.url });
+    const served = serve(conn, {
+      service: 'agents',
+      log,
+      handlers: partialTable({
+        'agents.lookup': async (req) => ({ id: req.id, exists: true, archived: false }),
+      }),
+    });
+    await served.ready;
+    served.pause('agents.lookup');
+    const draining = conn.drain();
+    await expect(served.resume('agents.lookup')).resolves.toBeUndefined();
+    await draining;
+  });
+
   it('reports and stops itself when a subscription closes under it (not by pause or stop)', async () => {
     const own = await connect({ servers: nats.url });
     const served = serve(own, {

@@ -73,6 +73,20 @@ export interface ServeOptions<Svc extends ServiceName> {
 /** The longest `resume` waits for the server to confirm the subscription. */
 const RESUME_WAIT_MS = 2_000;
 
+/** Runs `subscribe`, and resolves once the server has the subscription (2 s at most); never rejects. */
+function rejoin(nc: NatsConnection, log: Logger, subject: string, subscribe: () => void): Promise<void> {
+  try {
+    subscribe();
+  } catch (err) {
+    // a closed or draining connection refuses it; the subscriptions it closed report that (`closed`)
+    log.debug({ subject, err: safeError(err) }, 'not rejoined: the connection is closing');
+    return Promise.resolve();
+  }
+  // a disconnected connection holds the flush until it is back, and a caller (a session's stop) does not wait
+  // that long
+  return settledWithin(nc.flush(), RESUME_WAIT_MS);
+}
+
 /** `p` settled or `ms` passed, whichever is first; never rejects. */
 function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
@@ -88,8 +102,10 @@ export interface Served {
   ready: Promise<void>;
   /**
    * Leaves / rejoins the queue group of one subject: an instance at capacity stops being offered work,
-   * so load spreads over the others without a scheduler. `resume` resolves once the server has the
-   * subscription again (a flush round trip; 2 s at most): a request sent after that reaches this instance.
+   * so load spreads over the others without a scheduler. `resume` resolves once this connection's server has
+   * the subscription again (a flush round trip; 2 s at most): a request sent to that server after that reaches
+   * this instance (the other servers of a cluster hear of it over their routes, a moment later). It never
+   * rejects.
    */
   pause(subject: string): void;
   resume(subject: string): Promise<void>;
@@ -301,10 +317,7 @@ export function serve<Svc extends ServiceName>(nc: NatsConnection, opts: ServeOp
     },
     resume(subject) {
       if (stopped || subs.has(subject) || !(subject in handlers)) return Promise.resolve();
-      subs.set(subject, subscribe(subject as SubjectsOf<Svc>));
-      // a closed connection is reported by `closed`, not here; a disconnected one holds the flush until it is
-      // back, and a caller (a session's stop) does not wait that long
-      return settledWithin(nc.flush(), RESUME_WAIT_MS);
+      return rejoin(nc, log, subject, () => subs.set(subject, subscribe(subject as SubjectsOf<Svc>)));
     },
     stop: (timeoutMs) => stopServing(timeoutMs),
   };

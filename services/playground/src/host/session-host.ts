@@ -233,7 +233,7 @@ export class SessionHost implements HostView {
 
   count(sessionType: SessionType): number {
     let n = 0;
-    for (const s of this.sessions.values()) if (s.sessionType === sessionType) n++;
+    for (const s of this.sessions.values()) if (s.sessionType === sessionType && !s.released) n++;
     return n;
   }
 
