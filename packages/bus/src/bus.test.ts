@@ -26,6 +26,16 @@ function partialTable(handlers: Partial<HandlerTable<'agents'>>): HandlerTable<'
   return handlers as HandlerTable<'agents'>;
 }
 
+/** An agents service on `conn` that answers `agents.lookup`: every id exists. */
+const servedLookup = (conn: NatsConnection) =>
+  serve(conn, {
+    service: 'agents',
+    log,
+    handlers: partialTable({
+      'agents.lookup': async (req) => ({ id: req.id, exists: true, archived: false }),
+    }),
+  });
+
 describe('serve + BusClient', () => {
   it('answers an unexpected error as INTERNAL without detail, with the micro error headers, and logs it', async () => {
     const served = serve(nc, {
@@ -173,13 +183,7 @@ describe('serve + BusClient', () => {
   it('resume answers once the server has the subscription, and does not wait out a server that is gone', async () => {
     const own = await startNats();
     const conn = await connect({ servers: own.url, reconnectTimeWait: 60_000 });
-    const served = serve(conn, {
-      service: 'agents',
-      log,
-      handlers: partialTable({
-        'agents.lookup': async (req) => ({ id: req.id, exists: true, archived: false }),
-      }),
-    });
+    const served = servedLookup(conn);
     try {
       await served.ready;
       served.pause('agents.lookup');
@@ -200,13 +204,7 @@ describe('serve + BusClient', () => {
 
   it('resume on a connection that is draining neither throws nor rejects (a session stopping in a shutdown)', async () => {
     const conn = await connect({ servers: nats.url });
-    const served = serve(conn, {
-      service: 'agents',
-      log,
-      handlers: partialTable({
-        'agents.lookup': async (req) => ({ id: req.id, exists: true, archived: false }),
-      }),
-    });
+    const served = servedLookup(conn);
     await served.ready;
     served.pause('agents.lookup');
     const draining = conn.drain();
@@ -216,13 +214,7 @@ describe('serve + BusClient', () => {
 
   it('reports and stops itself when a subscription closes under it (not by pause or stop)', async () => {
     const own = await connect({ servers: nats.url });
-    const served = serve(own, {
-      service: 'agents',
-      log,
-      handlers: partialTable({
-        'agents.lookup': async (req) => ({ id: req.id, exists: true, archived: false }),
-      }),
-    });
+    const served = servedLookup(own);
     await served.ready;
     served.pause('agents.lookup'); // a pause is no close to report
     void served.resume('agents.lookup');

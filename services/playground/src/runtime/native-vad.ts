@@ -25,6 +25,10 @@ const SLOW_WINDOW_MS = 200;
 /** LiveKit reports the VAD's metrics after this many speech starts (one second of its update interval). */
 const METRICS_EVERY = Math.ceil(1000 / WINDOW_MS);
 
+/** Audio at `rate` to the model's rate, as LiveKit's VAD resamples it (none at the model's own). */
+const resamplerFor = (rate: number): AudioResampler | undefined =>
+  rate === MODEL_RATE ? undefined : new AudioResampler(rate, MODEL_RATE, 1, AudioResamplerQuality.QUICK);
+
 /**
  * Samples waiting to be heard. A view handed out stays valid: the samples before `end` are never written
  * again (growing copies the rest to a new buffer, and the old one is left as it is).
@@ -244,8 +248,7 @@ export class NativeVadStream extends VADStream {
     this.speech = new Int16Array(
       Math.trunc((this.opts.maxBufferedSpeech * rate) / 1000) + this.paddingSamples,
     );
-    this.resampler =
-      rate === MODEL_RATE ? undefined : new AudioResampler(rate, MODEL_RATE, 1, AudioResamplerQuality.QUICK);
+    this.resampler = resamplerFor(rate);
   }
 
   /** One window through the model, and what it means for the speech so far. */
@@ -265,7 +268,8 @@ export class NativeVadStream extends VADStream {
 
     this.lastInferenceAt = performance.now();
     const inferenceDuration = this.lastInferenceAt - startedAt;
-    this.inferenceMsTotal += inferenceDuration;
+    // LiveKit's metrics sum each window's duration rounded
+    this.inferenceMsTotal += Math.round(inferenceDuration);
     this.extraInferenceMs = Math.max(0, this.extraInferenceMs + inferenceDuration - WINDOW_MS);
     if (inferenceDuration > SLOW_WINDOW_MS) {
       this.logger.warn(
@@ -376,7 +380,7 @@ export class NativeVadStream extends VADStream {
       type: 'vad_metrics',
       timestamp: Date.now(),
       idleTimeMs: Math.trunc(performance.now() - this.lastInferenceAt),
-      inferenceDurationTotalMs: Math.round(this.inferenceMsTotal),
+      inferenceDurationTotalMs: this.inferenceMsTotal,
       inferenceCount: this.speechStarts,
       label: this.vad.label,
     });
@@ -399,10 +403,7 @@ export class NativeVadStream extends VADStream {
     this.samplesIndex = this.timestamp = 0;
     if (this.rate !== 0) {
       this.resampler?.close();
-      this.resampler =
-        this.rate === MODEL_RATE
-          ? undefined
-          : new AudioResampler(this.rate, MODEL_RATE, 1, AudioResamplerQuality.QUICK);
+      this.resampler = resamplerFor(this.rate);
     }
   }
 }

@@ -61,11 +61,7 @@ describe("a session's VAD", () => {
       // stream of its own that the VAD and the STT read
       const session = vad.stream();
       const transcription = transcriber.stream();
-      const [toVad, toStt] = [session, transcription].map((stream) => {
-        let controller!: ReadableStreamDefaultController<AudioFrame>;
-        stream.updateInputStream(new ReadableStream<AudioFrame>({ start: (c) => void (controller = c) }));
-        return controller;
-      });
+      const [toVad, toStt] = [session, transcription].map(feedOf);
       const first = speak('I would like to book a table for two.');
       const second = speak('Tomorrow at seven, please.');
       const audio = concat(silence(300), first, silence(900), second, silence(900));
@@ -155,10 +151,7 @@ describe("a session's VAD", () => {
     { timeout: 30_000 },
     async () => {
       prewarmVoiceModels();
-      const speech = concat(
-        new Int16Array(4800),
-        speak('I would like to book a table for two, tomorrow at seven.'),
-      );
+      const speech = concat(silence(300), speak('I would like to book a table for two, tomorrow at seven.'));
       // whole 40 ms frames that are whole 32 ms windows too: 160 ms is both
       const unit = (RATE * 160) / 1000;
       const cut = Math.floor(speech.length / 2 / unit) * unit;
@@ -168,11 +161,7 @@ describe("a session's VAD", () => {
       ];
       const ours = new SessionVad().stream();
       const theirs = new inference.VAD(VAD_OPTIONS).stream();
-      const feeds = [ours, theirs].map((stream) => {
-        let controller!: ReadableStreamDefaultController<AudioFrame>;
-        stream.updateInputStream(new ReadableStream<AudioFrame>({ start: (c) => void (controller = c) }));
-        return controller;
-      });
+      const feeds = [ours, theirs].map(feedOf);
       const heard: [unknown[], unknown[]] = [[], []];
       let beforeFlush = 0;
       for (const [n, part] of parts.entries()) {
@@ -203,6 +192,15 @@ describe("a session's VAD", () => {
     },
   );
 });
+
+/** A stream `stream` reads its audio from (as LiveKit's audio recognition hands it one), and its feed. */
+function feedOf(stream: {
+  updateInputStream(audio: ReadableStream<AudioFrame>): void;
+}): ReadableStreamDefaultController<AudioFrame> {
+  let controller!: ReadableStreamDefaultController<AudioFrame>;
+  stream.updateInputStream(new ReadableStream<AudioFrame>({ start: (c) => void (controller = c) }));
+  return controller;
+}
 
 /** `audio` in frames of `frameMs`, each handed to `each` when a caller's microphone would have it. */
 async function inRealTime(
