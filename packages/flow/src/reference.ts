@@ -12,11 +12,12 @@ type JsonSchema = Record<string, unknown>;
 const outsOf = (t: NodeType): string[] => (t.out === 'categories' ? ['cat_<i>'] : t.out);
 const code = (s: string) => `\`${s}\``;
 const list = (xs: string[]) => (xs.length > 0 ? xs.map(code).join(', ') : '—');
-/** A table cell: one line, its pipes escaped. */
+/** A table cell: one line, its pipes escaped (here only: what goes in a cell is written plain). */
 const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
+/** A param's type, plain: `cell` escapes the pipes between an enum's values. */
 function typeOf(s: JsonSchema): string {
-  if (Array.isArray(s.enum)) return s.enum.map((v) => code(JSON.stringify(v))).join(' \\| ');
+  if (Array.isArray(s.enum)) return s.enum.map((v) => code(JSON.stringify(v))).join(' | ');
   if (s.type === 'array') return `${typeOf((s.items as JsonSchema | undefined) ?? {})}[]`;
   if (s.type === 'object' && s.additionalProperties) {
     return `{ [name]: ${typeOf(s.additionalProperties as JsonSchema)} }`;
