@@ -114,7 +114,11 @@ export function flowReferenceMarkdown(): string {
     '',
     'Greets (word for word), asks twice, checks whether the caller said a day (and asks again when not: a ' +
       'loop with a way out), sorts the call into booking, question or other, books with a tool, answers, ' +
-      'or transfers; then says goodbye, extracts the booking and posts it. It compiles (a test checks).',
+      'or transfers; then says goodbye, extracts the booking and posts it. It compiles and passes validation ' +
+      '(a test checks, on a running stack), and the examples of [api.md](api.md) are run on an agent with this flow.',
+    '',
+    // what tests/integration/docs-examples.test.ts runs: a flow, compiled and validated on a running stack
+    '<!-- example: flow -->',
     '',
     '```json',
     JSON.stringify(EXAMPLE_FLOW, null, 2),
