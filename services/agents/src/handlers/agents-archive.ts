@@ -20,11 +20,22 @@ export const agentsArchive =
         { timeoutMs, requestId: ctx.requestId },
       );
     } catch (err) {
-      await store.unarchive(req.id, archived.archivedAt);
-      ctx.log.warn(
-        { code: 'ARCHIVE_UNDONE', agentId: req.id, err },
-        'archive undone: the live deploy could not be stopped',
+      // the answer is the stop's error whatever the undo does; an undo that fails too (Redis gone as well)
+      // leaves the agent archived with its deploy live until a move of that deploy is asked, which the
+      // sessions service refuses and stops it
+      const undone = await store.unarchive(req.id, archived.archivedAt).then(
+        () => true,
+        (undo: unknown) => {
+          ctx.log.error({ agentId: req.id, err: undo }, 'archive not undone');
+          return false;
+        },
       );
+      if (undone) {
+        ctx.log.warn(
+          { code: 'ARCHIVE_UNDONE', agentId: req.id, err },
+          'archive undone: the live deploy could not be stopped',
+        );
+      }
       throw err;
     }
     ctx.log.info({ agentId: req.id, stoppedDeployId: stopped.deploy?.id ?? null }, 'agent archived');
