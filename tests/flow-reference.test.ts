@@ -6,6 +6,47 @@ import { describe, expect, it } from 'vitest';
 
 const doc = readFileSync(join(import.meta.dirname, '..', 'docs', 'flow-reference.md'), 'utf8');
 
+/**
+ * A table row's cells as a GFM renderer splits them: a pipe is a cell's edge unless a backslash escapes it,
+ * and `\\|` is an escaped backslash followed by an edge (so a cell escaped twice comes apart).
+ */
+function cellsOf(row: string): string[] {
+  const cells: string[] = [];
+  let cell = '';
+  for (let i = 0; i < row.length; i++) {
+    const c = row[i]!;
+    if (c === '\\' && i + 1 < row.length) {
+      cell += c + row[++i]!;
+    } else if (c === '|') {
+      cells.push(cell.trim());
+      cell = '';
+    } else {
+      cell += c;
+    }
+  }
+  cells.push(cell.trim());
+  // the row's leading and trailing pipes
+  return cells.slice(1, -1);
+}
+
+/** Every table of the document: its header's cells and each row's, with the row's line number. */
+function tablesOf(text: string): { header: string[]; rows: { line: number; cells: string[] }[] }[] {
+  const lines = text.split('\n');
+  const tables: { header: string[]; rows: { line: number; cells: string[] }[] }[] = [];
+  for (let i = 0; i + 1 < lines.length; i++) {
+    if (!lines[i]!.startsWith('|') || !/^\|[\s|:-]+\|$/.test(lines[i + 1]!)) continue;
+    const header = cellsOf(lines[i]!);
+    const rows: { line: number; cells: string[] }[] = [];
+    let j = i + 2;
+    for (; j < lines.length && lines[j]!.startsWith('|'); j++) {
+      rows.push({ line: j + 1, cells: cellsOf(lines[j]!) });
+    }
+    tables.push({ header, rows });
+    i = j;
+  }
+  return tables;
+}
+
 interface Documented {
   params: { name: string; required: boolean; range: string }[];
 }
@@ -21,8 +62,8 @@ function documented(): Map<string, Documented> {
     const params = section
       .split('\n')
       .filter((line) => line.startsWith('| `'))
-      .map((line) => line.split(/(?<!\\)\|/).map((c) => c.trim()))
-      .map(([, name, , required, , range]) => ({
+      .map(cellsOf)
+      .map(([name, , required, , range]) => ({
         name: name!.replaceAll('`', ''),
         required: required === 'yes',
         range: range!,
@@ -73,6 +114,17 @@ describe('the flow reference (docs/flow-reference.md) against the compiler', () 
     expect(written).toEqual(known);
     // and each one has its meaning written
     expect(doc).not.toMatch(/\| +\|\n/);
+  });
+
+  it("keeps every table whole: each row has its header's cells, an enum's values in one cell", () => {
+    const tables = tablesOf(doc);
+    expect(tables.length).toBeGreaterThan(10);
+    for (const { header, rows } of tables) {
+      for (const { line, cells } of rows) expect(cells.length, `line ${line}`).toBe(header.length);
+    }
+    // an enum's values are one cell, each pipe between them escaped once (as the renderer shows it: a |)
+    const turnDetection = tables.flatMap((t) => t.rows).find((r) => r.cells[0] === '`turnDetection`')!;
+    expect(turnDetection.cells[1]).toBe('`"model"` \\| `"vad"` \\| `"stt"`');
   });
 
   it('names only node types the compiler runs, and the compiler refuses one it does not name', () => {

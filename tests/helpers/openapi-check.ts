@@ -3,6 +3,11 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 interface Operation {
   responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
 }
+type Schema = Record<string, unknown>;
+
+/** `cases[].repeats[]` as steps: a property's name, or `[]` into an array's items. */
+const steps = (part: string) =>
+  part.split('.').flatMap((p) => (p.endsWith('[]') ? [p.slice(0, -2), '[]'] : [p]));
 interface Document {
   paths: Record<string, Record<string, Operation>>;
   components?: unknown;
@@ -62,6 +67,42 @@ export class DocumentCheck {
     }
     if (validate(body)) return undefined;
     return `${key}: the body is not what the document says: ${this.ajv.errorsText(validate.errors)}`;
+  }
+
+  /**
+   * Undefined when `value` is what the document says `method path` (a template of the document,
+   * `/api/agents/{id}`) answers with `status` — its JSON body, or one event of its stream — or, with `part`
+   * (`cases[].repeats[]`), that part of it; else what is wrong. For the docs' examples of answers.
+   */
+  exampleProblem(method: string, path: string, status: number, value: unknown, part?: string) {
+    const op = this.doc.paths[path]?.[method.toLowerCase()];
+    if (!op) return `the document has no operation ${method} ${path}`;
+    const content = op.responses[String(status)]?.content ?? {};
+    let schema = (content['application/json'] ?? content['text/event-stream'])?.schema as Schema | undefined;
+    if (!schema) return `the document has no JSON answer ${status} of ${method} ${path}`;
+    for (const step of part ? steps(part) : []) {
+      const here = this.resolved(schema);
+      const props = here.properties as Record<string, Schema> | undefined;
+      const next = step === '[]' ? (here.items as Schema | undefined) : props?.[step];
+      if (!next) return `${method} ${path} ${status} has no ${part}`;
+      schema = next;
+    }
+    const validate = this.ajv.compile(rebased(schema) as object);
+    return validate(value) ? undefined : this.ajv.errorsText(validate.errors);
+  }
+
+  /** A schema with its `$ref` into the document followed, and `T | null` read as T. */
+  private resolved(schema: Schema): Schema {
+    const ref = schema.$ref;
+    if (typeof ref === 'string' && ref.startsWith('#/')) {
+      const target = ref
+        .slice(2)
+        .split('/')
+        .reduce<unknown>((at, key) => (at as Record<string, unknown>)[key], this.doc);
+      return this.resolved(target as Schema);
+    }
+    const some = (schema.anyOf as Schema[] | undefined)?.filter((s) => s.type !== 'null');
+    return some?.length === 1 ? this.resolved(some[0]!) : schema;
   }
 }
 

@@ -116,6 +116,14 @@ describe('NATS with per-service users and permissions', () => {
     await http.post(`/api/agents/${agent.body.id}/test-cases`, { name: 'any', turns: ['Hi'] });
     expect((await http.post(`/api/agents/${agent.body.id}/test-runs`, { version: 2 })).status).toBe(202);
     expect((await http.post(`/api/agents/${agent.body.id}/test-runs`, { version: 1 })).status).toBe(404);
+    // an archive: agents asks sessions to take the live deploy offline
+    const deploy = (await http.post(`/api/agents/${agent.body.id}/deploys`)).body;
+    for (const status of ['building', 'live']) {
+      await http.patch(`/api/agents/${agent.body.id}/deploys/${deploy.id}`, { status });
+    }
+    const archived = await http.delete(`/api/agents/${agent.body.id}`);
+    expect(archived.status).toBe(200);
+    expect(archived.body.stoppedDeploy).toMatchObject({ id: deploy.id, status: 'stopped' });
     expect((await http.get('/readyz')).body.services).toEqual({
       agents: 'up',
       sessions: 'up',
@@ -224,6 +232,11 @@ describe('NATS with per-service users and permissions', () => {
       compromised.request('sessions.deploys.create', JSON.stringify({ agentId: agent }), { timeout: 500 }),
     ).rejects.toThrow();
     expect((await http.get(`/api/agents/${agent}/deploys`)).body).toEqual([]);
+    // nor may the gateway ask for what only the agents service asks: taking a live deploy offline
+    const gw = await as('gateway');
+    await expect(
+      gw.request('sessions.deploys.stop', JSON.stringify({ agentId: agent, reason: 'x' }), { timeout: 500 }),
+    ).rejects.toThrow();
   });
 
   it('the gateway may only request, never serve', async () => {

@@ -385,6 +385,78 @@ describe('deploys', () => {
     );
   });
 
+  it('takes the live deploy offline when its agent is archived, says so, and lets none go live again', async () => {
+    const id = await newAgent('Retired');
+    const path = (d: { id: string }) => `/api/agents/${id}/deploys/${d.id}`;
+    const live = (await http.post(`/api/agents/${id}/deploys`)).body;
+    await http.patch(path(live), { status: 'building' });
+    expect((await http.patch(path(live), { status: 'live' })).body.status).toBe('live');
+    const next = (await http.post(`/api/agents/${id}/deploys`)).body;
+    await http.patch(path(next), { status: 'building' });
+
+    const archived = await http.delete(`/api/agents/${id}`);
+    expect(archived.status).toBe(200);
+    // the archive's answer names the deploy it took offline, and why
+    expect(archived.body).toMatchObject({
+      id,
+      archived: true,
+      stoppedDeploy: {
+        id: live.id,
+        deployNumber: 1,
+        status: 'stopped',
+        stopped: { reason: 'agent archived' },
+      },
+    });
+    expect(archived.body.stoppedDeploy.stopped.at).toEqual(expect.any(Number));
+    const list = (await http.get(`/api/agents/${id}/deploys`)).body as { id: string; status: string }[];
+    expect(list.map((d) => [d.id, d.status])).toEqual([
+      [next.id, 'building'],
+      [live.id, 'stopped'],
+    ]);
+    expect(list[1]).toMatchObject({ stopped: { reason: 'agent archived' } });
+    // nothing of it goes live again: neither the building deploy nor the stopped one
+    for (const d of [next, live]) {
+      const moved = await http.patch(path(d), { status: 'live' });
+      expect(moved.status).toBe(409);
+      expect(moved.body.code).toBe('AGENT_ARCHIVED');
+    }
+    expect(
+      (await http.get(`/api/agents/${id}/deploys`)).body.map((d: { status: string }) => d.status),
+    ).toEqual(['building', 'stopped']);
+    // a build that fails is still recorded
+    expect((await http.patch(path(next), { status: 'failed' })).body.status).toBe('failed');
+
+    // an agent with nothing live: the archive says so
+    const quiet = await newAgent('Quiet');
+    expect((await http.delete(`/api/agents/${quiet}`)).body).toMatchObject({
+      archived: true,
+      stoppedDeploy: null,
+    });
+  });
+
+  it('undoes an archive whose live deploy cannot be taken offline, and archives when asked again', async () => {
+    const id = await newAgent('Stubborn');
+    const d = (await http.post(`/api/agents/${id}/deploys`)).body;
+    await http.patch(`/api/agents/${id}/deploys/${d.id}`, { status: 'building' });
+    await http.patch(`/api/agents/${id}/deploys/${d.id}`, { status: 'live' });
+    await stack.services.sessions.stop();
+    try {
+      const refused = await http.delete(`/api/agents/${id}`);
+      expect(refused.status).toBe(503);
+      // nothing changed: the agent is active and listed
+      expect((await http.get(`/api/agents/${id}`)).status).toBe(200);
+      expect((await http.get('/api/agents')).body.map((a: { id: string }) => a.id)).toContain(id);
+      expect(stack.logs.some((l) => l.includes('"code":"ARCHIVE_UNDONE"'))).toBe(true);
+    } finally {
+      await stack.services.sessions.start();
+    }
+    expect((await http.get(`/api/agents/${id}/deploys`)).body[0].status).toBe('live');
+    const archived = await http.delete(`/api/agents/${id}`);
+    expect(archived.status).toBe(200);
+    expect(archived.body.stoppedDeploy).toMatchObject({ id: d.id, status: 'stopped' });
+    expect((await http.get(`/api/agents/${id}`)).status).toBe(404);
+  });
+
   it('answers 404 for an unknown agent and 409 for a deploy of an archived one', async () => {
     expect((await http.get(`/api/agents/${UNKNOWN}/deploys`)).status).toBe(404);
     expect((await http.post(`/api/agents/${UNKNOWN}/deploys`)).status).toBe(404);

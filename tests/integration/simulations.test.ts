@@ -1,4 +1,4 @@
-import { orderFlow } from '@vab/testkit';
+import { orderFlow, voiceFlow } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMcpServer } from '../../services/playground/test/mcp-server.js';
 import {
@@ -352,6 +352,33 @@ describe('simulated test cases', () => {
     expect([...callerCalls, ...agentCalls].map((r) => r.seed)).toEqual(
       [...callerCalls, ...agentCalls].map(() => 4242),
     );
+  });
+
+  it('names the setting whose model has no key: the caller voice and ear, the simulator, the judge', async () => {
+    // the flow's models all run keyless at a URL of its own; each case names one model at OpenAI itself,
+    // which the server has no key for and the run sends none
+    const flow = voiceFlow({ chatURL: stub.baseURL, speechURL: stub.baseURL });
+    const created = await http.post('/api/agents', { name: 'Keyless clinic', flow });
+    const agentId = created.body.id as string;
+    const simulation = { persona: 'A patient.', goal: 'Book a visit.', maxTurns: 1 };
+    const openai = { provider: 'openai' };
+    for (const body of [
+      { name: 'voice', simulation: { ...simulation, voice: { tts: openai } } },
+      { name: 'ear', simulation: { ...simulation, voice: { stt: openai } } },
+      { name: 'simulator', simulation: { ...simulation, model: openai } },
+      { name: 'judge', turns: ['Hello'], judgeModel: openai, criteria: [{ name: 'c', description: 'd' }] },
+    ]) {
+      expect((await http.post(`/api/agents/${agentId}/test-cases`, body)).status).toBe(201);
+    }
+    const r = await run(agentId, { apiKeys: {} });
+    const missing = (setting: string) =>
+      `MISSING_CREDENTIALS: missing API key for openai (${setting}): send apiKeys.openai, or set OPENAI_API_KEY on the server`;
+    expect(r.cases.map((c: { error: string | null }) => c.error)).toEqual([
+      missing('simulation.voice.tts, the caller voice'),
+      missing('simulation.voice.stt, the caller ear'),
+      missing('simulation.model, the simulator'),
+      missing('judgeModel, the judge'),
+    ]);
   });
 
   it('refuses every bad simulated case with a 400 naming the field', async () => {

@@ -867,7 +867,11 @@ export interface components {
       };
       id: string;
       /** @enum {string} */
-      status: 'pending' | 'building' | 'live' | 'failed' | 'superseded';
+      status: 'pending' | 'building' | 'live' | 'failed' | 'superseded' | 'stopped';
+      stopped?: {
+        at: number;
+        reason: string;
+      };
       subdomain: string;
       updatedAt: number;
       version: number;
@@ -3247,6 +3251,7 @@ export interface operations {
             archived: true;
             archivedAt: number;
             id: string;
+            stoppedDeploy: components['schemas']['DeployRecord'] | null;
           };
         };
       };
@@ -4440,7 +4445,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `ILLEGAL_TRANSITION`, `TESTS_NOT_PASSED` */
+      /** @description `ILLEGAL_TRANSITION`, `TESTS_NOT_PASSED`, `AGENT_ARCHIVED` */
       409: {
         headers: {
           [name: string]: unknown;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { EpochMs, Id } from './common.js';
+import { DeployRecord } from './deploys.js';
 import { Flow } from './flow.js';
 import { LatencyChange } from './metrics.js';
 
@@ -58,7 +59,13 @@ export type AgentVersion = z.infer<typeof AgentVersion>;
 export const VersionParams = z.object({ id: Id, version: z.coerce.number().int().positive() });
 export type VersionParams = z.infer<typeof VersionParams>;
 
-export const ArchivedAgent = z.object({ id: Id, archived: z.literal(true), archivedAt: EpochMs });
+export const ArchivedAgent = z.object({
+  id: Id,
+  archived: z.literal(true),
+  archivedAt: EpochMs,
+  /** The deploy that was live, now `stopped` (an archived agent answers no caller); null when none was. */
+  stoppedDeploy: DeployRecord.nullable(),
+});
 export type ArchivedAgent = z.infer<typeof ArchivedAgent>;
 
 /** Internal: the cheap existence check other services make before touching an agent's history. */

@@ -3,6 +3,7 @@ export * from './common.js';
 export * from './flow.js';
 export * from './agents.js';
 export * from './sessions.js';
+export * from './deploys.js';
 export * from './playground.js';
 export * from './subjects.js';
 export * from './metrics.js';

@@ -149,43 +149,6 @@ export const AppendedMessage = z.object({
 });
 export type AppendedMessage = z.infer<typeof AppendedMessage>;
 
-// ---- deploys -----------------------------------------------------------------------------------
-
-export const DeployStatus = z.enum(['pending', 'building', 'live', 'failed', 'superseded']);
-export type DeployStatus = z.infer<typeof DeployStatus>;
-
-export const DeployRecord = z.object({
-  id: Id,
-  agentId: Id,
-  deployNumber: z.number().int().positive(),
-  /** The agent version this deploy pins. */
-  version: z.number().int().positive(),
-  status: DeployStatus,
-  subdomain: z.string(),
-  createdAt: EpochMs,
-  updatedAt: EpochMs,
-  /** Present when it went live past a failing (or missing) test run, by the emergency override. */
-  gateOverride: z.object({ reason: z.string(), at: EpochMs }).optional(),
-});
-export type DeployRecord = z.infer<typeof DeployRecord>;
-
-export const DeployList = z.array(DeployRecord);
-export type DeployList = z.infer<typeof DeployList>;
-
-export const DeployParams = z.object({ id: Id, deployId: Id });
-export type DeployParams = z.infer<typeof DeployParams>;
-
-/** `superseded` is set only by the service, when a newer deploy goes live. */
-export const UpdateDeployBody = z.object({
-  status: z.enum(['building', 'live', 'failed']),
-  /**
-   * Emergency: go live although the agent's deploy gate would refuse (no passing run on this version). The
-   * reason is recorded on the deploy (`gateOverride`).
-   */
-  override: z.object({ reason: z.string().trim().min(1).max(500) }).optional(),
-});
-export type UpdateDeployBody = z.infer<typeof UpdateDeployBody>;
-
 export const EmptyBody = z.object({}).strict();
 export type EmptyBody = z.infer<typeof EmptyBody>;
 

@@ -14,6 +14,7 @@ import {
 import { ApiKeys, Id, Ok } from './common.js';
 import { AgentStats, AgentStatsQuery } from './metrics.js';
 import { StartVoiceSessionBody, VoiceSessionStarted } from './voice.js';
+import { DeployList, DeployRecord, StopDeploysRequest, StoppedDeploy, UpdateDeployBody } from './deploys.js';
 import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
@@ -36,12 +37,9 @@ import {
   ConversationList,
   CreateConversationEntryBody,
   CreateTestSessionBody,
-  DeployList,
-  DeployRecord,
   SessionMessageList,
   TestSession,
   TestSessionList,
-  UpdateDeployBody,
   CaseObservation,
   CreateTestCaseBody,
   CreateTestRunBody,
@@ -82,6 +80,7 @@ export const Subjects = {
   deploysList: 'sessions.deploys.list',
   deploysUpdate: 'sessions.deploys.update',
   deploysPinned: 'sessions.deploys.pinned',
+  deploysStop: 'sessions.deploys.stop',
   deployGateGet: 'sessions.deploys.gate.get',
   deployGateSet: 'sessions.deploys.gate.set',
   testCasesCreate: 'sessions.test-cases.create',
@@ -305,7 +304,7 @@ export const contract = {
   [Subjects.deploysUpdate]: {
     request: z.object({ agentId: Id, deployId: Id, update: UpdateDeployBody }),
     response: DeployRecord,
-    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION', 'TESTS_NOT_PASSED'],
+    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION', 'TESTS_NOT_PASSED', 'AGENT_ARCHIVED'],
   },
   [Subjects.deployGateGet]: { request: AgentIdRef, response: DeployGate, errors: ['NOT_FOUND'] },
   [Subjects.deployGateSet]: {
@@ -345,6 +344,8 @@ export const contract = {
     response: z.object({ versions: z.array(z.number().int().positive()) }),
     errors: [],
   },
+  /** The agents service's archive: the agent's live deploy goes offline (`stopped`, with the reason). */
+  [Subjects.deploysStop]: { request: StopDeploysRequest, response: StoppedDeploy, errors: [] },
   [Subjects.statsVersion]: {
     request: z.object({ agentId: Id, version: z.number().int().positive() }),
     response: AgentStats,

@@ -27,6 +27,7 @@ export const WarningCode = z.enum([
   'OWNER_SWEEP_FAILED',
   // test runs and deploys
   'DEPLOY_GATE_OVERRIDDEN',
+  'ARCHIVE_UNDONE',
   'TEST_CASE_RESTARTED',
   'TEST_RUN_DIFF_NOT_LOADED',
   'TEST_RUN_SWEPT',

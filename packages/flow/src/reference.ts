@@ -12,11 +12,12 @@ type JsonSchema = Record<string, unknown>;
 const outsOf = (t: NodeType): string[] => (t.out === 'categories' ? ['cat_<i>'] : t.out);
 const code = (s: string) => `\`${s}\``;
 const list = (xs: string[]) => (xs.length > 0 ? xs.map(code).join(', ') : '—');
-/** A table cell: one line, its pipes escaped. */
+/** A table cell: one line, its pipes escaped (here only: what goes in a cell is written plain). */
 const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
+/** A param's type, plain: `cell` escapes the pipes between an enum's values. */
 function typeOf(s: JsonSchema): string {
-  if (Array.isArray(s.enum)) return s.enum.map((v) => code(JSON.stringify(v))).join(' \\| ');
+  if (Array.isArray(s.enum)) return s.enum.map((v) => code(JSON.stringify(v))).join(' | ');
   if (s.type === 'array') return `${typeOf((s.items as JsonSchema | undefined) ?? {})}[]`;
   if (s.type === 'object' && s.additionalProperties) {
     return `{ [name]: ${typeOf(s.additionalProperties as JsonSchema)} }`;
@@ -113,7 +114,11 @@ export function flowReferenceMarkdown(): string {
     '',
     'Greets (word for word), asks twice, checks whether the caller said a day (and asks again when not: a ' +
       'loop with a way out), sorts the call into booking, question or other, books with a tool, answers, ' +
-      'or transfers; then says goodbye, extracts the booking and posts it. It compiles (a test checks).',
+      'or transfers; then says goodbye, extracts the booking and posts it. It compiles and passes validation ' +
+      '(a test checks, on a running stack), and the examples of [api.md](api.md) are run on an agent with this flow.',
+    '',
+    // what tests/integration/docs-examples.test.ts runs: a flow, compiled and validated on a running stack
+    '<!-- example: flow -->',
     '',
     '```json',
     JSON.stringify(EXAMPLE_FLOW, null, 2),

@@ -91,6 +91,20 @@ return { ARGV[2], tostring(rev + 1) }
 `;
 
 /**
+ * KEYS: agent. ARGV: archivedAt. Undoes the archive that set it, when its second step (taking the agent's
+ * live deploy offline) failed; an archived agent takes no other write, so nothing else is undone. Returns
+ * { name, createdAt, updatedAt, rev }, or {} when the agent is not archived by that archive.
+ */
+export const UNARCHIVE = `
+local a = redis.call('HMGET', KEYS[1], 'archived', 'archivedAt', 'rev', 'name', 'createdAt', 'updatedAt')
+if a[1] ~= '1' or a[2] ~= ARGV[1] then return {} end
+local rev = tonumber(a[3]) + 1
+redis.call('HSET', KEYS[1], 'archived', '0', 'rev', rev)
+redis.call('HDEL', KEYS[1], 'archivedAt')
+return { a[4], a[5], a[6], tostring(rev) }
+`;
+
+/**
  * The list's view, on its own slot (`ag:{views}:…`): KEYS: index, summaries, revs.
  * ARGV: id, rev, updatedAt, summaryJson ('' = not listed: archived), force ('1': apply an equal rev too).
  * The agent's own script has already run; this brings the view to that state unless a later state of the

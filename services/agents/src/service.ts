@@ -18,6 +18,8 @@ import { AgentStore, DEFAULT_MAX_VERSIONS } from './store.js';
 
 /** Bound on asking the sessions service for a diff's version stats. */
 const STATS_TIMEOUT_MS = 2_000;
+/** Bound on asking the sessions service to take an archived agent's live deploy offline. */
+const DEPLOYS_TIMEOUT_MS = 2_000;
 
 export function agentsHandlers(
   store: AgentStore,
@@ -30,7 +32,7 @@ export function agentsHandlers(
     'agents.list': agentsList(store),
     'agents.get': agentsGet(store),
     'agents.update': agentsUpdate(store),
-    'agents.archive': agentsArchive(store),
+    'agents.archive': agentsArchive(store, bus, DEPLOYS_TIMEOUT_MS),
     'agents.lookup': agentsLookup(store),
     'agents.versions.list': agentsVersionsList(store),
     'agents.versions.get': agentsVersionsGet(store),

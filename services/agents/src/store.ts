@@ -4,6 +4,7 @@ import {
   type AgentLookup,
   type AgentSummary,
   type AgentVersion,
+  type ArchivedAgent,
   type Flow,
   type VersionSummary,
 } from '@vab/contracts';
@@ -11,7 +12,7 @@ import { RawJson } from '@vab/bus';
 import { scanKeys, scriptError, storage, WriteConcern, type RedisClient } from '@vab/storage';
 import { createHash, randomUUID } from 'node:crypto';
 import { AGENT_KEY, keys } from './redis-keys.js';
-import { ARCHIVE, CREATE, GET, PRUNE, RESTORE, UPDATE, VIEW } from './scripts.js';
+import { ARCHIVE, CREATE, GET, PRUNE, RESTORE, UNARCHIVE, UPDATE, VIEW } from './scripts.js';
 
 /** The agent as it is stored, plus the entity tag that identifies this exact state of it. */
 export interface StoredAgent {
@@ -24,6 +25,7 @@ interface Scripts {
   agentUpdate(...keysThenArgv: string[]): Promise<string[]>;
   agentRestore(...keysThenArgv: string[]): Promise<string[]>;
   agentArchive(...keysThenArgv: string[]): Promise<[string, string]>;
+  agentUnarchive(...keysThenArgv: string[]): Promise<string[]>;
   agentView(...keysThenArgv: string[]): Promise<number>;
   agentPrune(...keysThenArgv: string[]): Promise<number>;
   agentGet(
@@ -83,6 +85,7 @@ export class AgentStore {
     redis.defineCommand('agentUpdate', { numberOfKeys: 3, lua: UPDATE });
     redis.defineCommand('agentRestore', { numberOfKeys: 2, lua: RESTORE });
     redis.defineCommand('agentArchive', { numberOfKeys: 1, lua: ARCHIVE });
+    redis.defineCommand('agentUnarchive', { numberOfKeys: 1, lua: UNARCHIVE });
     redis.defineCommand('agentGet', { numberOfKeys: 1, lua: GET });
     redis.defineCommand('agentView', { numberOfKeys: 3, lua: VIEW });
     redis.defineCommand('agentPrune', { numberOfKeys: 2, lua: PRUNE });
@@ -303,7 +306,7 @@ export class AgentStore {
     return this.afterSave(id, row, undefined);
   }
 
-  async archive(id: string): Promise<{ id: string; archived: true; archivedAt: number }> {
+  async archive(id: string): Promise<Omit<ArchivedAgent, 'stoppedDeploy'>> {
     let at: string;
     let rev: string;
     try {
@@ -314,6 +317,23 @@ export class AgentStore {
     await this.writes.confirm(keys.agent(id));
     await this.view(id, Number(rev), Number(at), '');
     return { id, archived: true, archivedAt: Number(at) };
+  }
+
+  /**
+   * Undoes `archive` (the one that answered `archivedAt`): the agent is active and listed again, as if the
+   * archive had not been asked. For an archive whose second step failed.
+   */
+  async unarchive(id: string, archivedAt: number): Promise<void> {
+    const row = await storage(() => this.redis.agentUnarchive(keys.agent(id), String(archivedAt)));
+    const [name, createdAt, updatedAt, rev] = row;
+    if (rev === undefined) return;
+    await this.writes.confirm(keys.agent(id));
+    await this.view(
+      id,
+      Number(rev),
+      Number(updatedAt),
+      summaryJson(id, name ?? '', Number(createdAt), Number(updatedAt)),
+    );
   }
 
   async lookup(id: string): Promise<AgentLookup> {

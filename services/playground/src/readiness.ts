@@ -33,6 +33,25 @@ interface ModelUse {
   modality: Modality;
   nodeId: string;
   baseURL?: string | undefined;
+  /** A model beside the flow: the setting that chose it, as a missing key's message names it. */
+  setting?: string;
+}
+
+/**
+ * A model a test case runs beside its flow: how issues name it (`caller voice`), and the request's setting
+ * that chooses it (`simulation.voice.tts`), which a missing key's message names: the flow's own models may all
+ * run keyless at a URL of the flow's while the one beside it needs a key.
+ */
+export interface BesideModel {
+  role: string;
+  setting: string;
+}
+
+/** What a missing key's message says needs it: the setting, or the flow's node standing in for it. */
+function settingOf(who: BesideModel, chosen: boolean, nodeId: string): string {
+  return chosen
+    ? `${who.setting}, the ${who.role}`
+    : `the flow's node ${nodeId}, the ${who.role} (${who.setting} is not set)`;
 }
 
 export interface Readiness {
@@ -136,13 +155,14 @@ export class ReadinessCheck {
    * Without `choice`: the flow's own agent model.
    */
   requireModel(
-    role: string,
+    who: BesideModel,
     choice: CaseModel | null | undefined,
     fallback: LlmConfig,
     env: KeyEnv,
     apiKeys: ApiKeys | null | undefined,
     seed?: number,
   ): llm.LLM {
+    const { role } = who;
     const cfg: LlmConfig = choice
       ? {
           nodeId: role,
@@ -157,7 +177,13 @@ export class ReadinessCheck {
     if (issues.length > 0) {
       throw new AppError('FLOW_INVALID', `the ${role} model cannot run`, { details: issues });
     }
-    const use: ModelUse = { provider: cfg.provider, modality: 'llm', nodeId: role, baseURL: cfg.baseURL };
+    const use: ModelUse = {
+      provider: cfg.provider,
+      modality: 'llm',
+      nodeId: role,
+      baseURL: cfg.baseURL,
+      setting: settingOf(who, Boolean(choice), fallback.nodeId),
+    };
     const endpoint = this.endpoints([use], env, apiKeys).get(useKey(use))!;
     const spec = providerSpec(cfg.provider)!;
     return spec.llm!(seed !== undefined && spec.seed ? { ...cfg, seed } : cfg, endpoint);
@@ -170,7 +196,7 @@ export class ReadinessCheck {
    * `speed` (the caller's speaking rate) goes to the TTS as the provider's own speed param.
    */
   requireSpeech(
-    role: string,
+    who: BesideModel,
     modality: 'tts' | 'stt',
     choice: (CallerVoice & CallerEar) | CallerVoice | CallerEar | undefined,
     flow: CompiledFlow,
@@ -178,6 +204,7 @@ export class ReadinessCheck {
     apiKeys: ApiKeys | null | undefined,
     opts: { speed?: number | undefined } = {},
   ): { model: tts.TTS | stt.STT; provider: string; modelName: string } {
+    const { role } = who;
     const own = flow.providers[modality];
     const picked: Record<string, unknown> = choice ? { ...choice } : { ...own };
     delete picked.nodeId;
@@ -189,7 +216,13 @@ export class ReadinessCheck {
     }
     const provider = String(picked.provider);
     const baseURL = picked.baseURL as string | undefined;
-    const use: ModelUse = { provider, modality, nodeId: role, baseURL };
+    const use: ModelUse = {
+      provider,
+      modality,
+      nodeId: role,
+      baseURL,
+      setting: settingOf(who, Boolean(choice), own.nodeId),
+    };
     const endpoint = this.endpoints([use], env, apiKeys).get(useKey(use))!;
     const spec = providerSpec(provider)!;
     const modelName = (picked.model as string | undefined) ?? 'default';
@@ -230,12 +263,12 @@ export class ReadinessCheck {
     apiKeys: ApiKeys | null | undefined,
   ): Map<string, Endpoint> {
     const endpoints = new Map<string, Endpoint>();
-    const missing: string[] = [];
+    const missing: Pick<ModelUse, 'provider' | 'setting'>[] = [];
     for (const use of uses) {
       if (endpoints.has(useKey(use))) continue;
       const resolved = this.deps.keys.resolve(use.provider, use.baseURL, apiKeys ?? undefined, env);
       if (!resolved) {
-        missing.push(use.provider);
+        if (!missing.some((m) => m.provider === use.provider)) missing.push(use);
         continue;
       }
       endpoints.set(useKey(use), {
@@ -246,7 +279,7 @@ export class ReadinessCheck {
       });
     }
     if (missing.length > 0) {
-      throw new AppError('MISSING_CREDENTIALS', missingKeysMessage([...new Set(missing)]));
+      throw new AppError('MISSING_CREDENTIALS', missingKeysMessage(missing));
     }
     return endpoints;
   }
@@ -345,15 +378,19 @@ function streamingTts(model: tts.TTS): tts.TTS {
 
 /**
  * What to do about providers with no key: only a model at its provider's own endpoint lacks one (a flow's
- * own base URL runs keyless), so it says which request field, or which server variable, would bring it.
+ * own base URL runs keyless), so it says which request field, or which server variable, would bring it; and
+ * for a model beside the flow, which setting chose it.
  */
-function missingKeysMessage(providers: string[]): string {
+function missingKeysMessage(missing: Pick<ModelUse, 'provider' | 'setting'>[]): string {
+  const providers = missing.map((m) => m.provider);
+  const settings = missing.flatMap((m) => (m.setting ? [m.setting] : []));
   const each = providers.map((p) => {
     const vars = providerSpec(p)?.envVars ?? [];
     const server = vars.length > 0 ? `, or set ${vars.join(' or ')} on the server` : '';
     return `send apiKeys.${p}${server}`;
   });
-  return `missing API key for ${providers.join(', ')}: ${each.join('; ')}`;
+  const which = settings.length > 0 ? ` (${settings.join('; ')})` : '';
+  return `missing API key for ${providers.join(', ')}${which}: ${each.join('; ')}`;
 }
 
 function runnable(

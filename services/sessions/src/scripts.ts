@@ -110,6 +110,21 @@ end
 return redis.call('HGETALL', KEYS[2])
 `;
 
+/**
+ * KEYS: deploy meta hash. ARGV: now, deploy key prefix, stopped JSON (`{ reason, at }`).
+ * Takes the agent's live deploy offline: `stopped`, with why; nothing is live after it. Returns the deploy's
+ * hash, or {} when none was live (asking again is safe).
+ */
+export const STOP_DEPLOY = `
+local live = redis.call('HGET', KEYS[1], 'live')
+if not live then return {} end
+redis.call('HDEL', KEYS[1], 'live')
+local key = ARGV[2] .. live
+if redis.call('HGET', key, 'status') ~= 'live' then return {} end
+redis.call('HSET', key, 'status', 'stopped', 'updatedAt', ARGV[1], 'stopped', ARGV[3])
+return redis.call('HGETALL', key)
+`;
+
 /** KEYS: session hash. ARGV: recording JSON. Sets it on a session that exists; returns the hash (empty: none). */
 export const SET_RECORDING = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end

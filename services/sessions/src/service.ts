@@ -14,6 +14,7 @@ import { deploysCreate } from './handlers/deploys-create.js';
 import { deploysList } from './handlers/deploys-list.js';
 import { deploysUpdate } from './handlers/deploys-update.js';
 import { deploysPinned } from './handlers/deploys-pinned.js';
+import { deploysStop } from './handlers/deploys-stop.js';
 import { deployGateGet } from './handlers/deploy-gate-get.js';
 import { deployGateSet } from './handlers/deploy-gate-set.js';
 import { testCasesCreate } from './handlers/test-cases-create.js';
@@ -53,6 +54,7 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.deploys.list': deploysList(deps),
     'sessions.deploys.update': deploysUpdate(deps),
     'sessions.deploys.pinned': deploysPinned(deps),
+    'sessions.deploys.stop': deploysStop(deps),
     'sessions.deploys.gate.get': deployGateGet(deps),
     'sessions.deploys.gate.set': deployGateSet(deps),
     'sessions.test-cases.create': testCasesCreate(deps),

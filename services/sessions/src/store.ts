@@ -21,6 +21,7 @@ import {
   CLOSE_SESSION,
   CREATE_DEPLOY,
   SET_RECORDING,
+  STOP_DEPLOY,
   UPDATE_DEPLOY,
 } from './scripts.js';
 
@@ -31,6 +32,7 @@ interface Scripts {
   ssSetRecording(sessionKey: string, recordingJson: string): Promise<string[]>;
   ssCreateDeploy(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
   ssUpdateDeploy(k1: string, k2: string, ...argv: string[]): Promise<string[]>;
+  ssStopDeploy(k1: string, ...argv: string[]): Promise<string[]>;
 }
 
 function pairs(flat: string[]): Record<string, string> {
@@ -69,6 +71,7 @@ function toDeploy(h: Record<string, string>): DeployRecord {
     createdAt: Number(h.createdAt),
     updatedAt: Number(h.updatedAt),
     ...(h.gateOverride ? { gateOverride: JSON.parse(h.gateOverride) as DeployRecord['gateOverride'] } : {}),
+    ...(h.stopped ? { stopped: JSON.parse(h.stopped) as DeployRecord['stopped'] } : {}),
   };
 }
 
@@ -111,6 +114,7 @@ export class SessionsStore {
     redis.defineCommand('ssSetRecording', { numberOfKeys: 1, lua: SET_RECORDING });
     redis.defineCommand('ssCreateDeploy', { numberOfKeys: 3, lua: CREATE_DEPLOY });
     redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 2, lua: UPDATE_DEPLOY });
+    redis.defineCommand('ssStopDeploy', { numberOfKeys: 1, lua: STOP_DEPLOY });
     this.redis = redis as RedisClient & Scripts;
   }
 
@@ -514,6 +518,21 @@ export class SessionsStore {
         return map(h as Record<string, string>);
       });
     });
+  }
+
+  /** Takes the agent's live deploy offline (`stopped`, with `reason`); null when none was live. */
+  async stopLiveDeploy(agentId: string, reason: string): Promise<DeployRecord | null> {
+    const now = this.now();
+    const flat = await storage(() =>
+      this.redis.ssStopDeploy(
+        keys.deployMeta(agentId),
+        String(now),
+        keys.deployPrefix(agentId),
+        JSON.stringify({ reason, at: now }),
+      ),
+    );
+    await this.writes.confirm(keys.deployMeta(agentId));
+    return flat.length > 0 ? toDeploy(pairs(flat)) : null;
   }
 
   async updateDeploy(

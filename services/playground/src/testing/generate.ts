@@ -88,7 +88,13 @@ export class CaseGenerator {
     const { config, issues } = readiness.assess(agent.flow, 'text', env);
     if (!config) throw new AppError('FLOW_INVALID', 'the flow cannot run', { details: issues });
     const client = new CaseModelClient(
-      readiness.requireModel('generator', body.model, config.providers.llm, env, body.apiKeys),
+      readiness.requireModel(
+        { role: 'generator', setting: 'model' },
+        body.model,
+        config.providers.llm,
+        env,
+        body.apiKeys,
+      ),
       this.deps.modelTimeoutMs,
     );
     const tools = {

@@ -15,7 +15,7 @@ import {
 import { sessionRedactor, type Redactor } from '../host/redactor.js';
 import type { SessionHost } from '../host/session-host.js';
 import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
+import type { BesideModel, ReadinessCheck, RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
 import type { Turn } from '../runtime/decide.js';
 import { judgeCriteria } from '../testing/judges.js';
@@ -86,13 +86,16 @@ export class TestCaseTransport {
     // with the readiness issues, as a flow's own model does; they take the attempt's seed too, so the whole
     // attempt runs again the same way
     const agentModel = runnable.config.providers.llm;
-    const client = (role: string, choice: RunCaseRequest['judgeModel'] | undefined) =>
+    const client = (who: BesideModel, choice: RunCaseRequest['judgeModel'] | undefined) =>
       new CaseModelClient(
-        readiness.requireModel(role, choice, agentModel, env, req.apiKeys, req.seed),
+        readiness.requireModel(who, choice, agentModel, env, req.apiKeys, req.seed),
         this.deps.modelTimeoutMs,
       );
-    const simulator = req.simulation ? client('simulator', req.simulation.model) : undefined;
-    const judge = req.criteria.length > 0 ? client('judge', req.judgeModel) : undefined;
+    const simulator = req.simulation
+      ? client({ role: 'simulator', setting: 'simulation.model' }, req.simulation.model)
+      : undefined;
+    const judge =
+      req.criteria.length > 0 ? client({ role: 'judge', setting: 'judgeModel' }, req.judgeModel) : undefined;
     const redactor = sessionRedactor(env, req.apiKeys);
 
     const { observed, transcript } =
@@ -175,11 +178,17 @@ export class TestCaseTransport {
     const { readiness } = this.deps;
     const voiceSim = req.simulation!.voice!;
     const speech = {
-      tts: readiness.requireSpeech('caller voice', 'tts', voiceSim.tts, runnable.config, env, req.apiKeys, {
-        speed: voiceSim.behaviour.rate,
-      }) as CallerSpeech['tts'],
+      tts: readiness.requireSpeech(
+        { role: 'caller voice', setting: 'simulation.voice.tts' },
+        'tts',
+        voiceSim.tts,
+        runnable.config,
+        env,
+        req.apiKeys,
+        { speed: voiceSim.behaviour.rate },
+      ) as CallerSpeech['tts'],
       stt: readiness.requireSpeech(
-        'caller ear',
+        { role: 'caller ear', setting: 'simulation.voice.stt' },
         'stt',
         voiceSim.stt,
         runnable.config,

@@ -1,11 +1,21 @@
 import type { Handler } from '@vab/bus';
-import { AppError } from '@vab/contracts';
+import { AppError, ARCHIVED_AGENT_REASON } from '@vab/contracts';
 import type { Deps } from '../deps.js';
 
 export const deploysUpdate =
-  ({ store, testing }: Deps): Handler<'sessions.deploys.update'> =>
+  ({ store, testing, agents }: Deps): Handler<'sessions.deploys.update'> =>
   async (req, ctx) => {
     const { status, override } = req.update;
+    // An archived agent answers no caller: none of its deploys moves towards live, and none stays live
+    // (one an archive could not reach is taken offline here too).
+    const archived = async () => {
+      const stopped = await store.stopLiveDeploy(req.agentId, ARCHIVED_AGENT_REASON);
+      if (stopped) ctx.log.info({ agentId: req.agentId, deployId: stopped.id }, 'deploy stopped');
+      return new AppError('AGENT_ARCHIVED', `agent ${req.agentId} is archived: its deploys cannot go live`);
+    };
+    if (status !== 'failed' && (await agents.requireExisting(req.agentId, ctx.requestId)).archived) {
+      throw await archived();
+    }
     let gateOverride: { reason: string; at: number } | undefined;
     if (status === 'live' && (await testing.gate(req.agentId))) {
       const deploy = await store.getDeploy(req.agentId, req.deployId);
@@ -30,6 +40,12 @@ export const deploysUpdate =
       }
     }
     const deploy = await store.updateDeploy(req.agentId, req.deployId, status, gateOverride);
+    // The archive writes the agent's state, then stops what is live; this writes live, then reads the
+    // agent's state: whichever comes second sees the other's write, so a deploy never stays live on an
+    // agent archived while it went live.
+    if (deploy.status === 'live' && (await agents.lookup(req.agentId, ctx.requestId)).archived) {
+      throw await archived();
+    }
     ctx.log.info(
       { agentId: req.agentId, deployId: req.deployId, status: deploy.status },
       'deploy status changed',
