@@ -9,9 +9,9 @@
 import { readFileSync } from 'node:fs';
 
 /** Everything the stack started is gone by then (the README's "no process of the stack left after 2 s"). */
-const GUARD_BOUND_MS = 1800;
+const GUARD_BOUND_MS = 1500;
 /** How long the services get to stop by themselves before the servers are stopped under them. */
-const SERVICES_MS = 1200;
+const SERVICES_MS = 1000;
 const POLL_MS = 20;
 
 /** @type {Map<number, 'service' | 'server'>} */
