@@ -6,11 +6,16 @@
 // Every line it prints is one JSON object (the services' pino lines as they are; nats-server's and
 // redis-server's lines and its own wrapped the same way, `service` naming who said it), or, with
 // STACK_LOG_FORMAT=pretty, one readable line per record.
+// PORT and the metrics ports are checked before anything starts; the stack is ready when its own processes
+// say so (over the IPC channel each service has to it) and its own gateway answers /readyz with the stack's
+// id. The services stop when that channel closes, and a guard process stops the servers, so a stack whose
+// supervisor is killed leaves nothing behind (scripts/stack-guard.mjs).
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { freePort, natsConfig, requireBinary, tcpProbe, waitFor } from '@vab/testkit';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -45,6 +50,8 @@ const METRICS_PORTS = {
   sessions: METRICS_PORT_BASE + 1,
   playground: METRICS_PORT_BASE + 2,
 };
+/** This run's id, known only to it and its processes: the gateway's /readyz echoes it (`x-stack-id`). */
+const STACK_ID = randomUUID();
 const children = [];
 let stopping = false;
 
@@ -130,17 +137,38 @@ if (!Number.isInteger(MAX_RESTARTS) || MAX_RESTARTS < 0) {
 
 const exited = (child) => child.exitCode !== null || child.signalCode !== null;
 
+/**
+ * Stops the servers when this process dies without stopping them (the services watch their own channel).
+ * Started before anything else, in a group of its own; told of every process as it starts and exits.
+ */
+const guard = spawn(process.execPath, [join(root, 'scripts', 'stack-guard.mjs')], {
+  stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  detached: true,
+});
+guard.on('error', (err) => fail('the guard did not start', { err: err.message }));
+// this process's exit is not held by the guard's channel
+guard.unref();
+guard.channel?.unref();
+const tellGuard = (message) => {
+  if (guard.connected) guard.send(message, () => undefined);
+};
+
 function run(name, cmd, args, extraEnv = {}) {
   // Every process gets a process group of its own: Ctrl-C signals the whole terminal group at once, and
   // what stops at the same moment as what it uses cuts the other off mid-drain (a playground ending its
   // sessions still writes their records and recordings to the sessions service, the services drain into
   // nats-server and redis-server). shutdown() stops them in that order.
   const server = name.endsWith('-server');
+  // A service gets an IPC channel: it says when it is up, and it stops at once when the channel closes (this
+  // process stopping it, or dying). A server has none: the guard stops it.
   const child = spawn(cmd, args, {
-    env: { ...env, ...extraEnv },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    env: server ? { ...env, ...extraEnv } : { ...env, ...extraEnv, STACK_ID },
+    stdio: server ? ['ignore', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe', 'ipc'],
     detached: true,
   });
+  if (child.pid !== undefined) tellGuard({ pid: child.pid, kind: server ? 'server' : 'service' });
+  // the channel does not hold this process's exit either
+  child.channel?.unref();
   // a chunk may end mid-line: the rest waits for the next one
   const pipe = (stream, out, fromStderr) => {
     let partial = '';
@@ -155,10 +183,14 @@ function run(name, cmd, args, extraEnv = {}) {
   };
   pipe(child.stdout, process.stdout, false);
   pipe(child.stderr, process.stderr, true);
-  const entry = children.find((c) => c.name === name) ?? { name, restarts: [] };
+  const entry = children.find((c) => c.name === name) ?? { name, restarts: [], server };
   entry.child = child;
   if (!children.includes(entry)) children.push(entry);
+  child.on('message', (m) => {
+    if (m?.type === 'ready') processReady(name);
+  });
   child.on('exit', (code, signal) => {
+    if (child.pid !== undefined) tellGuard({ gone: child.pid });
     if (stopping) return;
     const exit = code ?? signal;
     const now = Date.now();
@@ -181,8 +213,12 @@ function run(name, cmd, args, extraEnv = {}) {
   return child;
 }
 
-/** SIGTERM, then SIGKILL after STOP_GRACE_MS: resolves once the process has exited (at once if it had). */
-function stop(child) {
+/**
+ * A service: its channel closed (it stops at once, ending its sessions: `npm start` is for development, a
+ * stop there is not a rolling update that lets calls finish); a server: SIGTERM. SIGKILL after
+ * STOP_GRACE_MS. Resolves once the process has exited (at once if it had).
+ */
+function stop({ child, server }) {
   return new Promise((resolve) => {
     if (exited(child)) return resolve();
     const kill = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
@@ -190,8 +226,102 @@ function stop(child) {
       clearTimeout(kill);
       resolve();
     });
-    child.kill('SIGTERM');
+    if (!server && child.connected) child.disconnect();
+    else child.kill('SIGTERM');
   });
+}
+
+/** The services that said they are up (once each: a restarted one is not waited for again). */
+const upServices = new Set();
+let allUp = () => undefined;
+function processReady(name) {
+  upServices.add(name);
+  if (SERVICES.every((s) => upServices.has(s))) allUp();
+}
+
+/**
+ * Whether a program listens on host:port already (what a listen there would fail with), as the service that
+ * wants it would find: a listen there, closed at once.
+ */
+function portTaken(host, port) {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', (err) => (err.code === 'EADDRINUSE' ? resolve(true) : reject(err)));
+    srv.listen({ host, port, exclusive: true }, () => srv.close(() => resolve(false)));
+  });
+}
+
+/** `count` distinct free ports of `host`, all held until every one is found. */
+async function freePortsOn(host, count) {
+  const held = [];
+  for (let i = 0; i < count; i++) {
+    const srv = createServer();
+    await new Promise((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen({ host, port: 0, exclusive: true }, resolve);
+    });
+    held.push(srv);
+  }
+  const ports = held.map((s) => s.address().port);
+  await Promise.all(held.map((s) => new Promise((r) => s.close(r))));
+  return ports;
+}
+
+/**
+ * The gateway's PORT taken by another program (a second stack, a dev server): a clear stop, naming PORT and
+ * a free port, before anything starts. Not a free port of its own: the gateway's URL is what people type and
+ * configure, so it does not move by itself. The metrics ports, which nobody types, move to free ports as
+ * NATS and Redis do, unless METRICS_PORT_BASE names them.
+ */
+async function checkPorts() {
+  try {
+    await checkPortsFree();
+  } catch (err) {
+    // not a port taken: one this user may not open, or an address not of this machine
+    fail('the gateway or the metrics cannot listen on HOST at these ports', {
+      HOST,
+      PORT,
+      METRICS_PORT_BASE,
+      error: err.code ?? err.message,
+    });
+    process.exit(1);
+  }
+}
+
+async function checkPortsFree() {
+  if (await portTaken(HOST, Number(PORT))) {
+    const [free] = await freePortsOn(HOST, 1);
+    fail(
+      'PORT is taken by another program (a second stack? a dev server?): stop it, or start on another port',
+      {
+        PORT,
+        host: HOST,
+        free,
+        example: `PORT=${free} npm start`,
+      },
+    );
+    process.exit(1);
+  }
+  const taken = [];
+  for (const port of Object.values(METRICS_PORTS)) if (await portTaken(HOST, port)) taken.push(port);
+  if (taken.length === 0) return;
+  if (env.METRICS_PORT_BASE) {
+    fail('a metrics port of METRICS_PORT_BASE is taken by another program: stop it, or choose another base', {
+      METRICS_PORT_BASE,
+      taken,
+    });
+    process.exit(1);
+  }
+  const free = await freePortsOn(HOST, 3);
+  Object.keys(METRICS_PORTS).forEach((svc, i) => (METRICS_PORTS[svc] = free[i]));
+  print(
+    record(
+      'stack',
+      40,
+      'a metrics port is taken by another program: the services listen on free ports (set METRICS_PORT_BASE to choose)',
+      { taken, ports: METRICS_PORTS },
+    ),
+  );
 }
 
 /** The INFO a NATS server sends first (its max_payload), or undefined. */
@@ -244,13 +374,13 @@ async function ensureNats() {
     }
   }
   let target = hostPort(NATS_URL, 4222);
-  if (!NATS_GIVEN && (await answers(target, undefined, 'INFO'))) {
+  if (!NATS_GIVEN && (await portTaken(target.host, target.port))) {
     const port = await freePort();
     print(
       record(
         'stack',
         40,
-        'a NATS server this stack did not start answers on the default port: starting ours on a free port (set NATS_URL to use that one)',
+        'a program this stack did not start (a NATS server?) holds the default port: starting ours on a free port (set NATS_URL to use a NATS there)',
         {
           taken: `${target.host}:${target.port}`,
           port,
@@ -304,19 +434,19 @@ async function ensureRedis() {
     return;
   }
   let target = hostPort(REDIS_URL, 6379);
-  if (await answers(target, 'PING\r\n', 'PONG')) {
-    if (REDIS_GIVEN) {
-      log('using the Redis of REDIS_URL (not started here, not stopped with the stack)', {
-        redis: `${target.host}:${target.port}`,
-      });
-      return;
-    }
+  if (REDIS_GIVEN && (await answers(target, 'PING\r\n', 'PONG'))) {
+    log('using the Redis of REDIS_URL (not started here, not stopped with the stack)', {
+      redis: `${target.host}:${target.port}`,
+    });
+    return;
+  }
+  if (!REDIS_GIVEN && (await portTaken(target.host, target.port))) {
     const port = await freePort();
     print(
       record(
         'stack',
         40,
-        'a Redis this stack did not start answers on the default port: starting ours on a free port (set REDIS_URL to use that one)',
+        'a program this stack did not start (a Redis?) holds the default port: starting ours on a free port (set REDIS_URL to use a Redis there)',
         {
           taken: `${target.host}:${target.port}`,
           port,
@@ -357,7 +487,7 @@ async function shutdown(code) {
   const edge = children.filter((c) => first.has(c.name));
   const servers = children.filter((c) => c.name.endsWith('-server'));
   const storing = children.filter((c) => !first.has(c.name) && !c.name.endsWith('-server'));
-  for (const group of [edge, storing, servers]) await Promise.all(group.map(({ child }) => stop(child)));
+  for (const group of [edge, storing, servers]) await Promise.all(group.map(stop));
   process.exit(code);
 }
 
@@ -369,17 +499,23 @@ const onSignal = () => {
 };
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
-// A crash of this script must not leave the detached servers behind.
+// the terminal closed
+process.on('SIGHUP', onSignal);
+// A crash of this script must not leave the detached servers behind: the services' channels close with it,
+// and the guard stops the servers once they are gone; without a guard, they are told here.
 process.on('exit', () => {
+  if (guard.connected) return;
   for (const { child } of children) if (!exited(child)) child.kill('SIGTERM');
 });
 
-for (const svc of ['agents', 'sessions', 'playground', 'gateway']) {
+const SERVICES = ['agents', 'sessions', 'playground', 'gateway'];
+for (const svc of SERVICES) {
   if (!existsSync(join(root, 'services', svc, 'dist', 'main.js'))) {
     fail('a service is not built: run `npm start` (it builds first)', { service: svc });
     process.exit(1);
   }
 }
+await checkPorts();
 await ensureNats();
 await ensureRedis();
 const common = { NATS_URL, REDIS_URL, REDIS_CLUSTER_NODES };
@@ -412,17 +548,47 @@ run('gateway', 'node', service('gateway'), {
   HOST,
 });
 const base = `http://${HOST === '0.0.0.0' ? '127.0.0.1' : HOST}:${PORT}`;
-await waitFor(
-  'gateway',
-  async () => {
-    try {
-      return (await fetch(`${base}/readyz`)).ok;
-    } catch {
-      return false;
+/** How long the services get to come up (the playground loads its voice models first). */
+const START_TIMEOUT_MS = 60_000;
+/**
+ * Ready: every service said so over its channel (no polling meanwhile, so no access lines of it), then the
+ * gateway at `base` answers /readyz with this run's id: ours, not another program's on the same port.
+ */
+async function waitUntilReady() {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  const late = (what) => {
+    fail('the stack did not come up in time; stopping it', {
+      waitingFor: what,
+      timeoutMs: START_TIMEOUT_MS,
+    });
+    void shutdown(1);
+    return new Promise(() => undefined);
+  };
+  let timer;
+  const up = await Promise.race([
+    new Promise((resolve) => {
+      allUp = () => resolve(true);
+      if (SERVICES.every((s) => upServices.has(s))) resolve(true);
+    }),
+    new Promise((resolve) => (timer = setTimeout(() => resolve(false), START_TIMEOUT_MS))),
+  ]);
+  clearTimeout(timer);
+  if (!up) return late(SERVICES.filter((s) => !upServices.has(s)));
+  while (Date.now() < deadline) {
+    const res = await fetch(`${base}/readyz`).catch(() => undefined);
+    if (res?.ok && res.headers.get('x-stack-id') === STACK_ID) return;
+    if (res && res.headers.get('x-stack-id') !== STACK_ID) {
+      fail("another program answers at the gateway URL, not this stack's gateway: stopping", {
+        gateway: base,
+        PORT,
+      });
+      await shutdown(1);
     }
-  },
-  30000,
-);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return late(['gateway /readyz']);
+}
+await waitUntilReady();
 const local = HOST === '0.0.0.0' ? '127.0.0.1' : HOST;
 // the line a human looks for: the gateway's URL first
 log('ready: the gateway answers (Ctrl-C stops everything)', {

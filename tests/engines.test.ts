@@ -44,3 +44,36 @@ describe('the lock file on the Node versions the README names', () => {
     expect(refused).toEqual([]);
   });
 });
+
+/** A lock entry's package name: the path after its last `node_modules/` (a scoped name keeps its scope). */
+const nameOf = (path: string) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
+/** An `allowScripts` key's package name: `name`, or `name@range` (a scoped name starts with its own `@`). */
+const keyName = (key: string) => (key.lastIndexOf('@') > 0 ? key.slice(0, key.lastIndexOf('@')) : key);
+
+describe('install scripts (npm 11: allowScripts)', () => {
+  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { hasInstallScript?: boolean; os?: string[]; cpu?: string[] }>;
+  };
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+    allowScripts?: Record<string, boolean>;
+  };
+  const decided = new Set(Object.keys(pkg.allowScripts ?? {}).map(keyName));
+  const withScripts = Object.entries(lock.packages)
+    .filter(
+      ([path, p]) => path && p.hasInstallScript && fits(p.os, process.platform) && fits(p.cpu, process.arch),
+    )
+    .map(([path]) => nameOf(path));
+
+  it('decides every installed package that has one (npm ci prints no "not yet covered by allowScripts")', () => {
+    expect(withScripts.filter((name) => !decided.has(name))).toEqual([]);
+  });
+
+  it('names no package that no longer has one (what `npm install-scripts prune` would remove)', () => {
+    const all = new Set(
+      Object.entries(lock.packages)
+        .filter(([, p]) => p.hasInstallScript)
+        .map(([path]) => nameOf(path)),
+    );
+    expect([...decided].filter((name) => !all.has(name))).toEqual([]);
+  });
+});

@@ -15,6 +15,12 @@ export const BaseEnv = z.object({
   LOG_LEVEL: LogLevel,
   /** Bound on a graceful stop; the process exits after it regardless. */
   SHUTDOWN_TIMEOUT_MS: envInt(10_000, 100),
+  /**
+   * Set by `npm start`'s supervisor only (a random id per run): the process stops at once when the
+   * supervisor's IPC channel closes, and the gateway's `/readyz` names the stack, so the supervisor never takes
+   * another program on its port for its own gateway.
+   */
+  STACK_ID: z.string().min(1).optional(),
   /** The standard OpenTelemetry variables (tracing-env.ts): traces are off unless an OTLP endpoint is set. */
   ...TracingEnv,
 });

@@ -5,6 +5,23 @@ import type { Logger } from 'pino';
 export type Fail = (reason: string, err: unknown) => void;
 
 /**
+ * How a stop treats the work in hand. `drain` (SIGTERM, SIGINT: an orchestrator's or an operator's stop):
+ * stop taking work and let what is in flight finish within the bound. `now` (the supervisor of `npm start`
+ * that started the process stopped or died): end it at once — a playground's sessions end first, closing
+ * their records and keeping their recordings, so nothing waits for a turn's model or a caller.
+ */
+export type StopMode = 'drain' | 'now';
+
+export interface ServiceOptions {
+  /**
+   * The process was started by a supervisor that keeps an IPC channel open to it (`npm start`): when the
+   * channel closes — the supervisor stopping it, or the supervisor gone, even by SIGKILL — the process stops
+   * `now` rather than living on as an orphan that holds its ports.
+   */
+  supervised?: boolean | undefined;
+}
+
+/**
  * Owns a service process's lifecycle. The SIGTERM/SIGINT handler is installed before anything starts, so a
  * signal during startup waits for it and then shuts down instead of killing the process mid-way. `start`
  * returns the shutdown to run; if it has not finished within `boundMs` the process exits anyway, so an
@@ -15,13 +32,14 @@ export type Fail = (reason: string, err: unknown) => void;
 export function runService(
   log: Logger,
   boundMs: number,
-  start: (fail: Fail) => Promise<() => Promise<void>>,
+  start: (fail: Fail) => Promise<(mode: StopMode) => Promise<void>>,
+  options: ServiceOptions = {},
 ): void {
   let stopping = false;
-  const stop = (signal: string, exitCode: number) => {
+  const stop = (signal: string, exitCode: number, mode: StopMode = 'drain') => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'shutting down');
+    log.info({ signal, mode }, 'shutting down');
     const force = setTimeout(() => {
       log.error({ boundMs }, 'shutdown exceeded its bound; exiting');
       process.exit(1);
@@ -29,7 +47,7 @@ export function runService(
     force.unref();
     // signals arrive from the event loop, so `started` below is always set by then
     started
-      .then((shutdown) => shutdown())
+      .then((shutdown) => shutdown(mode))
       .then(
         () => {
           log.info('shutdown complete');
@@ -43,6 +61,12 @@ export function runService(
   };
   process.once('SIGTERM', () => stop('SIGTERM', 0));
   process.once('SIGINT', () => stop('SIGINT', 0));
+  if (options.supervised) {
+    // the listener keeps the channel referenced: the process lives as long as the supervisor holds it (a
+    // channel closed before this line ran, while the process was loading, is seen below)
+    process.once('disconnect', () => stop('supervisor channel closed', 0, 'now'));
+    if (!process.connected) setImmediate(() => stop('supervisor channel closed', 0, 'now'));
+  }
   const fail: Fail = (reason, err) => {
     log.fatal({ reason, err: safeError(err) }, 'cannot go on');
     stop(reason, 1);

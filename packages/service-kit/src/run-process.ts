@@ -3,7 +3,7 @@ import { busClientOf, connectNats, type BusClient, type NatsOptions } from '@vab
 import { createRedis, describeTarget, type RedisClient, type RedisTarget } from '@vab/storage';
 import type { Logger } from 'pino';
 import type { BaseConfig } from './config.js';
-import { runService } from './lifecycle.js';
+import { runService, type StopMode } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { instrumentProcess, type MetricsConfig } from './metrics.js';
 import { natsCheck, redisCheck, startOpsServer, type Check } from './ops-server.js';
@@ -34,8 +34,11 @@ export interface Running {
   ready?: Promise<unknown> | undefined;
   /** Resolves when the service stopped serving on its own (`Served.closed`): the process then exits 1. */
   closed?: Promise<Error> | undefined;
-  /** Stops taking work and finishes what is in flight within `boundMs`; the connections are still open. */
-  stop(boundMs: number): Promise<void>;
+  /**
+   * Stops taking work and finishes what is in flight within `boundMs` (`drain`), or ends it at once (`now`:
+   * the supervisor of `npm start` stopping); the connections are still open.
+   */
+  stop(boundMs: number, mode: StopMode): Promise<void>;
 }
 
 export interface ProcessOptions {
@@ -56,35 +59,44 @@ export interface ProcessOptions {
  * flight, drain NATS, close Redis, within SHUTDOWN_TIMEOUT_MS. A service that stops serving on its own
  * (a subscription closed under it) ends the process the same way with exit code 1: nats.js's own service
  * closes itself and reports; the process is restarted rather than left up and deaf to a subject.
+ * Started by `npm start`'s supervisor (STACK_ID set, an IPC channel open), it tells the supervisor once it is
+ * up (`{ type: 'ready' }`), and stops `now` when that channel closes (lifecycle.ts).
  */
 export function runProcess(opts: ProcessOptions): void {
   const { service, config } = opts;
   const log = createLogger(service, config.LOG_LEVEL);
   const tracing = startTracing(service, config, log);
-  runService(log, config.SHUTDOWN_TIMEOUT_MS, async (fail) => {
-    const { registry } = instrumentProcess();
-    const redis = opts.redis && createRedis(opts.redis, log, { name: service });
-    if (opts.redis) log.info({ redis: describeTarget(opts.redis) }, 'storage');
-    const bus: { nc?: NatsConnection } = {};
-    // up before NATS: while the bus is not there yet, /healthz answers and /readyz says so
-    const checks: Record<string, Check> = { nats: async () => (bus.nc ? natsCheck(bus.nc)() : false) };
-    if (redis) checks.redis = redisCheck(redis);
-    const ops =
-      config.METRICS_PORT === undefined
-        ? undefined
-        : await startOpsServer({ config: config as MetricsConfig, registry, log, checks });
-    const nc = await connectNats(natsOptionsOf(service, config, opts.connectionName), log);
-    bus.nc = nc;
-    const running = await opts.start({ log, nc, bus: busClientOf(nc), redis, tracing });
-    await running.ready;
-    void running.closed?.then((err) => fail('stopped serving', err));
-    return async () => {
-      await running.stop(config.SHUTDOWN_TIMEOUT_MS - 1000);
-      await nc.drain();
-      await redis?.quit().catch(() => undefined);
-      await ops?.close();
-      await opts.dispose?.();
-      await tracing.shutdown();
-    };
-  });
+  const supervised = Boolean(config.STACK_ID) && process.channel !== undefined;
+  runService(
+    log,
+    config.SHUTDOWN_TIMEOUT_MS,
+    async (fail) => {
+      const { registry } = instrumentProcess();
+      const redis = opts.redis && createRedis(opts.redis, log, { name: service });
+      if (opts.redis) log.info({ redis: describeTarget(opts.redis) }, 'storage');
+      const bus: { nc?: NatsConnection } = {};
+      // up before NATS: while the bus is not there yet, /healthz answers and /readyz says so
+      const checks: Record<string, Check> = { nats: async () => (bus.nc ? natsCheck(bus.nc)() : false) };
+      if (redis) checks.redis = redisCheck(redis);
+      const ops =
+        config.METRICS_PORT === undefined
+          ? undefined
+          : await startOpsServer({ config: config as MetricsConfig, registry, log, checks });
+      const nc = await connectNats(natsOptionsOf(service, config, opts.connectionName), log);
+      bus.nc = nc;
+      const running = await opts.start({ log, nc, bus: busClientOf(nc), redis, tracing });
+      await running.ready;
+      void running.closed?.then((err) => fail('stopped serving', err));
+      if (supervised) process.send?.({ type: 'ready' });
+      return async (mode) => {
+        await running.stop(config.SHUTDOWN_TIMEOUT_MS - 1000, mode);
+        await nc.drain();
+        await redis?.quit().catch(() => undefined);
+        await ops?.close();
+        await opts.dispose?.();
+        await tracing.shutdown();
+      };
+    },
+    { supervised },
+  );
 }

@@ -33,6 +33,7 @@ export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOU
   Partial<
     Pick<
       GatewayConfig,
+      | 'STACK_ID'
       | 'UPSTREAM_URL'
       | 'UPSTREAM_TIMEOUT_MS'
       | 'UPSTREAM_FORWARD_AUTHORIZATION'
@@ -94,6 +95,8 @@ export async function buildGateway(deps: {
     maxConnectionsPerAddress: config.MAX_CONNECTIONS_PER_ADDRESS,
   });
 
+  closeConnectionsWhenAnswered(app);
+
   const maxPayload = nc.info?.max_payload;
   if (maxPayload !== undefined && config.BODY_LIMIT_BYTES > maxPayload - 64 * 1024) {
     log.warn(
@@ -127,7 +130,7 @@ export async function buildGateway(deps: {
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   registerConsole(app);
-  registerOperatorRoutes(app, bus, config.READY_TIMEOUT_MS);
+  registerOperatorRoutes(app, bus, config.READY_TIMEOUT_MS, config.STACK_ID);
 
   const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
@@ -192,8 +195,19 @@ function redirectIndexWithQuery(req: FastifyRequest, reply: FastifyReply, done: 
   done();
 }
 
-/** `/metrics`, `/healthz` and `/readyz`: for the operator's probes and scrapers, not in the API document. */
-function registerOperatorRoutes(app: FastifyInstance, bus: BusClient, readyTimeoutMs: number): void {
+/** The header of `/readyz` that names the stack of `npm start` this gateway belongs to (STACK_ID, when set). */
+export const STACK_ID_HEADER = 'x-stack-id';
+
+/**
+ * `/metrics`, `/healthz` and `/readyz`: for the operator's probes and scrapers, not in the API document.
+ * Under `npm start`, `/readyz` names the stack: its supervisor takes no other program on PORT for its gateway.
+ */
+function registerOperatorRoutes(
+  app: FastifyInstance,
+  bus: BusClient,
+  readyTimeoutMs: number,
+  stackId: string | undefined,
+): void {
   // Prometheus text of this process; behind API_TOKENS like the API (a scraper sends the bearer token)
   const { registry } = processMetrics();
   app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
@@ -218,6 +232,7 @@ function registerOperatorRoutes(app: FastifyInstance, bus: BusClient, readyTimeo
       }),
     );
     const ready = connected && checks.every(([, s]) => s === 'up');
+    if (stackId) reply.header(STACK_ID_HEADER, stackId);
     return reply.code(ready ? 200 : 503).send({
       status: ready ? 'ready' : 'not ready',
       bus: connected ? 'connected' : 'disconnected',
@@ -313,6 +328,23 @@ function eventStreams(
     done();
   });
   return streams;
+}
+
+/**
+ * Once the gateway closes, every answer carries `Connection: close`: a client's keep-alive connection ends
+ * with the answer it was waiting for, instead of holding close() until the preClose timer
+ * (REQUEST_TIMEOUT_MS) closes it. `npm start` stopped 5 s after a turn answered during its stop without this.
+ */
+function closeConnectionsWhenAnswered(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onSend', async (_req, reply, payload) => {
+    if (closing) reply.header('connection', 'close');
+    return payload;
+  });
 }
 
 /** Whether a request asks for the Server-Sent Events form of a route that has one. */

@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
-import { idempotency, MemoryIdempotencyStore, type Tracing } from '@vab/service-kit';
+import { idempotency, MemoryIdempotencyStore, type StopMode, type Tracing } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, createHostCheck, type Resolver } from './egress/client.js';
@@ -48,6 +48,8 @@ export interface PlaygroundService extends Served {
   host: SessionHost;
   voice: LiveKitTransport;
   text: TextTransport;
+  /** `drain` (default): what is in flight finishes within the bound, then the sessions end; `now`: they end first. */
+  stop(timeoutMs: number, mode?: StopMode): Promise<void>;
 }
 
 /**
@@ -188,10 +190,17 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     host,
     voice,
     text,
-    async stop(timeoutMs) {
+    async stop(timeoutMs, mode: StopMode = 'drain') {
       voice.stopReaping();
-      await served.stop(timeoutMs);
-      // stop all, then leave: the other instances must not see this one alive while its rooms go
+      if (mode === 'now') {
+        // the sessions end first: a turn waiting on its model, or a caller mid-sentence, ends with its
+        // session instead of holding the stop for the whole bound (npm start's Ctrl-C)
+        await Promise.all([served.stop(timeoutMs), host.stopAll('shutdown')]);
+      } else {
+        await served.stop(timeoutMs);
+      }
+      // stop all (in both modes: a start already delivered when the subscriptions drained is one more), then
+      // leave: the other instances must not see this one alive while its rooms go
       await host.stopAll('shutdown');
       recordings?.encoders.stop();
       await recordings?.timeline.stop();
