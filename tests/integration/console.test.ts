@@ -290,9 +290,15 @@ describe('the console', () => {
       expect(html.headers.get('content-type')).toMatch(/^text\/html/);
       expect(html.headers.get('content-security-policy')).toBe(CSP);
       expect(html.headers.get('x-content-type-options')).toBe('nosniff');
-      expect(await html.text()).toContain('<script type="module" src="/console/console.js">');
+      expect(await html.text()).toContain('<script type="module" src="/console/main.js">');
+      // the same page at /console/
+      expect((await fetch(`${locked.baseUrl}/console/`)).headers.get('content-security-policy')).toBe(CSP);
       for (const [file, type] of [
-        ['console.js', /^text\/javascript/],
+        ['main.js', /^text\/javascript/],
+        ['panels/talk.js', /^text\/javascript/],
+        // the SSE parser the page reads a streamed turn with: eventsource-parser's own browser modules
+        ['lib/vendor/eventsource-parser/stream.js', /^text\/javascript/],
+        ['lib/vendor/eventsource-parser/index.js', /^text\/javascript/],
         ['console.css', /^text\/css/],
         // the AudioWorklet modules of Talk: scripts of this origin, as script-src allows
         ['mic-worklet.js', /^text\/javascript/],
@@ -303,7 +309,14 @@ describe('the console', () => {
         expect(res.headers.get('content-type')).toMatch(type);
         expect(res.headers.get('content-security-policy')).toBe(CSP);
       }
-      expect((await fetch(`${locked.baseUrl}/console/nothing-here`)).status).toBe(404);
+      // nothing else: not a file that is not there, nor the type checker's files
+      for (const file of [
+        'nothing-here',
+        'tsconfig.json',
+        'audio-worklet.d.ts',
+        'lib/vendor/eventsource-parser/stream.d.ts',
+      ])
+        expect((await fetch(`${locked.baseUrl}/console/${file}`)).status, file).toBe(404);
       expect((await fetch(`${locked.baseUrl}/api/agents`)).status).toBe(401);
 
       // the page asks for the token when the API answers 401, and its calls then carry it
@@ -408,7 +421,7 @@ describe('the console with a scripted stream', () => {
     const { default: Fastify } = await import('fastify');
     const { registerConsole } = await import('../../services/gateway/src/console.js');
     app = Fastify();
-    registerConsole(app);
+    await registerConsole(app);
     app.get('/api/agents', async () => [agent]);
     app.get('/api/agents/:id', async () => ({ ...agent, version: 2, flow }));
     app.get('/api/agents/:id/test-cases', async () => []);

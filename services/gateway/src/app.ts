@@ -126,7 +126,7 @@ export async function buildGateway(deps: {
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
-  registerConsole(app);
+  await registerConsole(app);
   registerOperatorRoutes(app, bus, config.READY_TIMEOUT_MS);
 
   const streams = eventStreams(app, { nc, bus, log }, config);

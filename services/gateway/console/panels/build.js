@@ -1,32 +1,29 @@
 // @ts-check
-// Building: templates, the flow editor, validate's issues, the keys a flow needs.
+// Build: a new agent from a template or pasted JSON, the chosen agent's flow as JSON with validate's issues
+// listed at their nodes, and a save as a new version.
 
-import { agentPath, json } from './api.js';
-import { loadAgents, pickAgent, resetView } from './console.js';
-import { $, el, plural, setStatus, showError } from './dom.js';
-import { drawFlow } from './flow-drawing.js';
-import { state } from './state.js';
+import { agentPath, json, validateFlow } from '../lib/api.js';
+import { store } from '../store/store.js';
+import { $, el, setStatus, showError } from '../ui/dom.js';
+import { definePanel } from '../ui/panel.js';
 
-// ---- building: templates, the flow editor, validate ----------------------------------------------
+/**
+ * @typedef {import('../lib/api.js').Flow} Flow
+ * @typedef {import('../lib/api.js').FlowIssue} FlowIssue
+ */
 
-export const edge = (source, target, sourceHandle = 'output', targetHandle = 'in') => ({
+const edge = (source, target, sourceHandle = 'output', targetHandle = 'in') => ({
   source,
   sourceHandle,
   target,
   targetHandle,
 });
 
-/** Runnable starting points (docs/flow-reference.md has every node type and param). */
 /**
- * The API's own types (packages/client/src/schema.ts, made from the API document), for the checker only.
- * @typedef {import('../../../packages/client/src/schema.ts').components['schemas']} Schemas
- * @typedef {Schemas['FlowInput']} Flow
- * @typedef {Schemas['FlowValidation']} FlowValidation
- * @typedef {Schemas['FlowIssue']} FlowIssue
+ * Runnable starting points (docs/flow-reference.md has every node type and param).
+ * @type {Record<string, () => Flow>}
  */
-
-/** @type {Record<string, () => Flow>} */
-export const TEMPLATES = {
+const TEMPLATES = {
   greeter: () => ({
     nodes: [
       {
@@ -62,7 +59,7 @@ export const TEMPLATES = {
 };
 
 /** A flow from pasted JSON: a flow, or an agent holding one. */
-export function parseFlow(text) {
+function parseFlow(text) {
   let v;
   try {
     v = JSON.parse(text);
@@ -76,16 +73,54 @@ export function parseFlow(text) {
   return flow;
 }
 
-export async function createAgent() {
+/** The panel's controls (ids the page's tests and docs name). */
+function markup() {
+  const textarea = (id, rows) => el('textarea', { id, rows: String(rows), spellcheck: 'false' });
+  return [
+    el(
+      'details',
+      { id: 'new-agent' },
+      el('summary', {}, 'New agent'),
+      el('label', { for: 'new-name' }, 'Name'),
+      el('input', { id: 'new-name', type: 'text', maxlength: '200', autocomplete: 'off' }),
+      el('label', { for: 'template' }, 'From'),
+      el(
+        'select',
+        { id: 'template' },
+        el('option', { value: 'greeter' }, 'Template: greeting, one exchange, goodbye'),
+        el('option', { value: 'branch' }, 'Template: greeting, a yes/no branch, goodbye'),
+        el('option', { value: 'json' }, 'The flow JSON pasted below'),
+      ),
+      el('label', { for: 'new-json' }, 'Flow JSON (for pasted JSON)'),
+      textarea('new-json', 3),
+      el('div', { class: 'row' }, el('button', { type: 'button', id: 'create' }, 'Create')),
+    ),
+    el(
+      'details',
+      { id: 'editor' },
+      el('summary', {}, 'Edit the flow (JSON)'),
+      el('label', { for: 'flow-json' }, 'Flow of the chosen agent'),
+      textarea('flow-json', 12),
+      el(
+        'div',
+        { class: 'row' },
+        el('button', { type: 'button', id: 'validate' }, 'Validate'),
+        el('button', { type: 'button', id: 'save' }, 'Save as new version'),
+      ),
+      el('ul', { id: 'issues', class: 'issues', 'aria-live': 'polite' }),
+    ),
+  ];
+}
+
+async function createAgent() {
   try {
     const choice = $('template').value;
     const flow = choice === 'json' ? parseFlow($('new-json').value) : TEMPLATES[choice]();
     const name = $('new-name').value.trim() || 'New agent';
     const agent = await json('POST', '/api/agents', { name, flow });
-    await loadAgents();
-    $('agent').value = agent.id;
-    resetView();
-    await pickAgent(agent.id);
+    await store.loadAgents();
+    store.reset();
+    await store.chooseAgent(agent.id);
     $('new-agent').open = false;
     $('editor').open = true;
     setStatus(`Agent ${name} created`);
@@ -94,13 +129,9 @@ export async function createAgent() {
   }
 }
 
-/** Validate's issues: listed, each at its node (or edge), and marked on the drawing. */
+/** Validate's issues: listed, each at its node (or edge); the flow view marks them on the drawing. */
 /** @param {FlowIssue[]} issues */
-export function showIssues(issues) {
-  state.issues = new Map();
-  for (const i of issues) {
-    if (i.nodeId) state.issues.set(i.nodeId, [...(state.issues.get(i.nodeId) ?? []), i.message]);
-  }
+function showIssues(issues) {
   $('issues').replaceChildren(
     ...issues.map((i) => {
       const where = i.nodeId ?? (i.edgeIndex !== undefined ? `edge ${i.edgeIndex + 1}` : 'flow');
@@ -115,69 +146,48 @@ export function showIssues(issues) {
   );
 }
 
-/**
- * @param {Flow} flow
- * @param {'text' | 'voice'} [sessionType] what the flow must be able to run as
- * @returns {Promise<FlowValidation>}
- */
-export async function validateFlow(flow, sessionType = 'text') {
-  return json('POST', '/api/flows/validate', { ...flow, sessionType });
-}
-
-export async function validateEditor() {
+async function validateEditor() {
   try {
     const flow = parseFlow($('flow-json').value);
     const v = await validateFlow(flow);
-    showIssues(v.issues);
+    store.setIssues(v.issues);
     if (v.issues.length === 0) {
       $('issues').replaceChildren(el('li', { class: 'ok' }, 'No issues: the flow can run.'));
     }
-    if (!state.session) drawFlow(flow);
-    return v;
+    if (!store.session) store.setFlow(flow);
   } catch (err) {
     showError(err, 'Validating');
-    return undefined;
   }
 }
 
-export async function saveEditor() {
-  if (!state.agentId) return;
+async function saveEditor() {
+  const agentId = store.agentId;
+  if (!agentId) return;
   try {
     const flow = parseFlow($('flow-json').value);
-    const agent = await json('PATCH', agentPath(state.agentId), { flow });
+    const agent = await json('PATCH', agentPath(agentId), { flow });
     setStatus(`Saved as version ${agent.version}`);
-    resetView();
-    await pickAgent(state.agentId);
+    store.reset();
+    await store.chooseAgent(agentId);
   } catch (err) {
     showError(err, 'Saving the flow');
   }
 }
 
-/**
- * Before a start: validate's issues, and the keys the flow needs that the box does not hold, asked for
- * here rather than by a failed start.
- * @param {Flow} flow
- * @param {Record<string, string> | undefined} apiKeys
- * @param {'text' | 'voice'} [sessionType]
- */
-export async function readyToRun(flow, apiKeys, sessionType = 'text') {
-  const v = await validateFlow(flow, sessionType);
-  showIssues(v.issues);
-  if (v.issues.length > 0) {
-    drawFlow(flow);
-    $('editor').open = true;
-    setStatus(`The flow cannot run: ${plural(v.issues.length, 'issue')} (see Edit the flow)`, true);
-    return false;
-  }
-  const missing = v.requirements.filter((r) => r.key === 'request' && !apiKeys?.[r.provider]);
-  if (missing.length === 0) return true;
-  const names = missing.map((r) => r.provider);
-  $('needs').textContent =
-    `This flow needs a key for ${names.join(', ')} (the server has none it may use there): ` +
-    `add ${names.map((n) => `${n}=…`).join(', ')} to the provider keys.`;
-  $('needs').hidden = false;
-  $('keys-box').open = true;
-  $('keys').focus();
-  setStatus(`A key is needed for ${names.join(', ')}`, true);
-  return false;
-}
+definePanel({
+  name: 'build',
+  title: 'Build',
+  mount(section, heading) {
+    section.append(heading, ...markup());
+    store.on('agent', (agent) => {
+      if (agent) $('flow-json').value = JSON.stringify(agent.flow, null, 2);
+    });
+    store.on('issues', ({ issues, blocking }) => {
+      showIssues(issues);
+      if (blocking) $('editor').open = true;
+    });
+    $('create').addEventListener('click', () => void createAgent());
+    $('validate').addEventListener('click', () => void validateEditor());
+    $('save').addEventListener('click', () => void saveEditor());
+  },
+});
