@@ -1,7 +1,7 @@
 import { SessionEvent, type SessionEventInput } from '@vab/contracts';
 import { fullFlow, launchChromium, withNode } from '@vab/testkit';
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
@@ -10,6 +10,13 @@ const CSP =
   "img-src 'self' data:; " +
   "frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 const KEY = 'sk-test-console-0123456789';
+/**
+ * What the page shows after a click comes with an API call's answer, which the gateway gives within its
+ * REQUEST_TIMEOUT_MS (a start answers once its greeting is made, a turn with its reply, an end once the session
+ * has stopped): every wait here has that bound, not expect.poll's 1 s, which a loaded machine overran.
+ */
+const REQUEST_TIMEOUT_MS = 5000;
+vi.setConfig({ expect: { poll: { timeout: REQUEST_TIMEOUT_MS } } });
 
 let stack: Stack;
 let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
@@ -17,7 +24,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   stub = await startOpenAiStub(clinicScript);
-  stack = await startStack();
+  stack = await startStack({ requestTimeoutMs: REQUEST_TIMEOUT_MS });
   browser = await launchChromium();
 });
 afterAll(async () => {
@@ -283,7 +290,10 @@ describe('the console', () => {
   });
 
   it('is served with its own strict CSP, open while the API needs a token', async () => {
-    const locked = await startStack({ security: { apiTokens: ['console-test-token'] } });
+    const locked = await startStack({
+      security: { apiTokens: ['console-test-token'] },
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    });
     try {
       const html = await fetch(`${locked.baseUrl}/console`);
       expect(html.status).toBe(200);
