@@ -4,10 +4,11 @@
 import { $, clip, svg } from '../ui/dom.js';
 import { store } from './store.js';
 
-/** The drawn boxes by node id, and the current step. */
+/** The drawn boxes by node id; the current step and those passed, kept by id across redraws. */
 let nodes = new Map();
 /** @type {string | null} */
 let step = null;
+let visited = new Set();
 
 export function mount() {
   store.on('flow', (flow) => drawFlow(flow));
@@ -18,6 +19,7 @@ export function mount() {
   });
   store.on('reset', () => {
     step = null;
+    visited = new Set();
   });
   new ResizeObserver(() => store.flow !== undefined && drawFlow(store.flow)).observe($('flow').parentElement);
   drawFlow(null);
@@ -179,7 +181,8 @@ function drawFlow(flow) {
   );
   drawEdges(root, flow, at);
   for (const n of flow.nodes) drawNode(root, n, at.get(n.id));
-  if (step) setStep(step);
+  for (const id of visited) nodes.get(id)?.classList.add('visited');
+  if (step) mark(step);
 }
 
 export function sizeFlow(root, w, h) {
@@ -253,14 +256,25 @@ export function drawNode(root, n, p) {
   root.append(g);
 }
 
+/**
+ * The current step; the one before it is passed. Kept by id: a step may come before its flow is drawn (a
+ * replay's events and its version's flow arrive in either order), and a redraw (a resize) keeps both.
+ */
 function setStep(stepId) {
   const previous = nodes.get(step);
   previous?.classList.remove('current');
-  previous?.classList.add('visited');
+  previous?.removeAttribute('aria-current');
+  if (step) {
+    visited.add(step);
+    previous?.classList.add('visited');
+  }
   step = stepId;
+  mark(stepId);
+}
+
+function mark(stepId) {
   const node = nodes.get(stepId);
   node?.classList.add('current');
   node?.setAttribute('aria-current', 'step');
-  previous?.removeAttribute('aria-current');
   $('step').textContent = stepId ? `current step: ${stepId}` : '';
 }
