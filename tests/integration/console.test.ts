@@ -426,8 +426,6 @@ describe('the console with a scripted stream', () => {
   /** The tickets the page asked for (with the bearer, for which path) and those its streams carried. */
   const minted: { auth: string | undefined; path: string; ticket: string }[] = [];
   const presented: (string | undefined)[] = [];
-  let resume = () => {};
-  const resumed = new Promise<object>((resolve) => (resume = () => resolve({})));
 
   beforeAll(async () => {
     const { default: Fastify } = await import('fastify');
@@ -442,10 +440,7 @@ describe('the console with a scripted stream', () => {
       { version: 1, createdAt: at, contentHash: 'a', sizeBytes: 1 },
       { version: 2, createdAt: at, contentHash: 'b', sizeBytes: 1 },
     ]);
-    // the replayed version's flow comes after the first stream's events, once the page resumes (a real page
-    // may have them in either order)
     app.get('/api/agents/:id/versions/:v', async () => ({
-      ...(await resumed),
       agentId: agent.id,
       version: 2,
       createdAt: at,
@@ -502,7 +497,6 @@ describe('the console with a scripted stream', () => {
       const from = Number(req.headers['last-event-id'] ?? q.lastEventId ?? 0);
       const own = (req.params as { sessionId: string }).sessionId === 'session-1' ? events : [];
       resumedFrom.push((req.headers['last-event-id'] as string | undefined) ?? q.lastEventId);
-      if (from > 0) resume();
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
       reply.raw.write(': ping\n\n');
@@ -559,6 +553,14 @@ describe('the console with a scripted stream', () => {
     ]);
     expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('bye');
     expect(await page.locator('#flow .node.visited').count()).toBe(2);
+    // drawn again at another size, the flow still shows the steps passed
+    const drawnWidth = () => page.locator('#flow').evaluate((svg) => (svg as SVGElement).style.width);
+    const before = await drawnWidth();
+    await page.setViewportSize({ width: 1000, height: 800 });
+    await expect.poll(drawnWidth).not.toBe(before);
+    expect(await page.locator('#flow .node.visited').count()).toBe(2);
+    expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('bye');
+    await page.setViewportSize({ width: 1280, height: 800 });
     expect(await page.locator('#chart rect.bar-e2eLatencyMs').count()).toBe(1);
     expect(await page.locator('#chart rect.bar-llmTtftMs').count()).toBe(1);
     await expect.poll(() => page.locator('#stats').textContent()).toMatch(/End-to-end \(voice\) p50 820 ms/);

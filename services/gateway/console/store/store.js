@@ -213,9 +213,19 @@ class SessionStore extends EventTarget {
     }
   }
 
-  /** A past session: its flow (the version it ran), and every event it had, replayed by its events stream. */
+  /**
+   * A past session: its flow (the version it ran) drawn first, as its events name its steps and exits; then
+   * the session, whose views replay every event it had (its events stream), its figures and its recording.
+   */
   async open(s) {
     const signal = this.reset();
+    setStatus(`Replaying session ${s.id}`);
+    try {
+      this.setFlow(await this.flowOf(s.agentId, s.version ?? undefined, signal));
+    } catch (err) {
+      showError(err, 'Loading the flow');
+    }
+    if (signal.aborted) return;
     this.show({
       agentId: s.agentId,
       sessionId: s.id,
@@ -224,12 +234,6 @@ class SessionStore extends EventTarget {
       live: false,
       ended: false,
     });
-    setStatus(`Replaying session ${s.id}`);
-    try {
-      this.setFlow(await this.flowOf(s.agentId, s.version ?? undefined, signal));
-    } catch (err) {
-      showError(err, 'Loading the flow');
-    }
   }
 }
 
