@@ -1,6 +1,49 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * One `no-restricted-imports` rule per folder of the console: the entry (main.js) is imported by nobody, a
+ * folder never imports one `above` it, and a panel no other panel (`siblings`).
+ */
+function consoleLayers(layers) {
+  return Object.entries(layers).map(([folder, { above, siblings, noDom }]) => ({
+    files: [`services/gateway/console/${folder}`],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/main.js'], message: 'main.js wires the page: nothing imports it.' },
+            ...above.map((name) => ({
+              group: [`../${name}/*`, `../../${name}/*`],
+              message: `${folder.split('/')[0]}/ is below ${name}/: imports go one way (main.js says which).`,
+            })),
+            ...(siblings
+              ? [
+                  {
+                    group: ['./*', '../panels/*'],
+                    message: 'A panel imports no other panel: they meet in the store.',
+                  },
+                ]
+              : []),
+          ],
+        },
+      ],
+      ...(noDom
+        ? {
+            'no-restricted-globals': [
+              'error',
+              ...['document', 'window', 'Element', 'HTMLElement'].map((name) => ({
+                name,
+                message: 'lib/ has no DOM: the page reaches it through ui/ and store/.',
+              })),
+            ],
+          }
+        : {}),
+    },
+  }));
+}
+
 export default tseslint.config(
   { ignores: ['**/dist/**', '**/node_modules/**', '**/.turbo/**', 'coverage/**'] },
   js.configs.recommended,
@@ -63,9 +106,23 @@ export default tseslint.config(
         WebSocket: 'readonly',
         AudioContext: 'readonly',
         AudioWorkletNode: 'readonly',
+        AbortSignal: 'readonly',
+        CustomEvent: 'readonly',
+        EventTarget: 'readonly',
+        TransformStream: 'readonly',
       },
     },
   },
+  // The console's modules import one way (services/gateway/console/main.js says why): main.js → panels/ →
+  // store/ → ui/ → lib/. Nothing imports main.js, a panel imports no other panel, and nothing below imports
+  // what is above it; lib/ (the API) has no DOM. tests/console-layers.test.ts shows an import against the
+  // direction fails here.
+  ...consoleLayers({
+    'lib/**': { above: ['ui', 'store', 'panels'], noDom: true },
+    'ui/**': { above: ['store', 'panels'] },
+    'store/**': { above: ['panels'] },
+    'panels/**': { above: [], siblings: true },
+  }),
   // its AudioWorklet modules run in the AudioWorkletGlobalScope
   {
     files: ['services/gateway/console/*-worklet.js'],

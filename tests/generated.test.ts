@@ -7,7 +7,7 @@ import { generated } from '../scripts/generated.mjs';
 const root = join(import.meta.dirname, '..');
 
 describe('what `npm run generate` writes', () => {
-  it('is up to date with the code (the API document and the typed client)', async () => {
+  it("is up to date with the code (the API document, the typed client, the flow reference, the console's event types)", async () => {
     const fresh = (await generated()) as Record<string, string>;
     for (const [path, text] of Object.entries(fresh)) {
       expect(readFileSync(join(root, path), 'utf8'), `${path} is stale: run npm run generate`).toBe(text);

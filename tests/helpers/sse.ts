@@ -1,3 +1,5 @@
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+
 /** One Server-Sent Events frame as a client sees it. */
 export interface SseFrame {
   id?: string;
@@ -6,8 +8,9 @@ export interface SseFrame {
 }
 
 /**
- * An SSE response read the way a browser's EventSource reads one (frames split on blank lines, comments
- * kept apart), so a test sees what a client would. `stopWhen` ends the read early (the connection is cut).
+ * An SSE response read the way a browser's EventSource reads one (eventsource-parser, the parser the console
+ * uses too), so a test sees what a client would: comments kept apart, an event without a name is `message`.
+ * `stopWhen` ends the read early (the connection is cut).
  */
 export async function readSse(
   res: Response,
@@ -20,39 +23,21 @@ export async function readSse(
   } = {},
 ): Promise<SseFrame[]> {
   const frames: SseFrame[] = opts.frames ?? [];
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
+  const reader = res
+    .body!.pipeThrough(new TextDecoderStream())
+    .pipeThrough(new EventSourceParserStream({ onComment: (c) => opts.comments?.push(c.trim()) }))
+    .getReader();
   const timer = setTimeout(() => void reader.cancel(), opts.timeoutMs ?? 15_000);
   try {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut: number;
-      while ((cut = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const frame: SseFrame = { event: 'message', data: '' };
-        let isComment = true;
-        for (const line of block.split('\n')) {
-          if (line.startsWith(':')) {
-            opts.comments?.push(line.slice(1).trim());
-            continue;
-          }
-          isComment = false;
-          const [field, ...rest] = line.split(':');
-          const value = rest.join(':').replace(/^ /, '');
-          if (field === 'id') frame.id = value;
-          else if (field === 'event') frame.event = value;
-          else if (field === 'data') frame.data += value;
-        }
-        if (isComment) continue;
-        frames.push(frame);
-        if (opts.stopWhen?.(frame)) {
-          await reader.cancel();
-          return frames;
-        }
+      const frame: SseFrame = { event: value.event ?? 'message', data: value.data };
+      if (value.id !== undefined) frame.id = value.id;
+      frames.push(frame);
+      if (opts.stopWhen?.(frame)) {
+        await reader.cancel();
+        break;
       }
     }
   } finally {

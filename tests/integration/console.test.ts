@@ -1,7 +1,7 @@
 import { SessionEvent, type SessionEventInput } from '@vab/contracts';
 import { fullFlow, launchChromium, withNode } from '@vab/testkit';
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
@@ -10,6 +10,13 @@ const CSP =
   "img-src 'self' data:; " +
   "frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 const KEY = 'sk-test-console-0123456789';
+/**
+ * What the page shows after a click comes with an API call's answer, which the gateway gives within its
+ * REQUEST_TIMEOUT_MS (a start answers once its greeting is made, a turn with its reply, an end once the session
+ * has stopped): every wait here has that bound, not expect.poll's 1 s, which a loaded machine overran.
+ */
+const REQUEST_TIMEOUT_MS = 5000;
+vi.setConfig({ expect: { poll: { timeout: REQUEST_TIMEOUT_MS } } });
 
 let stack: Stack;
 let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
@@ -17,7 +24,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   stub = await startOpenAiStub(clinicScript);
-  stack = await startStack();
+  stack = await startStack({ requestTimeoutMs: REQUEST_TIMEOUT_MS });
   browser = await launchChromium();
 });
 afterAll(async () => {
@@ -283,16 +290,25 @@ describe('the console', () => {
   });
 
   it('is served with its own strict CSP, open while the API needs a token', async () => {
-    const locked = await startStack({ security: { apiTokens: ['console-test-token'] } });
+    const locked = await startStack({
+      security: { apiTokens: ['console-test-token'] },
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    });
     try {
       const html = await fetch(`${locked.baseUrl}/console`);
       expect(html.status).toBe(200);
       expect(html.headers.get('content-type')).toMatch(/^text\/html/);
       expect(html.headers.get('content-security-policy')).toBe(CSP);
       expect(html.headers.get('x-content-type-options')).toBe('nosniff');
-      expect(await html.text()).toContain('<script type="module" src="/console/console.js">');
+      expect(await html.text()).toContain('<script type="module" src="/console/main.js">');
+      // the same page at /console/
+      expect((await fetch(`${locked.baseUrl}/console/`)).headers.get('content-security-policy')).toBe(CSP);
       for (const [file, type] of [
-        ['console.js', /^text\/javascript/],
+        ['main.js', /^text\/javascript/],
+        ['panels/talk.js', /^text\/javascript/],
+        // the SSE parser the page reads a streamed turn with: eventsource-parser's own browser modules
+        ['lib/vendor/eventsource-parser/stream.js', /^text\/javascript/],
+        ['lib/vendor/eventsource-parser/index.js', /^text\/javascript/],
         ['console.css', /^text\/css/],
         // the AudioWorklet modules of Talk: scripts of this origin, as script-src allows
         ['mic-worklet.js', /^text\/javascript/],
@@ -303,7 +319,14 @@ describe('the console', () => {
         expect(res.headers.get('content-type')).toMatch(type);
         expect(res.headers.get('content-security-policy')).toBe(CSP);
       }
-      expect((await fetch(`${locked.baseUrl}/console/nothing-here`)).status).toBe(404);
+      // nothing else: not a file that is not there, nor the type checker's files
+      for (const file of [
+        'nothing-here',
+        'tsconfig.json',
+        'audio-worklet.d.ts',
+        'lib/vendor/eventsource-parser/stream.d.ts',
+      ])
+        expect((await fetch(`${locked.baseUrl}/console/${file}`)).status, file).toBe(404);
       expect((await fetch(`${locked.baseUrl}/api/agents`)).status).toBe(401);
 
       // the page asks for the token when the API answers 401, and its calls then carry it
@@ -408,7 +431,7 @@ describe('the console with a scripted stream', () => {
     const { default: Fastify } = await import('fastify');
     const { registerConsole } = await import('../../services/gateway/src/console.js');
     app = Fastify();
-    registerConsole(app);
+    await registerConsole(app);
     app.get('/api/agents', async () => [agent]);
     app.get('/api/agents/:id', async () => ({ ...agent, version: 2, flow }));
     app.get('/api/agents/:id/test-cases', async () => []);
@@ -530,6 +553,15 @@ describe('the console with a scripted stream', () => {
     ]);
     expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('bye');
     expect(await page.locator('#flow .node.visited').count()).toBe(2);
+    // drawn again at another size, the flow still shows the steps passed
+    // its size, as drawFlow sets it
+    const drawnWidth = () => page.locator('#flow').getAttribute('style');
+    const before = await drawnWidth();
+    await page.setViewportSize({ width: 1000, height: 800 });
+    await expect.poll(drawnWidth).not.toBe(before);
+    expect(await page.locator('#flow .node.visited').count()).toBe(2);
+    expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('bye');
+    await page.setViewportSize({ width: 1280, height: 800 });
     expect(await page.locator('#chart rect.bar-e2eLatencyMs').count()).toBe(1);
     expect(await page.locator('#chart rect.bar-llmTtftMs').count()).toBe(1);
     await expect.poll(() => page.locator('#stats').textContent()).toMatch(/End-to-end \(voice\) p50 820 ms/);

@@ -41,6 +41,13 @@ const LEAD_MS = 4500;
  * second after them and lasts ~16 s, so this lands in it even on a loaded machine (its start up to ~6 s late).
  */
 const BARGE_IN_AFTER_MS = 7000;
+/**
+ * The gateway's REQUEST_TIMEOUT_MS (its default): Stop's DELETE answers within it (504 after), and only once the
+ * session has stopped, its session_ended stored (docs/api.md): the bound on the "Session ended" line.
+ */
+const REQUEST_TIMEOUT_MS = 5000;
+/** How much of a message the recording test listens to. */
+const LISTEN_S = 2.5;
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
@@ -85,7 +92,7 @@ beforeAll(async () => {
     content: lastUserText(req).includes('appointment') ? LONG_REPLY : REPLY,
   }));
   speech = await startSpeechStub({ transcribe: (i) => [SAID, SECOND][i] ?? '' });
-  stack = await startStack({ security: { apiTokens: [TOKEN] } });
+  stack = await startStack({ security: { apiTokens: [TOKEN] }, requestTimeoutMs: REQUEST_TIMEOUT_MS });
   http = api(stack.baseUrl);
   browser = await launchChromium({ args: fakeMicrophone(mic) });
 }, 60_000);
@@ -119,6 +126,23 @@ async function watchedPage(): Promise<{ page: Page; problems: string[] }> {
 }
 
 const heard = (page: Page) => page.evaluate<number>('window.vabTalk.heardSamples');
+
+/**
+ * Stop, as the user clicks it: the page sends `end` and DELETEs the session. Its "Session ended" line comes with
+ * the session_ended event, which the session stores only once it has stopped (the LiveKit session closed, the
+ * recording encoded and stored, the record closed: over a second on a loaded machine). Its DELETE answers then
+ * too, within the gateway's REQUEST_TIMEOUT_MS: the line is waited for that long, not a guess.
+ */
+async function stopTalking(page: Page) {
+  const deleted = page.waitForResponse(
+    (r) => r.request().method() === 'DELETE' && r.url().includes('/voice-sessions/'),
+  );
+  await page.click('#talk');
+  expect((await deleted).status()).toBe(200);
+  await expect
+    .poll(() => page.locator('#log li.event').last().textContent(), { timeout: REQUEST_TIMEOUT_MS })
+    .toMatch(/^Session ended \(client ended\)/);
+}
 
 describe('Talk in the console, in Chromium with a fake microphone', () => {
   let agentId = '';
@@ -199,10 +223,7 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
     expect((await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`, bearer)).body).toMatchObject({
       status: 'open',
     });
-    await page.click('#talk');
-    await expect
-      .poll(() => log.locator('li.event').last().textContent())
-      .toMatch(/^Session ended \(client ended\)/);
+    await stopTalking(page);
     await expect.poll(() => page.locator('#talk').textContent()).toBe('Talk');
     await expect
       .poll(async () => (await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`, bearer)).body)
@@ -283,7 +304,19 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
         .poll(() => page.evaluate<number>("document.getElementById('recording').currentTime"))
         .toBeGreaterThanOrEqual(Math.max(0, (at - recording.startedAt) / 1000) - 0.05);
       await expect.poll(() => bubble.getAttribute('class')).toContain('heard');
-      await page.waitForTimeout(2500);
+      // heard for LISTEN_S (or to the end): by the recording's own clock, not the test's
+      const until =
+        (await page.evaluate<number>("document.getElementById('recording').currentTime")) + LISTEN_S;
+      await expect
+        .poll(
+          () =>
+            page.evaluate<boolean>(
+              `(() => { const a = document.getElementById('recording'); return a.ended || a.currentTime >= ${until}; })()`,
+            ),
+          // it plays in real time: LISTEN_S, and as long again for a machine that stalls the playback
+          { timeout: 2 * LISTEN_S * 1000 },
+        )
+        .toBe(true);
       await page.evaluate("document.getElementById('recording').pause()");
       return page.evaluate<{ left: number; right: number }>('window.loud');
     };
@@ -355,10 +388,7 @@ describe('Talk shows what the caller says as it is recognized', () => {
       // the interim bubble gave way to the final one
       expect(await log.locator('li.interim').count()).toBe(0);
       expect(deepgram.streams[0]!.finals).toEqual([SAID]);
-      await page.click('#talk');
-      await expect
-        .poll(() => log.locator('li.event').last().textContent())
-        .toMatch(/^Session ended \(client ended\)/);
+      await stopTalking(page);
       expect(problems).toEqual([]);
     } finally {
       await page.close();

@@ -61,8 +61,10 @@ const urlSchema = (required: boolean) =>
   });
 const URL_SCHEMAS = new WeakSet<z.ZodType>();
 const url = <T extends z.ZodType>(schema: T): T => (URL_SCHEMAS.add(schema), schema);
-const requiredUrl = () => url(unset(urlSchema(true)).catch(''));
-const optionalUrl = () => url(unset(urlSchema(false).optional()).catch(undefined));
+/** `description` as for `d` (a described schema is a new one: it is the one marked). */
+const requiredUrl = (description: string) => url(unset(urlSchema(true)).catch('').describe(description));
+const optionalUrl = (description: string) =>
+  url(unset(urlSchema(false).optional()).catch(undefined).describe(description));
 
 const orList = (values: readonly string[]) => values.join(', ').replace(/, ([^,]+)$/, ' or $1');
 const oneOf = <T extends string>(values: readonly [T, ...T[]], def: T) =>
@@ -164,12 +166,11 @@ const schemaFields = () =>
 
 // ---- the params of each node type ----
 
-/** What each param means, by its schema: the flow reference and the API document's node schemas print it. */
-const DESCRIPTIONS = new WeakMap<z.ZodType, string>();
-const d = <T extends z.ZodType>(description: string, schema: T): T => (
-  DESCRIPTIONS.set(schema, description),
-  schema
-);
+/**
+ * What a param means, as zod's own metadata (`.describe`, in zod's global registry): the flow reference and
+ * the API document's node schemas print it.
+ */
+const d = <T extends z.ZodType>(description: string, schema: T): T => schema.describe(description);
 
 /** Who the agent is: on the `agent` node, or on the older serialization's `persona` node. */
 const persona = () => ({
@@ -237,31 +238,28 @@ export const PARAMS = {
     model: d("The model id (the provider's default when unset).", optionalText()),
     temperature: d('Sampling temperature.', optionalNum({ min: 0, max: 2 })),
     maxTokens: d('The most tokens one answer may have.', optionalNum({ min: 1, max: 200_000, int: true })),
-    baseURL: d(
+    baseURL: optionalUrl(
       "An OpenAI-compatible server to call instead of the provider's (a local Ollama, vLLM, llama.cpp): " +
         "it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.",
-      optionalUrl(),
     ),
   }),
   tts: z.object({
     provider: provider('voice'),
     model: d("The synthesis model (the provider's default when unset).", optionalText()),
     voiceId: d("The voice (the provider's default when unset).", optionalText()),
-    baseURL: d(
+    baseURL: optionalUrl(
       "A speech server to call instead of the provider's (openai: any OpenAI-compatible one; elevenlabs, " +
         "deepgram: an address only): it passes the egress policy, and gets the server's key only when " +
         '`TRUSTED_MODEL_URLS` names it.',
-      optionalUrl(),
     ),
   }),
   stt: z.object({
     provider: provider('recognition'),
     model: d("The recognition model (the provider's default when unset).", optionalText()),
     language: d("The language to recognize (the agent's when unset).", optionalText()),
-    baseURL: d(
+    baseURL: optionalUrl(
       "A speech server to call instead of the provider's (openai: any OpenAI-compatible one; deepgram: an " +
         "address only): it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.",
-      optionalUrl(),
     ),
     mode: d(
       'openai: `file` posts each utterance the VAD cuts to /audio/transcriptions (what every OpenAI-compatible ' +
@@ -272,7 +270,7 @@ export const PARAMS = {
     keyterms: d('Words to recognize well (names, products).', textList().optional().catch(undefined)),
   }),
   mcp: z.object({
-    serverUrl: d('The MCP server (streamable HTTP); it passes the egress policy.', requiredUrl()),
+    serverUrl: requiredUrl('The MCP server (streamable HTTP); it passes the egress policy.'),
     authType: d('How to authenticate to the server.', oneOf(['none', 'bearer', 'api_key'], 'none')),
     authValue: d('The bearer token or API key, for `authType` `bearer` or `api_key`.', optionalText()),
     selectedTools: d(
@@ -326,7 +324,7 @@ export const PARAMS = {
     ),
   }),
   webhook: z.object({
-    url: d('Where to POST the result; it passes the egress policy.', requiredUrl()),
+    url: requiredUrl('Where to POST the result; it passes the egress policy.'),
     headers: d('HTTP headers to send (names to texts).', textMap()),
   }),
 } as const;
@@ -451,10 +449,11 @@ export interface ParamDoc {
 /** The params of a node type, from the same schemas the compiler reads them with. */
 export function paramDocs(kind: ParamKind): ParamDoc[] {
   return Object.entries(shapeOf(kind)).map(([name, s]) => {
-    const { $schema: _, ...schema } = z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' });
+    // the description is the ParamDoc's own field (the API document puts it after the schema's keys)
+    const { $schema: _, description, ...schema } = z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' });
     return {
       name,
-      description: DESCRIPTIONS.get(s),
+      description,
       required: !STRICT[kind].shape[name]!.safeParse(undefined).success,
       schema,
     };

@@ -129,7 +129,7 @@ export async function buildGateway(deps: {
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
-  registerConsole(app);
+  await registerConsole(app);
   registerOperatorRoutes(app, bus, config.READY_TIMEOUT_MS, config.STACK_ID);
 
   const streams = eventStreams(app, { nc, bus, log }, config);

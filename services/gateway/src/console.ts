@@ -1,6 +1,8 @@
-import type { FastifyInstance } from 'fastify';
-import { readdirSync, readFileSync } from 'node:fs';
-import { extname } from 'node:path';
+import fastifyStatic from '@fastify/static';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CONSOLE_PREFIX } from './security.js';
 
 /**
@@ -20,40 +22,46 @@ export const CONSOLE_CSP = [
   "form-action 'none'",
 ].join('; ');
 
-/** What each of the page's files is served as, by extension. */
-const TYPES: Readonly<Record<string, string>> = {
-  '.js': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-};
+/** The page's files (src/ and dist/ both sit one level under the service, next to console/). */
+const CONSOLE_DIR = fileURLToPath(new URL('../console/', import.meta.url));
+/** eventsource-parser's browser modules, which the page's API module reads a streamed turn with. */
+const SSE_PARSER_DIR = join(
+  dirname(createRequire(import.meta.url).resolve('eventsource-parser/package.json')),
+  'dist',
+);
 
-/**
- * The page's files (src/ and dist/ both sit one level under the service, next to console/): index.html at
- * the prefix, and every module and style sheet beside it, so a new module of the page needs no route.
- */
-function filesOf(dir: URL): { url: string; file: string; type: string }[] {
-  const assets = readdirSync(dir)
-    .filter((f) => Object.hasOwn(TYPES, extname(f)))
-    .sort()
-    .map((file) => ({ url: `${CONSOLE_PREFIX}/${file}`, file, type: TYPES[extname(file)]! }));
-  return [{ url: CONSOLE_PREFIX, file: 'index.html', type: 'text/html; charset=utf-8' }, ...assets];
+function consoleHeaders(reply: FastifyReply, path: string): void {
+  // JavaScript's type is text/javascript (RFC 9239); send's table still says application/javascript
+  if (path.endsWith('.js')) reply.header('content-type', 'text/javascript; charset=utf-8');
+  reply.header('content-security-policy', CONSOLE_CSP);
+  // a new deploy's page must not run with the old script
+  reply.header('cache-control', 'no-cache');
 }
 
 /**
- * The console (a page to build, run and test an agent): static files read once at start and
- * served as they are. The page is open like /docs; the API calls it makes carry the token.
+ * The console (a page to build, run and test an agent): @fastify/static serves its folder, each file found
+ * at start (a new module of the page needs no route), index.html at the prefix; the checker's files (types,
+ * tsconfig) are not served. The page is open like /docs; the API calls it makes carry the token.
  */
-export function registerConsole(app: FastifyInstance): void {
-  const dir = new URL('../console/', import.meta.url);
-  for (const f of filesOf(dir)) {
-    const body = readFileSync(new URL(f.file, dir));
-    app.get(f.url, { schema: { hide: true } }, (_req, reply) =>
-      reply
-        .header('content-security-policy', CONSOLE_CSP)
-        // a new deploy's page must not run with the old script
-        .header('cache-control', 'no-cache')
-        .type(f.type)
-        .send(body),
-    );
-  }
-  app.get(`${CONSOLE_PREFIX}/`, { schema: { hide: true } }, (_req, reply) => reply.redirect(CONSOLE_PREFIX));
+export async function registerConsole(app: FastifyInstance): Promise<void> {
+  const common = {
+    decorateReply: false,
+    wildcard: false,
+    cacheControl: false,
+    setHeaders: consoleHeaders,
+  } as const;
+  await app.register(fastifyStatic, {
+    ...common,
+    root: CONSOLE_DIR,
+    prefix: `${CONSOLE_PREFIX}/`,
+    // `/console` as well as `/console/`
+    redirect: true,
+    globIgnore: ['**/*.d.ts', '**/tsconfig.json'],
+  });
+  await app.register(fastifyStatic, {
+    ...common,
+    root: SSE_PARSER_DIR,
+    prefix: `${CONSOLE_PREFIX}/lib/vendor/eventsource-parser/`,
+    globIgnore: ['**/*.cjs', '**/*.d.*', '**/*.map', '**/*.html'],
+  });
 }

@@ -4,8 +4,11 @@ import type { SessionEvent } from '@vab/contracts';
 
 /** One open stream, as a feed sees it. */
 export interface FeedReader {
-  /** An event's SSE frame; the reader drops ids it has already sent. */
-  push(id: number, frame: string): void;
+  /**
+   * An event: its SSE frame, and its JSON as stored (for a reader that sends it otherwise: nothing parses
+   * the frame again). The reader drops ids it has already sent.
+   */
+  push(id: number, frame: string, json: string): void;
   /** The feed is over: the session ended, its instance is gone, or the feed failed. */
   finish(closing?: string): void;
 }
@@ -39,7 +42,7 @@ export interface FeedOptions {
  * session's owner is asked once per feed rather than once per reader.
  */
 export class SessionFeed {
-  private readonly frames: { id: number; frame: string }[] = [];
+  private readonly frames: { id: number; frame: string; json: string }[] = [];
   private bufferedBytes = 0;
   private readonly readers = new Set<FeedReader>();
   private base: number;
@@ -95,7 +98,7 @@ export class SessionFeed {
     this.readers.add(reader);
     for (const f of this.frames) {
       if (!this.readers.has(reader)) return;
-      if (f.id > after) reader.push(f.id, f.frame);
+      if (f.id > after) reader.push(f.id, f.frame, f.json);
     }
   }
 
@@ -114,9 +117,10 @@ export class SessionFeed {
         if (event.id > this.lastId) {
           this.lastId = event.id;
           // the stored JSON is sent as it is: one line, parsed once here for its id and type only
-          const frame = `id: ${event.id}\nevent: ${event.type}\ndata: ${m.string()}\n\n`;
-          this.keep(event.id, frame);
-          for (const r of this.readers) r.push(event.id, frame);
+          const json = m.string();
+          const frame = `id: ${event.id}\nevent: ${event.type}\ndata: ${json}\n\n`;
+          this.keep({ id: event.id, frame, json });
+          for (const r of this.readers) r.push(event.id, frame, json);
         }
         if (event.type === 'session_ended') break;
         if (!caughtUp && m.info.pending === 0) {
@@ -134,9 +138,10 @@ export class SessionFeed {
     this.finish();
   }
 
-  private keep(id: number, frame: string): void {
-    this.frames.push({ id, frame });
-    this.bufferedBytes += frame.length;
+  private keep(kept: { id: number; frame: string; json: string }): void {
+    this.frames.push(kept);
+    // the frame's length counts (its JSON is the same text the frame was made of)
+    this.bufferedBytes += kept.frame.length;
     while (this.bufferedBytes > this.opts.bufferBytes && this.frames.length > 0) {
       const oldest = this.frames.shift()!;
       this.bufferedBytes -= oldest.frame.length;

@@ -40,12 +40,6 @@ const MAX_REASON_BYTES = 120;
 /** A close reason fits in a control frame (RFC 6455: 123 bytes). */
 const reasonOf = (text: string) => Buffer.from(text).subarray(0, MAX_REASON_BYTES).toString();
 
-/** The `data:` line of one stored SSE frame: the event's JSON, as stored. */
-const jsonOfFrame = (frame: string) => {
-  const at = frame.indexOf('\ndata: ');
-  return at < 0 ? undefined : frame.slice(at + 7, frame.indexOf('\n', at + 7));
-};
-
 /** The bytes that came after an upgrade request's headers (kept by our upgrade listener for `ws`). */
 const kHead = Symbol('voice-upgrade-head');
 type UpgradeRequest = IncomingMessage & { [kHead]?: Buffer };
@@ -161,7 +155,7 @@ class VoiceRelay {
     try {
       this.stopEvents = await this.deps.streams?.follow(
         { agentId, sessionId },
-        { push: (_id, frame) => this.event(frame), finish: (closing) => this.ended(closing) },
+        { push: (_id, _frame, json) => this.event(json), finish: (closing) => this.ended(closing) },
         this.deps.requestId,
       );
       this.format = VoiceAttached.parse(
@@ -241,9 +235,9 @@ class VoiceRelay {
     else socket.send(data, { binary: true });
   }
 
-  private event(frame: string): void {
-    const json = jsonOfFrame(frame);
-    if (json === undefined || this.closed) return;
+  /** One of the session's events, its JSON as stored. */
+  private event(json: string): void {
+    if (this.closed) return;
     this.deps.socket.send(`{"type":"event","event":${json}}`);
   }
 

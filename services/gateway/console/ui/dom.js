@@ -1,7 +1,7 @@
 // @ts-check
 // Small DOM helpers and the status line.
 
-import { ApiError } from './api.js';
+import { ApiError } from '../lib/api.js';
 
 /**
  * An element of index.html by its id. Typed loosely on purpose: each id is one known kind of element

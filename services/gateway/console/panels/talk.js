@@ -4,25 +4,15 @@
 // agent's audio comes back and plays through another (player-worklet.js), which answers the server's
 // playback messages with what was really rendered. The session's events come on the same socket.
 
-import { agentPath, enc, json, ticketFor } from './api.js';
-import { readyToRun } from './build.js';
-import { showStats } from './chart.js';
-import {
-  flowOf,
-  handleEvent,
-  keysOf,
-  loadSessions,
-  note,
-  resetView,
-  sessionEnded,
-  sessionInfo,
-} from './console.js';
-import { $, setStatus, showError } from './dom.js';
-import { drawFlow } from './flow-drawing.js';
-import { state } from './state.js';
+import { agentPath, enc, json, ticketFor } from '../lib/api.js';
+import { readyToRun } from '../store/run-check.js';
+import { store } from '../store/store.js';
+import { $, setStatus, showError } from '../ui/dom.js';
+import { definePanel } from '../ui/panel.js';
+import { runBody } from '../ui/run-form.js';
 
 /** What the page asks the session for: 16 kHz is what speech-to-text models take; 20 ms frames. */
-export const TALK_AUDIO = { sampleRate: 16000, frameMs: 20 };
+const TALK_AUDIO = { sampleRate: 16000, frameMs: 20 };
 /** After the socket closes, the agent's last words still play out; then the audio is let go. */
 const DRAIN_LIMIT_MS = 15_000;
 
@@ -30,7 +20,7 @@ const DRAIN_LIMIT_MS = 15_000;
  * What the page played and sent, for whoever watches it (a test, a curious builder in the devtools):
  * `heardSamples` counts non-silent samples rendered to the audio output (at `outputRate`).
  */
-export const talkFigures = {
+const talkFigures = {
   heardSamples: 0,
   renderedSamples: 0,
   outputRate: 0,
@@ -40,52 +30,31 @@ export const talkFigures = {
 Object.assign(window, { vabTalk: talkFigures });
 
 /** Whether a flow can be spoken to: it has a speech-to-text and a text-to-speech node (validate says more). */
-export const canTalk = (flow) =>
+const canTalk = (flow) =>
   Boolean(flow?.nodes?.some((n) => n.nodeType === 'stt') && flow?.nodes?.some((n) => n.nodeType === 'tts'));
 
 /** The live talk: its socket and audio graph (one at a time). */
 let talk = null;
 
-export function showTalk() {
+function showTalk() {
   const button = $('talk');
   const live = Boolean(talk);
-  button.hidden = !live && !canTalk(state.agent?.flow);
+  button.hidden = !live && !canTalk(store.agent?.flow);
   button.textContent = live ? 'Stop' : 'Talk';
   button.setAttribute('aria-pressed', String(live));
   button.disabled = live && talk.stopping;
 }
 
-/** The agent's state (listening, thinking, speaking), shown beside the conversation's title. */
-export function showAgentState(value) {
-  const badge = $('agent-state');
-  badge.hidden = !value;
-  badge.textContent = value ?? '';
-  badge.dataset.state = value ?? '';
-}
-
-export async function toggleTalk() {
+async function toggleTalk() {
   if (talk) await stopTalk();
   else await startTalk();
 }
 
-/** The session's body as the run controls say (the version picked, the draft, the keys). */
-function startBody() {
-  const choice = $('version').value;
-  /** @type {Record<string, any>} */
-  const body = { audio: TALK_AUDIO };
-  if (choice === 'draft') body.flow = state.agent.flow;
-  else if (choice !== 'latest') body.version = Number(choice);
-  const apiKeys = keysOf();
-  if (apiKeys) body.apiKeys = apiKeys;
-  return body;
-}
-
-export async function startTalk() {
+async function startTalk() {
   const agentId = $('agent').value;
   if (!agentId || talk) return;
-  const gen = resetView();
+  const signal = store.reset();
   const t = {
-    gen,
     agentId,
     sessionId: '',
     stopping: false,
@@ -96,34 +65,38 @@ export async function startTalk() {
     ready: false,
   };
   talk = t;
+  // another view ends the talk: the session ends, and its audio goes at once
+  signal.addEventListener('abort', () => leaveTalk(t), { once: true });
   showTalk();
   try {
-    const body = startBody();
+    const { body, version } = runBody(store.agent);
+    body.audio = TALK_AUDIO;
     setStatus('Starting a voice session…');
-    const flow = await flowOf(agentId, body.version);
-    if (talk !== t) return;
-    if (!(await readyToRun(flow, body.apiKeys, 'voice'))) return void teardown(t);
-    drawFlow(flow);
+    const flow = await store.flowOf(agentId, body.version, signal);
+    if (!(await readyToRun(flow, body.apiKeys, 'voice', signal))) return void teardown(t);
+    store.setFlow(flow);
     // the audio first (a microphone refused must not leave a session waiting for a socket)
     await openAudio(t);
-    if (talk !== t) return;
+    signal.throwIfAborted();
+    // not aborted with the view: a session started after all is ended (the view that left ends it)
     const started = await json('POST', `${agentPath(agentId)}/voice-sessions`, body);
-    if (talk !== t) {
-      void json('DELETE', `${agentPath(agentId)}/voice-sessions/${enc(started.sessionId)}`).catch(() => {});
-      return;
-    }
     t.sessionId = started.sessionId;
-    const version = body.flow ? undefined : (body.version ?? state.agent?.version);
-    state.session = { agentId, sessionId: started.sessionId, version, live: true, ended: false, voice: true };
-    sessionInfo('voice', started.sessionId, version);
-    $('end').disabled = false;
-    $('add-case').disabled = false;
+    if (signal.aborted) return void endRemote(t);
+    store.show({
+      agentId,
+      sessionId: started.sessionId,
+      kind: 'voice',
+      version,
+      live: true,
+      ended: false,
+      eventsVia: 'socket',
+      end: () => stopTalk(),
+    });
     await openSocket(t, started);
-    void showStats(agentId, version, gen);
-    void loadSessions(agentId);
+    store.emit('sessions');
   } catch (err) {
     showError(err, 'Talking');
-    if (talk === t) {
+    if (talk === t && !signal.aborted) {
       if (t.sessionId) void endRemote(t);
       teardown(t);
     }
@@ -167,7 +140,7 @@ function connectAudio(t, format) {
     // what was really rendered of the segment: the agent keeps (and the model remembers) only that
     send(t, { type: 'playback_finished', playedMs: m.playedMs, interrupted: m.interrupted });
     if (m.interrupted)
-      note('interrupt', 'Interrupted', `the agent stopped after ${fmtS(m.playedMs)} of its reply`);
+      store.note('interrupt', 'Interrupted', `the agent stopped after ${fmtS(m.playedMs)} of its reply`);
   };
   t.player = player;
   const frameSamples = format.frameBytes / 2;
@@ -219,12 +192,12 @@ async function openSocket(t, started) {
     // the microphone stops now; the agent's last words play out (the player reports an empty queue)
     for (const track of t.mic?.getTracks() ?? []) track.stop();
     if (e.code !== 1000)
-      note('bad', `Voice socket closed (${e.code})`, e.reason || 'the connection was lost');
-    sessionEnded();
-    showAgentState(null);
+      store.note('bad', `Voice socket closed (${e.code})`, e.reason || 'the connection was lost');
+    store.ended();
+    store.agentState(null);
     setStatus(`Voice session ${t.sessionId} ended`);
     setTimeout(() => teardown(t), DRAIN_LIMIT_MS);
-    void loadSessions(t.agentId);
+    store.emit('sessions');
   };
 }
 
@@ -239,12 +212,12 @@ function onControl(t, m) {
   if (m.type === 'ready') {
     t.ready = true;
     showTalk();
-    showAgentState('listening');
+    store.agentState('listening');
     setStatus(`Voice session ${t.sessionId}: talk now`);
     return;
   }
   if (m.type === 'event') {
-    handleEvent(m.event);
+    store.event(m.event);
     return;
   }
   const command = PLAYBACK[m.type];
@@ -253,7 +226,7 @@ function onControl(t, m) {
 }
 
 /** Stop: the session ends (DELETE, idempotent), then the socket closes and the audio is let go. */
-export async function stopTalk() {
+async function stopTalk() {
   const t = talk;
   if (!t || t.stopping) return;
   t.stopping = true;
@@ -272,9 +245,8 @@ async function endRemote(t) {
 }
 
 /** The page moves to another view while talking: the session ends, and its audio goes at once. */
-export function leaveTalk() {
-  const t = talk;
-  if (!t) return;
+function leaveTalk(t) {
+  if (talk !== t) return;
   if (t.sessionId) {
     send(t, { type: 'end' });
     void endRemote(t);
@@ -283,8 +255,7 @@ export function leaveTalk() {
 }
 
 /** Lets go of the microphone, the socket and the audio context. */
-export function teardown(t = talk) {
-  if (!t) return;
+function teardown(t) {
   for (const track of t.mic?.getTracks() ?? []) track.stop();
   if (t.socket && t.socket.readyState <= WebSocket.OPEN) t.socket.close(1000, 'stopped');
   t.socket = null;
@@ -293,6 +264,14 @@ export function teardown(t = talk) {
   if (talk === t) {
     talk = null;
     showTalk();
-    if (!state.session?.ended) showAgentState(null);
+    if (!store.session?.ended) store.agentState(null);
   }
 }
+
+definePanel({
+  name: 'talk',
+  mount() {
+    store.on('agent', showTalk);
+    $('talk').addEventListener('click', () => void toggleTalk());
+  },
+});

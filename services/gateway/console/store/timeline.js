@@ -2,9 +2,9 @@
 // When each message of a voice session began, from its events, and a recording played against them: a
 // message clicked seeks the recording to it, and the message being heard is highlighted while it plays.
 
-import { enc, json, sessionPath, ticketFor } from './api.js';
-import { $, setStatus } from './dom.js';
-import { state } from './state.js';
+import { enc, json, sessionPath, ticketFor } from '../lib/api.js';
+import { $, setStatus, showError } from '../ui/dom.js';
+import { store } from './store.js';
 
 /**
  * Speech at most people's pace (~200 words a minute). Measured against a recording (talk.test.ts, espeak-ng at
@@ -17,8 +17,16 @@ const FINAL_AFTER_MS = 600;
 /** An interim transcript comes a word or so into the speech. */
 const INTERIM_AFTER_MS = 500;
 
-export function resetTimeline() {
-  state.timeline = { speakingAt: null, unstamped: null, userFirst: null };
+/** When each message began, from the events: what a recording is played against. */
+let timeline = { speakingAt: null, unstamped: null, userFirst: null };
+/**
+ * The past session's recording shown: its t=0 (epoch ms), its path, and its reads retried.
+ * @type {{ startedAt: number, path: string, retries: number } | null}
+ */
+let recording = null;
+
+function resetTimeline() {
+  timeline = { speakingAt: null, unstamped: null, userFirst: null };
 }
 
 /**
@@ -29,7 +37,7 @@ export function resetTimeline() {
 export function stampReply(li, ev) {
   if (!li.dataset.firstAt) li.dataset.firstAt = String(ev.at);
   if (li.dataset.at) return;
-  const tl = state.timeline;
+  const tl = timeline;
   if (tl.speakingAt !== null) {
     li.dataset.at = String(tl.speakingAt);
     tl.speakingAt = null;
@@ -38,7 +46,7 @@ export function stampReply(li, ev) {
 
 export function onAgentState(ev) {
   if (ev.state !== 'speaking') return;
-  const tl = state.timeline;
+  const tl = timeline;
   if (tl.unstamped && !tl.unstamped.dataset.at) {
     tl.unstamped.dataset.at = String(ev.at);
     tl.unstamped = null;
@@ -47,7 +55,7 @@ export function onAgentState(ev) {
 
 /** The first transcript of an utterance (interim or final): when it began is reckoned from it. */
 export function noteTranscript(ev) {
-  state.timeline.userFirst ??= { at: ev.at, interim: !ev.final };
+  timeline.userFirst ??= { at: ev.at, interim: !ev.final };
 }
 
 /**
@@ -55,8 +63,8 @@ export function noteTranscript(ev) {
  * transcript — a word into it for an interim one, or the words' length and the end-of-turn wait for a final.
  */
 export function stampUser(li, ev) {
-  const first = state.timeline.userFirst ?? { at: ev.at, interim: false };
-  state.timeline.userFirst = null;
+  const first = timeline.userFirst ?? { at: ev.at, interim: false };
+  timeline.userFirst = null;
   const words = ev.text.trim().split(/\s+/).length;
   const at = first.interim ? first.at - INTERIM_AFTER_MS : first.at - FINAL_AFTER_MS - words * MS_PER_WORD;
   li.dataset.firstAt = String(ev.at);
@@ -78,12 +86,12 @@ function timedMessages() {
 
 // ---- a recording ---------------------------------------------------------------------------------
 
-export function clearRecording() {
+function clearRecording() {
   const audio = $('recording');
   audio.pause();
   audio.removeAttribute('src');
   audio.load();
-  state.recording = null;
+  recording = null;
   $('player').hidden = true;
   $('recording-info').textContent = '';
   $('log').classList.remove('timed');
@@ -91,8 +99,8 @@ export function clearRecording() {
 }
 
 /** The recording's URL for the <audio> element: with a ticket when tokens are on (it cannot send a header). */
-async function recordingSrc(path) {
-  const ticket = await ticketFor(path);
+async function recordingSrc(path, signal) {
+  const ticket = await ticketFor(path, signal);
   return ticket ? `${path}?ticket=${enc(ticket)}` : path;
 }
 
@@ -101,10 +109,9 @@ async function recordingSrc(path) {
  * A recording's ticket opens its path as often as the element asks until it expires (TICKET_TTL_MS); a
  * request after that fails, and the element is given a new ticket where it was (`recover`).
  */
-export async function showRecording(agentId, sessionId, gen) {
+async function showRecording(agentId, sessionId, signal) {
   const path = `${sessionPath(agentId, sessionId)}/recording`;
-  const record = await json('GET', sessionPath(agentId, sessionId));
-  if (gen !== state.gen) return;
+  const record = await json('GET', sessionPath(agentId, sessionId), undefined, { signal });
   const rec = record.recording;
   if (!rec) {
     if (record.sessionType === 'voice') {
@@ -114,9 +121,8 @@ export async function showRecording(agentId, sessionId, gen) {
     }
     return;
   }
-  const src = await recordingSrc(path);
-  if (gen !== state.gen) return;
-  state.recording = { startedAt: rec.startedAt, path, retries: 0 };
+  const src = await recordingSrc(path, signal);
+  recording = { startedAt: rec.startedAt, path, retries: 0 };
   const audio = $('recording');
   audio.hidden = false;
   audio.src = src;
@@ -130,7 +136,7 @@ export async function showRecording(agentId, sessionId, gen) {
 
 /** The element could not read the file (its ticket expired, the network dropped): once more, from there. */
 async function recover() {
-  const rec = state.recording;
+  const rec = recording;
   const audio = $('recording');
   if (!rec || !audio.getAttribute('src')) return;
   if (rec.retries >= 2) {
@@ -141,8 +147,8 @@ async function recover() {
   const at = audio.currentTime;
   const playing = !audio.paused;
   try {
-    const src = await recordingSrc(rec.path);
-    if (state.recording !== rec) return;
+    const src = await recordingSrc(rec.path, store.signal);
+    if (recording !== rec) return;
     audio.src = src;
     audio.currentTime = at;
     if (playing) await audio.play();
@@ -157,8 +163,8 @@ function unmark(li) {
 }
 
 /** The message whose time the recording is at, while it plays (or was moved to). */
-export function highlight() {
-  const rec = state.recording;
+function highlight() {
+  const rec = recording;
   const audio = $('recording');
   if (!rec) return;
   const now = rec.startedAt + audio.currentTime * 1000;
@@ -177,8 +183,8 @@ export function highlight() {
 }
 
 /** A click on a message: the recording from where it began. */
-export function seekTo(li) {
-  const rec = state.recording;
+function seekTo(li) {
+  const rec = recording;
   if (!rec) return false;
   const m = timedMessages().find((x) => x.li === li);
   if (!m) return false;
@@ -189,13 +195,23 @@ export function seekTo(li) {
   return true;
 }
 
-export function initRecording() {
+export function mount() {
+  store.on('reset', () => {
+    resetTimeline();
+    clearRecording();
+  });
+  // a past voice session's recording, beside its transcript
+  store.on('session', (s) => {
+    if (s.live || s.kind !== 'voice') return;
+    const signal = store.signal;
+    showRecording(s.agentId, s.sessionId, signal).catch((err) => showError(err, 'Loading the recording'));
+  });
   const audio = $('recording');
   for (const type of ['timeupdate', 'seeked', 'play', 'pause', 'ended'])
     audio.addEventListener(type, highlight);
   audio.addEventListener('error', () => void recover());
   audio.addEventListener('loadeddata', () => {
-    if (state.recording) state.recording.retries = 0;
+    if (recording) recording.retries = 0;
   });
   const messageOf = (e) => (e.target instanceof Element ? e.target.closest('li.user, li.agent') : null);
   $('log').addEventListener('click', (e) => {

@@ -1,8 +1,29 @@
 // @ts-check
-// The flow drawing: layout, boxes, edges and their labels, the current step.
+// The flow drawing: layout, boxes, edges and their labels, the current step, validate's issues at their nodes.
 
-import { $, clip, svg } from './dom.js';
-import { state } from './state.js';
+import { $, clip, svg } from '../ui/dom.js';
+import { store } from './store.js';
+
+/** The drawn boxes by node id; the current step and those passed, kept by id across redraws. */
+let nodes = new Map();
+/** @type {string | null} */
+let step = null;
+let visited = new Set();
+
+export function mount() {
+  store.on('flow', (flow) => drawFlow(flow));
+  // a step said again (a turn's answer) is the current one still, not one passed
+  store.on('step', (stepId) => stepId !== step && setStep(stepId));
+  store.on('event', (ev) => {
+    if (ev.type === 'step_entered') setStep(ev.stepId);
+  });
+  store.on('reset', () => {
+    step = null;
+    visited = new Set();
+  });
+  new ResizeObserver(() => store.flow !== undefined && drawFlow(store.flow)).observe($('flow').parentElement);
+  drawFlow(null);
+}
 
 // ---- flow ----------------------------------------------------------------------------------------
 
@@ -81,7 +102,7 @@ export function border(c, dx, dy) {
 
 /** A branch's exit as the builder named it: `true`/`false`, or the category (the event carries its index). */
 export function exitLabel(stepId, exit) {
-  const node = state.flow?.nodes.find((n) => n.id === stepId);
+  const node = store.flow?.nodes.find((n) => n.id === stepId);
   const i = Number(exit);
   if (!node || !Number.isInteger(i)) return String(exit);
   if (node.nodeType === 'ifelse') return ['true', 'false'][i] ?? String(exit);
@@ -108,12 +129,11 @@ export const PAD = 14;
  * scrolls. Edges between the same two nodes (a loop back, two exits to one step) bend apart, each with its
  * own arrow; a branch's exits carry their label.
  */
-export function drawFlow(flow) {
-  state.flow = flow;
+function drawFlow(flow) {
   const root = $('flow');
   const wrap = root.parentElement;
   root.replaceChildren();
-  state.nodes = new Map();
+  nodes = new Map();
   const availW = Math.max(wrap.clientWidth, 200);
   const availH = Math.max(wrap.clientHeight, 150);
   if (!flow || flow.nodes.length === 0) {
@@ -161,7 +181,8 @@ export function drawFlow(flow) {
   );
   drawEdges(root, flow, at);
   for (const n of flow.nodes) drawNode(root, n, at.get(n.id));
-  if (state.step) setStep(state.step);
+  for (const id of visited) nodes.get(id)?.classList.add('visited');
+  if (step) mark(step);
 }
 
 export function sizeFlow(root, w, h) {
@@ -217,7 +238,7 @@ export function drawEdges(root, flow, at) {
 
 export function drawNode(root, n, p) {
   const name = typeof n.name === 'string' && n.name ? n.name : n.id;
-  const problems = state.issues.get(n.id) ?? [];
+  const problems = store.issues.get(n.id) ?? [];
   const g = svg(
     'g',
     {
@@ -231,18 +252,29 @@ export function drawNode(root, n, p) {
     svg('text', { x: 8, y: 31, class: 'type' }, String(n.nodeType ?? '')),
   );
   if (problems.length) g.append(svg('text', { x: BOX_W - 14, y: 17, class: 'mark' }, '!'));
-  state.nodes.set(n.id, g);
+  nodes.set(n.id, g);
   root.append(g);
 }
 
-export function setStep(stepId) {
-  const previous = state.nodes.get(state.step);
+/**
+ * The current step; the one before it is passed. Kept by id: a step may come before its flow is drawn (a
+ * replay's events and its version's flow arrive in either order), and a redraw (a resize) keeps both.
+ */
+function setStep(stepId) {
+  const previous = nodes.get(step);
   previous?.classList.remove('current');
-  previous?.classList.add('visited');
-  state.step = stepId;
-  const node = state.nodes.get(stepId);
+  previous?.removeAttribute('aria-current');
+  if (step) {
+    visited.add(step);
+    previous?.classList.add('visited');
+  }
+  step = stepId;
+  mark(stepId);
+}
+
+function mark(stepId) {
+  const node = nodes.get(stepId);
   node?.classList.add('current');
   node?.setAttribute('aria-current', 'step');
-  previous?.removeAttribute('aria-current');
   $('step').textContent = stepId ? `current step: ${stepId}` : '';
 }

@@ -1,35 +1,37 @@
 // @ts-check
-// Tests: the agent's cases, runs with their verdicts, and each attempt's session.
+// Tests: the agent's cases, runs with their verdicts, each attempt's session; the session on screen added as
+// a case.
 
-import { agentPath, enc, json } from './api.js';
-import { keysOf, loadSessions, openSession } from './console.js';
-import { $, el, plural, setStatus, showError } from './dom.js';
-import { state } from './state.js';
+import { agentPath, enc, json } from '../lib/api.js';
+import { store } from '../store/store.js';
+import { $, el, plural, setStatus, showError } from '../ui/dom.js';
+import { definePanel } from '../ui/panel.js';
+import { keysOf } from '../ui/run-form.js';
 
-// ---- tests: cases, runs, attempts ----------------------------------------------------------------
+/** How often a run is asked for while it runs (docs/api.md, the console). */
+const RUN_POLL_MS = 500;
+const pct = (r) => (r === null || r === undefined ? '–' : `${Math.round(r * 100)} %`);
 
-export const RUN_POLL_MS = 500;
-export const pct = (r) => (r === null || r === undefined ? '–' : `${Math.round(r * 100)} %`);
-
-/** @param {TestRun[]} runs */
-export function rememberAttempts(runs) {
+/** The attempts' sessions, for the past sessions list to name. @param {TestRun[]} runs */
+function rememberAttempts(runs) {
   for (const run of runs) {
     for (const c of run.cases ?? []) {
       for (const r of c.repeats ?? []) {
         const id = r.observed?.sessionId;
-        if (id && !state.attempts.has(id)) state.attempts.set(id, { name: c.name, verdict: r.verdict });
+        if (id && !store.attempts.has(id)) store.attempts.set(id, { name: c.name, verdict: r.verdict });
       }
     }
   }
+  store.emit('attempts');
 }
 
-export async function loadTests(agentId) {
+async function loadTests(agentId) {
+  const signal = store.agentSignal;
   try {
     const [cases, runs] = await Promise.all([
-      json('GET', `${agentPath(agentId)}/test-cases`),
-      json('GET', `${agentPath(agentId)}/test-runs`),
+      json('GET', `${agentPath(agentId)}/test-cases`, undefined, { signal }),
+      json('GET', `${agentPath(agentId)}/test-runs`, undefined, { signal }),
     ]);
-    if (agentId !== state.agentId) return;
     rememberAttempts(runs);
     $('cases').replaceChildren(
       ...cases.map((c) =>
@@ -49,10 +51,10 @@ export async function loadTests(agentId) {
 }
 
 /**
- * @typedef {import('../../../packages/client/src/schema.ts').operations['testRunsGet']['responses'][200]['content']['application/json']} TestRun
+ * @typedef {import('../../../../packages/client/src/schema.ts').operations['testRunsGet']['responses'][200]['content']['application/json']} TestRun
  * @param {TestRun} run
  */
-export function renderRun(run) {
+function renderRun(run) {
   const c = run.counts;
   const head = el(
     'p',
@@ -73,8 +75,7 @@ export function renderRun(run) {
       else {
         button.addEventListener(
           'click',
-          () =>
-            void openSession({ id, agentId: run.agentId, sessionType: 'test', version: run.version }, button),
+          () => void store.open({ id, agentId: run.agentId, sessionType: 'test', version: run.version }),
         );
       }
       return button;
@@ -92,24 +93,25 @@ export function renderRun(run) {
   $('run').replaceChildren(head, el('ul', { class: 'run-cases' }, ...cases));
 }
 
-export async function runTests() {
-  const agentId = state.agentId;
+/** Starts a run of the agent's cases, and shows it until it finishes (or another agent is chosen). */
+async function runTests() {
+  const agentId = store.agentId;
   if (!agentId) return;
+  const signal = store.agentSignal;
   $('run-tests').disabled = true;
   try {
     const apiKeys = keysOf();
-    let run = await json('POST', `${agentPath(agentId)}/test-runs`, apiKeys ? { apiKeys } : {});
+    let run = await json('POST', `${agentPath(agentId)}/test-runs`, apiKeys ? { apiKeys } : {}, { signal });
     setStatus(`Test run ${run.id} started`);
     while (run.status === 'queued' || run.status === 'running') {
       renderRun(run);
       await new Promise((r) => setTimeout(r, RUN_POLL_MS));
-      if (agentId !== state.agentId) return;
-      run = await json('GET', `${agentPath(agentId)}/test-runs/${enc(run.id)}`);
+      run = await json('GET', `${agentPath(agentId)}/test-runs/${enc(run.id)}`, undefined, { signal });
     }
     rememberAttempts([run]);
     renderRun(run);
     setStatus(`Test run ${run.status}`, run.status !== 'passed');
-    await loadSessions(agentId);
+    store.emit('sessions');
   } catch (err) {
     showError(err, 'Running the tests');
   } finally {
@@ -118,8 +120,8 @@ export async function runTests() {
 }
 
 /** The session shown, replayed as a test case: its user turns, and the step path it took as expected. */
-export async function addCase() {
-  const s = state.session;
+async function addCase() {
+  const s = store.session;
   if (!s) return;
   try {
     const c = await json('POST', `${agentPath(s.agentId)}/test-cases`, {
@@ -132,3 +134,30 @@ export async function addCase() {
     showError(err, 'Adding the test case');
   }
 }
+
+definePanel({
+  name: 'tests',
+  title: 'Tests',
+  mount(section, heading) {
+    const runButton = el('button', { type: 'button', id: 'run-tests', class: 'small' }, 'Run tests');
+    section.append(
+      el('div', { class: 'row between' }, heading, runButton),
+      el('ul', { id: 'cases', class: 'cases' }),
+      el('div', { id: 'run', class: 'run', 'aria-live': 'polite' }),
+    );
+    store.on('agent', (agent) => {
+      $('cases').replaceChildren();
+      $('run').replaceChildren();
+      if (agent) void loadTests(agent.id);
+    });
+    // the session on screen can become a case (the button sits beside the conversation's title)
+    store.on('reset', () => {
+      $('add-case').disabled = true;
+    });
+    store.on('session', () => {
+      $('add-case').disabled = false;
+    });
+    runButton.addEventListener('click', () => void runTests());
+    $('add-case').addEventListener('click', () => void addCase());
+  },
+});

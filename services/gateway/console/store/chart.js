@@ -1,9 +1,52 @@
 // @ts-check
-// The latency chart and the version's figures.
+// The latency chart, the version's figures and the session's usage.
 
-import { agentPath, json } from './api.js';
-import { $, el, ms, plural, svg } from './dom.js';
-import { CHART_FIGURES, CHART_TURNS, state } from './state.js';
+import { agentPath, json } from '../lib/api.js';
+import { $, el, ms, plural, svg } from '../ui/dom.js';
+import { store } from './store.js';
+
+/** The figures the chart draws, in the order of METRIC_NAMES (packages/contracts/src/metrics.ts). */
+const CHART_FIGURES = [
+  ['e2eLatencyMs', 'End-to-end (voice)'],
+  ['llmTtftMs', 'LLM first token'],
+  ['turnMs', 'Whole turn'],
+];
+const CHART_TURNS = 30;
+
+/** The session's turns' figures, in order. */
+let turns = [];
+
+export function mount() {
+  store.on('reset', () => {
+    turns = [];
+    $('stats').textContent = '';
+    $('usage').textContent = '';
+    drawChart();
+  });
+  store.on('event', (ev) => {
+    if (ev.type === 'turn_metrics') addTurn(ev.metrics);
+    else if (ev.type === 'usage') showUsage(ev);
+  });
+  store.on('turn', addTurn);
+  // the figures of the version on screen: a session's, or the chosen agent's latest before any session
+  store.on('session', (s) => void showStats(s.agentId, s.version ?? undefined));
+  store.on(
+    'stats',
+    () => store.session && void showStats(store.session.agentId, store.session.version ?? undefined),
+  );
+  store.on('agent', (agent) => agent && !store.session && void showStats(agent.id, agent.version));
+  new ResizeObserver(() => drawChart()).observe($('chart'));
+}
+
+function showUsage(ev) {
+  const parts = ev.usage.map((u) => {
+    if (u.kind === 'llm')
+      return `${u.model}: ${u.promptTokens ?? 0} in / ${u.completionTokens ?? 0} out tokens`;
+    if (u.kind === 'tts') return `${u.model}: ${u.ttsCharacters ?? 0} characters`;
+    return `${u.model}: ${u.sttAudioSeconds ?? 0} s of audio`;
+  });
+  $('usage').textContent = parts.length ? `Usage: ${parts.join(' · ')}` : '';
+}
 
 // ---- latency chart -------------------------------------------------------------------------------
 
@@ -11,9 +54,9 @@ import { CHART_FIGURES, CHART_TURNS, state } from './state.js';
 export const calledModel = (m) =>
   m.llmTtftMs !== undefined || m.llmDurationMs !== undefined || m.e2eLatencyMs !== undefined;
 
-export function addTurn(metrics) {
+function addTurn(metrics) {
   if (!calledModel(metrics)) return;
-  state.turns.push(metrics);
+  turns.push(metrics);
   drawChart();
 }
 
@@ -23,16 +66,16 @@ export function niceMax(v) {
   return [1, 2, 2.5, 5, 10].map((m) => m * p).find((m) => m >= v);
 }
 
-export function drawChart() {
+function drawChart() {
   const root = $('chart');
   root.replaceChildren();
   const { width, height } = root.getBoundingClientRect();
   const W = Math.max(width, 200);
   const H = Math.max(height, 100);
   root.setAttribute('viewBox', `0 0 ${W} ${H}`);
-  const turns = state.turns.slice(-CHART_TURNS);
-  const first = state.turns.length - turns.length;
-  const figures = CHART_FIGURES.filter(([k]) => turns.some((t) => t[k] !== undefined));
+  const shown = turns.slice(-CHART_TURNS);
+  const first = turns.length - shown.length;
+  const figures = CHART_FIGURES.filter(([k]) => shown.some((t) => t[k] !== undefined));
   $('legend').replaceChildren(...figures.map(([k, label]) => el('span', {}, el('i', { class: k }), label)));
   if (figures.length === 0) {
     root.append(svg('text', { x: 8, y: 20, class: 'empty' }, 'No turn figures yet.'));
@@ -42,15 +85,15 @@ export function drawChart() {
   const bottom = H - 18;
   const top = 8;
   // a floor, so a lone fast turn does not fill the axis
-  const max = niceMax(Math.max(50, ...turns.flatMap((t) => figures.map(([k]) => t[k] ?? 0))));
+  const max = niceMax(Math.max(50, ...shown.flatMap((t) => figures.map(([k]) => t[k] ?? 0))));
   const y = (v) => bottom - ((bottom - top) * v) / max;
   for (const v of [0, max / 2, max]) {
     root.append(svg('line', { class: 'axis', x1: left, x2: W - 4, y1: y(v), y2: y(v) }));
     root.append(svg('text', { x: left - 4, y: y(v) + 3, 'text-anchor': 'end' }, String(Math.round(v))));
   }
-  const slot = (W - left - 4) / Math.max(turns.length, 8);
+  const slot = (W - left - 4) / Math.max(shown.length, 8);
   const barW = Math.max(2, Math.min(18, (slot - 6) / figures.length));
-  turns.forEach((t, i) => {
+  shown.forEach((t, i) => {
     const x0 = left + i * slot + (slot - barW * figures.length) / 2;
     figures.forEach(([k, label], j) => {
       if (t[k] === undefined) return;
@@ -82,11 +125,12 @@ export function drawChart() {
   });
 }
 
-export async function showStats(agentId, version, gen) {
+/** The version's figures (all versions' for a draft), for the view on screen. */
+async function showStats(agentId, version) {
   const path = version ? `${agentPath(agentId)}/versions/${version}/stats` : `${agentPath(agentId)}/stats`;
+  const signal = store.signal;
   try {
-    const s = await json('GET', path);
-    if (gen !== state.gen) return;
+    const s = await json('GET', path, undefined, { signal });
     const f = s.figures ?? {};
     const parts = CHART_FIGURES.filter(([k]) => f[k]).map(
       ([k, label]) => `${label} p50 ${ms(f[k].p50)} / p90 ${ms(f[k].p90)}`,
@@ -96,6 +140,6 @@ export async function showStats(agentId, version, gen) {
     $('stats').textContent = `${scope}: ${counts}${parts.length ? ` · ${parts.join(' · ')}` : ''}`;
   } catch {
     // the figures are a bonus: the session itself is what the page is for
-    if (gen === state.gen) $('stats').textContent = '';
+    if (!signal.aborted) $('stats').textContent = '';
   }
 }
