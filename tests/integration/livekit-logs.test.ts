@@ -1,6 +1,6 @@
 import { fullFlow, lineSink, withNode } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { logLiveKitAs } from '../../services/playground/src/telemetry.js';
+import { logLiveKitAs } from '../../services/playground/src/observability/telemetry.js';
 import { lastUserText, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 

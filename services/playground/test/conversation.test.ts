@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fullFlow, listenOnLoopback, withNode } from '@vab/testkit';
 import { createEgressFetch } from '../src/egress/client.js';
 import { EgressPolicy, parseAllowList } from '../src/egress/policy.js';
-import { KeyRule } from '../src/provider-keys.js';
-import { ReadinessCheck } from '../src/readiness.js';
-import { FlowConversation, type TransferTarget } from '../src/runtime/conversation.js';
-import { openFlowRuntime, type FlowRuntime } from '../src/runtime/flow-runtime.js';
-import { TYPED } from '../src/runtime/conversation-mode.js';
-import { runPostProcessing } from '../src/runtime/post-processing.js';
+import { KeyRule } from '../src/models/provider-keys.js';
+import { ReadinessCheck } from '../src/models/readiness.js';
+import { FlowConversation, type TransferTarget } from '../src/conversation/conversation.js';
+import { openFlowRuntime, type FlowRuntime } from '../src/conversation/flow-runtime.js';
+import { TYPED } from '../src/conversation/conversation-mode.js';
+import { runPostProcessing } from '../src/conversation/post-processing.js';
 import { lastUserText, startOpenAiStub, systemText, textOf, type ChatRequest } from './openai-stub.js';
 
 initializeLogger({ pretty: false, level: 'error' });

@@ -10,9 +10,9 @@ import {
 } from '@vab/contracts';
 import type { CompiledFlow, Step } from '@vab/flow';
 import { z } from 'zod';
-import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck } from '../readiness.js';
-import { CaseModelClient, ModelAnswerError, safeJson } from '../model-call.js';
+import type { KeyEnv } from '../models/provider-keys.js';
+import type { ReadinessCheck } from '../models/readiness.js';
+import { CaseModelClient, ModelAnswerError, safeJson } from '../models/model-call.js';
 
 const PROPOSE_TOOL = 'propose_cases';
 

@@ -8,14 +8,14 @@ import {
   type TurnMetrics,
   type VoiceFigures,
 } from '@vab/contracts';
-import type { Redactor } from '../host/redactor.js';
-import type { SessionHost } from '../host/session-host.js';
-import type { CaseModelClient } from '../model-call.js';
-import type { RunnableFlow } from '../readiness.js';
-import type { ConversationKit } from '../runtime/conversations.js';
-import type { Turn } from '../runtime/transcript.js';
-import { BusAudioInput } from '../transports/voice-socket/bus-audio.js';
-import { VoicePipeline } from '../transports/voice-pipeline.js';
+import type { Redactor } from '../sessions/redactor.js';
+import type { SessionHost } from '../sessions/session-host.js';
+import type { CaseModelClient } from '../models/model-call.js';
+import type { RunnableFlow } from '../models/readiness.js';
+import type { ConversationKit } from '../conversation/conversations.js';
+import type { Turn } from '../conversation/transcript.js';
+import { BusAudioInput } from '../voice/bus-audio.js';
+import { VoicePipeline } from '../voice/voice-pipeline.js';
 import { CALLER_RATE, CallerVoice } from './voice-caller.js';
 import { SimulatedCaller } from './simulator.js';
 

@@ -1,8 +1,8 @@
 import { stt as livekitStt, voice, type stt, type tts } from '@livekit/agents';
 import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
 import type { CallerBehaviour, ModelUsage } from '@vab/contracts';
-import { heardPart, isAudible } from '../transports/voice-socket/bus-audio.js';
-import type { PlaybackHooks } from '../transports/voice-pipeline.js';
+import { heardPart, isAudible } from '../voice/bus-audio.js';
+import type { PlaybackHooks } from '../voice/voice-pipeline.js';
 import { CallTimeline, FRAME_MS } from './voice-figures.js';
 
 /** The simulated caller's line rate: what a phone-grade microphone gives the pipeline. */

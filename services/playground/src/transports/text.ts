@@ -8,15 +8,15 @@ import {
   type TextTurnResult,
   type TurnResult,
 } from '@vab/contracts';
-import { sessionRedactor } from '../host/redactor.js';
-import type { SessionHost, UserTurn } from '../host/session-host.js';
-import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
-import type { FlowConversation } from '../runtime/conversation.js';
-import type { ConversationKit } from '../runtime/conversations.js';
-import { TYPED } from '../runtime/conversation-mode.js';
-import { flowToRun } from './flow-to-run.js';
-import { TypedAgentSession } from './typed-session.js';
+import { sessionRedactor } from '../sessions/redactor.js';
+import type { SessionHost, UserTurn } from '../sessions/session-host.js';
+import type { KeyEnv } from '../models/provider-keys.js';
+import type { ReadinessCheck, RunnableFlow } from '../models/readiness.js';
+import type { FlowConversation } from '../conversation/conversation.js';
+import type { ConversationKit } from '../conversation/conversations.js';
+import { TYPED } from '../conversation/conversation-mode.js';
+import { flowToRun } from '../conversation/flow-to-run.js';
+import { TypedAgentSession } from '../conversation/typed-session.js';
 
 /**
  * Text test sessions: the flow's conversation on a LiveKit session without a room, turns typed by the

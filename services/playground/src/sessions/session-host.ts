@@ -20,15 +20,15 @@ import {
 } from '@vab/contracts';
 import type { voice } from '@livekit/agents';
 import type { z } from 'zod';
-import { AudioRecording } from './audio-recording.js';
+import { AudioRecording } from '../recording/audio-recording.js';
 import type { CallerSlot, CallerSlots } from './caller-slots.js';
-import type { EncoderHost } from './encoder-host.js';
-import type { RecorderThread } from './recorder-thread.js';
-import type { RecordingsBucket } from './recordings-bucket.js';
-import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
+import type { EncoderHost } from '../recording/encoder-host.js';
+import type { RecorderThread } from '../recording/recorder-thread.js';
+import type { RecordingsBucket } from '../recording/recordings-bucket.js';
+import { observeTurn, playgroundMetrics, type HostView } from '../observability/metrics.js';
 import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
-import { inSession } from '../telemetry.js';
+import { inSession } from '../observability/telemetry.js';
 import { Redactor } from './redactor.js';
 
 export interface HostConfig {

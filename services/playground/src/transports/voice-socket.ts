@@ -14,14 +14,14 @@ import {
   type VoiceServerMessage,
   type VoiceSessionStarted,
 } from '@vab/contracts';
-import type { SessionContext, SessionHost } from '../../host/session-host.js';
-import type { KeyEnv } from '../../provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../../readiness.js';
-import type { ConversationKit } from '../../runtime/conversations.js';
-import { sessionRedactor } from '../../host/redactor.js';
-import { flowToRun } from '../flow-to-run.js';
-import { VoicePipeline } from '../voice-pipeline.js';
-import { BusAudioInput, BusAudioOutput } from './bus-audio.js';
+import type { SessionContext, SessionHost } from '../sessions/session-host.js';
+import type { KeyEnv } from '../models/provider-keys.js';
+import type { ReadinessCheck, RunnableFlow } from '../models/readiness.js';
+import type { ConversationKit } from '../conversation/conversations.js';
+import { sessionRedactor } from '../sessions/redactor.js';
+import { flowToRun } from '../conversation/flow-to-run.js';
+import { VoicePipeline } from '../voice/voice-pipeline.js';
+import { BusAudioInput, BusAudioOutput } from '../voice/bus-audio.js';
 
 export interface VoiceSocketConfig {
   BUS_TIMEOUT_MS: number;

@@ -1,11 +1,11 @@
 import { voice } from '@livekit/agents';
 import type { ApiKeys, CaseMocks, SessionEventInput, SessionMessage, TurnMetrics } from '@vab/contracts';
-import type { SessionContext } from '../host/session-host.js';
-import type { RunnableFlow } from '../readiness.js';
-import type { FlowConversation } from '../runtime/conversation.js';
-import type { ConversationKit } from '../runtime/conversations.js';
-import { SPOKEN } from '../runtime/conversation-mode.js';
-import { sharedVad, turnHandlingOf } from '../runtime/voice-models.js';
+import type { SessionContext } from '../sessions/session-host.js';
+import type { RunnableFlow } from '../models/readiness.js';
+import type { FlowConversation } from '../conversation/conversation.js';
+import type { ConversationKit } from '../conversation/conversations.js';
+import { SPOKEN } from '../conversation/conversation-mode.js';
+import { sharedVad, turnHandlingOf } from '../models/voice-models.js';
 
 /** What a playback sink needs from the pipeline it plays. */
 export interface PlaybackHooks {

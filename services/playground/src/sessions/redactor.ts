@@ -1,7 +1,7 @@
 import type { ApiKeys } from '@vab/contracts';
 import type { Logger } from 'pino';
-import { KEY_ENV_VARS } from '../env-keys.js';
-import type { KeyEnv } from '../provider-keys.js';
+import { KEY_ENV_VARS } from '../models/env-keys.js';
+import type { KeyEnv } from '../models/provider-keys.js';
 
 /** Shorter values are not replaced: a two-letter "key" would blank those letters in every text. */
 export const MIN_SECRET_LENGTH = 6;

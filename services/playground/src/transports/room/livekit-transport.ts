@@ -13,13 +13,13 @@ import {
 import { randomUUID } from 'node:crypto';
 import { EgressRefused, type EgressFetch, type HostCheck } from '../../egress/client.js';
 import type { EgressPolicy } from '../../egress/policy.js';
-import { envLivekit, LIVEKIT_ENV_VARS } from '../../env-keys.js';
-import { Recorder } from '../../host/recorder.js';
-import { sessionRedactor } from '../../host/redactor.js';
-import type { SessionHost } from '../../host/session-host.js';
-import type { KeyEnv } from '../../provider-keys.js';
-import type { ReadinessCheck } from '../../readiness.js';
-import type { ConversationKit } from '../../runtime/conversations.js';
+import { envLivekit, LIVEKIT_ENV_VARS } from '../../models/env-keys.js';
+import { Recorder } from '../../sessions/recorder.js';
+import { sessionRedactor } from '../../sessions/redactor.js';
+import type { SessionHost } from '../../sessions/session-host.js';
+import type { KeyEnv } from '../../models/provider-keys.js';
+import type { ReadinessCheck } from '../../models/readiness.js';
+import type { ConversationKit } from '../../conversation/conversations.js';
 import { httpUrlOf, MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';
 import type { AgentRunner, RunnerStartOptions, RunningAgent } from './runner.js';
 

@@ -1,7 +1,7 @@
 import type { llm } from '@livekit/agents';
 import type { EngineAction, SchemaField } from '@vab/flow';
 import { z } from 'zod';
-import { CaseModelClient, forcedToolCall } from '../model-call.js';
+import { CaseModelClient, forcedToolCall } from '../models/model-call.js';
 import { transcriptText, type Turn } from './transcript.js';
 
 export type { Turn } from './transcript.js';

@@ -7,7 +7,7 @@ import type { LlmConfig, SttConfig, TtsConfig } from '@vab/flow';
 import { AudioFrame } from '@livekit/rtc-node';
 import { OpenAI } from 'openai';
 import { z } from 'zod';
-import type { EgressFetch } from './egress/client.js';
+import type { EgressFetch } from '../egress/client.js';
 
 export type Modality = 'llm' | 'tts' | 'stt';
 

@@ -22,8 +22,8 @@ import {
   type SttConfig,
   type TtsConfig,
 } from '@vab/flow';
-import type { EgressFetch } from './egress/client.js';
-import type { EgressPolicy } from './egress/policy.js';
+import type { EgressFetch } from '../egress/client.js';
+import type { EgressPolicy } from '../egress/policy.js';
 import type { KeyEnv, KeyRule } from './provider-keys.js';
 import { providerSpec, providersFor, type Endpoint, type Modality } from './providers.js';
 

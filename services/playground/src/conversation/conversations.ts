@@ -12,8 +12,8 @@ import {
   type TurnMetrics,
 } from '@vab/contracts';
 import type { EgressFetch } from '../egress/client.js';
-import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
+import type { KeyEnv } from '../models/provider-keys.js';
+import type { ReadinessCheck, RunnableFlow } from '../models/readiness.js';
 import { FlowConversation, type TransferTarget } from './conversation.js';
 import type { ConversationMode } from './conversation-mode.js';
 import { openFlowRuntime, type FlowAgent } from './flow-runtime.js';

@@ -1,7 +1,7 @@
 import { METRIC_NAMES, type MetricName, type SessionType, type TurnMetrics } from '@vab/contracts';
 import { processMetrics } from '@vab/service-kit';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { PROVIDERS } from './providers.js';
+import { PROVIDERS } from '../models/providers.js';
 
 /** What the session gauges read at scrape time: each session host of this process. */
 export interface HostView {

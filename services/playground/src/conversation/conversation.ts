@@ -21,7 +21,7 @@ import {
   type TransferFailureReason,
 } from '@vab/flow';
 import type { Logger } from 'pino';
-import { modelKindLabel, playgroundMetrics, providerLabel } from '../metrics.js';
+import { modelKindLabel, playgroundMetrics, providerLabel } from '../observability/metrics.js';
 import { messageMetrics, redact, TurnClock, turnFailureOf, usageOf } from './figures.js';
 import { agentOptions, FlowAgent, type FlowRuntime, type TurnAnswer } from './flow-runtime.js';
 import type { ConversationMode } from './conversation-mode.js';

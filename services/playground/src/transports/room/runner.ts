@@ -4,10 +4,10 @@ import { Room, RoomEvent } from '@livekit/rtc-node';
 import type { SessionMessage, StepChange } from '@vab/contracts';
 import type { CompiledFlow } from '@vab/flow';
 import type { Logger } from 'pino';
-import type { FlowConversation } from '../../runtime/conversation.js';
-import type { TransportSide } from '../../runtime/conversations.js';
-import { SPOKEN } from '../../runtime/conversation-mode.js';
-import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
+import type { FlowConversation } from '../../conversation/conversation.js';
+import type { TransportSide } from '../../conversation/conversations.js';
+import { SPOKEN } from '../../conversation/conversation-mode.js';
+import { sharedVad, turnHandlingOf } from '../../models/voice-models.js';
 import { startInRoom } from './room-audio.js';
 
 export interface RunnerStartOptions {

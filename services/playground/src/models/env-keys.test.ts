@@ -86,7 +86,7 @@ describe('currentKeyEnv', () => {
 
 describe('docs/operations.md', () => {
   it('lists exactly the key variables the provider table and LiveKit read', () => {
-    const doc = readFileSync(join(import.meta.dirname, '../../../docs/operations.md'), 'utf8');
+    const doc = readFileSync(join(import.meta.dirname, '../../../../docs/operations.md'), 'utf8');
     const start = doc.indexOf('- Provider keys');
     const entry = doc.slice(start, doc.indexOf('\n\n', start));
     const named = [...entry.matchAll(/`([A-Z0-9_]+_(?:KEY|SECRET|URL))`/g)].map((m) => m[1]);

@@ -12,23 +12,23 @@ import {
   type SessionUsage,
   type TurnResult,
 } from '@vab/contracts';
-import { sessionRedactor, type Redactor } from '../host/redactor.js';
-import type { SessionHost } from '../host/session-host.js';
-import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
-import type { FlowConversation } from '../runtime/conversation.js';
-import type { Turn } from '../runtime/decide.js';
-import { judgeCriteria } from '../testing/judges.js';
-import { CaseModelClient, ModelAnswerError } from '../model-call.js';
-import { SimulatedCaller } from '../testing/simulator.js';
-import type { ConversationKit } from '../runtime/conversations.js';
+import { sessionRedactor, type Redactor } from '../sessions/redactor.js';
+import type { SessionHost } from '../sessions/session-host.js';
+import type { KeyEnv } from '../models/provider-keys.js';
+import type { ReadinessCheck, RunnableFlow } from '../models/readiness.js';
+import type { FlowConversation } from '../conversation/conversation.js';
+import type { Turn } from '../conversation/decide.js';
+import { judgeCriteria } from './judges.js';
+import { CaseModelClient, ModelAnswerError } from '../models/model-call.js';
+import { SimulatedCaller } from './simulator.js';
+import type { ConversationKit } from '../conversation/conversations.js';
 import {
   figuresText,
   runVoiceAttempt,
   type CallerSpeech,
   type VoiceAttemptSettings,
-} from '../testing/voice-attempt.js';
-import type { TextTransport } from './text.js';
+} from './voice-attempt.js';
+import type { TextTransport } from '../transports/text.js';
 
 /** The flow with every language model's temperature set to `temperature` (a case's override). */
 export function withTemperature(flow: Flow, temperature: number): Flow {

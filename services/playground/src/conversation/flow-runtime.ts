@@ -1,9 +1,9 @@
 import { llm, voice } from '@livekit/agents';
 import type { ToolMock } from '@vab/contracts';
-import type { RunnableFlow } from '../readiness.js';
+import type { RunnableFlow } from '../models/readiness.js';
 import type { ConversationMode } from './conversation-mode.js';
 import { openMcpTools, type McpOptions } from './mcp.js';
-import { SessionVad, turnHandlingOf } from './voice-models.js';
+import { SessionVad, turnHandlingOf } from '../models/voice-models.js';
 
 /** A runnable flow opened for one session: its models, and the tools of its MCP nodes (connected). */
 export interface FlowRuntime extends RunnableFlow {

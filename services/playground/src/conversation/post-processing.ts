@@ -4,7 +4,7 @@ import type { SessionEventInput, WebhookMock } from '@vab/contracts';
 import type { LlmConfig, PostStep } from '@vab/flow';
 import type { Logger } from 'pino';
 import { EgressRefused, type EgressFetch } from '../egress/client.js';
-import { playgroundMetrics } from '../metrics.js';
+import { playgroundMetrics } from '../observability/metrics.js';
 import { extractStructuredOutput, type Turn } from './decide.js';
 
 export interface PostProcessingOptions {
