@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { oggDurationMs, sweepSpools } from './audio-recording.js';
+import { oggDurationMs } from './audio-recording.js';
+import { sweepSpools } from './spool.js';
 
 describe('a recording file', () => {
   it("is as long as its last page's granule position says, less the pre-skip", async () => {

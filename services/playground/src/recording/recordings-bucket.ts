@@ -6,7 +6,7 @@ import { Objm, type ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { safeError, type Logger } from '@vab/bus';
 import { RECORDINGS_BUCKET, recordingObject } from '@vab/contracts';
-import { sweepSpools } from './audio-recording.js';
+import { sweepSpools } from './spool.js';
 
 export interface RecordingsConfig {
   /** Recordings are kept this long (the test sessions' retention). */

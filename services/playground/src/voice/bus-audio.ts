@@ -1,7 +1,7 @@
 import { voice } from '@livekit/agents';
 import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
 import type { VoiceServerMessage } from '@vab/contracts';
-import type { FrameTap, TappableAudioInput } from '../recording/audio-recording.js';
+import type { FrameTap, TappableAudioInput } from '../recording/recorder-io.js';
 
 /**
  * The client's microphone as LiveKit's audio input: 16-bit mono PCM at the client's rate, as it arrives over
