@@ -13,6 +13,7 @@ import { RecorderThread } from './recording/recorder-thread.js';
 import { RecordingsBucket } from './recording/recordings-bucket.js';
 import { SessionHost } from './sessions/session-host.js';
 import { KeyRule } from './models/provider-keys.js';
+import { ModelFactory } from './models/model-factory.js';
 import { ReadinessCheck } from './models/readiness.js';
 import { ConversationKit } from './conversation/conversations.js';
 import { LiveKitTransport } from './transports/room/livekit-transport.js';
@@ -70,7 +71,7 @@ function outboundOf(config: PlaygroundServiceConfig, log: Logger, resolve: Resol
     egressTimeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
   });
   const checkHost = createHostCheck({ policy, log, resolve });
-  return { policy, egressFetch, checkHost, readiness };
+  return { policy, egressFetch, checkHost, readiness, models: new ModelFactory(readiness) };
 }
 
 /** How a test case's attempt is bounded and paced. */
@@ -121,27 +122,28 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   prewarmVoiceModels();
   const bus = busClientOf(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
-  const { policy, egressFetch, checkHost, readiness } = outboundOf(config, log, deps.resolve);
+  const { policy, egressFetch, checkHost, readiness, models } = outboundOf(config, log, deps.resolve);
   const quota = { quota: config.MAX_SESSIONS_PER_CALLER, leaseMs: config.CALLER_SLOT_LEASE_MS };
   const slots = quota.quota > 0 ? new CallerSlots(nc, quota, log) : undefined;
   const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS, recordings, slots });
-  const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
-  const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
-  const cases = new TestCaseTransport({ host, bus, readiness, text, kit, env, ...caseTimings(config) });
+  const kit = new ConversationKit({ bus, models, env, egressFetch, config });
+  const text = new TextTransport({ host, bus, models, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
+  const cases = new TestCaseTransport({ host, bus, models, text, kit, env, ...caseTimings(config) });
   const generator = new CaseGenerator({
     bus,
     readiness,
+    models,
     env,
     busTimeoutMs: config.BUS_TIMEOUT_MS,
     // one answer carries up to 20 proposals: longer than one decision
     modelTimeoutMs: 4 * config.LLM_DECISION_TIMEOUT_MS,
   });
-  const audio = new VoiceSocketTransport({ host, bus, nc, readiness, kit, env, config });
+  const audio = new VoiceSocketTransport({ host, bus, nc, models, kit, env, config });
   const voice = new LiveKitTransport({
     host,
     bus,
     nc,
-    readiness,
+    models,
     kit,
     env,
     log,

@@ -13,7 +13,7 @@ import {
 } from '@vab/contracts';
 import type { EgressFetch } from '../egress/client.js';
 import type { KeyEnv } from '../models/provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../models/readiness.js';
+import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import { FlowConversation, type TransferTarget } from './conversation.js';
 import type { ConversationMode } from './conversation-mode.js';
 import { openFlowRuntime, type FlowAgent } from './flow-runtime.js';
@@ -61,7 +61,7 @@ export class ConversationKit {
   constructor(
     private readonly deps: {
       bus: BusClient;
-      readiness: ReadinessCheck;
+      models: ModelFactory;
       env(): Promise<KeyEnv>;
       egressFetch: EgressFetch;
       config: ConversationKitConfig;
@@ -135,14 +135,14 @@ export class ConversationKit {
     observer: ToolObserver,
     mocks: CaseMocks | undefined,
   ): Promise<TransferTarget> {
-    const { bus, readiness, config } = this.deps;
+    const { bus, models, config } = this.deps;
     const opts = { timeoutMs: config.BUS_TIMEOUT_MS, requestId };
     try {
       const found = await bus.request(Subjects.agentsLookup, { id: agentId }, opts);
       if (!found.exists) return { ok: false, reason: 'missing' };
       if (found.archived) return { ok: false, reason: 'archived' };
       const { flow } = await bus.request(Subjects.agentsGet, { id: agentId }, opts);
-      const runnable = readiness.require(flow, sessionType, await this.deps.env(), apiKeys);
+      const runnable = models.require(flow, sessionType, await this.deps.env(), apiKeys);
       // a test case's tool mocks hold across a transfer: its conversation never reaches the real system
       return { ok: true, flow: await openFlowRuntime(runnable, this.mcp(log, observer), mocks?.tools) };
     } catch (err) {

@@ -1,6 +1,6 @@
 import { llm, voice } from '@livekit/agents';
 import type { ToolMock } from '@vab/contracts';
-import type { RunnableFlow } from '../models/readiness.js';
+import type { RunnableFlow } from '../models/model-factory.js';
 import type { ConversationMode } from './conversation-mode.js';
 import { openMcpTools, type McpOptions } from './mcp.js';
 import { SessionVad, turnHandlingOf } from '../models/voice-models.js';

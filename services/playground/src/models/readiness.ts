@@ -1,4 +1,3 @@
-import { tokenize, tts as livekitTts, type llm, type stt, type tts } from '@livekit/agents';
 import {
   AppError,
   type ApiKeys,
@@ -12,16 +11,7 @@ import {
   type SessionType,
 } from '@vab/contracts';
 import { isIP } from 'node:net';
-import {
-  compile,
-  isBranch,
-  modelOf,
-  urlsOf,
-  type CompiledFlow,
-  type LlmConfig,
-  type SttConfig,
-  type TtsConfig,
-} from '@vab/flow';
+import { compile, isBranch, modelOf, urlsOf, type CompiledFlow, type LlmConfig } from '@vab/flow';
 import type { EgressFetch } from '../egress/client.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import type { KeyEnv, KeyRule } from './provider-keys.js';
@@ -43,22 +33,33 @@ export interface Readiness {
   requirements: ProviderRequirement[];
 }
 
-/**
- * A flow this server can run, with the keys resolved: it makes the flow's models (each once) and nothing
- * else can read the keys. Made only by `ReadinessCheck.require`.
- */
-export interface RunnableFlow {
+/** A flow that passed the check: compiled, and each model's endpoint and key resolved. */
+export interface CheckedFlow {
   config: CompiledFlow;
   sessionType: SessionType;
-  /** The seed its models run with, where their provider takes one (the agent model's decides); else null. */
-  seed: number | null;
-  llm(cfg: LlmConfig): llm.LLM;
-  /** Voice only. */
-  tts(): tts.TTS;
-  stt(): stt.STT;
+  /** Each model use's endpoint and key, by `endpointKey` (a provider at a base URL). */
+  endpoints: ReadonlyMap<string, Endpoint>;
 }
 
-const useKey = (u: { provider: string; baseURL?: string | undefined }) => `${u.provider} ${u.baseURL ?? ''}`;
+/** A model beside the flow (a test case's simulator, judge or generator) that passed the check. */
+export interface CheckedModel {
+  cfg: LlmConfig;
+  endpoint: Endpoint;
+}
+
+/** The simulated caller's voice or ear that passed the check: the node it would be, and its endpoint. */
+export interface CheckedSpeech {
+  /** The chosen speech model's fields (provider, model, voice or language, base URL), or the flow's own. */
+  picked: Record<string, unknown>;
+  provider: string;
+  baseURL: string | undefined;
+  modelName: string;
+  endpoint: Endpoint;
+}
+
+/** Which endpoint a model use has: one per provider and base URL. */
+export const endpointKey = (u: { provider: string; baseURL?: string | undefined }) =>
+  `${u.provider} ${u.baseURL ?? ''}`;
 
 /** Every model a compiled flow runs for a session of this kind. */
 function modelUses(config: CompiledFlow, sessionType: SessionType): ModelUse[] {
@@ -84,7 +85,8 @@ function modelUses(config: CompiledFlow, sessionType: SessionType): ModelUse[] {
 }
 
 /**
- * The one answer to "can this flow run here, and what does it need". Validate, the voice start and the text
+ * The one answer to "can this flow run here, and what does it need". It only checks: the models of a flow
+ * that passes are made by the model factory (`model-factory.ts`). Validate, the voice start and the text
  * start all ask it, so a flow that validate accepts starts (given its keys) and one it rejects never does:
  * the flow must compile; every model must be one this server runs for the session's kind (voice: LLM, TTS
  * and STT; text: the LLMs); every URL the flow names must be one the egress policy allows; and every model
@@ -115,34 +117,26 @@ export class ReadinessCheck {
   }
 
   /** A flow that can start now with these keys, or the error a client gets (422 before 400). */
-  require(
-    flow: Flow,
-    sessionType: SessionType,
-    env: KeyEnv,
-    apiKeys: ApiKeys | null | undefined,
-    opts: { seed?: number | undefined } = {},
-  ): RunnableFlow {
+  check(flow: Flow, sessionType: SessionType, env: KeyEnv, apiKeys: ApiKeys | null | undefined): CheckedFlow {
     const { issues, config } = this.assess(flow, sessionType, env);
     if (!config) throw new AppError('FLOW_INVALID', 'the flow cannot run', { details: issues });
-    const uses = modelUses(config, sessionType);
-    const endpoints = this.endpoints(uses, env, apiKeys);
-    return runnable(config, sessionType, endpoints, opts.seed);
+    const endpoints = this.endpoints(modelUses(config, sessionType), env, apiKeys);
+    return { config, sessionType, endpoints };
   }
 
   /**
    * A model a test case runs beside its flow (the simulated caller, a judge, the case generator), checked as
    * a flow's model node would be — a provider this server runs for text, a base URL the provider allows and
-   * the egress policy lets through, a key the key rule lets go there — and made. `role` names it in issues.
-   * Without `choice`: the flow's own agent model.
+   * the egress policy lets through, a key the key rule lets go there. `role` names it in issues. Without
+   * `choice`: the flow's own agent model.
    */
-  requireModel(
+  checkModel(
     role: string,
     choice: CaseModel | null | undefined,
     fallback: LlmConfig,
     env: KeyEnv,
     apiKeys: ApiKeys | null | undefined,
-    seed?: number,
-  ): llm.LLM {
+  ): CheckedModel {
     const cfg: LlmConfig = choice
       ? {
           nodeId: role,
@@ -158,28 +152,23 @@ export class ReadinessCheck {
       throw new AppError('FLOW_INVALID', `the ${role} model cannot run`, { details: issues });
     }
     const use: ModelUse = { provider: cfg.provider, modality: 'llm', nodeId: role, baseURL: cfg.baseURL };
-    const endpoint = this.endpoints([use], env, apiKeys).get(useKey(use))!;
-    const spec = providerSpec(cfg.provider)!;
-    return spec.llm!(seed !== undefined && spec.seed ? { ...cfg, seed } : cfg, endpoint);
+    return { cfg, endpoint: this.endpoints([use], env, apiKeys).get(endpointKey(use))! };
   }
 
   /**
    * The simulated caller's voice (`tts`) or ear (`stt`) of a voice test case, checked exactly as a flow's
    * `tts` / `stt` node would be — a provider this server runs for it, a base URL the provider allows and the
-   * egress policy lets through, a key the key rule lets go there — and made. Without `choice`: the flow's own.
-   * `speed` (the caller's speaking rate) goes to the TTS as the provider's own speed param.
+   * egress policy lets through, a key the key rule lets go there. Without `choice`: the flow's own.
    */
-  requireSpeech(
+  checkSpeech(
     role: string,
     modality: 'tts' | 'stt',
     choice: (CallerVoice & CallerEar) | CallerVoice | CallerEar | undefined,
     flow: CompiledFlow,
     env: KeyEnv,
     apiKeys: ApiKeys | null | undefined,
-    opts: { speed?: number | undefined } = {},
-  ): { model: tts.TTS | stt.STT; provider: string; modelName: string } {
-    const own = flow.providers[modality];
-    const picked: Record<string, unknown> = choice ? { ...choice } : { ...own };
+  ): CheckedSpeech {
+    const picked: Record<string, unknown> = choice ? { ...choice } : { ...flow.providers[modality] };
     delete picked.nodeId;
     delete picked.extras;
     const node = { id: role, nodeType: modality, ...picked };
@@ -190,37 +179,9 @@ export class ReadinessCheck {
     const provider = String(picked.provider);
     const baseURL = picked.baseURL as string | undefined;
     const use: ModelUse = { provider, modality, nodeId: role, baseURL };
-    const endpoint = this.endpoints([use], env, apiKeys).get(useKey(use))!;
-    const spec = providerSpec(provider)!;
+    const endpoint = this.endpoints([use], env, apiKeys).get(endpointKey(use))!;
     const modelName = (picked.model as string | undefined) ?? 'default';
-    if (modality === 'tts') {
-      const extras = { ...(choice ? {} : (own as TtsConfig).extras) };
-      if (opts.speed !== undefined) extras.speed = opts.speed;
-      const cfg: TtsConfig = {
-        nodeId: role,
-        provider,
-        model: picked.model as string | undefined,
-        voiceId: picked.voiceId as string | undefined,
-        baseURL,
-        extras,
-      };
-      return { model: spec.tts!(cfg, endpoint), provider, modelName };
-    }
-    const cfg: SttConfig = {
-      nodeId: role,
-      provider,
-      model: picked.model as string | undefined,
-      language: picked.language as string | undefined,
-      baseURL,
-      // the caller's ear posts each utterance as a file unless the flow's own STT says otherwise
-      mode: choice ? 'file' : (own as SttConfig).mode,
-      ...(choice ? {} : { keyterms: (own as SttConfig).keyterms }),
-    };
-    return {
-      model: spec.stt!(cfg, cfg.language ?? flow.agent.language, endpoint),
-      provider,
-      modelName,
-    };
+    return { picked, provider, baseURL, modelName, endpoint };
   }
 
   /** Each model use's endpoint and key, or MISSING_CREDENTIALS naming every one without a key it may use. */
@@ -232,13 +193,13 @@ export class ReadinessCheck {
     const endpoints = new Map<string, Endpoint>();
     const missing: string[] = [];
     for (const use of uses) {
-      if (endpoints.has(useKey(use))) continue;
+      if (endpoints.has(endpointKey(use))) continue;
       const resolved = this.deps.keys.resolve(use.provider, use.baseURL, apiKeys ?? undefined, env);
       if (!resolved) {
         missing.push(use.provider);
         continue;
       }
-      endpoints.set(useKey(use), {
+      endpoints.set(endpointKey(use), {
         apiKey: resolved.key,
         flowBaseURL: use.baseURL
           ? { url: use.baseURL, fetch: this.deps.egressFetch, timeoutMs: this.deps.egressTimeoutMs }
@@ -333,17 +294,6 @@ function baseUrlIssue(
 }
 
 /**
- * A TTS that streams. LiveKit wraps one that does not (OpenAI's HTTP speech) in a new `StreamAdapter` for
- * every reply, with no error listener on it: a failed synthesis is then re-emitted as an unhandled `error`
- * event (a crash) and every reply leaves a listener on the model. Wrapped once here, the adapter is the
- * session's own TTS, whose errors the session listens to.
- */
-function streamingTts(model: tts.TTS): tts.TTS {
-  if (model.capabilities.streaming) return model;
-  return new livekitTts.StreamAdapter(model, new tokenize.basic.SentenceTokenizer());
-}
-
-/**
  * What to do about providers with no key: only a model at its provider's own endpoint lacks one (a flow's
  * own base URL runs keyless), so it says which request field, or which server variable, would bring it.
  */
@@ -354,46 +304,4 @@ function missingKeysMessage(providers: string[]): string {
     return `send apiKeys.${p}${server}`;
   });
   return `missing API key for ${providers.join(', ')}: ${each.join('; ')}`;
-}
-
-function runnable(
-  config: CompiledFlow,
-  sessionType: SessionType,
-  endpoints: Map<string, Endpoint>,
-  seed: number | undefined,
-): RunnableFlow {
-  const endpoint = (use: { provider: string; baseURL?: string | undefined }): Endpoint => {
-    const e = endpoints.get(useKey(use));
-    if (!e) throw new Error(`no endpoint resolved for ${use.provider}`);
-    return e;
-  };
-  const spec = (provider: string) => {
-    const s = providerSpec(provider);
-    if (!s) throw new Error(`unknown provider ${provider}`);
-    return s;
-  };
-  const llms = new Map<string, llm.LLM>();
-  const seeded = (provider: string) => seed !== undefined && spec(provider).seed === true;
-  return {
-    config,
-    sessionType,
-    seed: seeded(config.providers.llm.provider) ? seed! : null,
-    llm(cfg) {
-      let model = llms.get(cfg.nodeId);
-      if (!model) {
-        const s = spec(cfg.provider);
-        model = s.llm!(seeded(cfg.provider) ? { ...cfg, seed } : cfg, endpoint(cfg));
-        llms.set(cfg.nodeId, model);
-      }
-      return model;
-    },
-    tts() {
-      const t = config.providers.tts;
-      return streamingTts(spec(t.provider).tts!(t, endpoint(t)));
-    },
-    stt() {
-      const s = config.providers.stt;
-      return spec(s.provider).stt!(s, s.language ?? config.agent.language, endpoint(s));
-    },
-  };
 }

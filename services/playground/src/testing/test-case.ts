@@ -15,7 +15,7 @@ import {
 import { sessionRedactor, type Redactor } from '../sessions/redactor.js';
 import type { SessionHost } from '../sessions/session-host.js';
 import type { KeyEnv } from '../models/provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../models/readiness.js';
+import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
 import type { Turn } from '../conversation/decide.js';
 import { judgeCriteria } from './judges.js';
@@ -56,7 +56,7 @@ export class TestCaseTransport {
     private readonly deps: {
       host: SessionHost;
       bus: BusClient;
-      readiness: ReadinessCheck;
+      models: ModelFactory;
       text: TextTransport;
       kit: ConversationKit;
       env(): Promise<KeyEnv>;
@@ -69,7 +69,7 @@ export class TestCaseTransport {
   ) {}
 
   async run(req: RunCaseRequest, requestId: string): Promise<CaseObservation> {
-    const { bus, readiness } = this.deps;
+    const { bus, models } = this.deps;
     const stored = await bus.request(
       Subjects.agentsVersionsGet,
       { id: req.agentId, version: req.version },
@@ -79,7 +79,7 @@ export class TestCaseTransport {
     const env = await this.deps.env();
     const voiceSim = req.simulation?.voice;
     // a voice case's flow must run as a voice session does (its TTS and STT too); it is recorded as a test
-    const runnable = readiness.require(flow, voiceSim ? 'voice' : 'test', env, req.apiKeys, {
+    const runnable = models.require(flow, voiceSim ? 'voice' : 'test', env, req.apiKeys, {
       seed: req.seed,
     });
     // the models beside the flow are checked before the conversation: one that cannot run errors the case
@@ -88,7 +88,7 @@ export class TestCaseTransport {
     const agentModel = runnable.config.providers.llm;
     const client = (role: string, choice: RunCaseRequest['judgeModel'] | undefined) =>
       new CaseModelClient(
-        readiness.requireModel(role, choice, agentModel, env, req.apiKeys, req.seed),
+        models.requireModel(role, choice, agentModel, env, req.apiKeys, req.seed),
         this.deps.modelTimeoutMs,
       );
     const simulator = req.simulation ? client('simulator', req.simulation.model) : undefined;
@@ -172,13 +172,13 @@ export class TestCaseTransport {
     redactor: Redactor,
     requestId: string,
   ): Promise<{ observed: CaseObservation; transcript: Turn[] }> {
-    const { readiness } = this.deps;
+    const { models } = this.deps;
     const voiceSim = req.simulation!.voice!;
     const speech = {
-      tts: readiness.requireSpeech('caller voice', 'tts', voiceSim.tts, runnable.config, env, req.apiKeys, {
+      tts: models.requireSpeech('caller voice', 'tts', voiceSim.tts, runnable.config, env, req.apiKeys, {
         speed: voiceSim.behaviour.rate,
       }) as CallerSpeech['tts'],
-      stt: readiness.requireSpeech(
+      stt: models.requireSpeech(
         'caller ear',
         'stt',
         voiceSim.stt,

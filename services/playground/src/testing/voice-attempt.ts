@@ -11,7 +11,7 @@ import {
 import type { Redactor } from '../sessions/redactor.js';
 import type { SessionHost } from '../sessions/session-host.js';
 import type { CaseModelClient } from '../models/model-call.js';
-import type { RunnableFlow } from '../models/readiness.js';
+import type { RunnableFlow } from '../models/model-factory.js';
 import type { ConversationKit } from '../conversation/conversations.js';
 import type { Turn } from '../conversation/transcript.js';
 import { BusAudioInput } from '../voice/bus-audio.js';
@@ -26,7 +26,7 @@ export interface VoiceAttemptSettings {
   settleMs: number;
 }
 
-/** The caller's voice and ear, made and checked before the call (readiness.requireSpeech). */
+/** The caller's voice and ear, made and checked before the call (`ModelFactory.requireSpeech`). */
 export interface CallerSpeech {
   tts: { model: tts.TTS; provider: string; modelName: string };
   stt: { model: stt.STT; provider: string; modelName: string };

@@ -11,7 +11,7 @@ import {
 import { sessionRedactor } from '../sessions/redactor.js';
 import type { SessionHost, UserTurn } from '../sessions/session-host.js';
 import type { KeyEnv } from '../models/provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../models/readiness.js';
+import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
 import type { ConversationKit } from '../conversation/conversations.js';
 import { TYPED } from '../conversation/conversation-mode.js';
@@ -27,7 +27,7 @@ export class TextTransport {
     private readonly deps: {
       host: SessionHost;
       bus: BusClient;
-      readiness: ReadinessCheck;
+      models: ModelFactory;
       kit: ConversationKit;
       env(): Promise<KeyEnv>;
       busTimeoutMs: number;
@@ -35,12 +35,12 @@ export class TextTransport {
   ) {}
 
   async start(agentId: string, body: StartTextSessionBody, requestId: string): Promise<TextTurnResult> {
-    const { readiness } = this.deps;
+    const { models } = this.deps;
     const { flow, version } = await flowToRun(this.deps.bus, agentId, body, {
       timeoutMs: this.deps.busTimeoutMs,
       requestId,
     });
-    const runnable = readiness.require(flow, 'text', await this.deps.env(), body.apiKeys);
+    const runnable = models.require(flow, 'text', await this.deps.env(), body.apiKeys);
     const { key, result } = await this.open(agentId, runnable, {
       sessionType: 'text',
       version,

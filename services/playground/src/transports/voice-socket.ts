@@ -16,7 +16,7 @@ import {
 } from '@vab/contracts';
 import type { SessionContext, SessionHost } from '../sessions/session-host.js';
 import type { KeyEnv } from '../models/provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../models/readiness.js';
+import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import type { ConversationKit } from '../conversation/conversations.js';
 import { sessionRedactor } from '../sessions/redactor.js';
 import { flowToRun } from '../conversation/flow-to-run.js';
@@ -48,7 +48,7 @@ export class VoiceSocketTransport {
       host: SessionHost;
       bus: BusClient;
       nc: NatsConnection;
-      readiness: ReadinessCheck;
+      models: ModelFactory;
       kit: ConversationKit;
       env(): Promise<KeyEnv>;
       config: VoiceSocketConfig;
@@ -56,13 +56,13 @@ export class VoiceSocketTransport {
   ) {}
 
   async start(agentId: string, body: StartVoiceSessionBody, requestId: string): Promise<VoiceSessionStarted> {
-    const { config, readiness } = this.deps;
+    const { config, models } = this.deps;
     const { flow, version } = await flowToRun(this.deps.bus, agentId, body, {
       timeoutMs: config.BUS_TIMEOUT_MS,
       requestId,
     });
     const env = await this.deps.env();
-    const runnable = readiness.require(flow, 'voice', env, body.apiKeys);
+    const runnable = models.require(flow, 'voice', env, body.apiKeys);
     const { sampleRate, frameMs } = body.audio;
     const frameBytes = ((sampleRate * frameMs) / 1000) * 2;
     const { key } = await this.deps.host.open(

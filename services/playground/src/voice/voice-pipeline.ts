@@ -1,7 +1,7 @@
 import { voice } from '@livekit/agents';
 import type { ApiKeys, CaseMocks, SessionEventInput, SessionMessage, TurnMetrics } from '@vab/contracts';
 import type { SessionContext } from '../sessions/session-host.js';
-import type { RunnableFlow } from '../models/readiness.js';
+import type { RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
 import type { ConversationKit } from '../conversation/conversations.js';
 import { SPOKEN } from '../conversation/conversation-mode.js';

@@ -18,7 +18,7 @@ import { Recorder } from '../../sessions/recorder.js';
 import { sessionRedactor } from '../../sessions/redactor.js';
 import type { SessionHost } from '../../sessions/session-host.js';
 import type { KeyEnv } from '../../models/provider-keys.js';
-import type { ReadinessCheck } from '../../models/readiness.js';
+import type { ModelFactory } from '../../models/model-factory.js';
 import type { ConversationKit } from '../../conversation/conversations.js';
 import { httpUrlOf, MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';
 import type { AgentRunner, RunnerStartOptions, RunningAgent } from './runner.js';
@@ -51,7 +51,7 @@ export class LiveKitTransport {
       host: SessionHost;
       bus: BusClient;
       nc: NatsConnection;
-      readiness: ReadinessCheck;
+      models: ModelFactory;
       kit: ConversationKit;
       runner: AgentRunner;
       /** A media server named in the request is a URL of the caller's too. */
@@ -66,9 +66,9 @@ export class LiveKitTransport {
   ) {}
 
   async create(req: AgentSessionRequest, requestId: string): Promise<PlaygroundSession> {
-    const { host, readiness, kit, config } = this.deps;
+    const { host, models, kit, config } = this.deps;
     const env = await this.deps.env();
-    const runnable = readiness.require({ nodes: req.nodes, edges: req.edges }, 'voice', env, req.apiKeys);
+    const runnable = models.require({ nodes: req.nodes, edges: req.edges }, 'voice', env, req.apiKeys);
     const { serverSide, ...creds } = this.credentials(req.livekit, env);
     // the agent's own connect (rtc-node's FFI) cannot be hooked: the name is resolved and checked now
     if (!serverSide) await this.checkMediaHost(creds.url);
