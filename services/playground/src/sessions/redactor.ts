@@ -1,4 +1,4 @@
-import type { ApiKeys } from '@vab/contracts';
+import { AppError, type ApiKeys } from '@vab/contracts';
 import type { Logger } from 'pino';
 import { KEY_ENV_VARS } from '../models/env-keys.js';
 import type { KeyEnv } from '../models/provider-keys.js';
@@ -84,4 +84,17 @@ export function sessionRedactor(
 ): Redactor {
   const server = KEY_ENV_VARS.filter((n) => n !== 'LIVEKIT_URL').map((n) => env[n]);
   return new Redactor([...Object.values(apiKeys ?? {}), ...server, ...extra]);
+}
+
+/** An API error as it may leave: its message and details without the session's credentials. */
+export function redactedError(redactor: Redactor, err: AppError): AppError {
+  if (redactor.empty) return err;
+  const message = redactor.text(err.message);
+  const details = redactor.deep(err.details);
+  const issues = redactor.deep(err.issues);
+  if (message === err.message && details === err.details && issues === err.issues) return err;
+  return new AppError(err.code, message, {
+    ...(issues ? { issues } : {}),
+    ...(details !== undefined ? { details } : {}),
+  });
 }
