@@ -7,3 +7,5 @@ export { KEY_ENV_VARS, keyStatus, currentKeyEnv } from './models/env-keys.js';
 export type { Resolver } from './egress/client.js';
 export { ensureEventsStream, SessionEvents, type EventsConfig } from './sessions/events.js';
 export { CallerSlots, CALLER_SLOTS_BUCKET } from './sessions/caller-slots.js';
+/** The attempts' seeded generator (mulberry32): what a seed repeats, tests draw from too. */
+export { seededRandom } from './testing/seeded-random.js';

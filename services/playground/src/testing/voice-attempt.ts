@@ -16,7 +16,8 @@ import type { ConversationKit } from '../conversation/conversations.js';
 import type { Turn } from '../conversation/transcript.js';
 import { BusAudioInput } from '../voice/bus-audio.js';
 import { VoicePipeline } from '../voice/voice-pipeline.js';
-import { CALLER_RATE, CallerVoice } from './voice-caller.js';
+import { CALLER_RATE } from './caller-line.js';
+import { CallerVoice } from './voice-caller.js';
 import { SimulatedCaller } from './simulator.js';
 
 export interface VoiceAttemptSettings {

@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { providersFor } from '../models/providers.js';
 import { initializeLogger, voice, type stt, type tts } from '@livekit/agents';
 import { AudioFrame } from '@livekit/rtc-node';
-import { CallerPlayback, CallerVoice, pausePoint } from './voice-caller.js';
+import { pausePoint } from './caller-line.js';
+import { CallerPlayback } from './caller-playback.js';
+import { CallerVoice } from './voice-caller.js';
 
 initializeLogger({ pretty: false, level: 'error' });
 import { CallTimeline, FRAME_MS, voiceFigures } from './voice-figures.js';

@@ -1,7 +1,9 @@
 import { voice } from '@livekit/agents';
-import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
+import { AudioFrame } from '@livekit/rtc-node';
 import type { VoiceServerMessage } from '@vab/contracts';
 import type { FrameTap, TappableAudioInput } from '../recording/recorder-io.js';
+import { heardPart } from './playback.js';
+import { isAudible, Resampled } from './pcm.js';
 
 /**
  * The client's microphone as LiveKit's audio input: 16-bit mono PCM at the client's rate, as it arrives over
@@ -92,32 +94,6 @@ export const INPUT_FRAME_MS = 40;
 /** Frames of input a stalled pipeline may have queued before newer ones are dropped (~5 s). */
 const MAX_QUEUED_FRAMES = 5000 / INPUT_FRAME_MS;
 
-/** A sample this loud or louder is speech-level audio, not silence (about −40 dBFS). */
-const AUDIBLE = 330;
-
-export const isAudible = (pcm: Int16Array): boolean => {
-  for (let i = 0; i < pcm.length; i++) {
-    const v = pcm[i]!;
-    if (v >= AUDIBLE || v <= -AUDIBLE) return true;
-  }
-  return false;
-};
-
-/** How speech is paced when nothing better is known: ~14 characters a second (150 words a minute). */
-const CHARS_PER_SECOND = 14;
-
-/** The part of a reply heard after `playedMs`, cut at a word: the text an interrupted reply keeps. */
-export function heardPart(text: string, playedMs: number, segmentMs: number | undefined): string {
-  const share =
-    segmentMs && segmentMs > 0
-      ? Math.min(1, playedMs / segmentMs)
-      : Math.min(1, (playedMs / 1000) * (CHARS_PER_SECOND / Math.max(1, text.length)));
-  if (share >= 1) return text;
-  const cut = Math.round(text.length * share);
-  const space = text.lastIndexOf(' ', cut);
-  return (space > 0 ? text.slice(0, space) : '').trimEnd();
-}
-
 export interface BusAudioOutputOptions {
   /** The client's rate: the agent's audio is resampled to it. */
   sampleRate: number;
@@ -151,10 +127,12 @@ interface Segment {
  */
 export class BusAudioOutput extends voice.AudioOutput {
   private segment: Segment | undefined;
-  private resampler: AudioResampler | undefined;
+  /** The agent's audio at the client's rate. */
+  private readonly toClientRate: Resampled;
 
   constructor(private readonly opts: BusAudioOutputOptions) {
     super(opts.sampleRate, undefined, { pause: true });
+    this.toClientRate = new Resampled(opts.sampleRate);
   }
 
   override async captureFrame(frame: AudioFrame): Promise<void> {
@@ -175,22 +153,13 @@ export class BusAudioOutput extends voice.AudioOutput {
       this.onPlaybackStarted(seg.startedAt);
     }
     seg.pushedMs += (frame.samplesPerChannel / frame.sampleRate) * 1000;
-    for (const out of this.toClientRate(frame)) {
+    for (const out of this.toClientRate.push(frame)) {
       if (!seg.audible && isAudible(out.data)) {
         seg.audible = true;
         this.opts.onAudible?.(Date.now());
       }
       this.opts.send(out.data);
     }
-  }
-
-  private toClientRate(frame: AudioFrame): AudioFrame[] {
-    if (frame.sampleRate === this.opts.sampleRate) return [frame];
-    if (this.resampler?.inputRate !== frame.sampleRate) {
-      this.resampler?.close();
-      this.resampler = new AudioResampler(frame.sampleRate, this.opts.sampleRate, 1);
-    }
-    return this.resampler.push(frame);
   }
 
   override flush(): void {
@@ -260,7 +229,6 @@ export class BusAudioOutput extends voice.AudioOutput {
   close(): void {
     const seg = this.segment;
     if (seg) this.settle(Math.min(seg.pushedMs, Date.now() - seg.startedAt), true);
-    this.resampler?.close();
-    this.resampler = undefined;
+    this.toClientRate.close();
   }
 }

@@ -6,14 +6,7 @@ import type { FlowConversation } from '../conversation/conversation.js';
 import type { ConversationKit } from '../conversation/conversations.js';
 import { SPOKEN } from '../conversation/conversation-mode.js';
 import { sharedVad, turnHandlingOf } from '../models/voice-models.js';
-
-/** What a playback sink needs from the pipeline it plays. */
-export interface PlaybackHooks {
-  /** The text of the reply being played (for what an interrupted one keeps). */
-  replyText(): string | undefined;
-  /** The first audible frame of a segment is out (sent, or played) now. */
-  onAudible(at: number): void;
-}
+import type { PlaybackHooks } from './playback.js';
 
 export interface VoicePipelineOptions {
   kit: ConversationKit;
