@@ -2,7 +2,7 @@ import type { voice } from '@livekit/agents';
 import type { Logger } from '@vab/bus';
 import type { OwnerVerb, SessionEventInput, SessionType, SessionUsage, TurnResult } from '@vab/contracts';
 import type { z } from 'zod';
-import type { Recorder } from './recorder.js';
+import type { Recorder } from './transcript-writer.js';
 import type { Redactor } from './redactor.js';
 
 export interface HostConfig {

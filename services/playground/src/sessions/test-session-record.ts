@@ -6,7 +6,7 @@ import type { EncoderHost } from '../recording/encoder-host.js';
 import type { RecorderThread } from '../recording/recorder-thread.js';
 import type { RecordingsBucket } from '../recording/recordings-bucket.js';
 import { SessionEvents } from './events.js';
-import { Recorder } from './recorder.js';
+import { Recorder } from './transcript-writer.js';
 import type { Redactor } from './redactor.js';
 
 /** Where voice sessions' recordings go, and what encodes them. */

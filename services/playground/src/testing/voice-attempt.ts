@@ -9,10 +9,10 @@ import {
   type VoiceFigures,
 } from '@vab/contracts';
 import type { Redactor } from '../sessions/redactor.js';
-import type { SessionHost } from '../sessions/session-host.js';
+import type { SessionHost } from '../sessions/hosted-sessions.js';
 import type { CaseModelClient } from '../models/model-call.js';
 import type { RunnableFlow } from '../models/model-factory.js';
-import type { ConversationKit } from '../conversation/conversations.js';
+import type { ConversationKit } from '../conversation/conversation-kit.js';
 import type { Turn } from '../conversation/transcript.js';
 import { BusAudioInput } from '../voice/bus-audio.js';
 import { VoicePipeline } from '../voice/voice-pipeline.js';

@@ -9,11 +9,11 @@ import {
   type TurnResult,
 } from '@vab/contracts';
 import { sessionRedactor } from '../sessions/redactor.js';
-import type { SessionHost, UserTurn } from '../sessions/session-host.js';
+import type { SessionHost, UserTurn } from '../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../models/provider-keys.js';
 import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
-import type { ConversationKit } from '../conversation/conversations.js';
+import type { ConversationKit } from '../conversation/conversation-kit.js';
 import { TYPED } from '../conversation/conversation-mode.js';
 import { flowToRun } from '../conversation/flow-to-run.js';
 import { TypedAgentSession } from '../conversation/typed-session.js';

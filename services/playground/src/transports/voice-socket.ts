@@ -14,10 +14,10 @@ import {
   type VoiceServerMessage,
   type VoiceSessionStarted,
 } from '@vab/contracts';
-import type { SessionContext, SessionHost } from '../sessions/session-host.js';
+import type { SessionContext, SessionHost } from '../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../models/provider-keys.js';
 import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
-import type { ConversationKit } from '../conversation/conversations.js';
+import type { ConversationKit } from '../conversation/conversation-kit.js';
 import { sessionRedactor } from '../sessions/redactor.js';
 import { flowToRun } from '../conversation/flow-to-run.js';
 import { VoicePipeline } from '../voice/voice-pipeline.js';

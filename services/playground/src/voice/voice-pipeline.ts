@@ -1,9 +1,9 @@
 import { voice } from '@livekit/agents';
 import type { ApiKeys, CaseMocks, SessionEventInput, SessionMessage, TurnMetrics } from '@vab/contracts';
-import type { SessionContext } from '../sessions/session-host.js';
+import type { SessionContext } from '../sessions/hosted-sessions.js';
 import type { RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
-import type { ConversationKit } from '../conversation/conversations.js';
+import type { ConversationKit } from '../conversation/conversation-kit.js';
 import { SPOKEN } from '../conversation/conversation-mode.js';
 import { sharedVad, turnHandlingOf } from '../models/voice-models.js';
 import type { PlaybackHooks } from './playback.js';

@@ -13,7 +13,7 @@ import {
   type TurnResult,
 } from '@vab/contracts';
 import { sessionRedactor, type Redactor } from '../sessions/redactor.js';
-import type { SessionHost } from '../sessions/session-host.js';
+import type { SessionHost } from '../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../models/provider-keys.js';
 import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
@@ -21,7 +21,7 @@ import type { Turn } from '../conversation/decide.js';
 import { judgeCriteria } from './judges.js';
 import { CaseModelClient, ModelAnswerError } from '../models/model-call.js';
 import { SimulatedCaller } from './simulator.js';
-import type { ConversationKit } from '../conversation/conversations.js';
+import type { ConversationKit } from '../conversation/conversation-kit.js';
 import {
   figuresText,
   runVoiceAttempt,

@@ -5,7 +5,7 @@ import type { SessionMessage, StepChange } from '@vab/contracts';
 import type { CompiledFlow } from '@vab/flow';
 import type { Logger } from 'pino';
 import type { FlowConversation } from '../../conversation/conversation.js';
-import type { TransportSide } from '../../conversation/conversations.js';
+import type { TransportSide } from '../../conversation/conversation-kit.js';
 import { SPOKEN } from '../../conversation/conversation-mode.js';
 import { sharedVad, turnHandlingOf } from '../../models/voice-models.js';
 import { startInRoom } from './room-audio.js';

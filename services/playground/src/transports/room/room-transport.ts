@@ -14,14 +14,14 @@ import { randomUUID } from 'node:crypto';
 import { EgressRefused, type EgressFetch, type HostCheck } from '../../egress/client.js';
 import type { EgressPolicy } from '../../egress/policy.js';
 import { envLivekit, LIVEKIT_ENV_VARS } from '../../models/env-keys.js';
-import { Recorder } from '../../sessions/recorder.js';
+import { Recorder } from '../../sessions/transcript-writer.js';
 import { sessionRedactor } from '../../sessions/redactor.js';
-import type { SessionHost } from '../../sessions/session-host.js';
+import type { SessionHost } from '../../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../../models/provider-keys.js';
 import type { ModelFactory } from '../../models/model-factory.js';
-import type { ConversationKit } from '../../conversation/conversations.js';
+import type { ConversationKit } from '../../conversation/conversation-kit.js';
 import { httpUrlOf, MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';
-import type { AgentRunner, RunnerStartOptions, RunningAgent } from './runner.js';
+import type { AgentRunner, RunnerStartOptions, RunningAgent } from './room-agents.js';
 
 export interface LiveKitTransportConfig {
   INSTANCE_ID: string;
