@@ -1,6 +1,6 @@
 export { startPlaygroundService, type PlaygroundService, type PlaygroundServiceConfig } from './service.js';
-export type { AgentRunner, RunningAgent, RunnerStartOptions } from './transports/room/room-agents.js';
-export { LiveKitAgentRunner } from './transports/room/room-agents.js';
+export type { RoomAgent, RoomAgentOptions, RoomAgents } from './transports/room/room-agents.js';
+export { LiveKitRoomAgents } from './transports/room/room-agents.js';
 export { ROOM_PREFIX, type RoomMetadata } from './transports/room/media-server.js';
 export { loadConfig } from './config.js';
 export { KEY_ENV_VARS, keyStatus, currentKeyEnv } from './models/env-keys.js';

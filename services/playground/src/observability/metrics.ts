@@ -3,8 +3,8 @@ import { processMetrics } from '@vab/service-kit';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { PROVIDERS } from '../models/providers.js';
 
-/** What the session gauges read at scrape time: each session host of this process. */
-export interface HostView {
+/** What the session gauges read at scrape time: the admission of each playground instance in this process. */
+export interface CapacityView {
   count(sessionType: SessionType): number;
   readonly capacity: number;
   readonly paused: boolean;
@@ -27,10 +27,10 @@ const FIGURE_BUCKETS = [0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 
 
 function make() {
   const registers = [processMetrics().registry];
-  const hosts = new Set<HostView>();
-  const sum = (f: (h: HostView) => number) => [...hosts].reduce((n, h) => n + f(h), 0);
+  const instances = new Set<CapacityView>();
+  const sum = (f: (h: CapacityView) => number) => [...instances].reduce((n, h) => n + f(h), 0);
   return {
-    hosts,
+    instances,
     active: new Gauge({
       name: 'playground_sessions_active',
       help: 'Sessions this instance holds now, by kind (voice, text, test).',

@@ -32,7 +32,7 @@ describe("LiveKit Agents' log lines", () => {
     const { lines, stream } = sink();
     logLiveKitAs('info', stream);
     // as LiveKit logs: a child of `log()` made in a session's constructor, written later from its tasks
-    await inSession({ sessionKey: 'ts-1', agentId: 'ag-1', requestId: 'req-1' }, async () => {
+    await inSession({ sessionId: 'ts-1', agentId: 'ag-1', requestId: 'req-1' }, async () => {
       const logger = log().child({ participant: 'agent' });
       await new Promise((r) => setTimeout(r, 1));
       logger.error({ error: new Error('model answered 500') }, 'Error in _llmInferenceTask');
@@ -43,7 +43,7 @@ describe("LiveKit Agents' log lines", () => {
     expect(inside).toMatchObject({
       service: 'playground',
       component: 'livekit',
-      sessionKey: 'ts-1',
+      sessionId: 'ts-1',
       agentId: 'ag-1',
       requestId: 'req-1',
       participant: 'agent',
@@ -52,7 +52,7 @@ describe("LiveKit Agents' log lines", () => {
     });
     expect(inside!.time).toMatch(/^\d{4}-\d\d-\d\dT/);
     expect(JSON.stringify(inside)).not.toContain('at ');
-    expect(outside).not.toHaveProperty('sessionKey');
+    expect(outside).not.toHaveProperty('sessionId');
     expect(outside).toMatchObject({ level: 40, msg: 'outside any session' });
   });
 });

@@ -21,9 +21,9 @@ export function traceLiveKit(tracing: Tracing | undefined): void {
   });
 }
 
-/** The session a LiveKit line was written in: its key (as the playground's own lines name it), agent, request. */
+/** The session a LiveKit line was written in: its id (as the playground's own lines name it), agent, request. */
 export interface SessionLogFields {
-  sessionKey: string;
+  sessionId: string;
   agentId?: string | undefined;
   requestId?: string | undefined;
 }
@@ -41,7 +41,7 @@ const LIVEKIT_LOGGER = Symbol.for('@livekit/agents:logger');
  * LiveKit Agents writes through a pino logger of its own (epoch times, whole stack traces, no session). Its
  * `initializeLogger` takes only `pretty` and `level`, so after it this process puts a logger of the stack's
  * format where `log()` reads it: ISO times, `service`, redaction, the trace ids, `component: "livekit"`, the
- * session's key, agent and request (bound with `inSession`), and an error as its type, message and code. Its
+ * session's id, agent and request (bound with `inSession`), and an error as its type, message and code. Its
  * level is `warn` (LiveKit's info lines are per-turn chatter) unless LOG_LEVEL asks for more.
  */
 export function logLiveKitAs(level: string, destination?: DestinationStream): void {

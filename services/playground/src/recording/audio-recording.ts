@@ -93,6 +93,7 @@ export class AudioRecording {
       }
       const { bytes } = await bucket.put(agentId, sessionId, file);
       const recording: Recording = { durationMs, bytes, startedAt };
+      // the session's id as the request's, as for its transcript: the lines are found by the session
       await bus.request(
         Subjects.testSessionsRecording,
         { agentId, sessionId, recording },

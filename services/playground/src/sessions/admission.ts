@@ -1,9 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Logger, Served } from '@vab/bus';
 import { AppError, type SessionType } from '@vab/contracts';
-import { playgroundMetrics, type HostView } from '../observability/metrics.js';
+import { playgroundMetrics, type CapacityView } from '../observability/metrics.js';
 import type { CallerSlot, CallerSlots } from './caller-slots.js';
-import type { HostConfig } from './session-context.js';
+import type { HostedSessionsConfig } from './session-context.js';
 
 /** What admission reads of the sessions held: those that hold capacity (not yet given back). */
 export interface HeldSessions {
@@ -19,7 +19,7 @@ export interface HeldSessions {
  * create subjects' queue groups, and rejoins when a slot frees) and the per-caller quota (this instance's count
  * first, then the caller's slots across every instance). The process's session gauges read it.
  */
-export class Admission implements HostView {
+export class Admission implements CapacityView {
   /** Starts under way: they hold a slot. */
   private reserved = 0;
   /** Starts under way per caller: they count against the caller's quota. */
@@ -32,7 +32,7 @@ export class Admission implements HostView {
   constructor(
     private readonly deps: {
       log: Logger;
-      config: Pick<HostConfig, 'MAX_SESSIONS' | 'MAX_SESSIONS_PER_CALLER'>;
+      config: Pick<HostedSessionsConfig, 'MAX_SESSIONS' | 'MAX_SESSIONS_PER_CALLER'>;
       /** The subjects that start sessions: left while the instance is full. */
       createSubjects: readonly string[];
       /** The callers' slots across instances (MAX_SESSIONS_PER_CALLER); none: this instance counts alone. */
@@ -44,13 +44,13 @@ export class Admission implements HostView {
   /** Capacity is enforced on the served subjects from now on, and the process's gauges read this instance. */
   attach(served: Served): void {
     this.served = served;
-    playgroundMetrics().hosts.add(this);
+    playgroundMetrics().instances.add(this);
     void this.recount();
   }
 
   /** The gauges stop reading this instance (it has stopped). */
   detach(): void {
-    playgroundMetrics().hosts.delete(this);
+    playgroundMetrics().instances.delete(this);
   }
 
   get capacity(): number {

@@ -18,13 +18,26 @@ import { Admission } from './admission.js';
 import type { CallerSlot, CallerSlots } from './caller-slots.js';
 import { notFound, OwnerRouting } from './owner-routing.js';
 import { redactedError, Redactor } from './redactor.js';
-import type { HostConfig, OpenOptions, SessionContext, Started, UserTurn } from './session-context.js';
+import type {
+  HostedSessionsConfig,
+  OpenOptions,
+  SessionContext,
+  Started,
+  UserTurn,
+} from './session-context.js';
 import { TestSessionRecord, type Recordings } from './test-session-record.js';
 
-export type { HostConfig, OpenOptions, SessionContext, Started, UserTurn } from './session-context.js';
+export type {
+  HostedSessionsConfig,
+  OpenOptions,
+  SessionContext,
+  Started,
+  UserTurn,
+} from './session-context.js';
 
-interface Hosted {
-  key: string;
+interface HostedSession {
+  /** Its id: its test session's, or the transport's own (a room session's room name). */
+  sessionId: string;
   /** Who started it (Headers.caller), for the per-caller quota. */
   caller: string | undefined;
   /** The caller's slot it holds across instances (none without a caller or a quota). */
@@ -66,8 +79,8 @@ interface Hosted {
  * its owner (`owner-routing.ts`), idle and maximum timers, its test-session record
  * (`test-session-record.ts`), and one idempotent stop that undoes everything a transport registered.
  */
-export class SessionHost {
-  private readonly sessions = new Map<string, Hosted>();
+export class HostedSessions {
+  private readonly sessions = new Map<string, HostedSession>();
   /** Sessions that gave their capacity back and are storing their session_ended. */
   private releasedCount = 0;
   private readonly admission: Admission;
@@ -78,7 +91,7 @@ export class SessionHost {
       nc: NatsConnection;
       bus: BusClient;
       log: Logger;
-      config: HostConfig;
+      config: HostedSessionsConfig;
       /** The subjects that start sessions: left while the instance is full. */
       createSubjects: readonly string[];
       /** The callers' slots across instances (MAX_SESSIONS_PER_CALLER); none: this instance counts alone. */
@@ -149,17 +162,16 @@ export class SessionHost {
   async open<R>(
     opts: OpenOptions,
     start: (ctx: SessionContext) => Promise<Started<R>>,
-  ): Promise<{ key: string; result: R }> {
+  ): Promise<{ sessionId: string; result: R }> {
     const { admitted: hosted, slot } = await this.admission.admit(opts.requestId, (caller) =>
       this.register(opts, caller),
     );
     hosted.slot = slot;
-    const { key } = hosted;
+    const { sessionId } = hosted;
     try {
       // the session's tasks (LiveKit's included) inherit this context: their lines name the session
-      const started = await inSession(
-        { sessionKey: key, agentId: opts.agentId, requestId: opts.requestId },
-        () => start(this.contextOf(hosted)),
+      const started = await inSession({ sessionId, agentId: opts.agentId, requestId: opts.requestId }, () =>
+        start(this.contextOf(hosted)),
       );
       // a flow that ends in its greeting has ended, not failed: its answer says `ended: true`
       if (hosted.stopping && hosted.stopReason !== 'end step')
@@ -168,19 +180,19 @@ export class SessionHost {
       if (!hosted.stopping) this.touch(hosted);
       hosted.log.info({ sessionType: opts.sessionType }, 'session started');
       this.countFailure(hosted, started.result);
-      return { key, result: hosted.redactor.deep(started.result) };
+      return { sessionId, result: hosted.redactor.deep(started.result) };
     } catch (err) {
       hosted.log.warn(
         { code: 'SESSION_START_FAILED', err: safeError(err) },
         'session failed to start; cleaning up',
       );
-      await this.stop(key, 'failed start');
+      await this.stop(sessionId, 'failed start');
       if (err instanceof AppError) throw redactedError(hosted.redactor, err);
       throw new AppError('UPSTREAM_FAILED', opts.failure, { cause: err });
     }
   }
 
-  private async register(opts: OpenOptions, caller: string | undefined): Promise<Hosted> {
+  private async register(opts: OpenOptions, caller: string | undefined): Promise<HostedSession> {
     const { bus, nc, config } = this.deps;
     const redactor = opts.redactor ?? new Redactor([]);
     const record = opts.agentId
@@ -196,11 +208,11 @@ export class SessionHost {
           },
         )
       : undefined;
-    const key = opts.key ?? record?.sessionId;
-    if (key === undefined) throw new Error('a session needs a key or a test session');
-    const log = redactor.logger(this.deps.log, { sessionKey: key, agentId: opts.agentId });
-    const hosted: Hosted = {
-      key,
+    const sessionId = opts.sessionId ?? record?.sessionId;
+    if (sessionId === undefined) throw new Error('a session needs an id or a test session');
+    const log = redactor.logger(this.deps.log, { sessionId, agentId: opts.agentId });
+    const hosted: HostedSession = {
+      sessionId,
       caller,
       sessionType: opts.sessionType,
       agentId: opts.agentId,
@@ -222,16 +234,16 @@ export class SessionHost {
       released: false,
       startedIn: trace.getSpanContext(context.active()),
     };
-    this.sessions.set(key, hosted);
+    this.sessions.set(sessionId, hosted);
     hosted.subs.push(
-      this.owners.answer(key, 'end', OwnerEndRequest, async (req, requestId) => {
-        await this.end(req.key, req.agentId, requestId, req.reason);
+      this.owners.answer(sessionId, 'end', OwnerEndRequest, async (req, requestId) => {
+        await this.end(req.sessionId, req.agentId, requestId, req.reason);
         return { ok: true } satisfies Ok;
       }),
     );
     if (opts.sessionType === 'text') {
       hosted.subs.push(
-        this.owners.answer(key, 'turn', TextTurnRequest, (req, requestId) =>
+        this.owners.answer(sessionId, 'turn', TextTurnRequest, (req, requestId) =>
           this.turn({ ...req, requestId }),
         ),
       );
@@ -240,11 +252,11 @@ export class SessionHost {
     return hosted;
   }
 
-  private contextOf(hosted: Hosted): SessionContext {
+  private contextOf(hosted: HostedSession): SessionContext {
     return {
-      key: hosted.key,
+      sessionId: hosted.sessionId,
       log: hosted.log,
-      recorder: hosted.record?.transcript,
+      transcript: hosted.record?.transcript,
       recordAudio: async (session) => {
         if (!hosted.stopping) await hosted.audio?.begin(session);
       },
@@ -261,27 +273,27 @@ export class SessionHost {
         if (hosted.stopping) void this.runCleanup(hosted, cleanup);
         else hosted.cleanups.push(cleanup);
       },
-      stop: (reason) => void this.stop(hosted.key, reason),
+      stop: (reason) => void this.stop(hosted.sessionId, reason),
       stopAfter: (ms, reason) => this.timer(hosted, 'stop-after', ms, reason),
       cancelStop: () => clearTimeout(hosted.timers.get('stop-after')),
       answerOwner: (verb, schema, handler) => {
-        hosted.subs.push(this.owners.answer(hosted.key, verb, schema, handler));
+        hosted.subs.push(this.owners.answer(hosted.sessionId, verb, schema, handler));
       },
     };
   }
 
-  private countFailure(hosted: Hosted, result: unknown): void {
+  private countFailure(hosted: HostedSession, result: unknown): void {
     if ((result as Partial<TurnResult> | undefined)?.error) hosted.failedTurns++;
   }
 
   /** The record closes with what the session used and the errors it saw (the stats count them). */
-  private closeRecord(hosted: Hosted): Promise<void> {
+  private closeRecord(hosted: HostedSession): Promise<void> {
     // once: a conversation's goodbye closes it, and the stop that follows must not report its usage again
     hosted.recordClosed ??= this.closeRecordOnce(hosted);
     return hosted.recordClosed;
   }
 
-  private async closeRecordOnce(hosted: Hosted): Promise<void> {
+  private async closeRecordOnce(hosted: HostedSession): Promise<void> {
     let usage: SessionUsage = [];
     try {
       usage = hosted.usage?.() ?? [];
@@ -291,14 +303,14 @@ export class SessionHost {
     await hosted.record?.close(usage, hosted.failedTurns);
   }
 
-  private timer(hosted: Hosted, name: string, ms: number, reason: string): void {
+  private timer(hosted: HostedSession, name: string, ms: number, reason: string): void {
     clearTimeout(hosted.timers.get(name));
-    const t = setTimeout(() => void this.stop(hosted.key, reason), ms);
+    const t = setTimeout(() => void this.stop(hosted.sessionId, reason), ms);
     t.unref();
     hosted.timers.set(name, t);
   }
 
-  private touch(hosted: Hosted): void {
+  private touch(hosted: HostedSession): void {
     if (hosted.sessionType === 'text') {
       this.timer(hosted, 'idle', this.deps.config.TEXT_SESSION_IDLE_MS, 'idle');
     }
@@ -306,19 +318,19 @@ export class SessionHost {
 
   /** A user turn of a text session, here or at its owner. */
   async turn(req: UserTurn): Promise<TextTurnResult> {
-    const { sessionId: key, agentId, text, requestId } = req;
-    const hosted = this.sessions.get(key);
+    const { sessionId, agentId, text, requestId } = req;
+    const hosted = this.sessions.get(sessionId);
     if (!hosted) return this.owners.forwardTurn(req);
-    if (hosted.agentId !== agentId || !hosted.turn || hosted.stopping) throw notFound(key);
+    if (hosted.agentId !== agentId || !hosted.turn || hosted.stopping) throw notFound(sessionId);
     this.touch(hosted);
     const span = trace.getActiveSpan();
     if (hosted.startedIn && span?.isRecording()) span.addLink({ context: hosted.startedIn });
     const run = hosted.turn;
     try {
       // what LiveKit logs during the turn names the session and the request
-      const result = await inSession({ sessionKey: key, agentId, requestId }, () => run(text));
+      const result = await inSession({ sessionId, agentId, requestId }, () => run(text));
       this.countFailure(hosted, result);
-      return { sessionId: key, ...hosted.redactor.deep(result) };
+      return { sessionId, ...hosted.redactor.deep(result) };
     } catch (err) {
       throw err instanceof AppError ? redactedError(hosted.redactor, err) : err;
     }
@@ -330,21 +342,21 @@ export class SessionHost {
    * is `session_ended`'s: `delete` unless the caller knows better (the gateway closing a voice socket).
    */
   async end(
-    key: string,
+    sessionId: string,
     agentId: string | undefined,
     requestId: string,
     reason = 'delete',
   ): Promise<boolean> {
-    const hosted = this.sessions.get(key);
-    if (!hosted) return this.owners.forwardEnd(key, agentId, requestId, reason);
+    const hosted = this.sessions.get(sessionId);
+    if (!hosted) return this.owners.forwardEnd(sessionId, agentId, requestId, reason);
     if (agentId !== undefined && hosted.agentId !== agentId) return true;
-    await this.stop(key, reason);
+    await this.stop(sessionId, reason);
     return true;
   }
 
   /** The one way a session ends. Idempotent: a second call waits for the first. */
-  stop(key: string, reason: string): Promise<void> {
-    const hosted = this.sessions.get(key);
+  stop(sessionId: string, reason: string): Promise<void> {
+    const hosted = this.sessions.get(sessionId);
     if (!hosted) return Promise.resolve();
     hosted.stopReason ??= reason;
     hosted.stopping ??= (async () => {
@@ -369,7 +381,7 @@ export class SessionHost {
       } finally {
         // after the last event is stored: a stream that finds no one here finds the session_ended
         hosted.live?.unsubscribe();
-        this.sessions.delete(key);
+        this.sessions.delete(sessionId);
         this.releasedCount--;
       }
       hosted.log.info(
@@ -380,13 +392,13 @@ export class SessionHost {
     return hosted.stopping;
   }
 
-  private async runCleanup(hosted: Hosted, cleanup: () => Promise<void>): Promise<void> {
+  private async runCleanup(hosted: HostedSession, cleanup: () => Promise<void>): Promise<void> {
     await cleanup().catch((err: unknown) =>
       hosted.log.warn({ code: 'SESSION_CLEANUP_FAILED', err: safeError(err) }, 'session cleanup failed'),
     );
   }
 
   async stopAll(reason: string): Promise<void> {
-    await Promise.all([...this.sessions.keys()].map((key) => this.stop(key, reason)));
+    await Promise.all([...this.sessions.keys()].map((sessionId) => this.stop(sessionId, reason)));
   }
 }

@@ -11,17 +11,17 @@ import {
   type TextTurnResult,
 } from '@vab/contracts';
 import type { z } from 'zod';
-import type { HostConfig, UserTurn } from './session-context.js';
+import type { HostedSessionsConfig, UserTurn } from './session-context.js';
 
 /** Turns take a model call or several; a forwarded one waits as long as the route does. */
 const FORWARDED_TURN_TIMEOUT_MS = specOf(Subjects.textSessionTurn).timeoutMs!;
 
-export const notFound = (key: string) =>
-  new AppError('NOT_FOUND', `text session ${key} not found (ended or expired)`);
+export const notFound = (sessionId: string) =>
+  new AppError('NOT_FOUND', `text session ${sessionId} not found (ended or expired)`);
 
 /**
  * Requests for a session reach whichever instance of the queue group took them; only its owner can answer.
- * The owner answers on subjects only it holds for the session (`playground.owner.<key>.<verb>`, and
+ * The owner answers on subjects only it holds for the session (`playground.owner.<sessionId>.<verb>`, and
  * `playground.live.<sessionId>` for event streams), and the others forward there: "no responders" then means
  * no instance holds the session.
  */
@@ -31,19 +31,19 @@ export class OwnerRouting {
       nc: NatsConnection;
       bus: BusClient;
       log: Logger;
-      config: Pick<HostConfig, 'BUS_TIMEOUT_MS' | 'MEDIA_SERVER_TIMEOUT_MS'>;
+      config: Pick<HostedSessionsConfig, 'BUS_TIMEOUT_MS' | 'MEDIA_SERVER_TIMEOUT_MS'>;
     },
   ) {}
 
   /** Answers one of a session's owner subjects here until the subscription is unsubscribed. */
   answer<T extends z.ZodType, R>(
-    key: string,
+    sessionId: string,
     verb: OwnerVerb,
     schema: T,
     handler: (req: z.output<T>, requestId: string) => Promise<R>,
   ): Subscription {
     const { nc, log } = this.deps;
-    return nc.subscribe(ownerSubject(key, verb), {
+    return nc.subscribe(ownerSubject(sessionId, verb), {
       callback: (_e, msg) =>
         void answer({
           nc,
@@ -65,17 +65,17 @@ export class OwnerRouting {
 
   /** A user turn of a text session another instance holds; NOT_FOUND when none does. */
   forwardTurn(req: UserTurn): Promise<TextTurnResult> {
-    const { sessionId: key, agentId, text, requestId } = req;
+    const { sessionId, agentId, text, requestId } = req;
     return this.deps.bus.requestTo<TextTurnResult>(
-      ownerSubject(key, 'turn'),
-      { agentId, sessionId: key, text },
-      { timeoutMs: FORWARDED_TURN_TIMEOUT_MS, requestId, onNoResponders: notFound(key) },
+      ownerSubject(sessionId, 'turn'),
+      { agentId, sessionId, text },
+      { timeoutMs: FORWARDED_TURN_TIMEOUT_MS, requestId, onNoResponders: notFound(sessionId) },
     );
   }
 
   /** Ends a session another instance holds: true when its owner answered, false when no instance holds it. */
   async forwardEnd(
-    key: string,
+    sessionId: string,
     agentId: string | undefined,
     requestId: string,
     reason: string,
@@ -83,8 +83,8 @@ export class OwnerRouting {
     const { config } = this.deps;
     try {
       await this.deps.bus.requestTo<Ok>(
-        ownerSubject(key, 'end'),
-        { key, agentId, reason },
+        ownerSubject(sessionId, 'end'),
+        { sessionId, agentId, reason },
         {
           timeoutMs: config.BUS_TIMEOUT_MS + config.MEDIA_SERVER_TIMEOUT_MS,
           requestId,

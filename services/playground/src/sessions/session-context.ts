@@ -2,10 +2,10 @@ import type { voice } from '@livekit/agents';
 import type { Logger } from '@vab/bus';
 import type { OwnerVerb, SessionEventInput, SessionType, SessionUsage, TurnResult } from '@vab/contracts';
 import type { z } from 'zod';
-import type { Recorder } from './transcript-writer.js';
+import type { TranscriptWriter } from './transcript-writer.js';
 import type { Redactor } from './redactor.js';
 
-export interface HostConfig {
+export interface HostedSessionsConfig {
   /** Sessions (voice and text together) one instance runs at once. */
   MAX_SESSIONS: number;
   /** Sessions one caller may hold at once here (0: no quota). */
@@ -20,10 +20,11 @@ export interface HostConfig {
 
 /** What a transport gets while it starts a session, and keeps for the session's life. */
 export interface SessionContext {
-  key: string;
+  /** The session's id: its test session's, or the transport's own (a room session's room name). */
+  sessionId: string;
   log: Logger;
-  /** The test session recording this one (when it belongs to a stored agent). */
-  recorder: Recorder | undefined;
+  /** Writes the session's transcript to its test session (when it belongs to a stored agent). */
+  transcript: TranscriptWriter | undefined;
   /**
    * Records a voice session's audio: LiveKit's recorder wraps the session's audio input and output, which must
    * be set and not yet read (before `session.start`); stored when the session stops. Nothing when recordings
@@ -47,7 +48,7 @@ export interface SessionContext {
   /** Cancels a `stopAfter` (e.g. the client connected in time). */
   cancelStop(): void;
   /**
-   * Answers requests on one of the session's owner subjects (`playground.owner.<key>.<verb>`) for as long as
+   * Answers requests on one of the session's owner subjects (`playground.owner.<sessionId>.<verb>`) for as long as
    * it runs: whichever instance a request reached, it comes here.
    */
   answerOwner<T extends z.ZodType, R>(
@@ -67,8 +68,8 @@ export interface UserTurn {
 
 export interface OpenOptions {
   sessionType: SessionType;
-  /** The session's key when the transport has one (a room name); else the id of its test session. */
-  key?: string;
+  /** The session's id when the transport has one (a room session's room name); else its test session's. */
+  sessionId?: string;
   /** Records the session as a test session of this stored agent. */
   agentId?: string | undefined;
   /** The agent version it runs; null for a draft flow. */

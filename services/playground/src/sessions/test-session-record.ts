@@ -6,7 +6,7 @@ import type { EncoderHost } from '../recording/encoder-host.js';
 import type { RecorderThread } from '../recording/recorder-thread.js';
 import type { RecordingsBucket } from '../recording/recordings-bucket.js';
 import { SessionEvents } from './events.js';
-import { Recorder } from './transcript-writer.js';
+import { TranscriptWriter } from './transcript-writer.js';
 import type { Redactor } from './redactor.js';
 
 /** Where voice sessions' recordings go, and what encodes them. */
@@ -36,7 +36,7 @@ export class TestSessionRecord {
 
   private constructor(
     private readonly deps: RecordDeps,
-    readonly transcript: Recorder,
+    readonly transcript: TranscriptWriter,
     readonly events: SessionEvents,
   ) {}
 
@@ -53,7 +53,8 @@ export class TestSessionRecord {
     },
   ): Promise<TestSessionRecord> {
     const { bus, timeoutMs } = deps;
-    const ts = await bus.request(
+    // the test session's `id` (the API's name for it) is the session's id from here on
+    const { id: sessionId, startedAt } = await bus.request(
       Subjects.testSessionsCreate,
       {
         agentId: opts.agentId,
@@ -65,16 +66,16 @@ export class TestSessionRecord {
       },
       { timeoutMs, requestId: opts.requestId },
     );
-    const transcript = new Recorder({
+    const transcript = new TranscriptWriter({
       bus,
       agentId: opts.agentId,
-      sessionId: ts.id,
-      startedAt: ts.startedAt,
+      sessionId,
+      startedAt,
       log: deps.log,
       timeoutMs,
       redactor: opts.redactor,
     });
-    const events = new SessionEvents(deps.nc, opts.agentId, ts.id, deps.log);
+    const events = new SessionEvents(deps.nc, opts.agentId, sessionId, deps.log);
     events.emit({ type: 'session_started', sessionType: opts.sessionType, version: opts.version });
     return new TestSessionRecord(deps, transcript, events);
   }

@@ -2,7 +2,7 @@ import { BusClient, safeError, type Logger } from '@vab/bus';
 import { Subjects, type CloseReport, type SessionMessage } from '@vab/contracts';
 import type { Redactor } from './redactor.js';
 
-export interface RecorderOptions {
+export interface TranscriptWriterOptions {
   bus: BusClient;
   agentId: string;
   sessionId: string;
@@ -15,22 +15,24 @@ export interface RecorderOptions {
 
 /**
  * Writes one session's transcript to the sessions service, in order and never blocking the conversation
- * (a message it cannot write is logged), and closes the test session once, after the last message.
+ * (a message it cannot write is logged), and closes the test session once, after the last message. Its bus
+ * requests carry the session's id as their request id: they run on their own, not on behalf of one request,
+ * and their lines are found by the session.
  */
-export class Recorder {
+export class TranscriptWriter {
   private chain: Promise<void> = Promise.resolve();
   private closed = false;
   readonly agentId: string;
   readonly sessionId: string;
   readonly startedAt: number;
 
-  constructor(private readonly opts: RecorderOptions) {
+  constructor(private readonly opts: TranscriptWriterOptions) {
     this.agentId = opts.agentId;
     this.sessionId = opts.sessionId;
     this.startedAt = opts.startedAt;
   }
 
-  record(sent: SessionMessage): void {
+  write(sent: SessionMessage): void {
     const message = this.opts.redactor ? this.opts.redactor.deep(sent) : sent;
     this.chain = this.chain.then(async () => {
       try {

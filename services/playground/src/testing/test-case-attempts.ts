@@ -13,7 +13,7 @@ import {
   type TurnResult,
 } from '@vab/contracts';
 import { sessionRedactor, type Redactor } from '../sessions/redactor.js';
-import type { SessionHost } from '../sessions/hosted-sessions.js';
+import type { HostedSessions } from '../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../models/provider-keys.js';
 import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
@@ -51,10 +51,10 @@ function attemptError(role: AttemptError['role'], err: unknown): AttemptError {
  * answer what the case fixed. When the expectations hold, a judge model decides each criterion. Answers what
  * happened; the sessions service gives the verdict.
  */
-export class TestCaseTransport {
+export class TestCaseAttempts {
   constructor(
     private readonly deps: {
-      host: SessionHost;
+      sessions: HostedSessions;
       bus: BusClient;
       models: ModelFactory;
       text: TextTransport;
@@ -128,8 +128,8 @@ export class TestCaseTransport {
     simulator: CaseModelClient | undefined,
     requestId: string,
   ): Promise<{ observed: CaseObservation; transcript: Turn[] }> {
-    const { host, text } = this.deps;
-    const { key, result, conversation } = await text.open(req.agentId, runnable, {
+    const { sessions, text } = this.deps;
+    const { sessionId, result, conversation } = await text.open(req.agentId, runnable, {
       sessionType: 'test',
       version: req.version,
       apiKeys: req.apiKeys,
@@ -137,12 +137,12 @@ export class TestCaseTransport {
       requestId,
       mocks: req.mocks,
     });
-    const talk = await this.talk(req, key, result, conversation, simulator, requestId).finally(() =>
-      host.end(key, req.agentId, requestId),
+    const talk = await this.talk(req, sessionId, result, conversation, simulator, requestId).finally(() =>
+      sessions.end(sessionId, req.agentId, requestId),
     );
     const { steps, replies, metrics, userTurns, last, endedBy, error, structured, agentUsage } = talk;
     const observed: CaseObservation = {
-      sessionId: key,
+      sessionId,
       steps,
       replies,
       ended: last.ended,
@@ -188,7 +188,7 @@ export class TestCaseTransport {
       ) as CallerSpeech['stt'],
     };
     const talk = await runVoiceAttempt({
-      host: this.deps.host,
+      sessions: this.deps.sessions,
       kit: this.deps.kit,
       req,
       flow: runnable,
@@ -200,7 +200,7 @@ export class TestCaseTransport {
       onError: (err) => attemptError('simulator', err),
     });
     const observed: CaseObservation = {
-      sessionId: talk.key,
+      sessionId: talk.sessionId,
       steps: talk.steps,
       replies: talk.replies,
       ended: talk.ended,
@@ -224,7 +224,7 @@ export class TestCaseTransport {
    */
   private async talk(
     req: RunCaseRequest,
-    key: string,
+    sessionId: string,
     result: TurnResult,
     conversation: FlowConversation,
     simulator: CaseModelClient | undefined,
@@ -239,8 +239,8 @@ export class TestCaseTransport {
     let endedBy: AttemptEnd = 'turns';
     let error: AttemptError | null = null;
     const say = async (said: string) => {
-      const turn = await this.deps.host.turn({
-        sessionId: key,
+      const turn = await this.deps.sessions.turn({
+        sessionId,
         agentId: req.agentId,
         text: said,
         requestId,

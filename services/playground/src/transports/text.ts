@@ -9,7 +9,7 @@ import {
   type TurnResult,
 } from '@vab/contracts';
 import { sessionRedactor } from '../sessions/redactor.js';
-import type { SessionHost, UserTurn } from '../sessions/hosted-sessions.js';
+import type { HostedSessions, UserTurn } from '../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../models/provider-keys.js';
 import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
@@ -25,7 +25,7 @@ import { TypedAgentSession } from '../conversation/typed-session.js';
 export class TextTransport {
   constructor(
     private readonly deps: {
-      host: SessionHost;
+      sessions: HostedSessions;
       bus: BusClient;
       models: ModelFactory;
       kit: ConversationKit;
@@ -41,19 +41,19 @@ export class TextTransport {
       requestId,
     });
     const runnable = models.require(flow, 'text', await this.deps.env(), body.apiKeys);
-    const { key, result } = await this.open(agentId, runnable, {
+    const { sessionId, result } = await this.open(agentId, runnable, {
       sessionType: 'text',
       version,
       apiKeys: body.apiKeys,
       failure: 'the agent could not start',
       requestId,
     });
-    return { sessionId: key, ...result };
+    return { sessionId, ...result };
   }
 
   /**
    * A typed conversation on a LiveKit session without a room, hosted here and recorded as a test session of
-   * `sessionType`: its key, the greeting's result, and the conversation itself.
+   * `sessionType`: its id, the greeting's result, and the conversation itself.
    */
   async open(
     agentId: string,
@@ -67,11 +67,11 @@ export class TextTransport {
       requestId: string;
       mocks?: CaseMocks | undefined;
     },
-  ): Promise<{ key: string; result: TurnResult; conversation: FlowConversation }> {
+  ): Promise<{ sessionId: string; result: TurnResult; conversation: FlowConversation }> {
     const { requestId } = opts;
     let conversation: FlowConversation | undefined;
     const redactor = sessionRedactor(await this.deps.env(), opts.apiKeys);
-    const { key, result } = await this.deps.host.open(
+    const { sessionId, result } = await this.deps.sessions.open(
       {
         sessionType: opts.sessionType,
         agentId,
@@ -88,7 +88,7 @@ export class TextTransport {
           apiKeys: opts.apiKeys ?? undefined,
           session,
           startSession: (agent) => session.start({ agent }),
-          record: (m) => ctx.recorder?.record(m),
+          record: (m) => ctx.transcript?.write(m),
           emit: ctx.emit,
           lastEventId: ctx.lastEventId,
           // the end step ends the session, as a voice call ends: record closed, session_ended, slot freed
@@ -103,16 +103,16 @@ export class TextTransport {
         return { result: await conv.start(), turn: (text) => conv.userTurn(text) };
       },
     );
-    return { key, result, conversation: conversation! };
+    return { sessionId, result, conversation: conversation! };
   }
 
   turn(turn: UserTurn): Promise<TextTurnResult> {
-    return this.deps.host.turn(turn);
+    return this.deps.sessions.turn(turn);
   }
 
   /** Idempotent: an unknown or already ended session answers ok. */
   async end(agentId: string, sessionId: string, requestId: string): Promise<Ok> {
-    await this.deps.host.end(sessionId, agentId, requestId);
+    await this.deps.sessions.end(sessionId, agentId, requestId);
     return { ok: true };
   }
 }

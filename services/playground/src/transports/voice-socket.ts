@@ -14,7 +14,7 @@ import {
   type VoiceServerMessage,
   type VoiceSessionStarted,
 } from '@vab/contracts';
-import type { SessionContext, SessionHost } from '../sessions/hosted-sessions.js';
+import type { HostedSessions, SessionContext } from '../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../models/provider-keys.js';
 import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
 import type { ConversationKit } from '../conversation/conversation-kit.js';
@@ -45,7 +45,7 @@ const decoder = new TextDecoder();
 export class VoiceSocketTransport {
   constructor(
     private readonly deps: {
-      host: SessionHost;
+      sessions: HostedSessions;
       bus: BusClient;
       nc: NatsConnection;
       models: ModelFactory;
@@ -65,7 +65,7 @@ export class VoiceSocketTransport {
     const runnable = models.require(flow, 'voice', env, body.apiKeys);
     const { sampleRate, frameMs } = body.audio;
     const frameBytes = ((sampleRate * frameMs) / 1000) * 2;
-    const { key } = await this.deps.host.open(
+    const { sessionId } = await this.deps.sessions.open(
       {
         sessionType: 'voice',
         agentId,
@@ -94,8 +94,8 @@ export class VoiceSocketTransport {
       },
     );
     return {
-      sessionId: key,
-      audioPath: `/api/agents/${agentId}/voice-sessions/${key}/audio`,
+      sessionId,
+      audioPath: `/api/agents/${agentId}/voice-sessions/${sessionId}/audio`,
       audio: { sampleRate, frameMs, frameBytes },
       connectWithinMs: config.VOICE_CONNECT_TIMEOUT_MS,
     };
@@ -103,7 +103,7 @@ export class VoiceSocketTransport {
 
   /** Idempotent: an unknown or already ended session answers ok. `reason`: why, when not a DELETE. */
   async end(agentId: string, sessionId: string, requestId: string, reason?: string): Promise<Ok> {
-    await this.deps.host.end(sessionId, agentId, requestId, reason);
+    await this.deps.sessions.end(sessionId, agentId, requestId, reason);
     return { ok: true };
   }
 }
@@ -155,7 +155,7 @@ class VoiceCall {
     }
     this.send({
       type: 'ready',
-      sessionId: ctx.key,
+      sessionId: ctx.sessionId,
       sampleRate: this.deps.sampleRate,
       frameBytes: this.deps.frameBytes,
     });
@@ -166,7 +166,7 @@ class VoiceCall {
     const { nc, ctx, flow, sampleRate, config } = this.deps;
     const input = new BusAudioInput(sampleRate);
     this.input = input;
-    this.sub = nc.subscribe(voiceInSubject(ctx.key), { callback: (_e, msg) => this.heard(msg) });
+    this.sub = nc.subscribe(voiceInSubject(ctx.sessionId), { callback: (_e, msg) => this.heard(msg) });
     // the client's silence is counted from its attach, not from the session's start
     this.lastInputAt = Date.now();
     this.idleCheck = setInterval(
@@ -223,7 +223,7 @@ class VoiceCall {
 
   private send(message: VoiceServerMessage | Int16Array): void {
     if (this.closed) return;
-    const subject = voiceOutSubject(this.deps.ctx.key);
+    const subject = voiceOutSubject(this.deps.ctx.sessionId);
     if (message instanceof Int16Array) {
       this.deps.nc.publish(subject, new Uint8Array(message.buffer, message.byteOffset, message.byteLength));
     } else {

@@ -85,7 +85,7 @@ export class VoicePipeline {
       flow: this.opts.flow,
       apiKeys: this.opts.apiKeys,
       record: (m) => {
-        ctx.recorder?.record(m);
+        ctx.transcript?.write(m);
         observe?.message?.(m);
       },
       emit,

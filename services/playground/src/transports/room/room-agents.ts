@@ -10,18 +10,18 @@ import { SPOKEN } from '../../conversation/conversation-mode.js';
 import { sharedVad, turnHandlingOf } from '../../models/voice-models.js';
 import { startInRoom } from './room-audio.js';
 
-export interface RunnerStartOptions {
+export interface RoomAgentOptions {
   roomName: string;
   serverUrl: string;
   agentToken: string;
   /** The flow the agent runs. */
   flow: CompiledFlow;
-  /** Builds the flow's conversation on the LiveKit session the runner made for the room. */
+  /** Builds the flow's conversation on the LiveKit session made for the room. */
   converse(side: TransportSide): Promise<FlowConversation>;
   /** Every transcript message (the conversation records through it). */
   record(message: SessionMessage): void;
   /**
-   * Records the session's audio (the session host's `recordAudio`): called with the session once the room's
+   * Records the session's audio (the hosted session's `recordAudio`): called with the session once the room's
    * audio is its input and output, before it reads them.
    */
   recordAudio(session: voice.AgentSession): Promise<void>;
@@ -32,17 +32,17 @@ export interface RunnerStartOptions {
   log: Logger;
 }
 
-export interface RunningAgent {
+export interface RoomAgent {
   /** Idempotent. */
   stop(): Promise<void>;
 }
 
 /**
  * Starts a flow's agent in a room. Behind an interface because no media server can run where the tests
- * do: the LiveKit runner below joins a real room; tests use a runner that joins nothing.
+ * do: LiveKit's below joins a real room; tests use one that joins nothing.
  */
-export interface AgentRunner {
-  start(opts: RunnerStartOptions): Promise<RunningAgent>;
+export interface RoomAgents {
+  start(opts: RoomAgentOptions): Promise<RoomAgent>;
 }
 
 /**
@@ -51,11 +51,11 @@ export interface AgentRunner {
  * models come from the flow (so a transfer can swap them); step changes go out on the data channel for the
  * builder to highlight. The session's audio is the room's, and recorded as any voice session's (`startInRoom`).
  */
-export class LiveKitAgentRunner implements AgentRunner {
+export class LiveKitRoomAgents implements RoomAgents {
   /** `newRoom`: where the room comes from; a test gives one whose `connect` reaches no media server. */
   constructor(private readonly newRoom: () => Room = () => new Room()) {}
 
-  async start(opts: RunnerStartOptions): Promise<RunningAgent> {
+  async start(opts: RoomAgentOptions): Promise<RoomAgent> {
     const room = this.newRoom();
     let conv: FlowConversation | undefined;
     let stopped = false;

@@ -14,16 +14,16 @@ import { randomUUID } from 'node:crypto';
 import { EgressRefused, type EgressFetch, type HostCheck } from '../../egress/client.js';
 import type { EgressPolicy } from '../../egress/policy.js';
 import { envLivekit, LIVEKIT_ENV_VARS } from '../../models/env-keys.js';
-import { Recorder } from '../../sessions/transcript-writer.js';
+import { TranscriptWriter } from '../../sessions/transcript-writer.js';
 import { sessionRedactor } from '../../sessions/redactor.js';
-import type { SessionHost } from '../../sessions/hosted-sessions.js';
+import type { HostedSessions } from '../../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../../models/provider-keys.js';
 import type { ModelFactory } from '../../models/model-factory.js';
 import type { ConversationKit } from '../../conversation/conversation-kit.js';
 import { httpUrlOf, MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';
-import type { AgentRunner, RunnerStartOptions, RunningAgent } from './room-agents.js';
+import type { RoomAgent, RoomAgentOptions, RoomAgents } from './room-agents.js';
 
-export interface LiveKitTransportConfig {
+export interface RoomTransportConfig {
   INSTANCE_ID: string;
   AGENT_JOIN_TIMEOUT_MS: number;
   MEDIA_SERVER_TIMEOUT_MS: number;
@@ -42,18 +42,18 @@ export interface LiveKitTransportConfig {
  * token is handed out only once the agent is in the room. A periodic reaper deletes rooms whose owning
  * instance is gone.
  */
-export class LiveKitTransport {
+export class RoomTransport {
   private reaper: NodeJS.Timeout | undefined;
   private aliveSub: Subscription | undefined;
 
   constructor(
     private readonly deps: {
-      host: SessionHost;
+      sessions: HostedSessions;
       bus: BusClient;
       nc: NatsConnection;
       models: ModelFactory;
       kit: ConversationKit;
-      runner: AgentRunner;
+      agents: RoomAgents;
       /** A media server named in the request is a URL of the caller's too. */
       policy: EgressPolicy;
       /** How a request-named media server is reached: its Twirp calls, and its name checked at start. */
@@ -61,12 +61,12 @@ export class LiveKitTransport {
       checkHost: HostCheck;
       env(): Promise<KeyEnv>;
       log: Logger;
-      config: LiveKitTransportConfig;
+      config: RoomTransportConfig;
     },
   ) {}
 
   async create(req: AgentSessionRequest, requestId: string): Promise<PlaygroundSession> {
-    const { host, models, kit, config } = this.deps;
+    const { sessions, models, kit, config } = this.deps;
     const env = await this.deps.env();
     const runnable = models.require({ nodes: req.nodes, edges: req.edges }, 'voice', env, req.apiKeys);
     const { serverSide, ...creds } = this.credentials(req.livekit, env);
@@ -78,10 +78,10 @@ export class LiveKitTransport {
       config.MEDIA_SERVER_TIMEOUT_MS,
       serverSide ? globalThis.fetch : this.deps.egressFetch,
     );
-    const { result } = await host.open(
+    const { result } = await sessions.open(
       {
         sessionType: 'voice',
-        key: roomName,
+        sessionId: roomName,
         agentId: req.agentId ?? undefined,
         roomName,
         requestId,
@@ -93,7 +93,7 @@ export class LiveKitTransport {
         const meta: RoomMetadata = {
           owner: config.INSTANCE_ID,
           agentId: req.agentId ?? undefined,
-          testSessionId: ctx.recorder?.sessionId,
+          testSessionId: ctx.transcript?.sessionId,
           startedAt: Date.now(),
         };
         await media.createRoom(roomName, meta, {
@@ -107,7 +107,7 @@ export class LiveKitTransport {
               ctx.log.error({ err: safeError(err) }, 'room not deleted; the reaper will retry'),
             ),
         );
-        const record = (m: Parameters<RunnerStartOptions['record']>[0]) => ctx.recorder?.record(m);
+        const record = (m: Parameters<RoomAgentOptions['record']>[0]) => ctx.transcript?.write(m);
         const agent = await this.joinWithin({
           roomName,
           serverUrl: creds.url,
@@ -195,9 +195,9 @@ export class LiveKitTransport {
   }
 
   /** An agent that has not joined in time is stopped, also if it joins later. */
-  private async joinWithin(opts: RunnerStartOptions): Promise<RunningAgent> {
+  private async joinWithin(opts: RoomAgentOptions): Promise<RoomAgent> {
     let timer: NodeJS.Timeout | undefined;
-    const started = this.deps.runner.start(opts);
+    const started = this.deps.agents.start(opts);
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () => reject(new AppError('UPSTREAM_FAILED', 'the agent did not join the room in time')),
@@ -224,7 +224,7 @@ export class LiveKitTransport {
   async end(roomName: string, requestId: string): Promise<Ok> {
     // a name that cannot be one of our rooms is not looked for (and never becomes part of a subject)
     if (!roomName.startsWith(ROOM_PREFIX) || !SUBJECT_TOKEN.test(roomName)) return { ok: true };
-    if (await this.deps.host.end(roomName, undefined, requestId)) return { ok: true };
+    if (await this.deps.sessions.end(roomName, undefined, requestId)) return { ok: true };
     const creds = envLivekit(await this.deps.env());
     if (creds)
       await new MediaServer(creds, this.deps.config.MEDIA_SERVER_TIMEOUT_MS, globalThis.fetch).deleteRoom(
@@ -284,7 +284,7 @@ export class LiveKitTransport {
         );
       deleted.push(name);
       if (meta?.agentId && meta.testSessionId) {
-        await new Recorder({
+        await new TranscriptWriter({
           bus,
           agentId: meta.agentId,
           sessionId: meta.testSessionId,
