@@ -83,10 +83,6 @@ function caseTimings(config: PlaygroundServiceConfig) {
   };
 }
 
-/**
- * Serves the playground subjects: flow validation, key status, and sessions — voice (the voice socket, a
- * LiveKit room) and text — hosted together. Stopping it ends every session it holds and stops the reaper.
- */
 const noop = () => undefined;
 
 /**
@@ -114,6 +110,10 @@ export interface PlaygroundServiceDeps {
   tracing?: Tracing | undefined;
 }
 
+/**
+ * Serves the playground subjects: flow validation, key status, and sessions — voice (the voice socket, a
+ * LiveKit room) and text — hosted together. Stopping it ends every session it holds and stops the reaper.
+ */
 export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundService {
   const { nc, log, config } = deps;
   traceLiveKit(deps.tracing);

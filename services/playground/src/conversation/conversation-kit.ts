@@ -42,7 +42,7 @@ export interface ConverseOptions extends TransportSide {
   /** The request's keys: a transfer's target runs with them too. Held in memory for the session only. */
   apiKeys: ApiKeys | undefined;
   record(message: SessionMessage): void;
-  /** The session's event stream (the host's). */
+  /** The session's event stream (the hosted session's). */
   emit(event: SessionEventInput): void;
   lastEventId(): number;
   onEnded(): void;

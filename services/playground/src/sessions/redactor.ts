@@ -13,7 +13,8 @@ const MAX_DEPTH = 32;
  * Removes the exact credential values one session has in play (its request's `apiKeys` and media server
  * key/secret, the server's provider keys) from what leaves the process. Patterns (`redact` in figures.ts)
  * catch keys of known shapes; a provider that echoes a short key of no known shape is caught only here.
- * One per session, applied at the host's exits: events, stored messages, turn answers, errors, its logger.
+ * One per session, applied where a hosted session's output leaves: events, stored messages, turn answers,
+ * errors, its logger.
  */
 export class Redactor {
   private readonly values: readonly string[];

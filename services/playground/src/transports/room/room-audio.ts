@@ -6,8 +6,8 @@ export interface StartInRoomOptions {
   room: Room;
   agent: voice.Agent;
   /**
-   * Wraps the session's audio input and output with the recorder (the session host's `recordAudio`, the same
-   * as for the voice WebSocket); called once they are the room's and before the session reads them.
+   * Wraps the session's audio input and output with the recorder (the hosted session's `recordAudio`, the same
+   * as for the voice socket); called once they are the room's and before the session reads them.
    */
   recordAudio(session: voice.AgentSession): Promise<void>;
 }
