@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
-import { isLiveKitStrayRejection } from './services/playground/src/runtime/stray-rejections.js';
+import { isLiveKitStrayRejection } from './services/playground/src/models/stray-rejections.js';
 
 const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 
@@ -33,7 +33,7 @@ export default defineConfig({
     hookTimeout: 30_000,
     maxWorkers: 2,
     // LiveKit's failed model requests also reject a promise nobody awaits; the playground's main survives these
-    // (services/playground/src/runtime/stray-rejections.ts), and so do the stacks tests run in-process
+    // (services/playground/src/models/stray-rejections.ts), and so do the stacks tests run in-process
     onUnhandledError: (error) => !isLiveKitStrayRejection(error),
     // Each stack normally starts its own NATS and Redis. With NATS_URL/REDIS_URL naming existing servers the
     // stacks share them, and their services would answer each other's requests: files then run one at a time.

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Starts and stops N voice playground sessions (default 200) through the real gateway → NATS → playground
-// path against the in-test LiveKit RoomService fake, with the agent runner stubbed (no media server can run
+// path against the in-test LiveKit RoomService fake, with the room agents stubbed (no media server can run
 // here), and reports the heap before and after. A leak of a session's state, timers or subscriptions shows
 // as a heap that does not return to its baseline.
 // Usage: npm run build && node --expose-gc bench/playground-memory.mjs [N]
@@ -20,7 +20,7 @@ const N = Number(process.argv[2] ?? 200);
 const log = createLogger('bench', 'silent');
 const nats = await startLocalNats();
 const fake = await startLivekitFake();
-const runner = {
+const roomAgents = {
   stopped: 0,
   async start() {
     return { stop: async () => void this.stopped++ };
@@ -30,7 +30,7 @@ const pgNc = await connectNats({ url: nats.url, name: 'playground', service: 'pl
 const playground = startPlaygroundService({
   nc: pgNc,
   log,
-  runner,
+  roomAgents,
   config: {
     ...loadConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1' }), // the test flow's webhook is on loopback
     ENV_FILE: '/nonexistent',
@@ -71,7 +71,7 @@ console.log(
 );
 console.log(`heap used: baseline ${MB(before)} MB, after ${MB(after)} MB, delta ${MB(after - before)} MB`);
 console.log(
-  `left behind: rooms ${fake.rooms.size}, sessions ${playground.host.size}, agents not stopped ${N + 20 - runner.stopped}`,
+  `left behind: rooms ${fake.rooms.size}, sessions ${playground.sessions.size}, agents not stopped ${N + 20 - roomAgents.stopped}`,
 );
 
 await gateway.close();

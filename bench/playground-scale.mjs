@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // Scenario 5 of the performance issue: POST /api/agent-session + DELETE through the real gateway → NATS →
-// playground path against the LiveKit RoomService fake, with the agent runner stubbed. Prints
-//  - the service's own overhead per create (sequential creates, a runner that joins at once), and
-//  - sessions/s with 1, 2 and 3 playground instances when the runner is the bottleneck: each instance's
-//    runner joins one room at a time, JOIN_MS each (a stand-in for the real join), so an instance can start at
+// playground path against the LiveKit RoomService fake, with the room agents stubbed. Prints
+//  - the service's own overhead per create (sequential creates, room agents that join at once), and
+//  - sessions/s with 1, 2 and 3 playground instances when joining is the bottleneck: each instance's
+//    room agents join one room at a time, JOIN_MS each (a stand-in for the real join), so an instance can start at
 //    most 1000/JOIN_MS sessions/s and throughput grows only if the queue group spreads creates.
 // Usage: npm run build && node bench/playground-scale.mjs [--join-ms 50] [--sessions 120]
 import { connectNats } from '@vab/bus';
@@ -24,11 +24,11 @@ const config = (id) => ({
   ENV_FILE: '/nonexistent',
   INSTANCE_ID: id,
   MAX_SESSIONS: 1000,
-  AGENT_JOIN_TIMEOUT_MS: 60000, // the serial runner queues joins: waiting is the point here
+  AGENT_JOIN_TIMEOUT_MS: 60000, // the serial room agents queue joins: waiting is the point here
   REAPER_INTERVAL_MS: 3600000,
 });
 /** Joins one room at a time per instance, `joinMs` each. */
-function serialRunner(joinMs) {
+function serialRoomAgents(joinMs) {
   let chain = Promise.resolve();
   return {
     start() {
@@ -48,7 +48,7 @@ async function addInstance(joinMs) {
     nc,
     log,
     config: config(`bench-${instances.length + 1}`),
-    runner: serialRunner(joinMs),
+    roomAgents: serialRoomAgents(joinMs),
   });
   await svc.ready;
   instances.push({ nc, svc });
@@ -59,7 +59,7 @@ const body = sessionStartBody(fake);
 const create = async () => (await sendJson('POST', `${base}/api/agent-session`, body)).roomName;
 const end = (roomName) => sendJson('DELETE', `${base}/api/agent-session`, { roomName });
 
-// overhead: sequential creates with a runner that joins at once
+// overhead: sequential creates with room agents that join at once
 await addInstance(0);
 for (let i = 0; i < 20; i++) await end(await create()); // warm-up
 const times = [];
@@ -86,7 +86,7 @@ for (let n = 1; n <= 3; n++) {
   const rooms = await Promise.all(Array.from({ length: SESSIONS }, () => create()));
   const rate = SESSIONS / ((performance.now() - t0) / 1000);
   base1 ??= rate;
-  const per = instances.map((i) => i.svc.host.size).join(' / ');
+  const per = instances.map((i) => i.svc.sessions.size).join(' / ');
   console.log(`| ${n} | ${rate.toFixed(1)} (×${(rate / base1).toFixed(2)}) | ${per} |`);
   await Promise.all(rooms.map(end));
 }

@@ -17,7 +17,7 @@ import {
 import {
   loadConfig as loadPlaygroundConfig,
   startPlaygroundService,
-  type AgentRunner,
+  type RoomAgents,
   type PlaygroundService,
   type PlaygroundServiceConfig,
   type Resolver,
@@ -94,8 +94,8 @@ export interface StackOptions {
   security?: Partial<SecurityConfig>;
   /** Overrides of the playground's configuration. */
   playground?: Partial<PlaygroundServiceConfig>;
-  /** The playground's agent runner (tests stub it: no media server can run here). */
-  runner?: AgentRunner;
+  /** How the playground's room agents join their rooms (tests stub it: no media server can run here). */
+  roomAgents?: RoomAgents;
   /** The playground's env file and process provider keys (GET /api/env-keys). */
   envFile?: string;
   providerEnv?: Record<string, string>;
@@ -191,7 +191,7 @@ function startService(
       ...ctx.playgroundConfig,
       INSTANCE_ID: `${ctx.playgroundConfig.INSTANCE_ID}-${++ctx.playgroundCount}`,
     },
-    ...(opts.runner ? { runner: opts.runner } : {}),
+    ...(opts.roomAgents ? { roomAgents: opts.roomAgents } : {}),
     ...(opts.resolve ? { resolve: opts.resolve } : {}),
     idempotency: idempotency(new RedisIdempotencyStore(redis, 'pg:')),
     tracing: opts.tracing,

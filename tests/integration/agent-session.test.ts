@@ -1,9 +1,4 @@
-import {
-  LiveKitAgentRunner,
-  type AgentRunner,
-  type RunnerStartOptions,
-  type RunningAgent,
-} from '@vab/playground';
+import { LiveKitRoomAgents, type RoomAgent, type RoomAgentOptions, type RoomAgents } from '@vab/playground';
 
 import { TokenVerifier } from 'livekit-server-sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -11,11 +6,11 @@ import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 /** Joins no room (no media server runs here); records what it was asked and lets a test end the agent. */
-class StubRunner implements AgentRunner {
+class StubRoomAgents implements RoomAgents {
   mode: 'join' | 'fail' | 'hang' = 'join';
-  started: RunnerStartOptions[] = [];
+  started: RoomAgentOptions[] = [];
   stopped = 0;
-  async start(opts: RunnerStartOptions): Promise<RunningAgent> {
+  async start(opts: RoomAgentOptions): Promise<RoomAgent> {
     this.started.push(opts);
     if (this.mode === 'fail') throw new Error('could not connect to the room');
     // the wait is the test: an agent that never connects (longer than the start's own bound)
@@ -32,7 +27,7 @@ class StubRunner implements AgentRunner {
 
 const SECRET_KEY = 'sk-provider-key-never-logged-42';
 let fake: Awaited<ReturnType<typeof startLivekitFake>>;
-let runner: StubRunner;
+let roomAgents: StubRoomAgents;
 let stack: Stack;
 let http: ReturnType<typeof api>;
 
@@ -46,8 +41,8 @@ const body = (extra: object = {}) => ({
 
 beforeAll(async () => {
   fake = await startLivekitFake();
-  runner = new StubRunner();
-  stack = await startStack({ runner, playground: { AGENT_JOIN_TIMEOUT_MS: 500, MAX_SESSIONS: 3 } });
+  roomAgents = new StubRoomAgents();
+  stack = await startStack({ roomAgents, playground: { AGENT_JOIN_TIMEOUT_MS: 500, MAX_SESSIONS: 3 } });
   http = api(stack.baseUrl);
 });
 afterAll(async () => {
@@ -55,7 +50,7 @@ afterAll(async () => {
   await fake.close();
 });
 afterEach(async () => {
-  runner.mode = 'join';
+  roomAgents.mode = 'join';
   for (const name of [...fake.rooms.keys()]) await http.delete('/api/agent-session', { roomName: name });
 });
 
@@ -88,7 +83,7 @@ describe('POST /api/agent-session', () => {
     expect(claims.exp! - claims.nbf!).toBeLessThanOrEqual(600);
 
     // the agent joined with its own agent token for that room
-    const started = runner.started.at(-1)!;
+    const started = roomAgents.started.at(-1)!;
     const agentClaims = await new TokenVerifier(fake.apiKey, fake.apiSecret).verify(started.agentToken);
     expect(agentClaims.video).toMatchObject({ roomJoin: true, room: roomName, agent: true });
     expect(agentClaims.kind).toBe('agent');
@@ -99,9 +94,9 @@ describe('POST /api/agent-session', () => {
     expect(sessions.body[0]).toMatchObject({ sessionType: 'voice', roomName, status: 'open' });
     started.record({ role: 'user', content: 'hello', stepId: 'start', timestamp: Date.now() });
 
-    const stoppedBefore = runner.stopped;
+    const stoppedBefore = roomAgents.stopped;
     expect((await http.delete('/api/agent-session', { roomName })).body).toEqual({ ok: true });
-    expect(runner.stopped).toBe(stoppedBefore + 1);
+    expect(roomAgents.stopped).toBe(stoppedBefore + 1);
     expect(fake.rooms.has(roomName)).toBe(false);
     const closed = await http.get(`/api/agents/${agent.body.id}/test-sessions/${sessions.body[0].id}`);
     expect(closed.body.status).toBe('closed');
@@ -148,13 +143,13 @@ describe('POST /api/agent-session', () => {
     ['the agent cannot connect', 'fail'],
     ['the agent does not join in time', 'hang'],
   ] as const)('when %s: 502, the room is deleted and nothing is left', async (_what, mode) => {
-    runner.mode = mode;
+    roomAgents.mode = mode;
     const agent = await http.post('/api/agents', { name: 'Failing', flow: flow() });
     const res = await http.post('/api/agent-session', body({ agentId: agent.body.id }));
     expect(res.status).toBe(502);
     expect(res.body.code).toBe('UPSTREAM_FAILED');
     expect(fake.rooms.size).toBe(0);
-    expect(stack.services.playground.playground!.host.count('voice')).toBe(0);
+    expect(stack.services.playground.playground!.sessions.count('voice')).toBe(0);
     const sessions = await http.get(`/api/agents/${agent.body.id}/test-sessions`);
     expect(sessions.body[0].status).toBe('closed');
   });
@@ -173,12 +168,12 @@ describe('POST /api/agent-session', () => {
     expect(refused.status).toBe(502);
     expect(refused.body.message).toContain('refused the credentials');
     expect(fake.rooms.size).toBe(0);
-    expect(stack.services.playground.playground!.host.count('voice')).toBe(0);
+    expect(stack.services.playground.playground!.sessions.count('voice')).toBe(0);
   });
 
-  it('with the real LiveKit runner, an agent that cannot reach a media server leaves no room behind', async () => {
+  it("with LiveKit's own room agents, an agent that cannot reach a media server leaves no room behind", async () => {
     const realStack = await startStack({
-      runner: new LiveKitAgentRunner(),
+      roomAgents: new LiveKitRoomAgents(),
       playground: { AGENT_JOIN_TIMEOUT_MS: 3000 },
     });
     try {
@@ -192,14 +187,17 @@ describe('POST /api/agent-session', () => {
 
   it('stops the session when the agent ends, the user leaves for good, or the maximum length passes', async () => {
     const a = await http.post('/api/agent-session', body());
-    runner.started.at(-1)!.onEnded('end step');
+    roomAgents.started.at(-1)!.onEnded('end step');
     await vi_waitFor(() => !fake.rooms.has(a.body.roomName));
 
     const b = await http.post('/api/agent-session', body());
-    const short = await startStack({ runner, playground: { USER_LEFT_GRACE_MS: 50, MAX_SESSION_MS: 1000 } });
+    const short = await startStack({
+      roomAgents,
+      playground: { USER_LEFT_GRACE_MS: 50, MAX_SESSION_MS: 1000 },
+    });
     try {
       const c = await api(short.baseUrl).post('/api/agent-session', body());
-      runner.started.at(-1)!.onUserLeft();
+      roomAgents.started.at(-1)!.onUserLeft();
       await vi_waitFor(() => !fake.rooms.has(c.body.roomName));
       const d = await api(short.baseUrl).post('/api/agent-session', body());
       await vi_waitFor(() => !fake.rooms.has(d.body.roomName), 3000);
@@ -226,7 +224,7 @@ describe('several playground instances', () => {
   it("spread creates, take none when full, route DELETE to the owner, and reap a crashed instance's rooms", async () => {
     // the reaper lists rooms with the server's own credentials
     const multi = await startStack({
-      runner,
+      roomAgents,
       playground: { MAX_SESSIONS: 2, AGENT_JOIN_TIMEOUT_MS: 500 },
       providerEnv: {
         LIVEKIT_URL: fake.url,
@@ -266,7 +264,7 @@ describe('several playground instances', () => {
       // DELETE of a room whose owner is gone still deletes it on the media server
       expect((await h.delete('/api/agent-session', { roomName: orphaned[0] })).body).toEqual({ ok: true });
       expect(fake.rooms.has(orphaned[0]!)).toBe(false);
-      const { deleted } = await multi.services.playground.playground!.voice.reap();
+      const { deleted } = await multi.services.playground.playground!.room.reap();
       expect(deleted).toEqual([orphaned[1]]);
       expect(fake.rooms.has(orphaned[1]!)).toBe(false);
       // the reaped room's test session is closed; the live instance's sessions are untouched

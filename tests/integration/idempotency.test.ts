@@ -1,5 +1,5 @@
 import { startLivekitFake, fullFlow } from '@vab/testkit';
-import type { AgentRunner } from '@vab/playground';
+import type { RoomAgents } from '@vab/playground';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
@@ -7,7 +7,7 @@ let stack: Stack;
 let http: ReturnType<typeof api>;
 let fake: Awaited<ReturnType<typeof startLivekitFake>>;
 let runnerStarts = 0;
-const runner: AgentRunner = {
+const roomAgents: RoomAgents = {
   async start() {
     runnerStarts++;
     return { stop: async () => undefined };
@@ -16,7 +16,7 @@ const runner: AgentRunner = {
 
 beforeAll(async () => {
   fake = await startLivekitFake();
-  stack = await startStack({ runner });
+  stack = await startStack({ roomAgents });
   http = api(stack.baseUrl);
 });
 afterAll(async () => {

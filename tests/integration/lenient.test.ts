@@ -1,11 +1,11 @@
 import { routes } from '@vab/gateway';
-import type { AgentRunner } from '@vab/playground';
+import type { RoomAgents } from '@vab/playground';
 import { fullFlow, startLivekitFake } from '@vab/testkit';
 import { TokenVerifier } from 'livekit-server-sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
-const runner: AgentRunner = { start: async () => ({ stop: async () => undefined }) };
+const roomAgents: RoomAgents = { start: async () => ({ stop: async () => undefined }) };
 let fake: Awaited<ReturnType<typeof startLivekitFake>>;
 let stack: Stack;
 let http: ReturnType<typeof api>;
@@ -13,7 +13,7 @@ let http: ReturnType<typeof api>;
 beforeAll(async () => {
   fake = await startLivekitFake();
   stack = await startStack({
-    runner,
+    roomAgents,
     providerEnv: {
       LIVEKIT_URL: fake.url,
       LIVEKIT_API_KEY: fake.apiKey,

@@ -1,6 +1,6 @@
 import { fullFlow, lineSink, withNode } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { logLiveKitAs } from '../../services/playground/src/telemetry.js';
+import { logLiveKitAs } from '../../services/playground/src/observability/telemetry.js';
 import { lastUserText, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
@@ -37,14 +37,14 @@ describe("LiveKit's log lines in a session", () => {
     );
     await expect.poll(() => lines.length, { timeout: 10_000 }).toBeGreaterThan(0);
     const parsed = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-    const ours = parsed.filter((l) => l.sessionKey === sessionId);
+    const ours = parsed.filter((l) => l.sessionId === sessionId);
     expect(ours.length).toBeGreaterThan(0);
     for (const l of ours) {
       expect(l).toMatchObject({ service: 'playground', component: 'livekit', agentId, requestId });
       expect(l.time).toMatch(/^\d{4}-\d\d-\d\dT/);
     }
     // every LiveKit line of the run was written inside the session, and none carries a stack trace
-    expect(parsed.filter((l) => l.sessionKey === undefined)).toEqual([]);
+    expect(parsed.filter((l) => l.sessionId === undefined)).toEqual([]);
     expect(lines.join('\n')).not.toMatch(/\n\s+at /);
     expect(lines.join('\n')).not.toMatch(/"stack"/);
   });

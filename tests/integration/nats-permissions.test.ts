@@ -114,6 +114,16 @@ describe('NATS with per-service users and permissions', () => {
     expect(versions.map((v: { version: number }) => v.version)).toEqual([2, 3]);
     // a test run on an older version: sessions asks agents which versions are still kept
     await http.post(`/api/agents/${agent.body.id}/test-cases`, { name: 'any', turns: ['Hi'] });
+    // a case with mocks: sessions asks agents.get for the latest flow they are checked against (no such tool)
+    const mocked = await http.post(`/api/agents/${agent.body.id}/test-cases`, {
+      name: 'mocked',
+      turns: ['Hi'],
+      mocks: { tools: { refund_order: { result: 'ok' } } },
+    });
+    expect(mocked.status).toBe(400);
+    expect(mocked.body.issues.map((i: { path: string }) => i.path)).toContain(
+      'body.mocks.tools.refund_order',
+    );
     expect((await http.post(`/api/agents/${agent.body.id}/test-runs`, { version: 2 })).status).toBe(202);
     expect((await http.post(`/api/agents/${agent.body.id}/test-runs`, { version: 1 })).status).toBe(404);
     // an archive: agents asks sessions to take the live deploy offline

@@ -1,4 +1,4 @@
-import type { AgentRunner, RunningAgent } from '@vab/playground';
+import type { RoomAgent, RoomAgents } from '@vab/playground';
 import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiStub } from '../../services/playground/test/openai-stub.js';
@@ -10,8 +10,8 @@ const TTSS = ['elevenlabs', 'openai', 'deepgram', 'cartesia', 'acme'];
 const STTS = ['deepgram', 'openai', 'whisperx'];
 const KEYS = Object.fromEntries([...LLMS, ...TTSS, ...STTS].map((p) => [p, `key-${p}`]));
 
-const runner: AgentRunner = {
-  async start(): Promise<RunningAgent> {
+const roomAgents: RoomAgents = {
+  async start(): Promise<RoomAgent> {
     return { stop: async () => undefined };
   },
 };
@@ -23,7 +23,7 @@ let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
 beforeAll(async () => {
   fake = await startLivekitFake();
   stub = await startOpenAiStub(() => ({ content: 'ok' }));
-  stack = await startStack({ runner, playground: { MAX_SESSIONS: 1000 } });
+  stack = await startStack({ roomAgents, playground: { MAX_SESSIONS: 1000 } });
   http = api(stack.baseUrl);
 });
 afterAll(async () => {

@@ -1,5 +1,5 @@
 import type { Flow } from '@vab/contracts';
-import { LiveKitAgentRunner } from '@vab/playground';
+import { LiveKitRoomAgents } from '@vab/playground';
 import {
   decodeRecording,
   levelOf,
@@ -15,7 +15,7 @@ import { eventsOf, readSse } from '../helpers/sse.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
 /**
- * A LiveKit room session recorded like a WebSocket one: the real LiveKitAgentRunner, through the real room
+ * A LiveKit room session recorded like a WebSocket one: the real LiveKitRoomAgents, through the real room
  * transport and session host, on a real rtc-node Room whose connection to a media server is replaced by a
  * loopback (none can run here; services/playground/test/loopback-room.ts). The caller's microphone reaches the
  * agent through LiveKit's RoomIO and the agent's voice leaves through the track RoomIO publishes, both as native
@@ -30,7 +30,7 @@ let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 let fake: Awaited<ReturnType<typeof startLivekitFake>>;
 const rooms: LoopbackRoom[] = [];
-const runner = new LiveKitAgentRunner(() => {
+const roomAgents = new LiveKitRoomAgents(() => {
   const room = new LoopbackRoom();
   rooms.push(room);
   return room;
@@ -43,7 +43,7 @@ beforeAll(async () => {
   chat = await startOpenAiStub((req) => ({ content: `Noted: ${lastUser(req)}` }));
   speech = await startSpeechStub({ transcribe: () => SAID });
   fake = await startLivekitFake();
-  stack = await startStack({ runner });
+  stack = await startStack({ roomAgents });
 });
 afterAll(async () => {
   if (process.env.VOICE_DEBUG)
@@ -181,7 +181,7 @@ describe('recordings of LiveKit room sessions', () => {
 describe('RECORDINGS=off', () => {
   let off: Stack;
   beforeAll(async () => {
-    off = await startStack({ runner, playground: { RECORDINGS: 'off' } });
+    off = await startStack({ roomAgents, playground: { RECORDINGS: 'off' } });
   });
   afterAll(async () => {
     await off?.close();

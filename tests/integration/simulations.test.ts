@@ -1,3 +1,4 @@
+import { seededRandom } from '@vab/playground';
 import { orderFlow, voiceFlow } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMcpServer } from '../../services/playground/test/mcp-server.js';
@@ -22,25 +23,17 @@ let mcp: Awaited<ReturnType<typeof startMcpServer>>;
 let stack: Stack;
 let http: ReturnType<typeof api>;
 
-/** mulberry32: the stub's own seeded draws, so "wrong 40 % of the time" is the same every run. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-/** A seed whose first 10 draws are wrong (< 0.4) exactly 4 times: a 40 % error rate, fixed. */
+/**
+ * A seed whose first 10 draws (the attempts' own seeded generator: the stub's draws are the same every run) are
+ * wrong (< 0.4) exactly 4 times: a 40 % error rate, fixed.
+ */
 const WRONG_SEED = (() => {
   for (let s = 1; ; s++) {
-    const draw = prng(s);
+    const draw = seededRandom(s);
     if (Array.from({ length: 10 }, draw).filter((x) => x < 0.4).length === 4) return s;
   }
 })();
-let draw = prng(WRONG_SEED);
+let draw = seededRandom(WRONG_SEED);
 
 const has = (req: ChatRequest, tool: string) => req.tools?.some((t) => t.function.name === tool) ?? false;
 
@@ -233,7 +226,7 @@ describe('simulated test cases', () => {
   });
 
   it('repeats a case: an agent wrong 40 % of the time passes 0.6 of attempts and fails a 0.8 gate', async () => {
-    draw = prng(WRONG_SEED);
+    draw = seededRandom(WRONG_SEED);
     const agentId = await newAgent('Flaky', `${ASKS} SEEDED`);
     const created = await http.post(`/api/agents/${agentId}/test-cases`, {
       ...orderCase,
@@ -270,7 +263,7 @@ describe('simulated test cases', () => {
     expect(refused.body.code).toBe('TESTS_NOT_PASSED');
 
     // the same agent against a 0.6 gate passes, and may go live
-    draw = prng(WRONG_SEED);
+    draw = seededRandom(WRONG_SEED);
     await http.patch(`/api/agents/${agentId}/test-cases/${created.body.id}`, { minPassRate: 0.6 });
     const enough = await run(agentId);
     expect(enough.status).toBe('passed');

@@ -253,7 +253,7 @@ describe('test cases and runs', () => {
       const holder = await vi.waitFor(
         () => {
           const found = [stack.services.playground, spare].find(
-            (p) => (p.playground?.host.count('test') ?? 0) > 0,
+            (p) => (p.playground?.sessions.count('test') ?? 0) > 0,
           );
           if (!found) throw new Error('no instance holds the case');
           return found;

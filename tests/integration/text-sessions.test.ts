@@ -173,7 +173,7 @@ describe('text test sessions', () => {
   it('shares one capacity with voice sessions: a full instance takes neither, a freed slot either', async () => {
     const fake = await startLivekitFake();
     const small = await startStack({
-      runner: { start: async () => ({ stop: async () => undefined }) },
+      roomAgents: { start: async () => ({ stop: async () => undefined }) },
       playground: { MAX_SESSIONS: 2 },
     });
     const h = api(small.baseUrl);

@@ -113,13 +113,15 @@ export const Subjects = {
 export const PLAYGROUND_INSTANCES_SUBJECT = 'playground.instances';
 
 /**
- * A playground session's owner subject: only the instance that runs the session (a voice room or a text
- * session, by its key) subscribes to it, so a request that reached another instance of the queue group is
- * forwarded there, and "no responders" means the session is gone.
+ * A playground session's owner subject: only the instance that runs the session (by its id: a text or voice
+ * session's test session id, a room session's room name) subscribes to it, so a request that reached another
+ * instance of the queue group is forwarded there, and "no responders" means the session is gone.
  */
-export const ownerSubject = (key: string, verb: OwnerVerb) => `playground.owner.${key}.${verb}`;
-export type OwnerVerb = 'turn' | 'end' | 'attach';
-/** A key that can stand in a subject (one token): what the playground's session keys look like. */
+export const ownerSubject = (sessionId: string, verb: OwnerVerb) => `playground.owner.${sessionId}.${verb}`;
+/** What a session's owner answers on its owner subjects. */
+export const OWNER_VERBS = ['turn', 'end', 'attach'] as const;
+export type OwnerVerb = (typeof OWNER_VERBS)[number];
+/** An id that can stand in a subject (one token): what the playground's session ids look like. */
 export const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
@@ -167,10 +169,9 @@ export const RunCaseRequest = z.object({
 });
 export type RunCaseRequest = z.infer<typeof RunCaseRequest>;
 
-/** Ends a session on its owner: a text session (with its agent) or a voice room (by name). */
-
+/** Ends a session on its owner: a text or voice session (with its agent) or a room session (by room name). */
 export const OwnerEndRequest = z.object({
-  key: z.string().regex(SUBJECT_TOKEN),
+  sessionId: z.string().regex(SUBJECT_TOKEN),
   agentId: Id.optional(),
   reason: z.string().max(200).optional(),
 });

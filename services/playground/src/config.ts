@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { parseAllowList, type AllowEntry } from './egress/policy.js';
-import { keyVarsOf } from './env-keys.js';
-import { parseTrustedUrls } from './provider-keys.js';
+import { keyVarsOf } from './models/env-keys.js';
+import { parseTrustedUrls } from './models/provider-keys.js';
 
 /** services/playground/{src,dist}/config.* → the repository root. */
 const REPO_ROOT_ENV_FILE = fileURLToPath(new URL('../../../.env', import.meta.url));

@@ -2,9 +2,9 @@ import { dispose } from '@livekit/rtc-node';
 import { configOrExit, idempotency, RedisIdempotencyStore, runProcess } from '@vab/service-kit';
 import { redisTargetOf } from '@vab/storage';
 import { loadConfig } from './config.js';
-import { surviveLiveKitRejections } from './runtime/stray-rejections.js';
+import { surviveLiveKitRejections } from './models/stray-rejections.js';
 import { startPlaygroundService } from './service.js';
-import { logLiveKitAs } from './telemetry.js';
+import { logLiveKitAs } from './observability/telemetry.js';
 
 const config = configOrExit('playground', () => loadConfig(process.env));
 // LiveKit Agents logs in the stack's format, with the session's ids (before any of its loggers exists)

@@ -5,24 +5,25 @@ import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, createHostCheck, type Resolver } from './egress/client.js';
 import { EgressPolicy } from './egress/policy.js';
-import { currentKeyEnv, keyStatus } from './env-keys.js';
-import { ensureEventsStream } from './host/events.js';
-import { CallerSlots } from './host/caller-slots.js';
-import { EncoderHost } from './host/encoder-host.js';
-import { RecorderThread } from './host/recorder-thread.js';
-import { RecordingsBucket } from './host/recordings-bucket.js';
-import { SessionHost } from './host/session-host.js';
-import { KeyRule } from './provider-keys.js';
-import { ReadinessCheck } from './readiness.js';
-import { ConversationKit } from './runtime/conversations.js';
-import { LiveKitTransport } from './transports/livekit/livekit-transport.js';
-import { LiveKitAgentRunner, type AgentRunner } from './transports/livekit/runner.js';
+import { currentKeyEnv, keyStatus } from './models/env-keys.js';
+import { ensureEventsStream } from './sessions/events.js';
+import { CallerSlots } from './sessions/caller-slots.js';
+import { EncoderHost } from './recording/encoder-host.js';
+import { RecorderThread } from './recording/recorder-thread.js';
+import { RecordingsBucket } from './recording/recordings-bucket.js';
+import { HostedSessions } from './sessions/hosted-sessions.js';
+import { KeyRule } from './models/provider-keys.js';
+import { ModelFactory } from './models/model-factory.js';
+import { ReadinessCheck } from './models/readiness.js';
+import { ConversationKit } from './conversation/conversation-kit.js';
+import { RoomTransport } from './transports/room/room-transport.js';
+import { LiveKitRoomAgents, type RoomAgents } from './transports/room/room-agents.js';
 import { CaseGenerator } from './testing/generate.js';
-import { TestCaseTransport } from './transports/test-case.js';
+import { TestCaseAttempts } from './testing/test-case-attempts.js';
 import { TextTransport } from './transports/text.js';
-import { VoiceSocketTransport } from './transports/voice-socket/voice-socket-transport.js';
-import { prewarmVoiceModels } from './runtime/voice-models.js';
-import { traceLiveKit } from './telemetry.js';
+import { VoiceSocketTransport } from './transports/voice-socket.js';
+import { prewarmVoiceModels } from './models/voice-models.js';
+import { traceLiveKit } from './observability/telemetry.js';
 
 export type PlaygroundServiceConfig = Omit<
   PlaygroundConfig,
@@ -45,8 +46,8 @@ const CREATE_SUBJECTS = [
 ];
 
 export interface PlaygroundService extends Served {
-  host: SessionHost;
-  voice: LiveKitTransport;
+  sessions: HostedSessions;
+  room: RoomTransport;
   text: TextTransport;
   /** `drain` (default): what is in flight finishes within the bound, then the sessions end; `now`: they end first. */
   stop(timeoutMs: number, mode?: StopMode): Promise<void>;
@@ -72,7 +73,7 @@ function outboundOf(config: PlaygroundServiceConfig, log: Logger, resolve: Resol
     egressTimeoutMs: config.FLOW_EGRESS_TIMEOUT_MS,
   });
   const checkHost = createHostCheck({ policy, log, resolve });
-  return { policy, egressFetch, checkHost, readiness };
+  return { policy, egressFetch, checkHost, readiness, models: new ModelFactory(readiness) };
 }
 
 /** How a test case's attempt is bounded and paced. */
@@ -84,10 +85,6 @@ function caseTimings(config: PlaygroundServiceConfig) {
   };
 }
 
-/**
- * Serves the playground subjects: flow validation, key status, and sessions — voice (LiveKit) and text —
- * on one session host. Stopping it ends every session it holds and stops the reaper.
- */
 const noop = () => undefined;
 
 /**
@@ -105,7 +102,8 @@ export interface PlaygroundServiceDeps {
   nc: NatsConnection;
   log: Logger;
   config: PlaygroundServiceConfig;
-  runner?: AgentRunner;
+  /** How a room session's agent joins its room (tests give one that joins nothing). */
+  roomAgents?: RoomAgents;
   /** Idempotency-Key handling; default: keys kept in this instance's memory (a retry must reach it again). */
   idempotency?: Interceptor;
   /** How names in flow URLs resolve (tests); default: the system's resolver. */
@@ -114,6 +112,10 @@ export interface PlaygroundServiceDeps {
   tracing?: Tracing | undefined;
 }
 
+/**
+ * Serves the playground subjects: flow validation, key status, and sessions — voice (the voice socket, a
+ * LiveKit room) and text — hosted together. Stopping it ends every session it holds and stops the reaper.
+ */
 export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundService {
   const { nc, log, config } = deps;
   traceLiveKit(deps.tracing);
@@ -123,27 +125,36 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   prewarmVoiceModels();
   const bus = busClientOf(nc);
   const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
-  const { policy, egressFetch, checkHost, readiness } = outboundOf(config, log, deps.resolve);
+  const { policy, egressFetch, checkHost, readiness, models } = outboundOf(config, log, deps.resolve);
   const quota = { quota: config.MAX_SESSIONS_PER_CALLER, leaseMs: config.CALLER_SLOT_LEASE_MS };
   const slots = quota.quota > 0 ? new CallerSlots(nc, quota, log) : undefined;
-  const host = new SessionHost({ nc, bus, log, config, createSubjects: CREATE_SUBJECTS, recordings, slots });
-  const kit = new ConversationKit({ bus, readiness, env, egressFetch, config });
-  const text = new TextTransport({ host, bus, readiness, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
-  const cases = new TestCaseTransport({ host, bus, readiness, text, kit, env, ...caseTimings(config) });
+  const sessions = new HostedSessions({
+    nc,
+    bus,
+    log,
+    config,
+    createSubjects: CREATE_SUBJECTS,
+    recordings,
+    slots,
+  });
+  const kit = new ConversationKit({ bus, models, env, egressFetch, config });
+  const text = new TextTransport({ sessions, bus, models, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
+  const attempts = new TestCaseAttempts({ sessions, bus, models, text, kit, env, ...caseTimings(config) });
   const generator = new CaseGenerator({
     bus,
     readiness,
+    models,
     env,
     busTimeoutMs: config.BUS_TIMEOUT_MS,
     // one answer carries up to 20 proposals: longer than one decision
     modelTimeoutMs: 4 * config.LLM_DECISION_TIMEOUT_MS,
   });
-  const audio = new VoiceSocketTransport({ host, bus, nc, readiness, kit, env, config });
-  const voice = new LiveKitTransport({
-    host,
+  const voiceSocket = new VoiceSocketTransport({ sessions, bus, nc, models, kit, env, config });
+  const room = new RoomTransport({
+    sessions,
     bus,
     nc,
-    readiness,
+    models,
     kit,
     env,
     log,
@@ -151,7 +162,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     policy,
     egressFetch,
     checkHost,
-    runner: deps.runner ?? new LiveKitAgentRunner(),
+    agents: deps.roomAgents ?? new LiveKitRoomAgents(),
   });
 
   const handlers: HandlerTable<'playground'> = {
@@ -159,18 +170,21 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
       readiness.validate(flow, sessionType, await env()),
     'playground.env-keys': async () => keyStatus(await env()),
     'playground.health': async () => ({ service: 'playground', ok: true }),
-    // what starts a session runs as its caller: the host holds each caller to MAX_SESSIONS_PER_CALLER
+    // what starts a session runs as its caller: admission holds each caller to MAX_SESSIONS_PER_CALLER
     'playground.text.start': (req, ctx) =>
-      host.asCaller(ctx.caller, () => text.start(req.agentId, req.body, ctx.requestId)),
+      sessions.asCaller(ctx.caller, () => text.start(req.agentId, req.body, ctx.requestId)),
     'playground.text.turn': (req, ctx) => text.turn({ ...req, requestId: ctx.requestId }),
     'playground.text.end': (req, ctx) => text.end(req.agentId, req.sessionId, ctx.requestId),
     'playground.voice.start': (req, ctx) =>
-      host.asCaller(ctx.caller, () => audio.start(req.agentId, req.body, ctx.requestId)),
-    'playground.voice.end': (req, ctx) => audio.end(req.agentId, req.sessionId, ctx.requestId, req.reason),
-    'playground.room.create': (req, ctx) => host.asCaller(ctx.caller, () => voice.create(req, ctx.requestId)),
-    'playground.room.end': (req, ctx) => voice.end(req.roomName, ctx.requestId),
+      sessions.asCaller(ctx.caller, () => voiceSocket.start(req.agentId, req.body, ctx.requestId)),
+    'playground.voice.end': (req, ctx) =>
+      voiceSocket.end(req.agentId, req.sessionId, ctx.requestId, req.reason),
+    'playground.room.create': (req, ctx) =>
+      sessions.asCaller(ctx.caller, () => room.create(req, ctx.requestId)),
+    'playground.room.end': (req, ctx) => room.end(req.roomName, ctx.requestId),
     // an attempt holds a slot of the run's caller, as their own sessions do
-    'playground.cases.run': (req, ctx) => host.asCaller(ctx.caller, () => cases.run(req, ctx.requestId)),
+    'playground.cases.run': (req, ctx) =>
+      sessions.asCaller(ctx.caller, () => attempts.run(req, ctx.requestId)),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
   };
   const served = serve(nc, {
@@ -179,33 +193,46 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     log,
     idempotency: deps.idempotency ?? idempotency(new MemoryIdempotencyStore(24 * 3600_000)),
   });
-  host.attach(served);
-  voice.startReaping();
+  sessions.attach(served);
+  room.startReaping();
   return {
     ...served,
     // sessions start only once their events have a stream to go to, and their recordings a bucket
     ready: Promise.all([served.ready, ensureEventsStream(nc, config, log), recordings?.bucket.ready()]).then(
       noop,
     ),
-    host,
-    voice,
+    sessions,
+    room,
     text,
-    async stop(timeoutMs, mode: StopMode = 'drain') {
-      voice.stopReaping();
-      if (mode === 'now') {
-        // the sessions end first: a turn waiting on its model, or a caller mid-sentence, ends with its
-        // session instead of holding the stop for the whole bound (npm start's Ctrl-C)
-        await Promise.all([served.stop(timeoutMs), host.stopAll('shutdown')]);
-      } else {
-        await served.stop(timeoutMs);
-      }
-      // stop all (in both modes: a start already delivered when the subscriptions drained is one more), then
-      // leave: the other instances must not see this one alive while its rooms go
-      await host.stopAll('shutdown');
-      recordings?.encoders.stop();
-      await recordings?.timeline.stop();
-      host.detach();
-      voice.leave();
-    },
+    stop: (timeoutMs, mode: StopMode = 'drain') =>
+      stopService({ served, sessions, room, recordings }, timeoutMs, mode),
   };
+}
+
+/**
+ * Stops serving, ends every session and leaves. `now` (npm start's Ctrl-C): the sessions end first, so a turn
+ * waiting on its model, or a caller mid-sentence, ends with its session instead of holding the stop for the
+ * whole bound; `drain`: requests in flight finish first.
+ */
+async function stopService(
+  parts: {
+    served: Served;
+    sessions: HostedSessions;
+    room: RoomTransport;
+    recordings: ReturnType<typeof recordingsOf>;
+  },
+  timeoutMs: number,
+  mode: StopMode,
+): Promise<void> {
+  const { served, sessions, room, recordings } = parts;
+  room.stopReaping();
+  if (mode === 'now') await Promise.all([served.stop(timeoutMs), sessions.stopAll('shutdown')]);
+  else await served.stop(timeoutMs);
+  // stop all (in both modes: a start already delivered when the subscriptions drained is one more), then
+  // leave: the other instances must not see this one alive while its rooms go
+  await sessions.stopAll('shutdown');
+  recordings?.encoders.stop();
+  await recordings?.timeline.stop();
+  sessions.detach();
+  room.leave();
 }

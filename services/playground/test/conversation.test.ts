@@ -6,19 +6,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fullFlow, listenOnLoopback, withNode } from '@vab/testkit';
 import { createEgressFetch } from '../src/egress/client.js';
 import { EgressPolicy, parseAllowList } from '../src/egress/policy.js';
-import { KeyRule } from '../src/provider-keys.js';
-import { ReadinessCheck } from '../src/readiness.js';
-import { FlowConversation, type TransferTarget } from '../src/runtime/conversation.js';
-import { openFlowRuntime, type FlowRuntime } from '../src/runtime/flow-runtime.js';
-import { TYPED } from '../src/runtime/conversation-mode.js';
-import { runPostProcessing } from '../src/runtime/post-processing.js';
+import { KeyRule } from '../src/models/provider-keys.js';
+import { ModelFactory } from '../src/models/model-factory.js';
+import { ReadinessCheck } from '../src/models/readiness.js';
+import { FlowConversation, type TransferTarget } from '../src/conversation/conversation.js';
+import { openFlowRuntime, type FlowRuntime } from '../src/conversation/flow-runtime.js';
+import { TYPED } from '../src/conversation/conversation-mode.js';
+import { runPostProcessing } from '../src/conversation/post-processing.js';
 import { lastUserText, startOpenAiStub, systemText, textOf, type ChatRequest } from './openai-stub.js';
 
 initializeLogger({ pretty: false, level: 'error' });
 const log = pino({ level: 'silent' });
 const policy = new EgressPolicy(parseAllowList('127.0.0.1'));
 const egressFetch = createEgressFetch({ policy, timeoutMs: 5000, maxResponseBytes: 1 << 20, log });
-const readiness = new ReadinessCheck({ policy, keys: new KeyRule([]), egressFetch, egressTimeoutMs: 5000 });
+const models = new ModelFactory(
+  new ReadinessCheck({ policy, keys: new KeyRule([]), egressFetch, egressTimeoutMs: 5000 }),
+);
 
 /** The model, scripted: classifies and decides from what the user said, extracts fixed data, echoes otherwise. */
 function script(req: ChatRequest) {
@@ -69,7 +72,7 @@ afterAll(async () => {
 
 /** The flow as a text session runs it: checked, its models pointed at `baseURL` with a request key. */
 async function runtime(flow: Flow, baseURL = stub.baseURL): Promise<FlowRuntime> {
-  const runnable = readiness.require(withNode(flow, 'llm', { baseURL }), 'text', {}, { openai: 'test' });
+  const runnable = models.require(withNode(flow, 'llm', { baseURL }), 'text', {}, { openai: 'test' });
   return openFlowRuntime(runnable, { fetch: egressFetch, timeoutMs: 5000, log });
 }
 

@@ -29,7 +29,7 @@ interface Scripts {
   ssAppendEntry(k1: string, ...argv: string[]): Promise<number>;
   ssAppendMessage(numKeys: number, ...keysThenArgv: string[]): Promise<number>;
   ssCloseSession(numKeys: number, ...keysThenArgv: string[]): Promise<string[]>;
-  ssSetRecording(sessionKey: string, recordingJson: string): Promise<string[]>;
+  ssSetRecording(testSessionRedisKey: string, recordingJson: string): Promise<string[]>;
   ssCreateDeploy(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
   ssUpdateDeploy(k1: string, k2: string, ...argv: string[]): Promise<string[]>;
   ssStopDeploy(k1: string, ...argv: string[]): Promise<string[]>;

@@ -10,9 +10,10 @@ import {
 } from '@vab/contracts';
 import type { CompiledFlow, Step } from '@vab/flow';
 import { z } from 'zod';
-import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck } from '../readiness.js';
-import { CaseModelClient, ModelAnswerError, safeJson } from '../model-call.js';
+import type { KeyEnv } from '../models/provider-keys.js';
+import type { ModelFactory } from '../models/model-factory.js';
+import type { ReadinessCheck } from '../models/readiness.js';
+import { CaseModelClient, ModelAnswerError, safeJson } from '../models/model-call.js';
 
 const PROPOSE_TOOL = 'propose_cases';
 
@@ -67,6 +68,7 @@ export class CaseGenerator {
     private readonly deps: {
       bus: BusClient;
       readiness: ReadinessCheck;
+      models: ModelFactory;
       env(): Promise<KeyEnv>;
       busTimeoutMs: number;
       modelTimeoutMs: number;
@@ -78,7 +80,7 @@ export class CaseGenerator {
     body: GenerateTestCasesBody,
     requestId: string,
   ): Promise<GeneratedTestCases> {
-    const { bus, readiness } = this.deps;
+    const { bus, readiness, models } = this.deps;
     const agent = await bus.request(
       Subjects.agentsGet,
       { id: agentId },
@@ -88,7 +90,7 @@ export class CaseGenerator {
     const { config, issues } = readiness.assess(agent.flow, 'text', env);
     if (!config) throw new AppError('FLOW_INVALID', 'the flow cannot run', { details: issues });
     const client = new CaseModelClient(
-      readiness.requireModel(
+      models.requireModel(
         { role: 'generator', setting: 'model' },
         body.model,
         config.providers.llm,

@@ -1,7 +1,7 @@
 import type { Criterion, Judgement } from '@vab/contracts';
 import { z } from 'zod';
-import { transcriptText, type Turn } from '../runtime/transcript.js';
-import { forcedToolCall, type CaseModelClient } from '../model-call.js';
+import { transcriptText, type Turn } from '../conversation/transcript.js';
+import { forcedToolCall, type CaseModelClient } from '../models/model-call.js';
 
 export const VERDICT_TOOL = 'verdict';
 

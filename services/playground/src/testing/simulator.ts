@@ -1,8 +1,8 @@
 import { llm } from '@livekit/agents';
 import type { Simulation } from '@vab/contracts';
 import { z } from 'zod';
-import type { Turn } from '../runtime/transcript.js';
-import { ModelAnswerError, rawOf, safeJson, type CaseModelClient } from '../model-call.js';
+import type { Turn } from '../conversation/transcript.js';
+import { ModelAnswerError, rawOf, safeJson, type CaseModelClient } from '../models/model-call.js';
 
 /** How the simulated caller ends the call: the one tool it has. */
 export const END_CALL_TOOL = 'end_call';

@@ -8,15 +8,16 @@ import {
   type TurnMetrics,
   type VoiceFigures,
 } from '@vab/contracts';
-import type { Redactor } from '../host/redactor.js';
-import type { SessionHost } from '../host/session-host.js';
-import type { CaseModelClient } from '../model-call.js';
-import type { RunnableFlow } from '../readiness.js';
-import type { ConversationKit } from '../runtime/conversations.js';
-import type { Turn } from '../runtime/transcript.js';
-import { BusAudioInput } from '../transports/voice-socket/bus-audio.js';
-import { VoicePipeline } from '../transports/voice-pipeline.js';
-import { CALLER_RATE, CallerVoice } from './voice-caller.js';
+import type { Redactor } from '../sessions/redactor.js';
+import type { HostedSessions } from '../sessions/hosted-sessions.js';
+import type { CaseModelClient } from '../models/model-call.js';
+import type { RunnableFlow } from '../models/model-factory.js';
+import type { ConversationKit } from '../conversation/conversation-kit.js';
+import type { Turn } from '../conversation/transcript.js';
+import { BusAudioInput } from '../voice/bus-audio.js';
+import { VoicePipeline } from '../voice/voice-pipeline.js';
+import { CALLER_RATE } from './caller-line.js';
+import { CallerVoice } from './voice-caller.js';
 import { SimulatedCaller } from './simulator.js';
 
 export interface VoiceAttemptSettings {
@@ -26,7 +27,7 @@ export interface VoiceAttemptSettings {
   settleMs: number;
 }
 
-/** The caller's voice and ear, made and checked before the call (readiness.requireSpeech). */
+/** The caller's voice and ear, made and checked before the call (`ModelFactory.requireSpeech`). */
 export interface CallerSpeech {
   tts: { model: tts.TTS; provider: string; modelName: string };
   stt: { model: stt.STT; provider: string; modelName: string };
@@ -34,7 +35,7 @@ export interface CallerSpeech {
 
 /** What a voice attempt observed: the text attempt's fields, and the audio's figures. */
 export interface VoiceTalk {
-  key: string;
+  sessionId: string;
   steps: string[];
   replies: string[][];
   metrics: TurnMetrics[];
@@ -55,7 +56,7 @@ export interface VoiceTalk {
 const DEFAULT_SILENCE_BOUND_MS = 2000;
 
 export interface VoiceAttemptDeps {
-  host: SessionHost;
+  sessions: HostedSessions;
   kit: ConversationKit;
   req: RunCaseRequest;
   flow: RunnableFlow;
@@ -106,8 +107,8 @@ class VoiceAttempt {
   }
 
   async run(): Promise<VoiceTalk> {
-    const { req, host, requestId } = this.deps;
-    const key = await this.open();
+    const { req, sessions, requestId } = this.deps;
+    const sessionId = await this.open();
     try {
       try {
         await this.converse();
@@ -126,7 +127,7 @@ class VoiceAttempt {
         heard: this.heardTurns.filter((h) => h !== ''),
       });
       return {
-        key,
+        sessionId,
         steps: this.steps,
         replies: this.replies,
         metrics: this.metrics,
@@ -142,14 +143,14 @@ class VoiceAttempt {
         figures,
       };
     } finally {
-      await host.end(key, req.agentId, requestId);
+      await sessions.end(sessionId, req.agentId, requestId);
     }
   }
 
   /** The test session with the voice pipeline, the caller's line open from before the greeting. */
   private async open(): Promise<string> {
-    const { host, kit, req, flow, requestId } = this.deps;
-    const { key } = await host.open(
+    const { sessions, kit, req, flow, requestId } = this.deps;
+    const { sessionId } = await sessions.open(
       {
         sessionType: 'test',
         agentId: req.agentId,
@@ -192,7 +193,7 @@ class VoiceAttempt {
         return { result: undefined };
       },
     );
-    return key;
+    return sessionId;
   }
 
   private flowEnded(): boolean {

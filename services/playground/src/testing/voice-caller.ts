@@ -1,266 +1,13 @@
-import { stt as livekitStt, voice, type stt, type tts } from '@livekit/agents';
+import { stt as livekitStt, type stt, type tts } from '@livekit/agents';
 import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
 import type { CallerBehaviour, ModelUsage } from '@vab/contracts';
-import { heardPart, isAudible } from '../transports/voice-socket/bus-audio.js';
-import type { PlaybackHooks } from '../transports/voice-pipeline.js';
+import { concatPcm, isAudible, oneFrame, powerOf, silence } from '../voice/pcm.js';
+import type { PlaybackHooks } from '../voice/playback.js';
+import { CALLER_RATE, FRAME_SAMPLES, pausePoint, speechRms } from './caller-line.js';
+import { CallerPlayback } from './caller-playback.js';
+import { Noise } from './noise.js';
+import { seededRandom } from './seeded-random.js';
 import { CallTimeline, FRAME_MS } from './voice-figures.js';
-
-/** The simulated caller's line rate: what a phone-grade microphone gives the pipeline. */
-export const CALLER_RATE = 16000;
-const FRAME_SAMPLES = (CALLER_RATE * FRAME_MS) / 1000;
-
-/** mulberry32: a small seeded generator, so an attempt's behaviours and noise repeat with its seed. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** One segment of the agent's audio (a reply, up to its flush or interruption) as it plays. */
-interface Segment {
-  startedAt?: number;
-  playedSamples: number;
-  queuedSamples: number;
-  flushed: boolean;
-  audible: boolean;
-}
-
-/**
- * The agent's audio played to the simulated caller as a phone plays it: in real time, one frame per tick of
- * the caller's clock, with LiveKit's playout handshake done at play time — a segment's playback starts with its
- * first frame played and finishes when its last flushed frame has played; an interruption (`clearBuffer`) drops
- * what was not played and reports what was. A segment captured while the one before still plays queues behind
- * it, each reported on its own. Pauses when LiveKit pauses it (false-interruption resume).
- */
-export class CallerPlayback extends voice.AudioOutput {
-  private queue: { data: Int16Array; seg: Segment }[] = [];
-  private head = 0;
-  /** Segments not finished yet, oldest first; the last one takes the frames being captured. */
-  private segments: Segment[] = [];
-  private resampler: AudioResampler | undefined;
-  private paused = false;
-
-  constructor(private readonly hooks: PlaybackHooks) {
-    super(CALLER_RATE, undefined, { pause: true });
-  }
-
-  override async captureFrame(frame: AudioFrame): Promise<void> {
-    await super.captureFrame(frame);
-    let seg = this.segments.at(-1);
-    if (!seg || seg.flushed) {
-      seg = { playedSamples: 0, queuedSamples: 0, flushed: false, audible: false };
-      this.segments.push(seg);
-    }
-    for (const f of this.toCallerRate(frame)) this.enqueue(f.data, seg);
-  }
-
-  private enqueue(data: Int16Array, seg: Segment): void {
-    this.queue.push({ data, seg });
-    seg.queuedSamples += data.length;
-  }
-
-  private toCallerRate(frame: AudioFrame): AudioFrame[] {
-    if (frame.sampleRate === CALLER_RATE) return [frame];
-    if (this.resampler?.inputRate !== frame.sampleRate) {
-      this.resampler?.close();
-      this.resampler = new AudioResampler(frame.sampleRate, CALLER_RATE, 1);
-    }
-    return this.resampler.push(frame);
-  }
-
-  override flush(): void {
-    super.flush();
-    const seg = this.segments.at(-1);
-    if (!seg || seg.flushed) return;
-    if (this.resampler) for (const f of this.resampler.flush()) this.enqueue(f.data, seg);
-    seg.flushed = true;
-    if (seg.queuedSamples <= 0 && seg === this.segments[0]) this.finish(seg, false);
-  }
-
-  override clearBuffer(): void {
-    this.queue = [];
-    this.head = 0;
-    // the segment being captured ends here, as a flush would end it (LiveKit counts segments so)
-    if (this.segments.at(-1)?.flushed === false) super.flush();
-    for (const seg of [...this.segments]) this.finish(seg, true);
-  }
-
-  override pause(): void {
-    super.pause();
-    this.paused = true;
-  }
-
-  override resume(): void {
-    super.resume();
-    this.paused = false;
-  }
-
-  /** The next frame the caller hears (silence when nothing plays). */
-  play(out: Int16Array): void {
-    out.fill(0);
-    if (this.paused) return;
-    let at = 0;
-    while (at < out.length && this.queue.length > 0) {
-      const chunk = this.queue[0]!;
-      const seg = chunk.seg;
-      if (seg.startedAt === undefined) {
-        seg.startedAt = Date.now();
-        this.onPlaybackStarted(seg.startedAt);
-      }
-      const n = Math.min(out.length - at, chunk.data.length - this.head);
-      const part = out.subarray(at, at + n);
-      part.set(chunk.data.subarray(this.head, this.head + n));
-      at += n;
-      this.head += n;
-      seg.playedSamples += n;
-      seg.queuedSamples -= n;
-      if (!seg.audible && isAudible(part)) {
-        seg.audible = true;
-        this.hooks.onAudible(Date.now());
-      }
-      if (this.head >= chunk.data.length) {
-        this.queue.shift();
-        this.head = 0;
-      }
-      if (seg.flushed && seg.queuedSamples <= 0) this.finish(seg, false);
-    }
-  }
-
-  /** Audio captured and not played yet. */
-  get pending(): boolean {
-    return this.queue.length > 0;
-  }
-
-  private finish(seg: Segment, interrupted: boolean): void {
-    const i = this.segments.indexOf(seg);
-    if (i < 0) return;
-    this.segments.splice(i, 1);
-    const playedMs = (seg.playedSamples / CALLER_RATE) * 1000;
-    const text = interrupted ? this.hooks.replyText() : undefined;
-    this.onPlaybackFinished({
-      playbackPosition: playedMs / 1000,
-      interrupted,
-      ...(text !== undefined ? { synchronizedTranscript: heardPart(text, playedMs, undefined) } : {}),
-    });
-  }
-
-  close(): void {
-    for (const seg of [...this.segments]) this.finish(seg, true);
-    this.resampler?.close();
-    this.resampler = undefined;
-  }
-}
-
-/** Seeded background noise of one colour, at unit RMS before its gain. */
-class Noise {
-  private b = [0, 0, 0, 0, 0, 0, 0];
-  private brown = 0;
-  private spare: number | undefined;
-  private readonly scale: number;
-
-  constructor(
-    private readonly kind: 'white' | 'pink' | 'brown',
-    private readonly random: () => number,
-  ) {
-    // the colour's own RMS, measured once, so the gain sets the level exactly
-    let sum = 0;
-    const n = CALLER_RATE;
-    for (let i = 0; i < n; i++) sum += this.raw() ** 2;
-    this.scale = 1 / Math.sqrt(sum / n);
-  }
-
-  private gaussian(): number {
-    if (this.spare !== undefined) {
-      const s = this.spare;
-      this.spare = undefined;
-      return s;
-    }
-    const u = Math.max(this.random(), 1e-12);
-    const v = this.random();
-    const r = Math.sqrt(-2 * Math.log(u));
-    this.spare = r * Math.sin(2 * Math.PI * v);
-    return r * Math.cos(2 * Math.PI * v);
-  }
-
-  private raw(): number {
-    const w = this.gaussian();
-    if (this.kind === 'white') return w;
-    if (this.kind === 'brown') {
-      this.brown = (this.brown + 0.02 * w) / 1.02;
-      return this.brown;
-    }
-    // Paul Kellet's pink filter
-    const b = this.b;
-    b[0] = 0.99886 * b[0]! + w * 0.0555179;
-    b[1] = 0.99332 * b[1]! + w * 0.0750759;
-    b[2] = 0.969 * b[2]! + w * 0.153852;
-    b[3] = 0.8665 * b[3]! + w * 0.3104856;
-    b[4] = 0.55 * b[4]! + w * 0.5329522;
-    b[5] = -0.7616 * b[5]! - w * 0.016898;
-    const out = b[0]! + b[1]! + b[2]! + b[3]! + b[4]! + b[5]! + b[6]! + w * 0.5362;
-    b[6] = w * 0.115926;
-    return out;
-  }
-
-  /** Adds noise at `rms` to the frame. */
-  mixInto(pcm: Int16Array, rms: number): void {
-    const gain = rms * this.scale;
-    for (let i = 0; i < pcm.length; i++) {
-      const v = pcm[i]! + this.raw() * gain;
-      pcm[i] = Math.max(-32768, Math.min(32767, Math.round(v)));
-    }
-  }
-}
-
-const powerOf = (pcm: Int16Array) => {
-  let sum = 0;
-  for (let i = 0; i < pcm.length; i++) sum += pcm[i]! * pcm[i]!;
-  return sum / pcm.length;
-};
-
-/** RMS of a line's speech (its audible 20 ms frames only). */
-function speechRms(pcm: Int16Array): number {
-  let sum = 0;
-  let n = 0;
-  for (let at = 0; at + FRAME_SAMPLES <= pcm.length; at += FRAME_SAMPLES) {
-    const f = pcm.subarray(at, at + FRAME_SAMPLES);
-    if (!isAudible(f)) continue;
-    sum += powerOf(f);
-    n++;
-  }
-  return n === 0 ? 0 : Math.sqrt(sum / n);
-}
-
-/**
- * Where to pause inside a line: the middle of the quiet stretch (a gap between words) nearest to the line's
- * middle; the middle itself when the line has none.
- */
-export function pausePoint(pcm: Int16Array): number {
-  const win = CALLER_RATE / 100;
-  const quiet: boolean[] = [];
-  for (let at = 0; at + win <= pcm.length; at += win) quiet.push(!isAudible(pcm.subarray(at, at + win)));
-  const first = quiet.indexOf(false);
-  const last = quiet.lastIndexOf(false);
-  const mid = Math.floor(pcm.length / win / 2);
-  let best: number | undefined;
-  for (let i = first; i >= 0 && i < last; i++) {
-    if (!quiet[i]) continue;
-    let j = i;
-    while (j < last && quiet[j]) j++;
-    // a gap between words: 40 ms or more of quiet
-    if (j - i >= 4) {
-      const centre = Math.floor((i + j) / 2);
-      if (best === undefined || Math.abs(centre - mid) < Math.abs(best - mid)) best = centre;
-    }
-    i = j;
-  }
-  return (best ?? mid) * win;
-}
 
 /** A typical level of speech (about −24 dBFS): the noise's reference until the caller's own is known. */
 const NOMINAL_SPEECH_RMS = 2000;
@@ -409,9 +156,14 @@ export class CallerVoice {
     let pcm = speech;
     if (turn.pause && b.midSentencePause) {
       const cut = pausePoint(speech);
-      pcm = concatPcm([speech.subarray(0, cut), silence(b.midSentencePause.ms), speech.subarray(cut)]);
+      pcm = concatPcm([
+        speech.subarray(0, cut),
+        silence(b.midSentencePause.ms, CALLER_RATE),
+        speech.subarray(cut),
+      ]);
     }
-    if (turn.silence && b.silenceBeforeAnswer) pcm = concatPcm([silence(b.silenceBeforeAnswer.ms), pcm]);
+    if (turn.silence && b.silenceBeforeAnswer)
+      pcm = concatPcm([silence(b.silenceBeforeAnswer.ms, CALLER_RATE), pcm]);
     return { pcm, speech };
   }
 
@@ -561,27 +313,4 @@ export class CallerVoice {
     this.playback?.close();
     this.sttStream?.close();
   }
-}
-
-const silence = (ms: number) => new Int16Array(Math.round((ms / 1000) * CALLER_RATE));
-
-function concatPcm(parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
-/**
- * Frames of one rate as one frame. LiveKit's own `mergeFrames` (which `recognize` and `collect` use on a list)
- * copies everything so far for each frame it adds: quadratic, and a third of a loaded playground's CPU in a
- * profile of 10 calls (docs/performance.md); this copies each sample once.
- */
-export function oneFrame(frames: AudioFrame[]): AudioFrame {
-  const first = frames[0]!;
-  const data = concatPcm(frames.map((f) => f.data));
-  return new AudioFrame(data, first.sampleRate, first.channels, data.length / first.channels);
 }

@@ -1,9 +1,11 @@
 import { CALLER_STT_PROVIDERS, CALLER_TTS_PROVIDERS } from '@vab/contracts';
 import { describe, expect, it } from 'vitest';
-import { providersFor } from '../providers.js';
+import { providersFor } from '../models/providers.js';
 import { initializeLogger, voice, type stt, type tts } from '@livekit/agents';
 import { AudioFrame } from '@livekit/rtc-node';
-import { CallerPlayback, CallerVoice, pausePoint } from './voice-caller.js';
+import { pausePoint } from './caller-line.js';
+import { CallerPlayback } from './caller-playback.js';
+import { CallerVoice } from './voice-caller.js';
 
 initializeLogger({ pretty: false, level: 'error' });
 import { CallTimeline, FRAME_MS, voiceFigures } from './voice-figures.js';

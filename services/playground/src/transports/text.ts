@@ -8,15 +8,15 @@ import {
   type TextTurnResult,
   type TurnResult,
 } from '@vab/contracts';
-import { sessionRedactor } from '../host/redactor.js';
-import type { SessionHost, UserTurn } from '../host/session-host.js';
-import type { KeyEnv } from '../provider-keys.js';
-import type { ReadinessCheck, RunnableFlow } from '../readiness.js';
-import type { FlowConversation } from '../runtime/conversation.js';
-import type { ConversationKit } from '../runtime/conversations.js';
-import { TYPED } from '../runtime/conversation-mode.js';
-import { flowToRun } from './flow-to-run.js';
-import { TypedAgentSession } from './typed-session.js';
+import { sessionRedactor } from '../sessions/redactor.js';
+import type { HostedSessions, UserTurn } from '../sessions/hosted-sessions.js';
+import type { KeyEnv } from '../models/provider-keys.js';
+import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
+import type { FlowConversation } from '../conversation/conversation.js';
+import type { ConversationKit } from '../conversation/conversation-kit.js';
+import { TYPED } from '../conversation/conversation-mode.js';
+import { flowToRun } from '../conversation/flow-to-run.js';
+import { TypedAgentSession } from '../conversation/typed-session.js';
 
 /**
  * Text test sessions: the flow's conversation on a LiveKit session without a room, turns typed by the
@@ -25,9 +25,9 @@ import { TypedAgentSession } from './typed-session.js';
 export class TextTransport {
   constructor(
     private readonly deps: {
-      host: SessionHost;
+      sessions: HostedSessions;
       bus: BusClient;
-      readiness: ReadinessCheck;
+      models: ModelFactory;
       kit: ConversationKit;
       env(): Promise<KeyEnv>;
       busTimeoutMs: number;
@@ -35,25 +35,25 @@ export class TextTransport {
   ) {}
 
   async start(agentId: string, body: StartTextSessionBody, requestId: string): Promise<TextTurnResult> {
-    const { readiness } = this.deps;
+    const { models } = this.deps;
     const { flow, version } = await flowToRun(this.deps.bus, agentId, body, {
       timeoutMs: this.deps.busTimeoutMs,
       requestId,
     });
-    const runnable = readiness.require(flow, 'text', await this.deps.env(), body.apiKeys);
-    const { key, result } = await this.open(agentId, runnable, {
+    const runnable = models.require(flow, 'text', await this.deps.env(), body.apiKeys);
+    const { sessionId, result } = await this.open(agentId, runnable, {
       sessionType: 'text',
       version,
       apiKeys: body.apiKeys,
       failure: 'the agent could not start',
       requestId,
     });
-    return { sessionId: key, ...result };
+    return { sessionId, ...result };
   }
 
   /**
    * A typed conversation on a LiveKit session without a room, hosted here and recorded as a test session of
-   * `sessionType`: its key, the greeting's result, and the conversation itself.
+   * `sessionType`: its id, the greeting's result, and the conversation itself.
    */
   async open(
     agentId: string,
@@ -67,11 +67,11 @@ export class TextTransport {
       requestId: string;
       mocks?: CaseMocks | undefined;
     },
-  ): Promise<{ key: string; result: TurnResult; conversation: FlowConversation }> {
+  ): Promise<{ sessionId: string; result: TurnResult; conversation: FlowConversation }> {
     const { requestId } = opts;
     let conversation: FlowConversation | undefined;
     const redactor = sessionRedactor(await this.deps.env(), opts.apiKeys);
-    const { key, result } = await this.deps.host.open(
+    const { sessionId, result } = await this.deps.sessions.open(
       {
         sessionType: opts.sessionType,
         agentId,
@@ -88,7 +88,7 @@ export class TextTransport {
           apiKeys: opts.apiKeys ?? undefined,
           session,
           startSession: (agent) => session.start({ agent }),
-          record: (m) => ctx.recorder?.record(m),
+          record: (m) => ctx.transcript?.write(m),
           emit: ctx.emit,
           lastEventId: ctx.lastEventId,
           // the end step ends the session, as a voice call ends: record closed, session_ended, slot freed
@@ -103,16 +103,16 @@ export class TextTransport {
         return { result: await conv.start(), turn: (text) => conv.userTurn(text) };
       },
     );
-    return { key, result, conversation: conversation! };
+    return { sessionId, result, conversation: conversation! };
   }
 
   turn(turn: UserTurn): Promise<TextTurnResult> {
-    return this.deps.host.turn(turn);
+    return this.deps.sessions.turn(turn);
   }
 
   /** Idempotent: an unknown or already ended session answers ok. */
   async end(agentId: string, sessionId: string, requestId: string): Promise<Ok> {
-    await this.deps.host.end(sessionId, agentId, requestId);
+    await this.deps.sessions.end(sessionId, agentId, requestId);
     return { ok: true };
   }
 }

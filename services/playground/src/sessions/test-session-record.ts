@@ -1,0 +1,111 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { BusClient, Logger } from '@vab/bus';
+import { Subjects, type SessionType, type SessionUsage } from '@vab/contracts';
+import { AudioRecording } from '../recording/audio-recording.js';
+import type { EncoderHost } from '../recording/encoder-host.js';
+import type { RecorderThread } from '../recording/recorder-thread.js';
+import type { RecordingsBucket } from '../recording/recordings-bucket.js';
+import { SessionEvents } from './events.js';
+import { TranscriptWriter } from './transcript-writer.js';
+import type { Redactor } from './redactor.js';
+
+/** Where voice sessions' recordings go, and what encodes them. */
+export interface Recordings {
+  bucket: RecordingsBucket;
+  encoders: EncoderHost;
+  timeline: RecorderThread;
+}
+
+export interface RecordDeps {
+  nc: NatsConnection;
+  bus: BusClient;
+  log: Logger;
+  timeoutMs: number;
+  /** None when recordings are off. */
+  recordings?: Recordings | undefined;
+}
+
+/**
+ * The test session a hosted session of a stored agent is recorded as, kept by the sessions service: made at
+ * the start, its transcript written as it goes (`transcript`), its events streamed (`events`), its audio
+ * recorded (voice), and closed once with what the session used and the errors it saw.
+ */
+export class TestSessionRecord {
+  /** The duration the record was closed with: the session_ended event reports the same. */
+  durationMs: number | undefined;
+
+  private constructor(
+    private readonly deps: RecordDeps,
+    readonly transcript: TranscriptWriter,
+    readonly events: SessionEvents,
+  ) {}
+
+  /** Creates the record on the sessions service, and the session's event stream with its session_started. */
+  static async create(
+    deps: RecordDeps,
+    opts: {
+      agentId: string;
+      sessionType: SessionType;
+      version: number | null;
+      roomName?: string | undefined;
+      requestId: string;
+      redactor: Redactor;
+    },
+  ): Promise<TestSessionRecord> {
+    const { bus, timeoutMs } = deps;
+    // the test session's `id` (the API's name for it) is the session's id from here on
+    const { id: sessionId, startedAt } = await bus.request(
+      Subjects.testSessionsCreate,
+      {
+        agentId: opts.agentId,
+        session: {
+          sessionType: opts.sessionType,
+          version: opts.version,
+          ...(opts.roomName ? { roomName: opts.roomName } : {}),
+        },
+      },
+      { timeoutMs, requestId: opts.requestId },
+    );
+    const transcript = new TranscriptWriter({
+      bus,
+      agentId: opts.agentId,
+      sessionId,
+      startedAt,
+      log: deps.log,
+      timeoutMs,
+      redactor: opts.redactor,
+    });
+    const events = new SessionEvents(deps.nc, opts.agentId, sessionId, deps.log);
+    events.emit({ type: 'session_started', sessionType: opts.sessionType, version: opts.version });
+    return new TestSessionRecord(deps, transcript, events);
+  }
+
+  get sessionId(): string {
+    return this.transcript.sessionId;
+  }
+
+  /** The session's audio recording (voice), when recordings are on; `log` is the session's. */
+  audioRecording(log: Logger): AudioRecording | undefined {
+    const { recordings, bus, timeoutMs } = this.deps;
+    if (!recordings) return undefined;
+    return new AudioRecording({
+      ...recordings,
+      bus,
+      agentId: this.transcript.agentId,
+      sessionId: this.transcript.sessionId,
+      emit: (event) => this.events.emit(event),
+      log,
+      timeoutMs,
+    });
+  }
+
+  /** Closes the record with what the session used and the errors it saw (the stats count them). */
+  async close(usage: SessionUsage, failedTurns: number): Promise<void> {
+    if (usage.length > 0) this.events.emit({ type: 'usage', usage });
+    this.durationMs = await this.transcript.close({
+      usage,
+      errors: this.events.errors,
+      ...(failedTurns > 0 ? { failedTurns } : {}),
+    });
+  }
+}

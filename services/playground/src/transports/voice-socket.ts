@@ -1,0 +1,245 @@
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { headers as natsHeaders } from '@nats-io/transport-node';
+import type { BusClient } from '@vab/bus';
+import {
+  AppError,
+  VOICE_CONTROL_HEADER,
+  VoiceAttachRequest,
+  VoiceClientMessage,
+  voiceInSubject,
+  voiceOutSubject,
+  type Ok,
+  type StartVoiceSessionBody,
+  type VoiceAttached,
+  type VoiceServerMessage,
+  type VoiceSessionStarted,
+} from '@vab/contracts';
+import type { HostedSessions, SessionContext } from '../sessions/hosted-sessions.js';
+import type { KeyEnv } from '../models/provider-keys.js';
+import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
+import type { ConversationKit } from '../conversation/conversation-kit.js';
+import { sessionRedactor } from '../sessions/redactor.js';
+import { flowToRun } from '../conversation/flow-to-run.js';
+import { VoicePipeline } from '../voice/voice-pipeline.js';
+import { BusAudioInput, BusAudioOutput } from '../voice/bus-audio.js';
+
+export interface VoiceSocketConfig {
+  BUS_TIMEOUT_MS: number;
+  /** A started voice session whose client has not opened the audio socket within this is ended. */
+  VOICE_CONNECT_TIMEOUT_MS: number;
+  /** No audio from the client for this long: it is gone, and the session ends. */
+  VOICE_INPUT_IDLE_MS: number;
+  /** How long the agent waits for the client's playback report beyond the audio's own length. */
+  VOICE_PLAYBACK_ACK_GRACE_MS: number;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Voice sessions without a media server: the flow's agent on LiveKit's pipeline (VAD, STT, end of turn, LLM,
+ * TTS, interruptions) with the audio of a WebSocket client, which the gateway relays over the bus
+ * (`voice.<id>.in` / `voice.<id>.out`, NATS core subjects of the instance that owns the session). Started,
+ * capped, timed, checked and recorded as a test session of type "voice" exactly like every other session.
+ */
+export class VoiceSocketTransport {
+  constructor(
+    private readonly deps: {
+      sessions: HostedSessions;
+      bus: BusClient;
+      nc: NatsConnection;
+      models: ModelFactory;
+      kit: ConversationKit;
+      env(): Promise<KeyEnv>;
+      config: VoiceSocketConfig;
+    },
+  ) {}
+
+  async start(agentId: string, body: StartVoiceSessionBody, requestId: string): Promise<VoiceSessionStarted> {
+    const { config, models } = this.deps;
+    const { flow, version } = await flowToRun(this.deps.bus, agentId, body, {
+      timeoutMs: config.BUS_TIMEOUT_MS,
+      requestId,
+    });
+    const env = await this.deps.env();
+    const runnable = models.require(flow, 'voice', env, body.apiKeys);
+    const { sampleRate, frameMs } = body.audio;
+    const frameBytes = ((sampleRate * frameMs) / 1000) * 2;
+    const { sessionId } = await this.deps.sessions.open(
+      {
+        sessionType: 'voice',
+        agentId,
+        version,
+        requestId,
+        failure: 'the voice session could not start',
+        // the exact keys in play, out of every text that leaves the session
+        redactor: sessionRedactor(env, body.apiKeys),
+        recordAudio: body.record,
+      },
+      async (ctx) => {
+        const call = new VoiceCall({
+          ...this.deps,
+          ctx,
+          flow: runnable,
+          agentId,
+          apiKeys: body.apiKeys ?? undefined,
+          sampleRate,
+          frameBytes,
+          requestId,
+        });
+        ctx.answerOwner('attach', VoiceAttachRequest, async (req) => call.attach(req.connectionId));
+        ctx.onStop(() => call.close());
+        ctx.stopAfter(config.VOICE_CONNECT_TIMEOUT_MS, 'client never connected');
+        return { result: undefined };
+      },
+    );
+    return {
+      sessionId,
+      audioPath: `/api/agents/${agentId}/voice-sessions/${sessionId}/audio`,
+      audio: { sampleRate, frameMs, frameBytes },
+      connectWithinMs: config.VOICE_CONNECT_TIMEOUT_MS,
+    };
+  }
+
+  /** Idempotent: an unknown or already ended session answers ok. `reason`: why, when not a DELETE. */
+  async end(agentId: string, sessionId: string, requestId: string, reason?: string): Promise<Ok> {
+    await this.deps.sessions.end(sessionId, agentId, requestId, reason);
+    return { ok: true };
+  }
+}
+
+interface CallDeps {
+  nc: NatsConnection;
+  kit: ConversationKit;
+  config: VoiceSocketConfig;
+  ctx: SessionContext;
+  flow: RunnableFlow;
+  agentId: string;
+  apiKeys: StartVoiceSessionBody['apiKeys'];
+  sampleRate: number;
+  frameBytes: number;
+  requestId: string;
+}
+
+/** One voice session's audio, pipeline and figures, once its client attached. */
+class VoiceCall {
+  private connectionId: string | undefined;
+  private sub: Subscription | undefined;
+  private input: BusAudioInput | undefined;
+  private output: BusAudioOutput | undefined;
+  private pipeline: VoicePipeline | undefined;
+  private lastInputAt = Date.now();
+  private idleCheck: NodeJS.Timeout | undefined;
+  private closed = false;
+  private readonly controlHeaders = natsHeaders();
+
+  constructor(private readonly deps: CallDeps) {
+    this.controlHeaders.set(VOICE_CONTROL_HEADER, '1');
+  }
+
+  /** The gateway's socket takes the session: one client at a time. */
+  async attach(connectionId: string): Promise<VoiceAttached> {
+    const { ctx } = this.deps;
+    if (this.closed) throw new AppError('NOT_FOUND', 'the voice session has ended');
+    if (this.connectionId !== undefined) {
+      throw new AppError('CONFLICT', 'another client is connected to this voice session');
+    }
+    this.connectionId = connectionId;
+    ctx.cancelStop();
+    try {
+      await this.startPipeline();
+    } catch (err) {
+      // nothing half-started is left: the session ends with its client told why (the error answer)
+      ctx.stop('voice pipeline failed');
+      throw err;
+    }
+    this.send({
+      type: 'ready',
+      sessionId: ctx.sessionId,
+      sampleRate: this.deps.sampleRate,
+      frameBytes: this.deps.frameBytes,
+    });
+    return { sampleRate: this.deps.sampleRate, frameBytes: this.deps.frameBytes };
+  }
+
+  private async startPipeline(): Promise<void> {
+    const { nc, ctx, flow, sampleRate, config } = this.deps;
+    const input = new BusAudioInput(sampleRate);
+    this.input = input;
+    this.sub = nc.subscribe(voiceInSubject(ctx.sessionId), { callback: (_e, msg) => this.heard(msg) });
+    // the client's silence is counted from its attach, not from the session's start
+    this.lastInputAt = Date.now();
+    this.idleCheck = setInterval(
+      () => {
+        if (Date.now() - this.lastInputAt > config.VOICE_INPUT_IDLE_MS) ctx.stop('client gone');
+      },
+      Math.min(1000, config.VOICE_INPUT_IDLE_MS),
+    );
+    this.idleCheck.unref();
+    this.pipeline = new VoicePipeline({
+      kit: this.deps.kit,
+      ctx,
+      flow,
+      apiKeys: this.deps.apiKeys ?? undefined,
+      requestId: this.deps.requestId,
+      input,
+      output: (hooks) => {
+        this.output = new BusAudioOutput({
+          sampleRate,
+          send: (m) => this.send(m),
+          replyText: hooks.replyText,
+          onAudible: hooks.onAudible,
+          ackGraceMs: config.VOICE_PLAYBACK_ACK_GRACE_MS,
+        });
+        return this.output;
+      },
+    });
+    await this.pipeline.start();
+  }
+
+  /** A message from the client, relayed by the gateway: its microphone's PCM, or a control message. */
+  private heard(msg: Msg): void {
+    this.lastInputAt = Date.now();
+    if (!msg.headers?.has(VOICE_CONTROL_HEADER)) {
+      const { data } = msg;
+      if (data.byteLength !== this.deps.frameBytes) return;
+      // a copy: the frame outlives this message's buffer in LiveKit's queues
+      const pcm = new Int16Array(data.byteLength / 2);
+      new Uint8Array(pcm.buffer).set(data);
+      this.input?.push(pcm);
+      return;
+    }
+    let parsed: ReturnType<typeof VoiceClientMessage.safeParse>;
+    try {
+      parsed = VoiceClientMessage.safeParse(JSON.parse(decoder.decode(msg.data)));
+    } catch {
+      return;
+    }
+    if (!parsed.success) return;
+    const m = parsed.data;
+    if (m.type === 'playback_finished') this.output?.reported(m.playedMs, m.interrupted);
+    else this.deps.ctx.stop('client ended');
+  }
+
+  private send(message: VoiceServerMessage | Int16Array): void {
+    if (this.closed) return;
+    const subject = voiceOutSubject(this.deps.ctx.sessionId);
+    if (message instanceof Int16Array) {
+      this.deps.nc.publish(subject, new Uint8Array(message.buffer, message.byteOffset, message.byteLength));
+    } else {
+      this.deps.nc.publish(subject, encoder.encode(JSON.stringify(message)), {
+        headers: this.controlHeaders,
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    clearInterval(this.idleCheck);
+    this.output?.close();
+    await this.pipeline?.close();
+    this.closed = true;
+    this.sub?.unsubscribe();
+    await this.input?.close();
+  }
+}
