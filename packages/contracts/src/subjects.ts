@@ -11,7 +11,7 @@ import {
   VersionDiff,
   VersionList,
 } from './agents.js';
-import { ApiKeys, Id, Ok } from './common.js';
+import { ApiKeys, Id, Ok, SUBJECT_TOKEN, subjectToken } from './common.js';
 import { AgentStats, AgentStatsQuery } from './metrics.js';
 import { StartVoiceSessionBody, VoiceSessionStarted } from './voice.js';
 import type { ErrorCode } from './errors.js';
@@ -118,10 +118,9 @@ export const PLAYGROUND_INSTANCES_SUBJECT = 'playground.instances';
  * session, by its key) subscribes to it, so a request that reached another instance of the queue group is
  * forwarded there, and "no responders" means the session is gone.
  */
-export const ownerSubject = (key: string, verb: OwnerVerb) => `playground.owner.${key}.${verb}`;
+export const ownerSubject = (key: string, verb: OwnerVerb) =>
+  `playground.owner.${subjectToken(key, 'a session key')}.${verb}`;
 export type OwnerVerb = 'turn' | 'end' | 'attach';
-/** A key that can stand in a subject (one token): what the playground's session keys look like. */
-export const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
 export const ServiceNames = ['agents', 'sessions', 'playground'] as const;

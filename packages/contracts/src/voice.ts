@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ApiKeys, Id } from './common.js';
+import { ApiKeys, Id, subjectToken } from './common.js';
 import { Flow } from './flow.js';
 
 // ---- the voice WebSocket (docs/api.md › Voice sessions) -----------------------------------------
@@ -106,9 +106,9 @@ export const VoiceCloseCodes = {
 // ---- between the gateway and the session's owner --------------------------------------------------
 
 /** Binary PCM from the client (no headers), or a JSON control message (header `Voice-Control: 1`). */
-export const voiceInSubject = (sessionId: string) => `voice.${sessionId}.in`;
+export const voiceInSubject = (sessionId: string) => `voice.${subjectToken(sessionId, 'a session id')}.in`;
 /** The agent's PCM (no headers), or a JSON VoiceServerMessage (header `Voice-Control: 1`). */
-export const voiceOutSubject = (sessionId: string) => `voice.${sessionId}.out`;
+export const voiceOutSubject = (sessionId: string) => `voice.${subjectToken(sessionId, 'a session id')}.out`;
 export const VOICE_CONTROL_HEADER = 'Voice-Control';
 
 /** The gateway's socket attaches to the session at its owner (`playground.owner.<id>.attach`). */
