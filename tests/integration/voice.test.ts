@@ -124,15 +124,40 @@ describe('voice sessions over the WebSocket', () => {
 /** A bare socket on a session's audio path: what a broken or hostile client does with it. */
 function rawSocket(audioPath: string) {
   const ws = new WebSocket(stack.baseUrl.replace(/^http/, 'ws') + audioPath);
+  const messages: { type: string; event?: { type: string } }[] = [];
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
     ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
   );
-  const ready = new Promise<void>((resolve) =>
-    ws.on('message', (data, isBinary) => {
-      if (!isBinary && (JSON.parse(data.toString()) as { type: string }).type === 'ready') resolve();
+  // an upgrade answered over HTTP instead: its status and error code
+  const refused = new Promise<{ status: number; code: string }>((resolve) =>
+    ws.on('unexpected-response', (req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, code: (JSON.parse(body) as { code: string }).code }),
+      );
+      req.on('error', () => undefined);
     }),
   );
-  return { ws, closed, ready };
+  ws.on('error', () => undefined);
+  const ready = new Promise<void>((resolve) =>
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      const m = JSON.parse(data.toString()) as { type: string; event?: { type: string } };
+      messages.push(m);
+      if (m.type === 'ready') resolve();
+    }),
+  );
+  return {
+    ws,
+    closed,
+    ready,
+    refused,
+    /** The first JSON message the server sent, if any. */
+    first: () => messages[0],
+    /** The types of the session's events the socket carried. */
+    events: () => messages.flatMap((m) => (m.type === 'event' && m.event ? [m.event.type] : [])),
+  };
 }
 
 /**
@@ -439,6 +464,20 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     const { agentId } = await startedSession();
     const c = rawSocket(`/api/agents/${agentId}/voice-sessions/no-such-session/audio`);
     expect((await c.closed).code).toBe(4404);
+  });
+
+  it('ids that are not ids: 400 before anything (never a subject, never "instance gone")', async () => {
+    const { agentId, sessionId } = await startedSession();
+    for (const path of [
+      `/api/agents/x/voice-sessions/a%20b/audio`,
+      `/api/agents/${agentId}/voice-sessions/%3E/audio`,
+      `/api/agents/${agentId}/voice-sessions/*/audio`,
+      `/api/agents/a.b/voice-sessions/${sessionId}/audio`,
+    ]) {
+      const c = rawSocket(path);
+      expect(await c.refused, path).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+    }
+    expect((await sessionRecord(agentId, sessionId)).status).toBe('open');
   });
 
   it('a client that vanishes or stops sending: the session ends within its bound', async () => {

@@ -101,6 +101,8 @@ export const VoiceCloseCodes = {
   tooSlow: 4408,
   /** The instance running the session is gone. */
   lost: 4503,
+  /** The gateway failed relaying the socket (a fault of ours, logged as `VOICE_RELAY_FAILED`). */
+  internal: 1011,
 } as const;
 
 // ---- between the gateway and the session's owner --------------------------------------------------
