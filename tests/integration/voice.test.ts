@@ -466,6 +466,20 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     expect((await c.closed).code).toBe(4404);
   });
 
+  it("a session under another agent's id: 4404, and the session is still its own client's", async () => {
+    const { agentId, sessionId, audioPath } = await startedSession();
+    const other = (await http.post('/api/agents', { name: 'Other', flow: voiceFlow() })).body.id as string;
+    for (const wrong of [other, 'no-such-agent']) {
+      const c = rawSocket(`/api/agents/${wrong}/voice-sessions/${sessionId}/audio`);
+      expect(await c.closed).toEqual({ code: 4404, reason: 'no voice session with this id is running' });
+      expect(c.first()).toBeUndefined();
+    }
+    expect((await sessionRecord(agentId, sessionId)).status).toBe('open');
+    const own = rawSocket(audioPath);
+    await own.ready;
+    own.ws.close();
+  });
+
   it('ids that are not ids: 400 before anything (never a subject, never "instance gone")', async () => {
     const { agentId, sessionId } = await startedSession();
     for (const path of [
@@ -478,6 +492,27 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
       expect(await c.refused, path).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
     }
     expect((await sessionRecord(agentId, sessionId)).status).toBe('open');
+  });
+
+  it('playback reports without audio keep no session open: the idle cutoff counts audio only', async () => {
+    const { agentId, sessionId, audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    // a report every half second, well within the control bound, and not a frame of audio
+    const report = JSON.stringify({ type: 'playback_finished', playedMs: 0, interrupted: false });
+    const reports = setInterval(() => {
+      if (c.ws.readyState === WebSocket.OPEN) c.ws.send(report);
+    }, 500);
+    try {
+      // VOICE_INPUT_IDLE_MS (2.5 s here), checked every second
+      await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+        timeout: 8000,
+        interval: 250,
+      });
+    } finally {
+      clearInterval(reports);
+    }
+    expect(await c.closed).toEqual({ code: 1000, reason: 'session ended' });
   });
 
   it('a client that vanishes or stops sending: the session ends within its bound', async () => {
