@@ -494,6 +494,24 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     expect((await sessionRecord(agentId, sessionId)).status).toBe('open');
   });
 
+  it('control messages beyond their rate: 4429, and the session ends saying why', async () => {
+    const { agentId, sessionId, audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    // a flood of valid playback reports (audio is paced; these are not): far past 50 at once
+    const report = JSON.stringify({ type: 'playback_finished', playedMs: 0, interrupted: false });
+    for (let i = 0; i < 5000 && c.ws.readyState === WebSocket.OPEN; i++) c.ws.send(report);
+    expect(await c.closed).toEqual({
+      code: 4429,
+      reason: 'more than 10 JSON messages a second (50 at once)',
+    });
+    await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+      timeout: 5000,
+    });
+    const events = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/events`);
+    expect(String(events.body)).toContain('"reason":"more than 10 JSON messages a second (50 at once)"');
+  });
+
   it('playback reports without audio keep no session open: the idle cutoff counts audio only', async () => {
     const { agentId, sessionId, audioPath } = await startedSession();
     const c = rawSocket(audioPath);

@@ -95,7 +95,7 @@ export const VoiceCloseCodes = {
   notFound: 4404,
   /** A second client on a session that has one. */
   taken: 4409,
-  /** Audio faster than real time beyond the allowed burst. */
+  /** Audio faster than real time beyond the allowed burst, or JSON messages beyond their rate. */
   tooFast: 4429,
   /** The client left too much of the agent's audio unread. */
   tooSlow: 4408,

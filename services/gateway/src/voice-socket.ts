@@ -27,14 +27,25 @@ export interface VoiceSocketSettings {
   burstMs: number;
   /** Bound on attaching to the session's owner. */
   attachTimeoutMs: number;
+  /**
+   * JSON messages a client may send a second, on average, and at once (a token bucket): a correct client sends
+   * one `playback_finished` per `playback_flush` or `playback_clear` of the agent's, and one `end`; audio is
+   * bounded by its pace, these only by this.
+   */
+  controlPerSecond: number;
+  controlBurst: number;
 }
 
 export const DEFAULT_VOICE_SOCKET: VoiceSocketSettings = {
   maxBufferedBytes: 1024 * 1024,
   burstMs: 2000,
   attachTimeoutMs: 5000,
+  controlPerSecond: 10,
+  controlBurst: 50,
 };
 const MAX_REASON_BYTES = 120;
+/** How long a socket closed for a flood of messages is kept (unread) for its close frame to reach the client. */
+const FLOOD_CLOSE_GRACE_MS = 1000;
 /** A close reason fits in a control frame (RFC 6455: 123 bytes). */
 const reasonOf = (text: string) => Buffer.from(text).subarray(0, MAX_REASON_BYTES).toString();
 
@@ -142,6 +153,9 @@ class VoiceRelay {
   private frameMs = 0;
   private firstFrameAt = 0;
   private sentMs = 0;
+  /** The control-message bucket: how many may be sent now, and when it was last filled. */
+  private controlTokens: number;
+  private controlFilledAt = Date.now();
   private closed = false;
   /** Why the gateway closed the socket, when it did: the session ends with it as `session_ended`'s reason. */
   private endReason: string | undefined;
@@ -164,6 +178,7 @@ class VoiceRelay {
     // the builders refuse what is not one subject token (the route's schema already did)
     this.inSubject = voiceInSubject(deps.sessionId);
     this.outSubject = voiceOutSubject(deps.sessionId);
+    this.controlTokens = deps.settings.controlBurst;
   }
 
   /**
@@ -267,6 +282,20 @@ class VoiceRelay {
       nc.publish(this.inSubject, data);
       return;
     }
+    // counted before it is parsed: a flood costs a subtraction per message until it is closed
+    if (!this.takeControlToken()) {
+      const { controlPerSecond, controlBurst } = this.deps.settings;
+      this.close(
+        VoiceCloseCodes.tooFast,
+        `more than ${controlPerSecond} JSON messages a second (${controlBurst} at once)`,
+      );
+      // nothing more of it is read (parsing a flood that goes on after the close costs as much as serving it),
+      // and the connection ends a moment after the close frame left, not at the close's 30 s timeout
+      const { socket } = this.deps;
+      socket.pause();
+      setTimeout(() => socket.terminate(), FLOOD_CLOSE_GRACE_MS).unref();
+      return;
+    }
     let parsed: ReturnType<typeof VoiceClientMessage.safeParse> | undefined;
     try {
       parsed = VoiceClientMessage.safeParse(JSON.parse(data.toString('utf8')));
@@ -281,6 +310,19 @@ class VoiceRelay {
       return;
     }
     nc.publish(this.inSubject, JSON.stringify(parsed.data), { headers: this.control });
+  }
+
+  private takeControlToken(): boolean {
+    const { controlPerSecond, controlBurst } = this.deps.settings;
+    const now = Date.now();
+    this.controlTokens = Math.min(
+      controlBurst,
+      this.controlTokens + ((now - this.controlFilledAt) * controlPerSecond) / 1000,
+    );
+    this.controlFilledAt = now;
+    if (this.controlTokens < 1) return false;
+    this.controlTokens -= 1;
+    return true;
   }
 
   private toClient(data: Uint8Array, control: boolean): void {
