@@ -456,6 +456,8 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     await first.ready;
     const second = rawSocket(audioPath);
     expect((await second.closed).code).toBe(4409);
+    // refused: it was sent nothing of the session (its events wait for a ready it never gets)
+    expect(second.first()).toBeUndefined();
     expect(first.ws.readyState).toBe(WebSocket.OPEN);
     first.ws.close();
   });
@@ -510,6 +512,15 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     });
     const events = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/events`);
     expect(String(events.body)).toContain('"reason":"more than 10 JSON messages a second (50 at once)"');
+  });
+
+  it("the first message is ready; the events from the session's first come after it", async () => {
+    const { audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    await vi.waitFor(() => expect(c.events()).toContain('session_started'), { timeout: 5000 });
+    expect(c.first()).toMatchObject({ type: 'ready' });
+    c.ws.close();
   });
 
   it('playback reports without audio keep no session open: the idle cutoff counts audio only', async () => {

@@ -156,6 +156,12 @@ class VoiceRelay {
   /** The control-message bucket: how many may be sent now, and when it was last filled. */
   private controlTokens: number;
   private controlFilledAt = Date.now();
+  /**
+   * What reaches the client before the owner's `ready` (the session's first events, replayed as soon as it is
+   * followed), held so that `ready` is the first message, as the protocol says; undefined once it was sent.
+   */
+  private held: { data: string | Uint8Array; bytes: number }[] | undefined = [];
+  private heldBytes = 0;
   private closed = false;
   /** Why the gateway closed the socket, when it did: the session ends with it as `session_ended`'s reason. */
   private endReason: string | undefined;
@@ -327,7 +333,15 @@ class VoiceRelay {
 
   private toClient(data: Uint8Array, control: boolean): void {
     if (this.closed) return;
-    this.send(control ? Buffer.from(data).toString('utf8') : data);
+    const message = control ? Buffer.from(data).toString('utf8') : data;
+    if (this.held && control && isReady(message as string)) {
+      const held = this.held;
+      this.held = undefined;
+      this.send(message);
+      for (const h of held) this.send(h.data);
+      return;
+    }
+    this.send(message);
   }
 
   private event(frame: string): void {
@@ -336,9 +350,18 @@ class VoiceRelay {
     this.send(`{"type":"event","event":${json}}`);
   }
 
-  /** One message to the client (text or binary). */
+  /** One message to the client (text or binary), or held until `ready` went first. */
   private send(data: string | Uint8Array): void {
     const { socket, settings } = this.deps;
+    if (this.held) {
+      const bytes = typeof data === 'string' ? data.length : data.byteLength;
+      // a copy: a message's bytes are the bus's until its callback returns
+      this.held.push({ data: typeof data === 'string' ? data : data.slice(), bytes });
+      this.heldBytes += bytes;
+      if (this.heldBytes > settings.maxBufferedBytes)
+        this.close(VoiceCloseCodes.lost, 'the voice session did not become ready');
+      return;
+    }
     if (this.closed || socket.readyState !== socket.OPEN) return;
     if (socket.bufferedAmount > settings.maxBufferedBytes) {
       this.close(VoiceCloseCodes.tooSlow, "the client is not reading the agent's audio");
@@ -370,6 +393,7 @@ class VoiceRelay {
     if (this.closed) return;
     this.closed = true;
     this.endReason = reason;
+    this.held = undefined;
     await this.release(endSession);
   }
 
@@ -393,5 +417,14 @@ class VoiceRelay {
           'voice session not ended',
         ),
       );
+  }
+}
+
+/** Whether a control message from the owner is its `ready` (parsed only until it came). */
+function isReady(message: string): boolean {
+  try {
+    return (JSON.parse(message) as { type?: unknown }).type === 'ready';
+  } catch {
+    return false;
   }
 }
