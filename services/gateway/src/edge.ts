@@ -65,6 +65,10 @@ export async function createEdge(opts: {
   // headers must arrive within the same bound (Node's default is 60 s; it may not exceed requestTimeout)
   app.server.headersTimeout = Math.min(app.server.headersTimeout, receiveTimeoutMs);
   capConnections(app, opts.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS);
+  // Node takes its error listener off a socket it hands to an 'upgrade' listener (ours, or the upstream
+  // proxy's): a client that resets it while the edge's hooks run (a ticket's check is a bus request) would
+  // then be an unhandled 'error', which ends the process. A socket's error destroys it already.
+  app.server.on('connection', (socket: Socket) => socket.on('error', ignoreSocketError));
 
   // first: a caller's trace context is entered before any other hook runs
   await traceRequests(app, opts.tracing?.enabled ?? false);
@@ -105,6 +109,7 @@ export async function createEdge(opts: {
 }
 
 export const DEFAULT_RECEIVE_TIMEOUT_MS = 30_000;
+const ignoreSocketError = () => undefined;
 export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
 
 /**

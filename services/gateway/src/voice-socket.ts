@@ -67,9 +67,6 @@ type UpgradeRequest = IncomingMessage & { [kHead]?: Buffer };
  */
 function routeUpgrades(app: FastifyInstance, log: Logger): void {
   app.server.on('upgrade', (rawRequest: UpgradeRequest, socket: Duplex, head: Buffer) => {
-    // Node leaves an upgraded socket without an error listener: a client that resets it while the edge's hooks
-    // run (a ticket's check is a bus request) would otherwise end the process with an unhandled 'error'
-    socket.on('error', () => socket.destroy());
     socket.once('end', () => socket.destroy());
     try {
       rawRequest[kHead] = head;
