@@ -22,6 +22,7 @@ describe.skipIf(!built())('benchmarks still run', () => {
     ],
     ['metrics.mjs', ['--seconds', '1', '--every', '200'], /\| gateway \/metrics \| idle \| \d+ \|/],
     ['voice.mjs', ['--frames', '20', '--sessions', '1', '--turns', '1'], /turns measured: \d+ of 1/],
+    ['control-flood.mjs', ['--probes', '2'], /start → ready p99 under the flood: [\d.]+× quiet/],
     ['egress-check.mjs', ['--calls', '20'], /new connection per call: .* added at p50 -?[\d.]+ ms/],
     ['docs-render.mjs', ['--runs', '1', '--visits', '1'], /\| 1st \(nothing cached\) \| \d+ \/ \d+ \|/],
   ])(

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, sampleFlow, startStack, type Stack } from '../helpers/stack.js';
 
@@ -141,6 +142,54 @@ describe('methods, limits and the document', () => {
     });
     expect(res.status).toBe(413);
     expect(res.body.message).toContain(`${64 * 1024} bytes`);
+  });
+
+  it('answers a body far over the limit with a 413 the client reads, not a reset', async () => {
+    /** As curl and fetch do: the whole body sent first (each write waited for), then the answer read. */
+    const send = (size: number, chunked: boolean) =>
+      new Promise<{ writeError: string | undefined; status: number; body: string }>((resolve) => {
+        const url = new URL(stack.baseUrl);
+        const socket = connect(Number(url.port), url.hostname);
+        // nothing is read until the body has been written
+        socket.pause();
+        let writeError: string | undefined;
+        let answer = Buffer.alloc(0);
+        const done = () => {
+          const text = answer.toString();
+          const at = text.indexOf('\r\n\r\n');
+          resolve({ writeError, status: Number(text.split(' ')[1]), body: text.slice(at + 4) });
+          socket.destroy();
+        };
+        socket.on('error', (err: NodeJS.ErrnoException) => (writeError ??= err.code ?? err.message));
+        socket.on('close', done);
+        socket.on('data', (d: Buffer) => {
+          answer = Buffer.concat([answer, d]);
+          const text = answer.toString();
+          const at = text.indexOf('\r\n\r\n');
+          const length = /content-length: (\d+)/i.exec(text)?.[1];
+          // a kept-alive connection: the answer is whole once its declared length arrived
+          if (at >= 0 && length !== undefined && answer.length >= at + 4 + Number(length)) done();
+        });
+        const body = Buffer.alloc(size, 0x20);
+        socket.write(
+          `POST /api/agents HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\n` +
+            (chunked ? 'Transfer-Encoding: chunked\r\n\r\n' : `Content-Length: ${size}\r\n\r\n`),
+        );
+        if (chunked) socket.write(`${size.toString(16)}\r\n`);
+        socket.write(body);
+        socket.write(chunked ? '\r\n0\r\n\r\n' : '', () => socket.resume());
+      });
+    for (const chunked of [false, true]) {
+      for (let i = 0; i < 3; i++) {
+        const res = await send(5 * 1024 * 1024, chunked);
+        expect(res.writeError, `chunked: ${chunked}`).toBeUndefined();
+        expect(res.status).toBe(413);
+        expect(JSON.parse(res.body)).toMatchObject({
+          code: 'PAYLOAD_TOO_LARGE',
+          message: expect.stringContaining(`${64 * 1024} bytes`) as string,
+        });
+      }
+    }
   });
 
   it('counts test runs against the session-start limit, and its 429 says the window', async () => {

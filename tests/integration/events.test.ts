@@ -250,6 +250,41 @@ describe('session events over SSE', () => {
     await http.delete(`/api/agents/${s.agentId}/text-sessions/${s.sessionId}`);
   });
 
+  it('frees the slot of every client that leaves while its stream is set up: destroyed or half-closed', async () => {
+    const s = await startSession();
+    const url = new URL(s.eventsUrl());
+    // more than the limit (3) of each: a request, then the socket destroyed at once, or its sending side
+    // closed (a half-close) and then destroyed once the gateway answered or closed
+    const leaving = (how: 'destroy' | 'half-close') =>
+      new Promise<void>((resolve) => {
+        const socket = netConnect(Number(url.port), url.hostname);
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve());
+        socket.on('data', () => socket.destroy());
+        socket.write(`GET ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`, () => {
+          if (how === 'destroy') socket.destroy();
+          else socket.end();
+        });
+      });
+    for (const how of ['destroy', 'half-close'] as const) {
+      await Promise.all(Array.from({ length: 10 }, () => leaving(how)));
+      // the slots are free again well before the session ends (it is still open)
+      const res = await vi.waitFor(
+        async () => {
+          const r = await fetch(s.eventsUrl());
+          if (r.status !== 200) {
+            await r.body?.cancel();
+            throw new Error(`${how}: still ${r.status}`);
+          }
+          return r;
+        },
+        { timeout: 5000, interval: 100 },
+      );
+      await res.body!.cancel();
+    }
+    await http.delete(`/api/agents/${s.agentId}/text-sessions/${s.sessionId}`);
+  });
+
   it('ends the stream with an error event when the instance running the session is gone', async () => {
     const extra = await stack.addPlayground();
     // the session must land on the instance about to die: the other one leaves the start subject for now

@@ -172,6 +172,9 @@ describe('recordings of voice sessions', () => {
     expect(outside.res.headers.get('content-range')).toBe(`bytes */${size}`);
     const etag = outside.res.headers.get('etag') ?? (await fetchRecording(path)).res.headers.get('etag')!;
     expect((await fetchRecording(path, { 'if-none-match': etag })).res.status).toBe(304);
+    // If-None-Match compares weakly: the same tag marked weak (a cache's or a proxy's) is the same file
+    expect((await fetchRecording(path, { 'if-none-match': `"x", W/${etag}` })).res.status).toBe(304);
+    expect((await fetchRecording(path, { 'if-none-match': 'W/"SHA-256=other"' })).res.status).toBe(200);
     // an If-Range that no longer matches gets the whole file
     const stale = await fetchRecording(path, { range: 'bytes=0-9', 'if-range': '"SHA-256=stale"' });
     expect(stale.res.status).toBe(200);

@@ -124,15 +124,40 @@ describe('voice sessions over the WebSocket', () => {
 /** A bare socket on a session's audio path: what a broken or hostile client does with it. */
 function rawSocket(audioPath: string) {
   const ws = new WebSocket(stack.baseUrl.replace(/^http/, 'ws') + audioPath);
+  const messages: { type: string; event?: { type: string } }[] = [];
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
     ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
   );
-  const ready = new Promise<void>((resolve) =>
-    ws.on('message', (data, isBinary) => {
-      if (!isBinary && (JSON.parse(data.toString()) as { type: string }).type === 'ready') resolve();
+  // an upgrade answered over HTTP instead: its status and error code
+  const refused = new Promise<{ status: number; code: string }>((resolve) =>
+    ws.on('unexpected-response', (req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, code: (JSON.parse(body) as { code: string }).code }),
+      );
+      req.on('error', () => undefined);
     }),
   );
-  return { ws, closed, ready };
+  ws.on('error', () => undefined);
+  const ready = new Promise<void>((resolve) =>
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      const m = JSON.parse(data.toString()) as { type: string; event?: { type: string } };
+      messages.push(m);
+      if (m.type === 'ready') resolve();
+    }),
+  );
+  return {
+    ws,
+    closed,
+    ready,
+    refused,
+    /** The first JSON message the server sent, if any. */
+    first: () => messages[0],
+    /** The types of the session's events the socket carried. */
+    events: () => messages.flatMap((m) => (m.type === 'event' && m.event ? [m.event.type] : [])),
+  };
 }
 
 /**
@@ -431,6 +456,8 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     await first.ready;
     const second = rawSocket(audioPath);
     expect((await second.closed).code).toBe(4409);
+    // refused: it was sent nothing of the session (its events wait for a ready it never gets)
+    expect(second.first()).toBeUndefined();
     expect(first.ws.readyState).toBe(WebSocket.OPEN);
     first.ws.close();
   });
@@ -439,6 +466,82 @@ describe('voice sessions refuse bad input with a close code and a reason', () =>
     const { agentId } = await startedSession();
     const c = rawSocket(`/api/agents/${agentId}/voice-sessions/no-such-session/audio`);
     expect((await c.closed).code).toBe(4404);
+  });
+
+  it("a session under another agent's id: 4404, and the session is still its own client's", async () => {
+    const { agentId, sessionId, audioPath } = await startedSession();
+    const other = (await http.post('/api/agents', { name: 'Other', flow: voiceFlow() })).body.id as string;
+    for (const wrong of [other, 'no-such-agent']) {
+      const c = rawSocket(`/api/agents/${wrong}/voice-sessions/${sessionId}/audio`);
+      expect(await c.closed).toEqual({ code: 4404, reason: 'no voice session with this id is running' });
+      expect(c.first()).toBeUndefined();
+    }
+    expect((await sessionRecord(agentId, sessionId)).status).toBe('open');
+    const own = rawSocket(audioPath);
+    await own.ready;
+    own.ws.close();
+  });
+
+  it('ids that are not ids: 400 before anything (never a subject, never "instance gone")', async () => {
+    const { agentId, sessionId } = await startedSession();
+    for (const path of [
+      `/api/agents/x/voice-sessions/a%20b/audio`,
+      `/api/agents/${agentId}/voice-sessions/%3E/audio`,
+      `/api/agents/${agentId}/voice-sessions/*/audio`,
+      `/api/agents/a.b/voice-sessions/${sessionId}/audio`,
+    ]) {
+      const c = rawSocket(path);
+      expect(await c.refused, path).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+    }
+    expect((await sessionRecord(agentId, sessionId)).status).toBe('open');
+  });
+
+  it('control messages beyond their rate: 4429, and the session ends saying why', async () => {
+    const { agentId, sessionId, audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    // a flood of valid playback reports (audio is paced; these are not): far past 50 at once
+    const report = JSON.stringify({ type: 'playback_finished', playedMs: 0, interrupted: false });
+    for (let i = 0; i < 5000 && c.ws.readyState === WebSocket.OPEN; i++) c.ws.send(report);
+    expect(await c.closed).toEqual({
+      code: 4429,
+      reason: 'more than 10 JSON messages a second (50 at once)',
+    });
+    await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+      timeout: 5000,
+    });
+    const events = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/events`);
+    expect(String(events.body)).toContain('"reason":"more than 10 JSON messages a second (50 at once)"');
+  });
+
+  it("the first message is ready; the events from the session's first come after it", async () => {
+    const { audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    await vi.waitFor(() => expect(c.events()).toContain('session_started'), { timeout: 5000 });
+    expect(c.first()).toMatchObject({ type: 'ready' });
+    c.ws.close();
+  });
+
+  it('playback reports without audio keep no session open: the idle cutoff counts audio only', async () => {
+    const { agentId, sessionId, audioPath } = await startedSession();
+    const c = rawSocket(audioPath);
+    await c.ready;
+    // a report every half second, well within the control bound, and not a frame of audio
+    const report = JSON.stringify({ type: 'playback_finished', playedMs: 0, interrupted: false });
+    const reports = setInterval(() => {
+      if (c.ws.readyState === WebSocket.OPEN) c.ws.send(report);
+    }, 500);
+    try {
+      // VOICE_INPUT_IDLE_MS (2.5 s here), checked every second
+      await vi.waitFor(async () => expect((await sessionRecord(agentId, sessionId)).status).toBe('closed'), {
+        timeout: 8000,
+        interval: 250,
+      });
+    } finally {
+      clearInterval(reports);
+    }
+    expect(await c.closed).toEqual({ code: 1000, reason: 'session ended' });
   });
 
   it('a client that vanishes or stops sending: the session ends within its bound', async () => {

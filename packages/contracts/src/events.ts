@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EpochMs, Id } from './common.js';
+import { EpochMs, Id, subjectToken } from './common.js';
 import { SessionUsage, TurnMetrics } from './metrics.js';
 import { JsonValue, SessionType } from './sessions.js';
 
@@ -133,10 +133,11 @@ export type SessionEventInput = {
 export const EVENTS_STREAM = 'SESSION_EVENTS';
 export const EVENTS_SUBJECT_PREFIX = 'events';
 export const eventsSubject = (agentId: string, sessionId: string) =>
-  `${EVENTS_SUBJECT_PREFIX}.${agentId}.${sessionId}`;
+  `${EVENTS_SUBJECT_PREFIX}.${subjectToken(agentId, 'an agent id')}.${subjectToken(sessionId, 'a session id')}`;
 
 /** A session's owner answers here (no queue group) while it runs the session: how a stream tells a lost owner. */
-export const liveSubject = (sessionId: string) => `playground.live.${sessionId}`;
+export const liveSubject = (sessionId: string) =>
+  `playground.live.${subjectToken(sessionId, 'a session id')}`;
 
 /** Last-Event-ID / `lastEventId`: the id of the last event a client has; 0 = from the start. */
 export const LastEventId = z

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { VersionDiff } from './agents.js';
-import { ApiKeys, EpochMs, Id } from './common.js';
+import { ApiKeys, EpochMs, Id, subjectToken } from './common.js';
 import { LatencyChange, METRIC_NAMES, SessionUsage, TurnMetrics } from './metrics.js';
 
 /**
@@ -76,7 +76,8 @@ export type Recording = z.infer<typeof Recording>;
 
 /** The NATS Object Store bucket of the recordings, and one session's object in it. */
 export const RECORDINGS_BUCKET = 'recordings';
-export const recordingObject = (agentId: string, sessionId: string) => `${agentId}/${sessionId}.ogg`;
+export const recordingObject = (agentId: string, sessionId: string) =>
+  `${subjectToken(agentId, 'an agent id')}/${subjectToken(sessionId, 'a session id')}.ogg`;
 
 export const TestSession = z.object({
   id: Id,

@@ -11,7 +11,7 @@ import {
   VersionDiff,
   VersionList,
 } from './agents.js';
-import { ApiKeys, Id, Ok } from './common.js';
+import { ApiKeys, Id, Ok, SUBJECT_TOKEN, subjectToken } from './common.js';
 import { AgentStats, AgentStatsQuery } from './metrics.js';
 import { StartVoiceSessionBody, VoiceSessionStarted } from './voice.js';
 import { DeployList, DeployRecord, StopDeploysRequest, StoppedDeploy, UpdateDeployBody } from './deploys.js';
@@ -117,12 +117,11 @@ export const PLAYGROUND_INSTANCES_SUBJECT = 'playground.instances';
  * session's test session id, a room session's room name) subscribes to it, so a request that reached another
  * instance of the queue group is forwarded there, and "no responders" means the session is gone.
  */
-export const ownerSubject = (sessionId: string, verb: OwnerVerb) => `playground.owner.${sessionId}.${verb}`;
+export const ownerSubject = (sessionId: string, verb: OwnerVerb) =>
+  `playground.owner.${subjectToken(sessionId, 'a session id')}.${verb}`;
 /** What a session's owner answers on its owner subjects. */
 export const OWNER_VERBS = ['turn', 'end', 'attach'] as const;
 export type OwnerVerb = (typeof OWNER_VERBS)[number];
-/** An id that can stand in a subject (one token): what the playground's session ids look like. */
-export const SUBJECT_TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
 export const ServiceNames = ['agents', 'sessions', 'playground'] as const;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ApiKeys, Id } from './common.js';
+import { ApiKeys, Id, subjectToken } from './common.js';
 import { Flow } from './flow.js';
 
 // ---- the voice WebSocket (docs/api.md › Voice sessions) -----------------------------------------
@@ -95,20 +95,22 @@ export const VoiceCloseCodes = {
   notFound: 4404,
   /** A second client on a session that has one. */
   taken: 4409,
-  /** Audio faster than real time beyond the allowed burst. */
+  /** Audio faster than real time beyond the allowed burst, or JSON messages beyond their rate. */
   tooFast: 4429,
   /** The client left too much of the agent's audio unread. */
   tooSlow: 4408,
   /** The instance running the session is gone. */
   lost: 4503,
+  /** The gateway failed relaying the socket (a fault of ours, logged as `VOICE_RELAY_FAILED`). */
+  internal: 1011,
 } as const;
 
 // ---- between the gateway and the session's owner --------------------------------------------------
 
 /** Binary PCM from the client (no headers), or a JSON control message (header `Voice-Control: 1`). */
-export const voiceInSubject = (sessionId: string) => `voice.${sessionId}.in`;
+export const voiceInSubject = (sessionId: string) => `voice.${subjectToken(sessionId, 'a session id')}.in`;
 /** The agent's PCM (no headers), or a JSON VoiceServerMessage (header `Voice-Control: 1`). */
-export const voiceOutSubject = (sessionId: string) => `voice.${sessionId}.out`;
+export const voiceOutSubject = (sessionId: string) => `voice.${subjectToken(sessionId, 'a session id')}.out`;
 export const VOICE_CONTROL_HEADER = 'Voice-Control';
 
 /** The gateway's socket attaches to the session at its owner (`playground.owner.<id>.attach`). */

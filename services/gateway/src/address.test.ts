@@ -10,5 +10,12 @@ describe('addressKey', () => {
     expect(addressKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
     expect(addressKey('::1')).toBe('0:0:0:0::/64');
     expect(addressKey('2001:db8:1:2:3::')).toBe('2001:db8:1:2::/64');
+    // leading zeros, a zone, the mapped form written in hex: the same keys
+    expect(addressKey('2001:0db8:0001:0002::1')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(addressKey('::ffff:a00:7')).toBe('10.0.0.7');
+    expect(addressKey('::FFFF:10.0.0.7')).toBe('10.0.0.7');
+    // not an address: as it is (a socket that has already closed has none)
+    expect(addressKey('')).toBe('');
   });
 });

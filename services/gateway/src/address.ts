@@ -1,3 +1,4 @@
+import ipaddr from 'ipaddr.js';
 import { isIPv6 } from 'node:net';
 
 /**
@@ -7,18 +8,16 @@ import { isIPv6 } from 'node:net';
  */
 export function addressKey(ip: string): string {
   if (!isIPv6(ip)) return ip;
-  const lower = ip.toLowerCase();
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (mapped) return mapped[1]!;
-  const [head = '', tail] = lower.split('::');
-  const left = head ? head.split(':') : [];
-  const right = tail ? tail.split(':') : [];
-  const groups =
-    tail === undefined
-      ? left
-      : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
-  return `${groups
+  let address: ipaddr.IPv6;
+  try {
+    address = ipaddr.IPv6.parse(ip);
+  } catch {
+    // what Node calls IPv6 and ipaddr.js does not: counted as it is written
+    return ip.toLowerCase();
+  }
+  if (address.isIPv4MappedAddress()) return address.toIPv4Address().toString();
+  return `${address.parts
     .slice(0, 4)
-    .map((g) => (parseInt(g, 16) || 0).toString(16))
+    .map((group) => group.toString(16))
     .join(':')}::/64`;
 }

@@ -9,7 +9,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorHandler } from './errors.js';
-import { bodyText, checkJsonShape } from './json-body.js';
+import { drainOversizedBodies, registerJsonBodies } from './json-body.js';
 import { addressKey } from './address.js';
 import { registerSecurity, type SecurityConfig } from './security.js';
 
@@ -65,31 +65,17 @@ export async function createEdge(opts: {
   // headers must arrive within the same bound (Node's default is 60 s; it may not exceed requestTimeout)
   app.server.headersTimeout = Math.min(app.server.headersTimeout, receiveTimeoutMs);
   capConnections(app, opts.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS);
+  // Node takes its error listener off a socket it hands to an 'upgrade' listener (ours, or the upstream
+  // proxy's): a client that resets it while the edge's hooks run (a ticket's check is a bus request) would
+  // then be an unhandled 'error', which ends the process. A socket's error destroys it already.
+  app.server.on('connection', (socket: Socket) => socket.on('error', ignoreSocketError));
 
   // first: a caller's trace context is entered before any other hook runs
   await traceRequests(app, opts.tracing?.enabled ?? false);
 
-  // Bodies are JSON only (spec): without this Fastify would accept text/plain as a string. A text/plain POST
-  // needs no CORS preflight, so accepting it would open the API to cross-site requests from any page.
-  app.removeContentTypeParser('text/plain');
-  // Fastify's own JSON parser (prototype poisoning refused), except that an empty body is no body: a fetch
-  // wrapper that always sets Content-Type must not break the routes that take none.
-  // The body must be UTF-8 (another charset 415, invalid bytes 400), nest at most MAX_JSON_DEPTH levels and
-  // hold no number a double cannot (json-body.ts): checked before parsing, so nothing past here overflows.
-  const json = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
-    let text: string;
-    try {
-      text = bodyText(body as Buffer, req.headers['content-type']);
-      if (text !== '') checkJsonShape(text);
-    } catch (err) {
-      done(err as Error, undefined);
-      return;
-    }
-    if (text === '') done(null, undefined);
-    else void json(req, text, done);
-  });
+  // JSON bodies only, checked before parsing (json-body.ts); one over the limit is read before its 413
+  registerJsonBodies(app);
+  drainOversizedBodies(app);
   // Route schemas are the contracts' zod schemas: validated with zod, documented from the same schemas.
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -123,6 +109,7 @@ export async function createEdge(opts: {
 }
 
 export const DEFAULT_RECEIVE_TIMEOUT_MS = 30_000;
+const ignoreSocketError = () => undefined;
 export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
 
 /**

@@ -300,6 +300,15 @@ export class EventStreams {
       { timeoutMs: this.deps.requestTimeoutMs, requestId },
     );
     const release = this.takeSlot(req, reply);
+    const res = reply.raw;
+    // a client that leaves while its stream is set up (a socket destroyed or half-closed right after its
+    // request) frees its slot then, not when the session ends: the stream's own close listener comes later
+    let left = false;
+    const leave = () => {
+      left = true;
+      release();
+    };
+    res.once('close', leave);
     let feed: SessionFeed;
     // an id past the last event: from the live edge
     let after = target.after;
@@ -313,12 +322,21 @@ export class EventStreams {
         feed = this.feedFor(target, requestId, { after, last });
         await feed.ready;
       }
-      startStream(reply);
     } catch (err) {
+      res.off('close', leave);
       release();
       throw err;
     }
-    const res = reply.raw;
+    res.off('close', leave);
+    if (left || res.destroyed) {
+      release();
+      // nobody reads it: a feed made for this reader alone stops
+      feed.dropIfUnread();
+      reply.hijack();
+      res.destroy();
+      return;
+    }
+    startStream(reply);
     let sent = after;
     let ended = false;
     const reader: FeedReader = {

@@ -1,4 +1,6 @@
 import { AppError } from '@vab/contracts';
+import type { FastifyInstance } from 'fastify';
+import type { IncomingMessage } from 'node:http';
 
 /**
  * How deep a request body's JSON may nest (objects and arrays). Far above any body of this API (a flow with
@@ -132,4 +134,82 @@ export function checkJsonShape(text: string): void {
       }
     }
   }
+}
+
+/**
+ * Bodies are JSON only (spec): without this Fastify would accept text/plain as a string. A text/plain POST needs
+ * no CORS preflight, so accepting it would open the API to cross-site requests from any page.
+ */
+export function registerJsonBodies(app: FastifyInstance): void {
+  app.removeContentTypeParser('text/plain');
+  // Fastify's own JSON parser (prototype poisoning refused), except that an empty body is no body: a fetch
+  // wrapper that always sets Content-Type must not break the routes that take none.
+  // The body must be UTF-8 (another charset 415, invalid bytes 400), nest at most MAX_JSON_DEPTH levels and
+  // hold no number a double cannot (above): checked before parsing, so nothing past here overflows.
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    let text: string;
+    try {
+      text = bodyText(body as Buffer, req.headers['content-type']);
+      if (text !== '') checkJsonShape(text);
+    } catch (err) {
+      done(err as Error, undefined);
+      return;
+    }
+    if (text === '') done(null, undefined);
+    else void json(req, text, done);
+  });
+}
+
+/**
+ * How much of a body over the limit is read (and dropped) before its 413 is sent and the connection closed.
+ * Closed with the body's rest unread, the kernel answers the client's next bytes with a reset, and a client
+ * that sends its whole body before reading (curl, fetch) gets EPIPE instead of the answer.
+ */
+export const OVERSIZED_BODY_DRAIN_BYTES = 16 * 1024 * 1024;
+
+/**
+ * A 413 for a body still arriving waits until the body has arrived (up to OVERSIZED_BODY_DRAIN_BYTES, within
+ * the receive timeout, which answers 408 past it), so the answer is read, not reset. A declared length past the
+ * bound is answered at once: what comes after it may then be reset.
+ */
+export function drainOversizedBodies(app: FastifyInstance): void {
+  app.addHook('onSend', (req, reply, payload, done) => {
+    if (reply.statusCode !== 413 || req.raw.complete) {
+      done(null, payload);
+      return;
+    }
+    void drained(req.raw, OVERSIZED_BODY_DRAIN_BYTES).then((whole) => {
+      // the rest is not read: the connection ends with the answer
+      if (!whole) void reply.header('connection', 'close');
+      done(null, payload);
+    });
+  });
+}
+
+/**
+ * Reads a request's body to its end, dropping it: true once it ended, false past `maxBytes` (or a declared
+ * length past it) or when the connection failed.
+ */
+function drained(raw: IncomingMessage, maxBytes: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (Number(raw.headers['content-length']) > maxBytes) {
+      resolve(false);
+      return;
+    }
+    let read = 0;
+    const stop = (whole: boolean) => {
+      raw.off('data', onData).off('end', ended).off('close', failed).off('error', failed);
+      resolve(whole);
+    };
+    const ended = () => stop(true);
+    const failed = () => stop(false);
+    const onData = (chunk: Buffer) => {
+      read += chunk.length;
+      if (read > maxBytes) stop(false);
+    };
+    raw.on('data', onData).on('end', ended).on('close', failed).on('error', failed);
+    raw.resume();
+  });
 }

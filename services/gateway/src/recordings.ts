@@ -22,6 +22,10 @@ export interface ByteRange {
  * A `Range` header against a representation of `size` bytes (RFC 9110 §14): one range, or null when the whole
  * representation is to be sent (no header, one that is not a bytes range, or several ranges: the server may
  * ignore those); 'unsatisfiable' when no byte of it is in the representation.
+ *
+ * Not range-parser (express's, in the lock file): its 1.x answers a suffix longer than the representation
+ * (`bytes=-500` of 100 bytes) as unsatisfiable, where RFC 9110 §14.1.2 sends the whole representation (fixed
+ * in its 2.0, which needs Node 22): the documented `-suffix` → 206 would not hold.
  */
 export function parseRange(header: string | undefined, size: number): ByteRange | null | 'unsatisfiable' {
   if (!header) return null;
@@ -40,6 +44,19 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   const end = last === '' ? size - 1 : Math.min(Number(last), size - 1);
   if (end < start) return null;
   return { start, end };
+}
+
+/**
+ * Whether an `If-None-Match` names this ETag, by the weak comparison RFC 9110 §13.1.2 asks for: `W/"x"` and
+ * `"x"` match (a cache may hold either form), as does `*`.
+ */
+export function noneMatch(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  const opaque = (tag: string) => (tag.startsWith('W/') ? tag.slice(2) : tag);
+  return header.split(',').some((t) => {
+    const tag = t.trim();
+    return tag === '*' || opaque(tag) === opaque(etag);
+  });
 }
 
 /** The bytes of an object's stream within `range` (all of it when none), as they arrive. */
@@ -148,10 +165,11 @@ export function registerRecordingRoute(
         .header('cache-control', 'private, no-cache')
         .type('audio/ogg');
       const drop = () => void result.data.cancel().catch(() => undefined);
-      if (req.headers['if-none-match']?.split(',').some((t) => t.trim() === etag || t.trim() === '*')) {
+      if (noneMatch(req.headers['if-none-match'], etag)) {
         drop();
         return reply.code(304).send();
       }
+      // If-Range compares strongly: a weak tag never matches, and the whole file is sent
       const ifRange = req.headers['if-range'];
       const range = ifRange === undefined || ifRange === etag ? parseRange(req.headers.range, size) : null;
       if (range === 'unsatisfiable') {

@@ -102,6 +102,11 @@ export class SessionFeed {
     }
   }
 
+  /** A feed made for a reader that left before it attached: stopped unless another reader reads it. */
+  dropIfUnread(): void {
+    if (this.readers.size === 0) this.close();
+  }
+
   /** The reader has gone; the feed stops with its last reader. */
   detach(reader: FeedReader): void {
     this.readers.delete(reader);

@@ -4,6 +4,7 @@ import {
   AppError,
   ownerSubject,
   Subjects,
+  TestSessionParams,
   VOICE_CONTROL_HEADER,
   VoiceAttached,
   VoiceClientMessage,
@@ -17,7 +18,6 @@ import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { z } from 'zod';
 import type { EventStreams } from './events.js';
 
 export interface VoiceSocketSettings {
@@ -27,16 +27,25 @@ export interface VoiceSocketSettings {
   burstMs: number;
   /** Bound on attaching to the session's owner. */
   attachTimeoutMs: number;
+  /**
+   * JSON messages a client may send a second, on average, and at once (a token bucket): a correct client sends
+   * one `playback_finished` per `playback_flush` or `playback_clear` of the agent's, and one `end`; audio is
+   * bounded by its pace, these only by this.
+   */
+  controlPerSecond: number;
+  controlBurst: number;
 }
 
 export const DEFAULT_VOICE_SOCKET: VoiceSocketSettings = {
   maxBufferedBytes: 1024 * 1024,
   burstMs: 2000,
   attachTimeoutMs: 5000,
+  controlPerSecond: 10,
+  controlBurst: 50,
 };
-
-const Params = z.object({ id: z.string(), sessionId: z.string() });
 const MAX_REASON_BYTES = 120;
+/** How long a socket closed for a flood of messages is kept (unread) for its close frame to reach the client. */
+const FLOOD_CLOSE_GRACE_MS = 1000;
 /** A close reason fits in a control frame (RFC 6455: 123 bytes). */
 const reasonOf = (text: string) => Buffer.from(text).subarray(0, MAX_REASON_BYTES).toString();
 
@@ -50,14 +59,19 @@ type UpgradeRequest = IncomingMessage & { [kHead]?: Buffer };
  * proxy and @fastify/websocket do: both cannot listen, each would answer every upgrade. An upgrade refused
  * with an HTTP answer (401, 404, 429) is then ended with it, not left half-open to hold the server's close.
  */
-function routeUpgrades(app: FastifyInstance): void {
+function routeUpgrades(app: FastifyInstance, log: Logger): void {
   app.server.on('upgrade', (rawRequest: UpgradeRequest, socket: Duplex, head: Buffer) => {
-    rawRequest[kHead] = head;
-    const response = new ServerResponse(rawRequest);
-    response.assignSocket(socket as Socket);
-    response.on('finish', () => socket.destroy());
     socket.once('end', () => socket.destroy());
-    app.routing(rawRequest, response);
+    try {
+      rawRequest[kHead] = head;
+      const response = new ServerResponse(rawRequest);
+      response.assignSocket(socket as Socket);
+      response.on('finish', () => socket.destroy());
+      app.routing(rawRequest, response);
+    } catch (err) {
+      log.error({ code: 'UPGRADE_FAILED', err: safeError(err) }, 'upgrade failed');
+      socket.destroy();
+    }
   });
 }
 
@@ -80,35 +94,41 @@ export function registerVoiceSocket(
     upstream: boolean;
   },
 ): void {
-  if (!deps.upstream) routeUpgrades(app);
+  if (!deps.upstream) routeUpgrades(app, deps.log);
   const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
   app.get(
     '/api/agents/:id/voice-sessions/:sessionId/audio',
-    { schema: { hide: true, params: Params } },
+    // the ids are checked (400) before anything is done with them: they go into subjects
+    { schema: { hide: true, params: TestSessionParams } },
     (req, reply) => {
       if (req.headers.upgrade?.toLowerCase() !== 'websocket') {
         throw new AppError('VALIDATION_FAILED', 'this path is a WebSocket: open it with an upgrade');
       }
-      const { id: agentId, sessionId } = req.params as z.infer<typeof Params>;
-      const { nc, bus } = deps;
+      const { id: agentId, sessionId } = req.params as TestSessionParams;
+      const { nc, bus, log } = deps;
       reply.hijack();
       const raw = req.raw as UpgradeRequest;
-      wss.handleUpgrade(raw, raw.socket, raw[kHead] ?? Buffer.alloc(0), (socket) => {
-        if (!nc || !bus) {
-          socket.close(VoiceCloseCodes.lost, 'this gateway has no bus');
-          return;
-        }
-        const relay = new VoiceRelay({
-          ...deps,
-          nc,
-          bus,
-          socket,
-          agentId,
-          sessionId,
-          requestId: String(req.id),
+      const requestId = String(req.id);
+      // one connection's failure ends that connection, never the process
+      const failed = (err: unknown) =>
+        log.error({ code: 'VOICE_RELAY_FAILED', requestId, err: safeError(err) }, 'voice relay failed');
+      try {
+        wss.handleUpgrade(raw, raw.socket, raw[kHead] ?? Buffer.alloc(0), (socket) => {
+          if (!nc || !bus) {
+            socket.close(VoiceCloseCodes.lost, 'this gateway has no bus');
+            return;
+          }
+          try {
+            new VoiceRelay({ ...deps, nc, bus, socket, agentId, sessionId, requestId }).open();
+          } catch (err) {
+            failed(err);
+            socket.close(VoiceCloseCodes.internal, 'the gateway failed relaying this socket');
+          }
         });
-        void relay.open();
-      });
+      } catch (err) {
+        failed(err);
+        raw.socket.destroy();
+      }
     },
   );
 }
@@ -116,12 +136,23 @@ export function registerVoiceSocket(
 /** One client's socket, relayed to and from its session's owner. */
 class VoiceRelay {
   private readonly connectionId = randomUUID().replaceAll('-', '');
+  private readonly inSubject: string;
+  private readonly outSubject: string;
   private out: Subscription | undefined;
   private stopEvents: (() => void) | undefined;
   private format: VoiceAttached | undefined;
   private frameMs = 0;
   private firstFrameAt = 0;
   private sentMs = 0;
+  /** The control-message bucket: how many may be sent now, and when it was last filled. */
+  private controlTokens: number;
+  private controlFilledAt = Date.now();
+  /**
+   * What reaches the client before the owner's `ready` (the session's first events, replayed as soon as it is
+   * followed), held so that `ready` is the first message, as the protocol says; undefined once it was sent.
+   */
+  private held: { data: string | Uint8Array; bytes: number }[] | undefined = [];
+  private heldBytes = 0;
   private closed = false;
   /** Why the gateway closed the socket, when it did: the session ends with it as `session_ended`'s reason. */
   private endReason: string | undefined;
@@ -141,21 +172,41 @@ class VoiceRelay {
     },
   ) {
     this.control.set(VOICE_CONTROL_HEADER, '1');
+    // the builders refuse what is not one subject token (the route's schema already did)
+    this.inSubject = voiceInSubject(deps.sessionId);
+    this.outSubject = voiceOutSubject(deps.sessionId);
+    this.controlTokens = deps.settings.controlBurst;
   }
 
-  async open(): Promise<void> {
-    const { socket, nc, sessionId, agentId } = this.deps;
-    socket.on('message', (data: Buffer, isBinary: boolean) => this.fromClient(data, isBinary));
+  /**
+   * Attaches the socket to its session and relays until either side ends. Never rejects, never throws: what
+   * goes wrong with one connection closes that connection (1011 when it is ours), never the process.
+   */
+  open(): void {
+    const { socket } = this.deps;
+    socket.on('message', (data: Buffer, isBinary: boolean) =>
+      this.guarded(() => this.fromClient(data, isBinary)),
+    );
     socket.on('close', () => void this.finish());
+    // ws closes the socket after its error (a bad frame: 1002, 1007, 1009): the session ends with it
     socket.on('error', () => void this.finish());
-    // before attaching: the owner's first messages (ready, the greeting's audio) must not be missed
-    this.out = nc.subscribe(voiceOutSubject(sessionId), {
-      callback: (_e, msg) => this.toClient(msg.data, msg.headers?.has(VOICE_CONTROL_HEADER) ?? false),
-    });
+    this.attach().catch((err: unknown) => this.failed(err));
+  }
+
+  private async attach(): Promise<void> {
+    const { nc, sessionId, agentId } = this.deps;
     try {
+      // before attaching: the owner's first messages (ready, the greeting's audio) must not be missed
+      this.out = nc.subscribe(this.outSubject, {
+        callback: (_e, msg) =>
+          this.guarded(() => this.toClient(msg.data, msg.headers?.has(VOICE_CONTROL_HEADER) ?? false)),
+      });
       this.stopEvents = await this.deps.streams?.follow(
         { agentId, sessionId },
-        { push: (_id, _frame, json) => this.event(json), finish: (closing) => this.ended(closing) },
+        {
+          push: (_id, _frame, json) => this.guarded(() => this.event(json)),
+          finish: (closing) => this.guarded(() => this.ended(closing)),
+        },
         this.deps.requestId,
       );
       this.format = VoiceAttached.parse(
@@ -177,19 +228,39 @@ class VoiceRelay {
           ? VoiceCloseCodes.notFound
           : e?.code === 'CONFLICT'
             ? VoiceCloseCodes.taken
-            : VoiceCloseCodes.lost;
+            : e?.code === 'VALIDATION_FAILED'
+              ? VoiceCloseCodes.badInput
+              : VoiceCloseCodes.lost;
       this.close(code, e?.message ?? 'the voice session could not be reached', false);
     } finally {
       // the client left while this socket was being attached: nothing of it may stay behind (and a session
       // attached meanwhile ends, as it would have on the close); a second release only unsubscribes again
-      if (this.closed) void this.release(true);
+      if (this.closed) await this.release(true);
     }
+  }
+
+  /** Runs one step of the relay; a failure of ours closes this socket (1011), and is logged as the bug it is. */
+  private guarded(step: () => void): void {
+    try {
+      step();
+    } catch (err) {
+      this.failed(err);
+    }
+  }
+
+  private failed(err: unknown): void {
+    const { log, requestId, sessionId } = this.deps;
+    log.error(
+      { code: 'VOICE_RELAY_FAILED', requestId, sessionId, err: safeError(err) },
+      'voice relay failed',
+    );
+    this.close(VoiceCloseCodes.internal, 'the gateway failed relaying this socket');
   }
 
   private fromClient(data: Buffer, isBinary: boolean): void {
     const format = this.format;
     if (!format || this.closed) return;
-    const { nc, sessionId } = this.deps;
+    const { nc } = this.deps;
     if (isBinary) {
       if (data.byteLength !== format.frameBytes) {
         this.close(
@@ -205,7 +276,21 @@ class VoiceRelay {
         this.close(VoiceCloseCodes.tooFast, 'audio faster than real time: send it as it is recorded');
         return;
       }
-      nc.publish(voiceInSubject(sessionId), data);
+      nc.publish(this.inSubject, data);
+      return;
+    }
+    // counted before it is parsed: a flood costs a subtraction per message until it is closed
+    if (!this.takeControlToken()) {
+      const { controlPerSecond, controlBurst } = this.deps.settings;
+      this.close(
+        VoiceCloseCodes.tooFast,
+        `more than ${controlPerSecond} JSON messages a second (${controlBurst} at once)`,
+      );
+      // nothing more of it is read (parsing a flood that goes on after the close costs as much as serving it),
+      // and the connection ends a moment after the close frame left, not at the close's 30 s timeout
+      const { socket } = this.deps;
+      socket.pause();
+      setTimeout(() => socket.terminate(), FLOOD_CLOSE_GRACE_MS).unref();
       return;
     }
     let parsed: ReturnType<typeof VoiceClientMessage.safeParse> | undefined;
@@ -221,24 +306,60 @@ class VoiceRelay {
       );
       return;
     }
-    nc.publish(voiceInSubject(sessionId), JSON.stringify(parsed.data), { headers: this.control });
+    nc.publish(this.inSubject, JSON.stringify(parsed.data), { headers: this.control });
+  }
+
+  private takeControlToken(): boolean {
+    const { controlPerSecond, controlBurst } = this.deps.settings;
+    const now = Date.now();
+    this.controlTokens = Math.min(
+      controlBurst,
+      this.controlTokens + ((now - this.controlFilledAt) * controlPerSecond) / 1000,
+    );
+    this.controlFilledAt = now;
+    if (this.controlTokens < 1) return false;
+    this.controlTokens -= 1;
+    return true;
   }
 
   private toClient(data: Uint8Array, control: boolean): void {
-    const { socket, settings } = this.deps;
-    if (this.closed || socket.readyState !== socket.OPEN) return;
-    if (socket.bufferedAmount > settings.maxBufferedBytes) {
-      this.close(VoiceCloseCodes.tooSlow, "the client is not reading the agent's audio");
+    if (this.closed) return;
+    const message = control ? Buffer.from(data).toString('utf8') : data;
+    if (this.held && control && isReady(message as string)) {
+      const held = this.held;
+      this.held = undefined;
+      this.send(message);
+      for (const h of held) this.send(h.data);
       return;
     }
-    if (control) socket.send(Buffer.from(data).toString('utf8'));
-    else socket.send(data, { binary: true });
+    this.send(message);
   }
 
   /** One of the session's events, its JSON as stored. */
   private event(json: string): void {
     if (this.closed) return;
-    this.deps.socket.send(`{"type":"event","event":${json}}`);
+    this.send(`{"type":"event","event":${json}}`);
+  }
+
+  /** One message to the client (text or binary), or held until `ready` went first. */
+  private send(data: string | Uint8Array): void {
+    const { socket, settings } = this.deps;
+    if (this.held) {
+      const bytes = typeof data === 'string' ? data.length : data.byteLength;
+      // a copy: a message's bytes are the bus's until its callback returns
+      this.held.push({ data: typeof data === 'string' ? data : data.slice(), bytes });
+      this.heldBytes += bytes;
+      if (this.heldBytes > settings.maxBufferedBytes)
+        this.close(VoiceCloseCodes.lost, 'the voice session did not become ready');
+      return;
+    }
+    if (this.closed || socket.readyState !== socket.OPEN) return;
+    if (socket.bufferedAmount > settings.maxBufferedBytes) {
+      this.close(VoiceCloseCodes.tooSlow, "the client is not reading the agent's audio");
+      return;
+    }
+    if (typeof data === 'string') socket.send(data);
+    else socket.send(data, { binary: true });
   }
 
   /** The session's event stream is over: it ended, or its instance is gone. */
@@ -263,13 +384,19 @@ class VoiceRelay {
     if (this.closed) return;
     this.closed = true;
     this.endReason = reason;
+    this.held = undefined;
     await this.release(endSession);
   }
 
   /** Unsubscribes, stops following, and ends the session if it was attached (again after a late attach). */
   private async release(endSession: boolean): Promise<void> {
-    this.out?.unsubscribe();
-    this.stopEvents?.();
+    try {
+      this.out?.unsubscribe();
+      this.stopEvents?.();
+    } catch (err) {
+      // a connection to the bus that closed meanwhile: nothing is left to unsubscribe from
+      this.deps.log.debug({ err: safeError(err) }, 'voice relay released on a closed connection');
+    }
     if (!endSession || !this.format) return;
     const { agentId, sessionId, requestId } = this.deps;
     const reason = this.endReason === undefined ? {} : { reason: this.endReason };
@@ -281,5 +408,14 @@ class VoiceRelay {
           'voice session not ended',
         ),
       );
+  }
+}
+
+/** Whether a control message from the owner is its `ready` (parsed only until it came). */
+function isReady(message: string): boolean {
+  try {
+    return (JSON.parse(message) as { type?: unknown }).type === 'ready';
+  } catch {
+    return false;
   }
 }

@@ -87,7 +87,7 @@ export class VoiceSocketTransport {
           frameBytes,
           requestId,
         });
-        ctx.answerOwner('attach', VoiceAttachRequest, async (req) => call.attach(req.connectionId));
+        ctx.answerOwner('attach', VoiceAttachRequest, async (req) => call.attach(req));
         ctx.onStop(() => call.close());
         ctx.stopAfter(config.VOICE_CONNECT_TIMEOUT_MS, 'client never connected');
         return { result: undefined };
@@ -137,9 +137,12 @@ class VoiceCall {
     this.controlHeaders.set(VOICE_CONTROL_HEADER, '1');
   }
 
-  /** The gateway's socket takes the session: one client at a time. */
-  async attach(connectionId: string): Promise<VoiceAttached> {
+  /** The gateway's socket takes the session: one client at a time, on its own agent's path only. */
+  async attach({ agentId, connectionId }: VoiceAttachRequest): Promise<VoiceAttached> {
     const { ctx } = this.deps;
+    // another agent's id with this session's: as for any session that does not exist (nothing says it does)
+    if (agentId !== this.deps.agentId)
+      throw new AppError('NOT_FOUND', 'no voice session with this id is running');
     if (this.closed) throw new AppError('NOT_FOUND', 'the voice session has ended');
     if (this.connectionId !== undefined) {
       throw new AppError('CONFLICT', 'another client is connected to this voice session');
@@ -197,12 +200,15 @@ class VoiceCall {
     await this.pipeline.start();
   }
 
-  /** A message from the client, relayed by the gateway: its microphone's PCM, or a control message. */
+  /**
+   * A message from the client, relayed by the gateway: its microphone's PCM, or a control message. Only audio
+   * tells that the client is there: control messages alone (a playback report a second) keep no session open.
+   */
   private heard(msg: Msg): void {
-    this.lastInputAt = Date.now();
     if (!msg.headers?.has(VOICE_CONTROL_HEADER)) {
       const { data } = msg;
       if (data.byteLength !== this.deps.frameBytes) return;
+      this.lastInputAt = Date.now();
       // a copy: the frame outlives this message's buffer in LiveKit's queues
       const pcm = new Int16Array(data.byteLength / 2);
       new Uint8Array(pcm.buffer).set(data);
