@@ -99,7 +99,8 @@ function declaredSubjects(): string[] {
   for (const [name, value] of Object.entries(contracts)) {
     if (typeof value === 'function' && /Subject$/.test(name)) {
       const fn = value as (...args: string[]) => string;
-      out.add(fn(...Array.from({ length: fn.length }, () => '*')));
+      // the builders refuse a wildcard (a client's text never becomes one): a token stands in, then `*`
+      out.add(fn(...Array.from({ length: fn.length }, () => 'ARG')).replaceAll('ARG', '*'));
     } else if (typeof value === 'string' && /_SUBJECT$/.test(name)) out.add(value);
   }
   return [...out];
