@@ -264,7 +264,8 @@ export interface AudioRecordingDeps {
   bus: BusClient;
   agentId: string;
   sessionId: string;
-  emit(event: SessionEventInput): void;
+  /** Adds an event to the session's stream, at `at`. */
+  emit(event: SessionEventInput, at: number): void;
   log: Logger;
   timeoutMs: number;
 }
@@ -307,8 +308,10 @@ export class AudioRecording {
       this.file = join(SPOOL, `${this.deps.sessionId}.ogg`);
       this.recorder = recorder;
       await recorder.start(this.file);
-      this.startedAt = recorder.recordingStartedAt;
-      this.deps.emit({ type: 'recording_started', sampleRate });
+      const startedAt = recorder.recordingStartedAt!;
+      this.startedAt = startedAt;
+      // the event's `at` is the recording's zero, the very number the record's `startedAt` stores
+      this.deps.emit({ type: 'recording_started', sampleRate }, startedAt);
     } catch (err) {
       this.deps.log.warn({ code: 'RECORDING_NOT_STARTED', err: safeError(err) }, 'recording not started');
     }

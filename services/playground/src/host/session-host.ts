@@ -387,7 +387,7 @@ export class SessionHost implements HostView {
               bus,
               agentId: recorder.agentId,
               sessionId: recorder.sessionId,
-              emit: (event) => events.emit(event),
+              emit: (event, at) => events.emit(event, at),
               log,
               timeoutMs: config.BUS_TIMEOUT_MS,
             })
