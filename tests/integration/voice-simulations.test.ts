@@ -141,7 +141,7 @@ interface Run {
   id: string;
   status: string;
   latency: Record<string, number>;
-  cases: { verdict: string; passRate: number | null; repeats: Attempt[] }[];
+  cases: { verdict: string; attempts: number; passRate: number | null; repeats: Attempt[] }[];
 }
 
 /** A test run of the agent's cases, once it finished; `withinMs` bounds the wait (it fails past it). */
