@@ -113,6 +113,13 @@ describe('voice sessions over the WebSocket', () => {
     expect(figures.responseMs).toBeGreaterThan(200);
     expect(figures.responseMs).toBeLessThan(8000);
     expect(figures.llmTtftMs).toBeGreaterThanOrEqual(0);
+    // the client was told of each pause and resume once (LiveKit pauses on every VAD inference of the barge-in)
+    const pauses = client.controls.filter((c) => c === 'playback_pause' || c === 'playback_resume');
+    expect(pauses[0]).toBe('playback_pause');
+    expect(
+      pauses.every((c, i) => i === 0 || c !== pauses[i - 1]),
+      pauses.join(' '),
+    ).toBe(true);
     // the key went to the stubs (the request's key rule), and nowhere into the events
     expect(speech.requests.speech[0]!.authorization).toBe(`Bearer ${KEY}`);
     expect(JSON.stringify(client.events)).not.toContain(KEY);
