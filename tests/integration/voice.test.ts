@@ -22,11 +22,18 @@ import { api, startStack, type Stack } from '../helpers/stack.js';
  */
 
 const KEY = 'sk-voice-test-key-0123456789';
+/** Three sentences: where they join, what is stored keeps the model's own spaces. */
 const LONG_REPLY =
-  'Of course. We have appointments on Monday, Tuesday and Wednesday mornings, and on Thursday ' +
-  'afternoon, and our doctors can see you for a check up, a vaccination or a longer consultation.';
+  'Of course, I can help. We have appointments on Monday, Tuesday and Wednesday mornings. On Thursday ' +
+  'afternoon our doctors can see you for a check up, a vaccination or a longer consultation.';
 const FIRST = 'I would like to book an appointment please';
 const SECOND = 'Stop. What time is it?';
+/** A closing quote after a full stop: LiveKit's sentence splitter moves the stop past the quote. */
+const QUOTED = 'The doctor said "come in at seven pm." Shall I book that for you on Monday morning?';
+const ASKS_QUOTE = 'What did the doctor say';
+const GREETING =
+  'Hello and welcome to the clinic, I am the booking assistant. I can find you an appointment with any ' +
+  'of our doctors on any day of the week. How can I help?';
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
@@ -47,7 +54,11 @@ const voiceFlow = (turns: Record<string, unknown> = {}): Flow =>
 
 beforeAll(async () => {
   chat = await startOpenAiStub((req) =>
-    lastUser(req).includes('appointment') ? { content: LONG_REPLY } : { content: `ok: ${lastUser(req)}` },
+    lastUser(req).includes('appointment')
+      ? { content: LONG_REPLY }
+      : lastUser(req) === ASKS_QUOTE
+        ? { content: QUOTED }
+        : { content: `ok: ${lastUser(req)}` },
   );
   speech = await startSpeechStub({ transcribe: (i) => utterances[i - utterancesFrom] ?? '' });
   // a client that sends nothing for this long is gone (real clients send silence, not nothing)
@@ -101,9 +112,9 @@ describe('voice sessions over the WebSocket', () => {
     const said = messages.body as { role: string; content: string; metrics?: Record<string, number> }[];
     expect(said.map((m) => m.role)).toEqual(['assistant', 'user', 'assistant', 'user', 'assistant']);
     expect(said[1]!.content).toBe(FIRST);
-    // cut where playback stopped: a start of the long reply, not all of it
+    // cut where playback stopped: a start of the long reply, not all of it, its sentences joined as written
     const cut = said[2]!.content;
-    expect(cut.length).toBeGreaterThan(0);
+    expect(cut).toContain('help. We');
     expect(cut.length).toBeLessThan(LONG_REPLY.length * 0.7);
     expect(LONG_REPLY.startsWith(cut)).toBe(true);
     expect(said[3]!.content).toBe(SECOND);
@@ -126,6 +137,58 @@ describe('voice sessions over the WebSocket', () => {
     const states = client.events.filter((e) => e.type === 'agent_state').map((e) => e.state);
     expect(states).toEqual(expect.arrayContaining(['listening', 'thinking', 'speaking']));
   }, 90_000);
+});
+
+describe('what a voice session stores is what was heard, as the model wrote it', () => {
+  it('a greeting talked over is kept as far as it was heard; a quoted sentence keeps its quote and stop', async () => {
+    willSay(ASKS_QUOTE, ASKS_QUOTE);
+    const flow = voiceFlow();
+    flow.nodes = flow.nodes.map((n) => (n.id === 'start' ? { ...n, command: GREETING } : n));
+    const chatFrom = chat.requests.length;
+    const { agentId, sessionId, client } = await startVoice(flow);
+    // the caller talks over the greeting 1.5 s into it (the wait is the barge-in's timing)
+    await vi.waitFor(() => expect(client.playing).toBe(true), { timeout: 20_000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    client.say(speak(ASKS_QUOTE));
+    await vi.waitFor(() => expect(client.segments.some((s) => s.interrupted)).toBe(true), {
+      timeout: 15_000,
+    });
+    // the answer plays out whole
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 20_000 });
+    await vi.waitFor(
+      () => expect(client.events.some((e) => e.type === 'agent_reply' && e.text === QUOTED)).toBe(true),
+      { timeout: 5000 },
+    );
+    client.send({ type: 'end' });
+    expect((await client.closed).code).toBe(1000);
+
+    const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
+    const said = (messages.body as { role: string; content: string }[]).map((m) => m.content);
+    expect(said).toHaveLength(3);
+    const [greeting, asked, answer] = said as [string, string, string];
+    expect(greeting.length).toBeGreaterThan(0);
+    expect(greeting.length).toBeLessThan(GREETING.length * 0.7);
+    expect(GREETING.startsWith(greeting)).toBe(true);
+    expect(asked).toBe(ASKS_QUOTE);
+    expect(answer).toBe(QUOTED);
+    // its events say so too (a console replaying them marks it cut): the deltas streamed all of it, the final
+    // reply under the same id is what was heard
+    const first = client.events.find((e) => e.type === 'agent_reply') as { replyId: string; text: string };
+    expect(first.text).toBe(greeting);
+    const streamed = client.events
+      .filter((e) => e.type === 'agent_reply_delta' && e.replyId === first.replyId)
+      .map((e) => e.delta as string)
+      .join('');
+    expect(streamed).toBe(GREETING);
+    // and the model was told only what the caller heard of it (the request that answered: a preemptive one,
+    // made before the turn ended under the greeting's step, was not used)
+    const answering = chat.requests
+      .slice(chatFrom)
+      .filter((r) => lastUser(r) === ASKS_QUOTE)
+      .at(-1)!;
+    const before = answering.messages.filter((m) => m.role === 'assistant').map((m) => textOf(m.content));
+    expect(before).toEqual([greeting]);
+  }, 60_000);
 });
 
 /** A bare socket on a session's audio path: what a broken or hostile client does with it. */
