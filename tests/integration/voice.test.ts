@@ -119,11 +119,24 @@ describe('voice sessions over the WebSocket', () => {
     expect(LONG_REPLY.startsWith(cut)).toBe(true);
     expect(said[3]!.content).toBe(SECOND);
     expect(said[4]!.content).toBe(`ok: ${SECOND}`);
-    // figures from the real pipeline: the caller-felt response time is there and plausible
-    const figures = said[4]!.metrics ?? {};
-    expect(figures.responseMs).toBeGreaterThan(200);
-    expect(figures.responseMs).toBeLessThan(8000);
-    expect(figures.llmTtftMs).toBeGreaterThanOrEqual(0);
+    // figures from the real pipeline, every documented one on both sides of the barge-in: the reply that was
+    // cut (measured from the turn it answered) and the reply to the barge-in
+    for (const m of [said[2]!, said[4]!]) {
+      const figures = m.metrics ?? {};
+      expect(Object.keys(figures).sort(), m.content).toEqual([
+        'e2eLatencyMs',
+        'endOfTurnDelayMs',
+        'llmTtftMs',
+        'responseMs',
+        'transcriptionDelayMs',
+        'ttsTtfbMs',
+      ]);
+      // the caller-felt response time is plausible, and comes after the turn ended
+      expect(figures.responseMs).toBeGreaterThan(200);
+      expect(figures.responseMs).toBeLessThan(8000);
+      expect(figures.responseMs).toBeGreaterThanOrEqual(figures.endOfTurnDelayMs!);
+      expect(figures.endOfTurnDelayMs).toBeGreaterThanOrEqual(figures.transcriptionDelayMs!);
+    }
     // the client was told of each pause and resume once (LiveKit pauses on every VAD inference of the barge-in)
     const pauses = client.controls.filter((c) => c === 'playback_pause' || c === 'playback_resume');
     expect(pauses[0]).toBe('playback_pause');
