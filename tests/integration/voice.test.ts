@@ -1,9 +1,8 @@
 import type { Flow } from '@vab/contracts';
 import { loadConfig } from '@vab/playground';
 import {
-  concat,
-  silence,
   speak,
+  speakWithPause,
   startDeepgramStub,
   startSpeechStub,
   VoiceClient,
@@ -93,10 +92,14 @@ async function startVoice(flow: Flow) {
 describe('voice sessions over the WebSocket', () => {
   it('holds a two-turn spoken conversation with a barge-in, keeping only what was heard', async () => {
     willSay(FIRST, SECOND);
+    // Festival's voice, whose end of sentence the end-of-turn model hears (the turn ends minEndpointingDelay
+    // after it, not maxEndpointingDelay): the response figures are a caller's. Made before the session starts:
+    // it takes a while, and this process runs the stack too
+    const first = speak(FIRST, { voice: 'festival' });
     const { agentId, sessionId, client } = await startVoice(voiceFlow());
     // the greeting plays out, then the caller speaks
     await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(speak(FIRST));
+    client.say(first);
     // the long answer starts playing; the caller talks over it 1.5 s in (the wait is the barge-in's timing)
     await vi.waitFor(() => expect(client.playing).toBe(true), { timeout: 20_000 });
     await new Promise((r) => setTimeout(r, 1500));
@@ -388,34 +391,54 @@ describe("the default STT provider's own protocol: Deepgram's live WebSocket", (
 });
 
 describe("the end-of-turn model decides when the caller's turn ends", () => {
-  /** The caller pauses mid-sentence; how many user turns did the agent hear? */
-  async function userTurnsWith(turnDetection: 'model' | 'vad'): Promise<string[]> {
-    willSay('I would like to book an', 'appointment on Tuesday please');
+  const MAX_ENDPOINTING_DELAY = 6000;
+
+  /**
+   * The caller pauses 1.3 s mid-sentence, after "like to" (Festival's voice, whose sentence ends the model hears
+   * as such: espeak-ng's it scores as unfinished, so every turn would wait maxEndpointingDelay); what turns did
+   * the agent hear, and how long after the sentence's end did the last one end?
+   */
+  async function turnsWith(turnDetection: 'model' | 'vad') {
+    willSay('I would like to', 'book a table for two on Tuesday please');
+    // made before the session starts: Festival takes a while, and this process runs the stack too
+    const line = speakWithPause('I would like to book a table for two on Tuesday please.', 4, 1300);
     const { agentId, sessionId, client } = await startVoice(
-      voiceFlow({ turnDetection, minEndpointingDelay: 500, maxEndpointingDelay: 6000 }),
+      voiceFlow({ turnDetection, minEndpointingDelay: 500, maxEndpointingDelay: MAX_ENDPOINTING_DELAY }),
     );
     await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(
-      concat(speak('I would like to book an'), silence(1300), speak('appointment on Tuesday please')),
-    );
-    // every reply the caller caused has played out
-    await vi.waitFor(() => expect(client.micQueuedMs).toBe(0), { timeout: 20_000 });
+    client.say(line);
+    // the answer to the sentence's end has played out
     await vi.waitFor(
-      () => expect(client.events.filter((e) => e.type === 'agent_state').at(-1)?.state).toBe('listening'),
-      { timeout: 20_000, interval: 200 },
+      () =>
+        expect(
+          client.events.some((e) => e.type === 'agent_reply' && String(e.text).endsWith('Tuesday please')),
+        ).toBe(true),
+      { timeout: 20_000 },
     );
-    await new Promise((r) => setTimeout(r, 7000)); // past maxEndpointingDelay: no turn is still pending
+    await vi.waitFor(() => expect(client.playing).toBe(false), { timeout: 20_000 });
+    // past maxEndpointingDelay: no turn is still pending
+    await new Promise((r) => setTimeout(r, MAX_ENDPOINTING_DELAY + 1000));
     client.close();
     await client.closed;
     const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
-    return (messages.body as { role: string; content: string }[])
-      .filter((m) => m.role === 'user')
-      .map((m) => m.content);
+    const said = messages.body as { role: string; content: string; metrics?: Record<string, number> }[];
+    return {
+      turns: said.filter((m) => m.role === 'user').map((m) => m.content),
+      endOfTurnDelayMs: said.filter((m) => m.role === 'assistant').at(-1)?.metrics?.endOfTurnDelayMs,
+    };
   }
 
-  it('a pause inside a sentence does not end the turn; on silence alone it does', async () => {
-    expect(await userTurnsWith('model')).toEqual(['I would like to book an appointment on Tuesday please']);
-    expect(await userTurnsWith('vad')).toEqual(['I would like to book an', 'appointment on Tuesday please']);
+  it("a pause inside a sentence does not end the turn, the sentence's end does at once; on silence alone the pause does", async () => {
+    const model = await turnsWith('model');
+    expect(model.turns).toEqual(['I would like to book a table for two on Tuesday please']);
+    // the model heard the sentence end: the turn ended without waiting out maxEndpointingDelay (it ends
+    // minEndpointingDelay after the speech when the model says so; the bound leaves room for a loaded machine)
+    expect(model.endOfTurnDelayMs).toBeGreaterThanOrEqual(500);
+    expect(model.endOfTurnDelayMs).toBeLessThan(MAX_ENDPOINTING_DELAY / 2);
+    expect((await turnsWith('vad')).turns).toEqual([
+      'I would like to',
+      'book a table for two on Tuesday please',
+    ]);
   }, 120_000);
 });
 
