@@ -189,7 +189,7 @@ describe('what a voice session stores is what was heard, as the model wrote it',
     expect(answer).toBe(QUOTED);
     // its events say so too (a console replaying them marks it cut): the deltas streamed all of it, the final
     // reply under the same id is what was heard
-    const first = client.events.find((e) => e.type === 'agent_reply') as { replyId: string; text: string };
+    const first = client.events.find((e) => e.type === 'agent_reply')!;
     expect(first.text).toBe(greeting);
     const streamed = client.events
       .filter((e) => e.type === 'agent_reply_delta' && e.replyId === first.replyId)
