@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The callers of bench/voice.mjs, in a process of their own (so the playground's process measures only the
-// playground): starts --sessions voice sessions of --agent at --url, streams espeak-ng speech into each in
+// playground): starts --sessions voice sessions of --agent at --url, streams speech (Festival's HTS voice, whose
+// sentence end LiveKit's end-of-turn model hears: with espeak-ng's every turn waited maxEndpointingDelay) into each in
 // real time --turns times (--stagger on|off), and prints one JSON line: every turn's figures, how long they talked, the sessions'
 // ids and this process's own CPU time (a parent that counts its children's CPU takes it out).
 import { concat, silence, speak, VoiceClient } from '@vab/testkit';
@@ -16,7 +17,10 @@ const TURNS = option('turns', 3);
  */
 const STAGGER = option('stagger', 'on');
 
-const utterance = concat(speak('I would like to book a table for two.'), silence(3500));
+const utterance = concat(
+  speak('I would like to book a table for two.', { voice: 'festival' }),
+  silence(3500),
+);
 const clients = [];
 const sessionIds = [];
 for (let i = 0; i < SESSIONS; i++) {

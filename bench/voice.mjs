@@ -6,7 +6,7 @@
 //    (client → server → client) on the same machine: half the difference is what one direction adds.
 // 2. sessions: --sessions voice sessions on one playground instance (in this process: its event loop is the
 //    one measured; the callers run in bench/voice-callers.mjs, a process of their own), each streaming real
-//    espeak-ng speech in real time with VAD and the end-of-turn model,
+//    speech (Festival's HTS voice) in real time with VAD and the end-of-turn model,
 //    against instant chat/speech stubs (bench/voice-stubs.mjs, a process of their own): event-loop delay p50/p99 while they talk, heap and RSS per session,
 //    V8's collector pauses (the tail of the delay is mostly them), and per turn `responseMs` (end of the user's speech → first audible agent audio) with the share LiveKit's
 //    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.

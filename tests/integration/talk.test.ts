@@ -210,9 +210,12 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
     const states = await page.evaluate<string[]>('window.agentStates');
     expect(states).toEqual(expect.arrayContaining(['listening', 'thinking', 'speaking']));
     expect(await page.locator('#flow .node.current').getAttribute('data-node-id')).toBe('talk');
-    await expect
-      .poll(() => log.locator('li.event.figures').last().textContent(), { timeout: 20_000 })
-      .toMatch(/^Turn response \d+ ms/);
+    // each answer's figures, the cut one's too, once it is stored: the second answer has played out
+    await expect.poll(() => log.locator('li.event.figures').count(), { timeout: 20_000 }).toBe(2);
+    for (const line of await log.locator('li.event.figures').allTextContents())
+      expect(line).toMatch(
+        /^Turn response \d+ ms · first audio \d+ ms · transcript \d+ ms · end of turn \d+ ms/,
+      );
     await expect.poll(() => page.locator('#chart rect.bar-e2eLatencyMs').count()).toBeGreaterThanOrEqual(1);
     await page.screenshot({ path: '/tmp/console-talk.png' });
 

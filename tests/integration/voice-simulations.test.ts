@@ -37,9 +37,18 @@ let ear: Awaited<ReturnType<typeof startSpeechStub>>;
 
 const has = (req: ChatRequest, tool: string) => req.tools?.some((t) => t.function.name === tool) ?? false;
 
-/** The agent: a long answer to the first turn when its instructions say LONG, else a short one. */
+const GOODBYE = 'Goodbye, see you on Monday.';
+
+/**
+ * The agent: a long answer to the first turn when its instructions say LONG, else a short one; when they say
+ * ENDS, it completes its step on the caller's first line (`complete_step`) and says goodbye.
+ */
 function agent(req: ChatRequest): ChatReply {
   const users = req.messages.filter((m) => m.role === 'user').length;
+  if (systemText(req).includes('ENDS')) {
+    if (req.messages.at(-1)?.role === 'tool') return { content: GOODBYE };
+    if (has(req, 'complete_step') && users >= 1) return { toolCalls: [{ name: 'complete_step', args: {} }] };
+  }
   return { content: systemText(req).includes('LONG') && users <= 1 ? LONG : SHORT };
 }
 
@@ -132,13 +141,14 @@ interface Run {
   id: string;
   status: string;
   latency: Record<string, number>;
-  cases: { verdict: string; passRate: number | null; repeats: Attempt[] }[];
+  cases: { verdict: string; attempts: number; passRate: number | null; repeats: Attempt[] }[];
 }
 
-async function run(agentId: string): Promise<Run> {
+/** A test run of the agent's cases, once it finished; `withinMs` bounds the wait (it fails past it). */
+async function run(agentId: string, withinMs = 300_000): Promise<Run> {
   const started = await http.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY } });
   expect(started.status, JSON.stringify(started.body)).toBe(202);
-  for (let i = 0; i < 1500; i++) {
+  for (let i = 0; i < withinMs / 200; i++) {
     const r = (await http.get(`/api/agents/${agentId}/test-runs/${started.body.id}`)).body as Run & {
       finishedAt: number | null;
     };
@@ -312,6 +322,29 @@ describe('simulated callers by voice', () => {
     // and the attempt's recording shows it: the caller's channel never falls silent, even while it listens
     expect(await quietestCallerSecond(fast, fa.observed!.sessionId)).toBeGreaterThan(150);
   }, 200_000);
+
+  it('a call the flow ends at its end step finishes with its verdict at once', async () => {
+    const agentId = await newAgent('Closing clinic', flowOf({ agent: { instructions: 'ENDS at once.' } }));
+    await newCase(agentId, {
+      name: 'says goodbye',
+      simulation: simulation({}, 3),
+      expect: { endsAt: 'end', maxResponseMs: 8000 },
+    });
+    // the call is short (the greeting, one line, the goodbye): its verdict comes once the goodbye has played,
+    // not at the case's timeout (TEST_CASE_TIMEOUT_MS, 120 s here) after a restart
+    const startedAt = Date.now();
+    const r = await run(agentId, 60_000);
+    const c = r.cases[0]!;
+    const a = c.repeats[0]!;
+    expect(a.verdict, JSON.stringify(a)).toBe('passed');
+    expect(c.attempts).toBe(1);
+    expect(Date.now() - startedAt).toBeLessThan(60_000);
+    expect(a.observed).toMatchObject({ ended: true, endedAt: 'end', endedBy: 'flow', userTurns: [LINE] });
+    expect(a.observed!.voice!.turns).toHaveLength(1);
+    const said = (await http.get(`/api/agents/${agentId}/test-sessions/${a.observed!.sessionId}/messages`))
+      .body as { role: string; content: string }[];
+    expect(said.at(-1)).toMatchObject({ role: 'assistant', content: GOODBYE });
+  }, 90_000);
 
   it('bad input answers 400 naming the field', async () => {
     const agentId = await newAgent('Checked clinic', flowOf());

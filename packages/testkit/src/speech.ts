@@ -1,60 +1,139 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { WebSocket, WebSocketServer } from 'ws';
 import { listenOnLoopback } from './ports.js';
 
 /**
- * Speech made at test time by espeak-ng (Debian's), resampled by sox: 16-bit mono PCM at `sampleRate`.
- * Real speech, so the VAD, the end-of-turn model and the STT's input see what a microphone would give them.
+ * The voices tests speak with. `espeak`: Debian's espeak-ng, fast (~10 ms a sentence) and flat, for everything
+ * that does not depend on prosody. `festival`: Festival's HTS voice (Debian's `festival` and
+ * `festvox-us-slt-hts`), ~0.7 s a sentence, whose intonation LiveKit's end-of-turn model hears as speech: it
+ * scores its sentence ends 0.46–0.57, over the English threshold (0.36), where espeak-ng's score 0.24–0.37, as
+ * low as the same sentences cut in half (docs/performance.md › Turn-taking). Where turns end, speak with it.
  */
-export function speak(text: string, sampleRate = 16000, wordsPerMinute = 170): Int16Array {
-  const wav = execFileSync('espeak-ng', ['-s', String(wordsPerMinute), '--stdout', text], {
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  const raw = execFileSync(
-    'sox',
-    ['-t', 'wav', '-', '-t', 'raw', '-r', String(sampleRate), '-e', 'signed', '-b', '16', '-c', '1', '-'],
-    { input: wav, maxBuffer: 64 * 1024 * 1024 },
+export type TestVoice = 'espeak' | 'festival';
+
+export interface SpeakOptions {
+  /** 16 kHz unless set. */
+  sampleRate?: number;
+  /** 170 unless set: espeak-ng's rate; Festival's own pace is taken as 170 and scaled. */
+  wordsPerMinute?: number;
+  voice?: TestVoice;
+}
+
+/** A voice's command (text on its standard input, 16-bit mono PCM at `RAW_RATE` out) for `options`. */
+function voiceCommand(voice: TestVoice, wordsPerMinute: number): [string, string[]] {
+  if (voice === 'espeak') return ['espeak-ng', ['-s', String(wordsPerMinute), '--stdin', '--stdout']];
+  // raw PCM: the WAV text2wave writes to a pipe says its data is 0 bytes long. `-r` is the HTS engine's rate
+  const rate = `(set! hts_engine_params (append hts_engine_params (list (list "-r" ${wordsPerMinute / 170}))))`;
+  const args = ['-eval', '(voice_cmu_us_slt_arctic_hts)', '-eval', rate];
+  return ['text2wave', [...args, '-otype', 'raw', '-F', String(RAW_RATE), '-o', '-']];
+}
+
+/** Festival's raw output rate (its HTS voice's own); espeak-ng writes a WAV, whose header says its rate. */
+const RAW_RATE = 32000;
+
+/** sox's arguments: the voice's output in, 16-bit mono PCM at `sampleRate` out. */
+function soxArgs(voice: TestVoice, sampleRate: number): string[] {
+  const input =
+    voice === 'espeak'
+      ? ['-t', 'wav', '-']
+      : ['-t', 'raw', '-r', String(RAW_RATE), '-e', 'signed', '-b', '16', '-c', '1', '-'];
+  return [...input, '-t', 'raw', '-r', String(sampleRate), '-e', 'signed', '-b', '16', '-c', '1', '-'];
+}
+
+const optionsOf = (rate: number | SpeakOptions | undefined, wordsPerMinute: number | undefined) => {
+  const o = typeof rate === 'object' ? rate : { sampleRate: rate, wordsPerMinute };
+  return {
+    sampleRate: o.sampleRate ?? 16000,
+    wordsPerMinute: o.wordsPerMinute ?? 170,
+    voice: o.voice ?? ('espeak' as TestVoice),
+  };
+};
+
+const pcmOf = (raw: Buffer) =>
+  new Int16Array(raw.buffer, raw.byteOffset, Math.floor(raw.byteLength / 2)).slice();
+
+/**
+ * Speech made at test time (espeak-ng unless `voice` says otherwise), resampled by sox: 16-bit mono PCM at
+ * `sampleRate`. Real speech, so the VAD, the end-of-turn model and the STT's input see what a microphone would
+ * give them. `speak(text, 48_000)` or `speak(text, { voice: 'festival' })`.
+ */
+export function speak(text: string, rate?: number | SpeakOptions, wordsPerMinute?: number): Int16Array {
+  const o = optionsOf(rate, wordsPerMinute);
+  const [command, args] = voiceCommand(o.voice, o.wordsPerMinute);
+  const spoken = execFileSync(command, args, { input: text, maxBuffer: 64 * 1024 * 1024 });
+  return pcmOf(
+    execFileSync('sox', soxArgs(o.voice, o.sampleRate), { input: spoken, maxBuffer: 64 * 1024 * 1024 }),
   );
-  return new Int16Array(raw.buffer, raw.byteOffset, Math.floor(raw.byteLength / 2)).slice();
 }
 
 /**
- * `speak`, without blocking the event loop (espeak-ng piped into sox): what a stub serving many sessions in a
+ * `speak`, without blocking the event loop (the voice piped into sox): what a stub serving many sessions in a
  * process that is measured must use.
  */
-export function speakAsync(text: string, sampleRate = 16000, wordsPerMinute = 170): Promise<Int16Array> {
+export function speakAsync(
+  text: string,
+  rate?: number | SpeakOptions,
+  wordsPerMinute?: number,
+): Promise<Int16Array> {
+  const o = optionsOf(rate, wordsPerMinute);
+  const [command, args] = voiceCommand(o.voice, o.wordsPerMinute);
   return new Promise((resolve, reject) => {
-    const espeak = spawn('espeak-ng', ['-s', String(wordsPerMinute), '--stdout', text]);
-    const sox = spawn('sox', [
-      ...[
-        '-t',
-        'wav',
-        '-',
-        '-t',
-        'raw',
-        '-r',
-        String(sampleRate),
-        '-e',
-        'signed',
-        '-b',
-        '16',
-        '-c',
-        '1',
-        '-',
-      ],
-    ]);
-    espeak.stdout.pipe(sox.stdin);
+    const voice = spawn(command, args);
+    const sox = spawn('sox', soxArgs(o.voice, o.sampleRate));
+    voice.stdin.end(text);
+    voice.stdout.pipe(sox.stdin);
     const chunks: Buffer[] = [];
     sox.stdout.on('data', (c: Buffer) => chunks.push(c));
-    espeak.on('error', reject);
+    voice.on('error', reject);
     sox.on('error', reject);
     sox.on('close', (code) => {
       if (code !== 0) return reject(new Error(`sox exited ${code}`));
-      const raw = Buffer.concat(chunks);
-      resolve(new Int16Array(raw.buffer, raw.byteOffset, Math.floor(raw.byteLength / 2)).slice());
+      resolve(pcmOf(Buffer.concat(chunks)));
     });
   });
+}
+
+/** A string as a Scheme literal (Festival's command language). */
+const schemeString = (text: string) => `"${text.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+
+/**
+ * Festival's HTS voice saying `text` as one sentence with a hesitation: silent for `pauseMs` after its first
+ * `afterWords` words (as Festival counts them: a number may be several), where its own timing says the word
+ * ends. Cut out of the whole sentence, so both sides keep the sentence's intonation: two utterances would each
+ * end as a sentence does, falling.
+ */
+export function speakWithPause(
+  text: string,
+  afterWords: number,
+  pauseMs: number,
+  sampleRate = 16000,
+): Int16Array {
+  const dir = mkdtempSync(join(tmpdir(), 'festival-'));
+  try {
+    const raw = join(dir, 'speech.raw');
+    const out = execFileSync('festival', [
+      '-b',
+      '(voice_cmu_us_slt_arctic_hts)',
+      `(set! utt (SynthText ${schemeString(text)}))`,
+      `(mapcar (lambda (w) (format t "%f\\n" (item.feat w "word_end"))) (utt.relation.items utt 'Word))`,
+      `(utt.wave.resample utt ${RAW_RATE})`,
+      `(utt.save.wave utt ${schemeString(raw)} 'raw)`,
+    ]).toString('utf8');
+    const ends = out.trim().split('\n').map(Number);
+    if (afterWords < 1 || afterWords >= ends.length)
+      throw new Error(`no word boundary after word ${afterWords} of ${ends.length}`);
+    const pcm = pcmOf(
+      execFileSync('sox', soxArgs('festival', sampleRate), { input: readFileSync(raw), maxBuffer: 64 << 20 }),
+    );
+    const cut = Math.round(ends[afterWords - 1]! * sampleRate);
+    return concat(pcm.subarray(0, cut), silence(pauseMs, sampleRate), pcm.subarray(cut));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export const silence = (ms: number, sampleRate = 16000): Int16Array =>

@@ -28,6 +28,8 @@ export class VoiceClient {
   readonly socket: WebSocket;
   readonly events: { type: string; [k: string]: unknown }[] = [];
   readonly segments: PlayedSegment[] = [];
+  /** The server's playback messages (`playback_flush`, `playback_clear`, `playback_pause`, …), in order. */
+  readonly controls: string[] = [];
   readonly connectedAt = Date.now();
   closed: Promise<{ code: number; reason: string }>;
   ready: Promise<void>;
@@ -171,6 +173,7 @@ export class VoiceClient {
   }
 
   private control(type: string): void {
+    this.controls.push(type);
     if (type === 'playback_flush') {
       if (this.segment) this.flushPending = true;
     } else if (type === 'playback_clear') {

@@ -122,6 +122,8 @@ export class FlowConversation {
       }
     | undefined;
   private readonly replyTap: ReplyTap;
+  /** The audio output's last playback report not yet taken by a message (spoken sessions). */
+  private lastPlayback: voice.PlaybackFinishedEvent | undefined;
   private closed = false;
   private endedNotified = false;
   private postProcessing: Promise<Record<string, unknown> | undefined> | undefined;
@@ -146,7 +148,7 @@ export class FlowConversation {
     session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
       const item = ev.item;
       if (item.type !== 'message' || item.role !== 'assistant') return;
-      const text = item.textContent ?? '';
+      const text = this.heardOf(item);
       if (text === '') return;
       this.agentSaid(text, item.metrics);
     });
@@ -190,6 +192,23 @@ export class FlowConversation {
         }),
       );
     }
+  }
+
+  /**
+   * An agent message's text as far as the caller heard it. LiveKit cuts an interrupted generated reply itself,
+   * to the transcript its audio output reported heard, but keeps a `say` (a literal greeting or goodbye) whole,
+   * interrupted or not: such a message is cut here to that transcript, in the history and in the model's
+   * context alike (the message is the one the context holds). Each message takes the output's last report
+   * once, so a report never stands for a later message.
+   */
+  private heardOf(item: llm.ChatMessage): string {
+    const text = item.textContent ?? '';
+    const report = this.lastPlayback;
+    this.lastPlayback = undefined;
+    const heard = report?.interrupted ? report.synchronizedTranscript : undefined;
+    if (!item.interrupted || heard === undefined || heard === text || !text.startsWith(heard)) return text;
+    item.content = [heard];
+    return heard;
   }
 
   /** An agent message: an event now; on the transcript now (voice) or when its text turn ends. */
@@ -310,6 +329,11 @@ export class FlowConversation {
     await this.deps.startSession(this.agent);
     // LiveKit puts its own transcription output in place at start: the tap goes in front of it
     if (mode.tapsAfterStart) this.replyTap.attach(this.deps.session);
+    // what the caller heard of each segment (a room's output is in place only now)
+    this.deps.session.output.audio?.on(
+      voice.AudioOutput.EVENT_PLAYBACK_FINISHED,
+      (ev: voice.PlaybackFinishedEvent) => (this.lastPlayback = ev),
+    );
     const greet = () => this.serialized(() => this.handle({ type: 'session_started', at: this.now() }));
     if (mode.greetsInBackground) {
       // the greeting plays out while the user joins: returning now lets the token (or socket) be handed over

@@ -81,6 +81,10 @@ export function agentOptions(
           // the agent's own (a transfer's target takes its turns its own way); one VAD stream per session
           vad: flow.vad,
           turnHandling: turnHandlingOf(agent),
+          // the reply's text as the model wrote it, not the TTS's sentences: LiveKit's sentence splitter drops
+          // the spaces where its sentences join ("house.To start") and moves a stop past a closing quote
+          // ("pm"."), and what is stored, shown and put back into the model's context is made of this text
+          useTtsAlignedTranscript: false,
         }
       : {}),
   };

@@ -25,7 +25,8 @@ export interface AudioRecordingDeps {
   bus: BusClient;
   agentId: string;
   sessionId: string;
-  emit(event: SessionEventInput): void;
+  /** Adds an event to the session's stream, at `at`. */
+  emit(event: SessionEventInput, at: number): void;
   log: Logger;
   timeoutMs: number;
 }
@@ -66,8 +67,10 @@ export class AudioRecording {
       this.file = await spoolFile(this.deps.sessionId);
       this.recorder = recorder;
       await recorder.start(this.file);
-      this.startedAt = recorder.recordingStartedAt;
-      this.deps.emit({ type: 'recording_started', sampleRate });
+      const startedAt = recorder.recordingStartedAt!;
+      this.startedAt = startedAt;
+      // the event's `at` is the recording's zero, the very number the record's `startedAt` stores
+      this.deps.emit({ type: 'recording_started', sampleRate }, startedAt);
     } catch (err) {
       this.deps.log.warn({ code: 'RECORDING_NOT_STARTED', err: safeError(err) }, 'recording not started');
     }

@@ -93,7 +93,8 @@ export class SessionEvents {
     return this.next - 1;
   }
 
-  emit(input: SessionEventInput): void {
+  /** `at`: when it happened, when that is a moment stated elsewhere too (a recording's zero); else now. */
+  emit(input: SessionEventInput, at = Date.now()): void {
     const id = this.next++;
     if (input.type === 'error') this.errors++;
     const event = {
@@ -101,7 +102,7 @@ export class SessionEvents {
       id,
       sessionId: this.sessionId,
       agentId: this.agentId,
-      at: Date.now(),
+      at,
     } as SessionEvent;
     try {
       this.nc.publish(eventsSubject(this.agentId, this.sessionId), encodeJson(event));

@@ -93,7 +93,7 @@ export class TestSessionRecord {
       bus,
       agentId: this.transcript.agentId,
       sessionId: this.transcript.sessionId,
-      emit: (event) => this.events.emit(event),
+      emit: (event, at) => this.events.emit(event, at),
       log,
       timeoutMs,
     });

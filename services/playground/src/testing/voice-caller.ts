@@ -167,8 +167,9 @@ export class CallerVoice {
     return { pcm, speech };
   }
 
-  /** Queues a prepared line; resolves once its last frame has gone out. */
+  /** Queues a prepared line; resolves once its last frame has gone out, or at once when the call stopped. */
   say(pcm: Int16Array, bargeIn: boolean): Promise<void> {
+    if (this.stopped) return Promise.resolve();
     return new Promise((resolve) => {
       this.lines.push({ pcm, at: 0, bargeIn, done: resolve });
     });
@@ -247,8 +248,13 @@ export class CallerVoice {
     }
   }
 
-  /** Resolves when `done()` holds on a tick, or after `timeoutMs`, or when the call stops. */
+  /**
+   * Resolves when `done()` holds on a tick, or after `timeoutMs`, or when the call stops. Asked after the call
+   * stopped (the flow ended it while the caller was between two waits), it answers at once: no tick comes to
+   * check it any more.
+   */
   until(done: () => boolean, timeoutMs: number): Promise<boolean> {
+    if (this.stopped) return Promise.resolve(done());
     return new Promise((resolve) => {
       const deadline = Date.now() + timeoutMs;
       const check = () => {

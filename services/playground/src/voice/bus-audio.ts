@@ -129,6 +129,8 @@ export class BusAudioOutput extends voice.AudioOutput {
   private segment: Segment | undefined;
   /** The agent's audio at the client's rate. */
   private readonly toClientRate: Resampled;
+  /** What the client was last told: paused or playing. */
+  private paused = false;
 
   constructor(private readonly opts: BusAudioOutputOptions) {
     super(opts.sampleRate, undefined, { pause: true });
@@ -183,13 +185,21 @@ export class BusAudioOutput extends voice.AudioOutput {
     this.waitForReport(seg, this.opts.ackGraceMs);
   }
 
+  /**
+   * LiveKit pauses the output on every VAD inference the caller's speech lasts (~50 times in one barge-in) and
+   * resumes it before every reply: the client hears of a change only, once.
+   */
   override pause(): void {
     super.pause();
+    if (this.paused) return;
+    this.paused = true;
     this.opts.send({ type: 'playback_pause' });
   }
 
   override resume(): void {
     super.resume();
+    if (!this.paused) return;
+    this.paused = false;
     this.opts.send({ type: 'playback_resume' });
   }
 

@@ -45,7 +45,17 @@ interface TurnMoments {
 export class VoicePipeline {
   readonly session: voice.AgentSession;
   private conversation: FlowConversation | undefined;
-  private turn: TurnMoments = {};
+  /** The user's turn being heard. */
+  private hearing: TurnMoments = {};
+  /** The user's last committed turn that no reply has started playing for yet. */
+  private unanswered: TurnMoments | undefined;
+  /**
+   * The turn the reply now playing (or played last) answers, with its playback's moments: its message takes
+   * them. Bound when its playback starts, so a barge-in that comes before the cut reply's message (LiveKit
+   * adds it once its playback is settled, and the caller's next turn may have ended by then) does not take
+   * them, nor leave the reply to the barge-in without its own.
+   */
+  private answering: TurnMoments | undefined;
   private closed = false;
 
   constructor(private readonly opts: VoicePipelineOptions) {
@@ -66,11 +76,13 @@ export class VoicePipeline {
     this.watch(session);
     const output = this.opts.output({
       replyText: () => this.conversation?.replyText(),
-      onAudible: (at) => (this.turn.audibleAt ??= at),
+      onAudible: (at) => {
+        if (this.answering) this.answering.audibleAt ??= at;
+      },
     });
-    output.on(voice.AudioOutput.EVENT_PLAYBACK_STARTED, (ev: { createdAt: number }) => {
-      this.turn.playbackAt ??= ev.createdAt;
-    });
+    output.on(voice.AudioOutput.EVENT_PLAYBACK_STARTED, (ev: { createdAt: number }) =>
+      this.replyStarted(ev.createdAt),
+    );
     await this.connectAudio(session, this.opts.input, output);
     const emit = observe?.event
       ? (e: SessionEventInput) => {
@@ -123,27 +135,43 @@ export class VoicePipeline {
     session.on(voice.AgentSessionEventTypes.AgentStateChanged, (ev) => {
       ctx.emit({ type: 'agent_state', state: ev.newState });
     });
+    // a turn may span several stretches of speech (a pause the end-of-turn model held, "Stop. What time…"): its
+    // figures count from the last one's end, and its last final transcript, as LiveKit's own do
     session.on(voice.AgentSessionEventTypes.UserStateChanged, (ev) => {
-      if (ev.newState === 'speaking') this.turn = {};
       // the VAD reports the end of speech once its silence has lasted: the speech ended that long before
-      else if (ev.oldState === 'speaking') {
-        this.turn.speechEndAt = ev.createdAt - sharedVad().minSilenceDuration;
-      }
+      if (ev.oldState === 'speaking')
+        this.hearing.speechEndAt = ev.createdAt - sharedVad().minSilenceDuration;
     });
     session.on(voice.AgentSessionEventTypes.UserInputTranscribed, (ev) => {
-      if (ev.isFinal) this.turn.transcriptAt = Date.now();
+      if (ev.isFinal) this.hearing.transcriptAt = Date.now();
     });
     session.on(voice.AgentSessionEventTypes.ConversationItemAdded, (ev) => {
-      if (ev.item.type === 'message' && ev.item.role === 'user') this.turn.committedAt = Date.now();
+      if (ev.item.type !== 'message' || ev.item.role !== 'user') return;
+      // the turn is over: the next reply to start playing answers it (a later turn's commit supersedes it)
+      this.unanswered = { ...this.hearing, committedAt: Date.now() };
+      this.hearing = {};
     });
     session.on(voice.AgentSessionEventTypes.Close, () => ctx.stop('session closed'));
   }
 
-  /** The turn's figures measured here from the audio itself; once per turn. */
+  /**
+   * A reply's playback started: it answers the last committed turn not answered yet (or, when the flow said
+   * something without a committed turn, e.g. a literal answer to a turn the step engine took, the turn just
+   * heard). A second reply to the same turn answers none: its figures would count the first one's wait.
+   */
+  private replyStarted(at: number): void {
+    const heard = this.hearing.speechEndAt !== undefined ? this.hearing : undefined;
+    const turn = this.unanswered ?? heard;
+    this.answering = turn ? { ...turn, playbackAt: at } : undefined;
+    this.unanswered = undefined;
+    if (turn !== undefined && turn === heard) this.hearing = {};
+  }
+
+  /** The figures of the turn the reply just said answers, measured here from the audio itself; once. */
   private takeFigures(): Partial<TurnMetrics> {
-    const t = this.turn;
-    this.turn = {};
-    if (t.speechEndAt === undefined) return {};
+    const t = this.answering;
+    this.answering = undefined;
+    if (t?.speechEndAt === undefined) return {};
     const since = (at: number | undefined) =>
       at === undefined ? undefined : Math.max(0, Math.round(at - t.speechEndAt!));
     const figures: Partial<TurnMetrics> = {
