@@ -267,7 +267,7 @@ describe.skipIf(!built())('npm start (scripts/stack.mjs)', () => {
     await turn;
     // both ended as sessions end (their records closed), not cut off by the exit
     const stopped = s.records.filter((r) => r.msg === 'session stopped');
-    expect(stopped.map((r) => [r.sessionKey, r.reason]).sort()).toEqual(
+    expect(stopped.map((r) => [r.sessionId, r.reason]).sort()).toEqual(
       [
         [voice.sessionId, 'shutdown'],
         [text.sessionId, 'shutdown'],
