@@ -37,7 +37,7 @@ let floodChat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let wordChat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let echoSpeech: Awaited<ReturnType<typeof startSpeechStub>>;
 /** What the speech stub hears the callers say (it cannot recognize speech). */
-const heard = 'I would like to book an appointment';
+let heard = 'I would like to book an appointment';
 
 const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
 
@@ -162,6 +162,59 @@ describe.skipIf(!built())('a flow’s providers, hostile, against a playground p
     await anotherCallerIsServed();
     for (const c of [ttsClient, sttClient, llmClient]) c.close();
     await Promise.all([ttsClient, sttClient, llmClient].map((c) => c.closed));
+    expect(playground.child.exitCode).toBe(null);
+  }, 120_000);
+
+  it('a model reply of one endless word, spoken and typed: cut before speech, the instance answering meanwhile', async () => {
+    const agentId = await agentOf(flowWith({ llm: { baseURL: wordChat.baseURL } }));
+    const before = speech.requests.speech.length;
+    const client = await voiceSession(agentId);
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    // the caller asks; the model answers a million-character word
+    heard = 'Say one long word please';
+    client.say(speak(heard));
+    await vi.waitFor(() => expect(wordChat.requests.map(lastUser)).toContain(heard), { timeout: 20_000 });
+    // while it is taken apart for speech, another caller's voice session starts and greets, and a text turn of
+    // another session answers (within the gateway's bound: a wedged instance answers 504)
+    await anotherCallerIsServed();
+    const other = await agentOf(flowWith({}));
+    const quick = await http.post(`/api/agents/${other}/text-sessions`, { apiKeys: { openai: CALLER_KEY } });
+    expect(quick.status).toBe(201);
+    const hello = await http.post(
+      `/api/agents/${other}/text-sessions/${quick.body.sessionId as string}/turns`,
+      {
+        text: 'hello',
+      },
+    );
+    expect(hello.status).toBe(200);
+    expect(hello.body.replies).toEqual(['ok: hello']);
+    // a voice session's transcript is what was spoken (LiveKit's): the word as cut, and the log says why
+    await vi.waitFor(
+      () =>
+        expect(client.events).toContainEqual(
+          expect.objectContaining({ type: 'agent_reply', text: 'a'.repeat(100), stepId: 'talk' }),
+        ),
+      { timeout: 30_000 },
+    );
+    const spoken = speech.requests.speech.slice(before).map((s) => s.input);
+    expect(spoken).toContain('a'.repeat(100));
+    expect(Math.max(...spoken.map((s) => s.length))).toBeLessThanOrEqual(100);
+    await playground.waitFor('"code":"SPOKEN_TEXT_CUT"');
+    heard = 'I would like to book an appointment';
+    client.close();
+    await client.closed;
+    // typed, the same word is the reply as the model gave it; one at the byte bound is a failed turn
+    const text = await http.post(`/api/agents/${agentId}/text-sessions`, { apiKeys: { openai: CALLER_KEY } });
+    expect(text.status).toBe(201);
+    const turn = (t: string) =>
+      http.post(`/api/agents/${agentId}/text-sessions/${text.body.sessionId as string}/turns`, { text: t });
+    const typed = await turn('one long word');
+    expect(typed.status).toBe(200);
+    expect(typed.body.replies).toEqual(['a'.repeat(WORD)]);
+    const huge = await turn('a huge one');
+    expect(huge.status).toBe(200);
+    expect(huge.body.error).toMatchObject({ modality: 'llm', kind: 'failed' });
+    expect(huge.body.error.message).toMatch(/over the server's \d+-byte bound/);
     expect(playground.child.exitCode).toBe(null);
   }, 120_000);
 });

@@ -5,6 +5,7 @@ import type { RunnableFlow } from '../readiness.js';
 import type { FlowConversation } from '../runtime/conversation.js';
 import type { ConversationKit } from '../runtime/conversations.js';
 import { SPOKEN } from '../runtime/conversation-mode.js';
+import { spokenTextTransforms } from '../runtime/spoken-text.js';
 import { sharedVad, turnHandlingOf } from '../runtime/voice-models.js';
 
 /** What a playback sink needs from the pipeline it plays. */
@@ -59,6 +60,7 @@ export class VoicePipeline {
     this.session = new voice.AgentSession({
       vad: sharedVad(),
       turnHandling: turnHandlingOf(opts.flow.config.agent),
+      ttsTextTransforms: spokenTextTransforms(opts.ctx.log),
     });
   }
 

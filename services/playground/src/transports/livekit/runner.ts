@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { FlowConversation } from '../../runtime/conversation.js';
 import type { TransportSide } from '../../runtime/conversations.js';
 import { SPOKEN } from '../../runtime/conversation-mode.js';
+import { spokenTextTransforms } from '../../runtime/spoken-text.js';
 import { sharedVad, turnHandlingOf } from '../../runtime/voice-models.js';
 import { startInRoom } from './room-audio.js';
 
@@ -89,6 +90,7 @@ export class LiveKitAgentRunner implements AgentRunner {
       const session = new voice.AgentSession({
         vad: sharedVad(),
         turnHandling: turnHandlingOf(opts.flow.agent),
+        ttsTextTransforms: spokenTextTransforms(opts.log),
       });
       conv = await opts.converse({
         mode: SPOKEN,
