@@ -11,6 +11,7 @@ import { CallerSlots } from './host/caller-slots.js';
 import { EncoderHost } from './host/encoder-host.js';
 import { RecorderThread } from './host/recorder-thread.js';
 import { RecordingsBucket } from './host/recordings-bucket.js';
+import { secretsInPlay } from './host/redactor.js';
 import { SessionHost } from './host/session-host.js';
 import { KeyRule } from './provider-keys.js';
 import { ReadinessCheck } from './readiness.js';
@@ -120,7 +121,13 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   const recordings = recordingsOf(nc, config, log);
   prewarmVoiceModels();
   const bus = busClientOf(nc);
-  const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
+  // the server's keys as read, each time: the log's filter removes them from every line
+  const env = async () => {
+    const read = await currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
+    secretsInPlay.serverKeys(read);
+    return read;
+  };
+  secretsInPlay.serverKeys(config.providerEnv);
   const { policy, egressFetch, checkHost, readiness } = outboundOf(config, log, deps.resolve);
   const quota = { quota: config.MAX_SESSIONS_PER_CALLER, leaseMs: config.CALLER_SLOT_LEASE_MS };
   const slots = quota.quota > 0 ? new CallerSlots(nc, quota, log) : undefined;

@@ -29,7 +29,7 @@ import { observeTurn, playgroundMetrics, type HostView } from '../metrics.js';
 import { SessionEvents } from './events.js';
 import { Recorder } from './recorder.js';
 import { inSession } from '../telemetry.js';
-import { Redactor } from './redactor.js';
+import { Redactor, secretsInPlay } from './redactor.js';
 
 export interface HostConfig {
   /** Sessions (voice and text together) one instance runs at once. */
@@ -126,6 +126,8 @@ interface Hosted {
   startedAt: number;
   log: Logger;
   redactor: Redactor;
+  /** Takes the session's credentials out of the process log's filter (a while after it stopped). */
+  releaseSecrets: () => void;
   recorder: Recorder | undefined;
   /** The session's audio recording (voice), when it may be recorded. */
   audio: AudioRecording | undefined;
@@ -379,6 +381,7 @@ export class SessionHost implements HostView {
       startedAt: Date.now(),
       log,
       redactor,
+      releaseSecrets: secretsInPlay.hold(redactor),
       recorder,
       audio:
         recorder && events && this.deps.recordings && opts.recordAudio !== false
@@ -621,6 +624,7 @@ export class SessionHost implements HostView {
         hosted.live?.unsubscribe();
         this.sessions.delete(key);
         this.releasedCount--;
+        hosted.releaseSecrets();
       }
       hosted.log.info(
         { sessionType: hosted.sessionType, reason, durationMs: Date.now() - hosted.startedAt },
