@@ -168,11 +168,17 @@ export async function flood(res: ServerResponse, contentType: string, bytes: num
   res.writeHead(200, { 'content-type': contentType });
   const block = Buffer.alloc(64 * 1024, ' ');
   for (let sent = 0; sent < bytes && !res.destroyed; sent += block.length) {
-    if (!res.write(block.subarray(0, Math.min(block.length, bytes - sent))))
-      await new Promise((r) => {
-        res.once('drain', r);
-        res.once('close', r);
-      });
+    if (res.write(block.subarray(0, Math.min(block.length, bytes - sent)))) continue;
+    // drained, or closed by a client that stopped reading
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        res.off('drain', done);
+        res.off('close', done);
+        resolve();
+      };
+      res.on('drain', done);
+      res.on('close', done);
+    });
   }
   res.end();
 }

@@ -138,13 +138,13 @@ class UtteranceSTT extends openai.STT {
 
 /**
  * A failure of the OpenAI client as LiveKit's own API errors, as its plugin's LLM converts them (its TTS and
- * STT pass the client's errors on as they are, which the session's figures then take for no model error
- * at all): an answer over the byte bound keeps its message (it says so), a status stays a status, a timeout
- * a timeout, a failed connection (refused by the egress policy, reset, no such host: the OpenAI client's
- * connection error, or undici's TypeError for a body cut off) a connection error. Not retried: the request
- * failed as a whole.
+ * STT pass the client's errors on as they are, which a turn's failure could only read as `failed`, a refused
+ * connection included): an answer over the byte bound keeps its message (it says so), a status stays a
+ * status, a timeout a timeout, a failed connection (refused by the egress policy, reset, no such host: the
+ * OpenAI client's connection error, or undici's TypeError for a body cut off) a connection error. Not
+ * retried: the request failed as a whole.
  */
-export function livekitErrorOf(error: unknown): APIError {
+function livekitErrorOf(error: unknown): APIError {
   if (error instanceof APIError) return error;
   const options = { retryable: false };
   const overBound = overBoundMessage(error);

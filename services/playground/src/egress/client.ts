@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
+import { setImmediate } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { Agent, buildConnector, fetch as undiciFetch, Response as UndiciResponse } from 'undici';
 import { internalRange, type EgressPolicy } from './policy.js';
@@ -53,6 +54,9 @@ const OVER_BOUND = /was over the server's \d+-byte bound/;
  * more than a few KB.
  */
 export const MAX_EVENT_BYTES = 1024 * 1024;
+
+/** An answer is given to its reader this much at a time, the event loop free between (see `bounded`). */
+const SLICE_BYTES = 8 * 1024;
 
 /** Resolves a host name to every address it has (tests inject one that answers what they need). */
 export type Resolver = (hostname: string) => Promise<LookupAddress[]>;
@@ -184,11 +188,17 @@ function bounded(res: UndiciResponse, maxBytes: number): UndiciResponse {
     start(controller) {
       if (declared > maxBytes) controller.error(new EgressResponseTooLarge(maxBytes, 'answer'));
     },
-    transform(chunk, controller) {
+    async transform(chunk, controller) {
       read += chunk.byteLength;
-      if (read > maxBytes) controller.error(new EgressResponseTooLarge(maxBytes, 'answer'));
-      else if (events && !events(chunk)) controller.error(new EgressResponseTooLarge(eventMax, 'event'));
-      else controller.enqueue(chunk);
+      if (read > maxBytes) return controller.error(new EgressResponseTooLarge(maxBytes, 'answer'));
+      if (events && !events(chunk)) return controller.error(new EgressResponseTooLarge(eventMax, 'event'));
+      // given on in slices, the event loop free between them: a reader takes what it is given in one go
+      // (the OpenAI client's stream and LiveKit's behind it: a model's 1 MB of deltas, all read at once,
+      // held the loop 0.6 s, and every other session with it)
+      for (let at = 0; at < chunk.byteLength; at += SLICE_BYTES) {
+        if (at > 0 || read > chunk.byteLength) await setImmediate();
+        controller.enqueue(chunk.subarray(at, at + SLICE_BYTES));
+      }
     },
   });
   const out = new UndiciResponse(res.body.pipeThrough(limit), {
@@ -213,18 +223,33 @@ function eventBound(max: number): (chunk: Uint8Array) => boolean {
   let p2 = 0;
   let p3 = 0;
   return (chunk) => {
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i]!;
+    const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    // where the next LF and CR are: found natively, not byte by byte, and each looked for again once passed
+    let lf = -2;
+    let cr = -2;
+    for (let i = 0; i < bytes.length;) {
+      if (lf !== -1 && lf < i) lf = bytes.indexOf(LF, i);
+      if (cr !== -1 && cr < i) cr = bytes.indexOf(CR, i);
+      const next = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+      const end = next < 0 ? bytes.length : next;
+      if (end > i) {
+        run += end - i;
+        p1 = p2 = p3 = 0;
+      }
+      // the blank line's first bytes (up to 3) are not the event's
+      if (run > max + 3) return false;
+      if (next < 0) break;
+      const b = bytes[next]!;
       const boundary =
         (b === LF && p1 === LF) ||
         (b === CR && p1 === CR) ||
         (b === LF && p1 === CR && p2 === LF && p3 === CR);
       run = boundary ? 0 : run + 1;
-      // the blank line's first bytes (up to 3) are not the event's
       if (run > max + 3) return false;
       p3 = p2;
       p2 = p1;
       p1 = b;
+      i = next + 1;
     }
     return true;
   };

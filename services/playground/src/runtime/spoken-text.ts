@@ -87,7 +87,7 @@ export function boundSpokenText(onCut?: (what: SpokenTextCut) => void): TextTran
                 // dropped: this character and the rest of the run
                 if (from < i) out.push(chunk.slice(from, i));
                 from = i + 1;
-                cut('word');
+                if (word === MAX_SPOKEN_WORD + 1) cut('word');
                 continue;
               }
             } else word = 0;
