@@ -168,6 +168,27 @@ describe('MCP tools in a text session', () => {
     await s.end();
   });
 
+  it.each(['streamable', 'sse'] as const)(
+    'a server (%s) answering more than the byte bound is an error the model sees; the session goes on',
+    async (transport) => {
+      const flood = await startMcpServer({ transport, token: MCP_TOKEN, resultChars: 5 * 1024 * 1024 });
+      try {
+        const s = await textSession(withMcp(withModel(fullFlow()), flood.url));
+        const res = await s.turn('Where is order 42?');
+        expect(res.status).toBe(200);
+        expect(flood.calls.map((c) => c.tool)).toEqual(['lookup_order']);
+        expect(res.body.replies.join(' ')).toContain(
+          'Here is what I found: the tool lookup_order is unavailable',
+        );
+        const next = await s.turn('Never mind');
+        expect(next.body.replies).toEqual(['ok: Never mind']);
+        await s.end();
+      } finally {
+        await flood.close();
+      }
+    },
+  );
+
   it('keeps the MCP credential out of logs, storage and answers', async () => {
     const redis = JSON.stringify(
       await Promise.all((await stack.redis.keys('ss:*')).map((k) => stack.redis.dump(k))),

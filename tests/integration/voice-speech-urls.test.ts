@@ -1,6 +1,7 @@
 import type { Flow } from '@vab/contracts';
 import { loadConfig } from '@vab/playground';
 import {
+  speak,
   startDeepgramSpeakStub,
   startElevenLabsStub,
   startOpenAiStub,
@@ -8,6 +9,7 @@ import {
   VoiceClient,
   voiceFlow,
 } from '@vab/testkit';
+import { lookup } from 'node:dns/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { api, startStack, type Stack } from '../helpers/stack.js';
 
@@ -29,15 +31,26 @@ let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 let eleven: Awaited<ReturnType<typeof startElevenLabsStub>>;
 let deepgram: Awaited<ReturnType<typeof startDeepgramSpeakStub>>;
+/** An OpenAI-compatible speech server that refuses every key: a 401 naming the key it was sent. */
+let refusing: Awaited<ReturnType<typeof startSpeechStub>>;
+
+/** A name the egress policy refuses when connecting: it resolves inside (any other, as the system has it). */
+const INSIDE = 'speech.inside.test';
 
 beforeAll(async () => {
-  [chat, speech, eleven, deepgram] = await Promise.all([
+  [chat, speech, eleven, deepgram, refusing] = await Promise.all([
     startOpenAiStub(() => ({ content: 'ok' })),
     startSpeechStub({ transcribe: () => '' }),
     startElevenLabsStub(),
     startDeepgramSpeakStub(),
+    startSpeechStub({
+      transcribe: () => '',
+      fail: (_route, authorization) => ({ status: 401, message: `invalid key ${authorization ?? ''}` }),
+    }),
   ]);
   stack = await startStack({
+    resolve: async (host) =>
+      host === INSIDE ? [{ address: '10.0.0.5', family: 4 }] : lookup(host, { all: true, verbatim: true }),
     // the operator has both keys, and trusts the Deepgram server with its key; not the ElevenLabs one
     providerEnv: { ELEVEN_API_KEY: SERVER_ELEVEN, DEEPGRAM_API_KEY: SERVER_DEEPGRAM },
     playground: {
@@ -48,7 +61,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack?.close();
-  await Promise.all([chat?.close(), speech?.close(), eleven?.close(), deepgram?.close()]);
+  await Promise.all([chat?.close(), speech?.close(), eleven?.close(), deepgram?.close(), refusing?.close()]);
 });
 
 /** The clinic's voice flow with its TTS node replaced. */
@@ -128,4 +141,77 @@ describe('a TTS whose plugin connects by itself, at a flow address', () => {
     expect(started.body.details).toEqual([expect.objectContaining({ code, nodeId: 'tts' })]);
     expect(eleven.sockets.length + deepgram.streams.length).toBe(before);
   });
+});
+
+describe('a speech model that fails: one error event per failure, of the kind the docs give', () => {
+  /** A voice session of `flow` with the greeting played (or failed), the caller saying one sentence. */
+  async function failing(flow: Flow, opts: { speak: boolean }) {
+    const agentId = (await http.post('/api/agents', { name: 'Failing speech', flow })).body.id as string;
+    const started = await http.post(`/api/agents/${agentId}/voice-sessions`, { apiKeys: { openai: KEY } });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const client = new VoiceClient({
+      url: stack.baseUrl.replace(/^http/, 'ws') + String(started.body.audioPath),
+    });
+    await client.ready;
+    if (opts.speak) client.say(speak('I would like to book an appointment please'));
+    return client;
+  }
+  const errors = (client: VoiceClient) => client.events.filter((e) => e.type === 'error');
+  const insideURL = () => `http://${INSIDE}:${new URL(speech.baseURL).port}/v1`;
+
+  it.each([
+    ['refused by the egress policy', insideURL, 'unreachable', 'the stt model could not be reached'],
+    [
+      'answering 401',
+      () => refusing.baseURL,
+      'auth',
+      'the stt model answered 401: 401 invalid key Bearer [redacted]',
+    ],
+  ])(
+    'an STT %s: the caller is told',
+    async (_what, urlOf, kind, message) => {
+      const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+      flow.nodes = flow.nodes.map((n) => (n.id === 'stt' ? { ...n, baseURL: urlOf() } : n));
+      const client = await failing(flow, { speak: true });
+      await vi.waitFor(() => expect(errors(client).length).toBeGreaterThan(0), { timeout: 30_000 });
+      const [first] = errors(client);
+      expect(first).toMatchObject({ code: 'STT_ERROR', nodeId: 'stt', kind, message });
+      // each utterance is one request, and one failure: as many events as requests
+      const asked = kind === 'auth' ? refusing.requests.transcriptions.length : undefined;
+      client.close();
+      await client.closed;
+      if (asked !== undefined) expect(errors(client).length).toBeLessThanOrEqual(asked);
+      expect(JSON.stringify(client.events)).not.toContain(KEY);
+    },
+    60_000,
+  );
+
+  it('a TTS refused by the egress policy: unreachable, once for a greeting of two sentences', async () => {
+    const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    flow.nodes = flow.nodes.map((n) =>
+      n.id === 'tts'
+        ? { ...n, baseURL: insideURL() }
+        : n.id === 'start'
+          ? { ...n, command: 'Hello, this is the clinic of the valley. How can I help you today?' }
+          : n,
+    );
+    const client = await failing(flow, { speak: false });
+    await vi.waitFor(
+      () => expect(client.events.some((e) => e.type === 'agent_reply' && e.stepId === 'start')).toBe(true),
+      { timeout: 30_000 },
+    );
+    // the greeting is over (its reply is on record): every error it caused is in
+    await vi.waitFor(() => expect(errors(client).length).toBeGreaterThan(0), { timeout: 10_000 });
+    expect(errors(client)).toEqual([
+      expect.objectContaining({
+        code: 'TTS_ERROR',
+        nodeId: 'tts',
+        kind: 'unreachable',
+        message: 'the tts model could not be reached',
+        stepId: 'start',
+      }),
+    ]);
+    client.close();
+    await client.closed;
+  }, 60_000);
 });

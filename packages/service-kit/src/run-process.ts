@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, connectNats, type BusClient, type NatsOptions } from '@vab/bus';
 import { createRedis, describeTarget, type RedisClient, type RedisTarget } from '@vab/storage';
-import type { Logger } from 'pino';
+import type { DestinationStream, Logger } from 'pino';
 import type { BaseConfig } from './config.js';
 import { runService, type StopMode } from './lifecycle.js';
 import { createLogger } from './logger.js';
@@ -51,6 +51,8 @@ export interface ProcessOptions {
   start(deps: ProcessDeps): Promise<Running> | Running;
   /** Runs after the connections closed (e.g. LiveKit's native side). */
   dispose?: (() => Promise<void>) | undefined;
+  /** Where the process's log lines go (default: stdout), e.g. through a filter every line must pass. */
+  logDestination?: DestinationStream | undefined;
 }
 
 /**
@@ -64,7 +66,7 @@ export interface ProcessOptions {
  */
 export function runProcess(opts: ProcessOptions): void {
   const { service, config } = opts;
-  const log = createLogger(service, config.LOG_LEVEL);
+  const log = createLogger(service, config.LOG_LEVEL, opts.logDestination);
   const tracing = startTracing(service, config, log);
   const supervised = Boolean(config.STACK_ID) && process.channel !== undefined;
   runService(

@@ -29,6 +29,10 @@ export interface ChatReply {
   firstTokenDelayMs?: number;
   /** Stream the content word by word (one chunk each), as a real model does. */
   wordByWord?: boolean;
+  /** Stream the content in pieces of this many characters (one chunk each): a model streaming one long word. */
+  pieceChars?: number;
+  /** Answer this many bytes of event stream, one event of garbage without an end (a hostile model server). */
+  floodBytes?: number;
 }
 
 export type Script = (req: ChatRequest) => ChatReply;
@@ -156,6 +160,29 @@ export async function startOpenAiStub(options: Script | OpenAiStubOptions): Prom
   };
 }
 
+/**
+ * `bytes` of `contentType` (spaces), in 64 KB writes as fast as the socket takes them, then the end: what a
+ * server answering more than any client should read sends.
+ */
+export async function flood(res: ServerResponse, contentType: string, bytes: number): Promise<void> {
+  res.writeHead(200, { 'content-type': contentType });
+  const block = Buffer.alloc(64 * 1024, ' ');
+  for (let sent = 0; sent < bytes && !res.destroyed; sent += block.length) {
+    if (res.write(block.subarray(0, Math.min(block.length, bytes - sent)))) continue;
+    // drained, or closed by a client that stopped reading
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        res.off('drain', done);
+        res.off('close', done);
+        resolve();
+      };
+      res.on('drain', done);
+      res.on('close', done);
+    });
+  }
+  res.end();
+}
+
 /** One chat completion as the OpenAI API streams it: role, content, tool calls, finish, usage, [DONE]. */
 async function streamChat(res: ServerResponse, chat: ChatRequest, reply: ChatReply, n: number) {
   if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
@@ -165,6 +192,10 @@ async function streamChat(res: ServerResponse, chat: ChatRequest, reply: ChatRep
       .end(
         JSON.stringify({ error: { message: reply.errorMessage ?? 'stub failure', type: 'server_error' } }),
       );
+    return;
+  }
+  if (reply.floodBytes) {
+    await flood(res, 'text/event-stream', reply.floodBytes);
     return;
   }
   const base = { id: `chatcmpl-${n}`, object: 'chat.completion.chunk', created: 0, model: chat.model };
@@ -177,6 +208,12 @@ async function streamChat(res: ServerResponse, chat: ChatRequest, reply: ChatRep
     for (const word of reply.content.split(/(?<= )/)) {
       res.write(chunk({ content: word }));
       await new Promise((r) => setTimeout(r, 2));
+    }
+  } else if (reply.content && reply.pieceChars) {
+    for (let at = 0; at < reply.content.length; at += reply.pieceChars) {
+      // as fast as the socket takes them
+      if (!res.write(chunk({ content: reply.content.slice(at, at + reply.pieceChars) })))
+        await new Promise((r) => res.once('drain', r));
     }
   } else if (reply.content) res.write(chunk({ content: reply.content }));
   (reply.toolCalls ?? []).forEach((tc, index) =>

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { WebSocket, WebSocketServer } from 'ws';
+import { flood } from './openai-stub.js';
 import { listenOnLoopback } from './ports.js';
 
 /**
@@ -187,35 +188,61 @@ function wavDurationMs(body: Buffer): number {
 export async function startSpeechStub(opts: {
   transcribe(index: number, durationMs: number): string;
   speechDelayMs?: number;
+  /**
+   * Answer a route with an OpenAI error instead (`{ error: { message } }` with the status): e.g. a 401 that
+   * echoes the key it was sent, as some providers do.
+   */
+  fail?: (
+    route: 'transcriptions' | 'speech',
+    authorization: string | undefined,
+  ) => { status: number; message: string } | undefined;
+  /** Answer a route with this many bytes (spaces, 200): more than any client should read. */
+  flood?: Partial<Record<'transcriptions' | 'speech', number>>;
 }): Promise<{ baseURL: string; requests: SpeechRequests; close(): Promise<void> }> {
   const requests: SpeechRequests = { transcriptions: [], speech: [] };
   const server: Server = createServer((req, res) => {
     void (async () => {
       const body = await bodyOf(req);
       const authorization = req.headers.authorization;
-      if (req.method === 'POST' && req.url?.endsWith('/audio/transcriptions')) {
+      if (req.method !== 'POST') return void res.writeHead(404).end();
+      const route = req.url?.endsWith('/audio/transcriptions')
+        ? 'transcriptions'
+        : req.url?.endsWith('/audio/speech')
+          ? 'speech'
+          : undefined;
+      if (!route) return void res.writeHead(404).end();
+      // every request is on record, whatever it is answered
+      let text = '';
+      let speech: { input: string; voice: string; speed?: number } | undefined;
+      if (route === 'transcriptions') {
         const durationMs = wavDurationMs(body);
-        const text = opts.transcribe(requests.transcriptions.length, durationMs);
+        text = opts.transcribe(requests.transcriptions.length, durationMs);
         requests.transcriptions.push({ durationMs, text, authorization });
+      } else {
+        speech = JSON.parse(body.toString('utf8')) as { input: string; voice: string; speed?: number };
+        requests.speech.push({ ...speech, authorization });
+      }
+      const failure = opts.fail?.(route, authorization);
+      if (failure) {
+        res
+          .writeHead(failure.status, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { message: failure.message, type: 'invalid_request_error' } }));
+        return;
+      }
+      const flooding = opts.flood?.[route];
+      if (flooding) return flood(res, speech ? 'audio/pcm' : 'application/json', flooding);
+      if (!speech) {
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ text }));
         return;
       }
-      if (req.method === 'POST' && req.url?.endsWith('/audio/speech')) {
-        const { input, voice, speed } = JSON.parse(body.toString('utf8')) as {
-          input: string;
-          voice: string;
-          speed?: number;
-        };
-        requests.speech.push({ input, voice, authorization, speed });
-        if (opts.speechDelayMs) await new Promise((r) => setTimeout(r, opts.speechDelayMs));
-        // OpenAI's `speed` (0.25–4, 1 by default) as espeak-ng's words per minute
-        const pcm = Buffer.from((await speakAsync(input, 24000, Math.round(170 * (speed ?? 1)))).buffer);
-        res.writeHead(200, { 'content-type': 'audio/pcm' });
-        for (let at = 0; at < pcm.length; at += 4800) res.write(pcm.subarray(at, at + 4800));
-        res.end();
-        return;
-      }
-      res.writeHead(404).end();
+      if (opts.speechDelayMs) await new Promise((r) => setTimeout(r, opts.speechDelayMs));
+      // OpenAI's `speed` (0.25–4, 1 by default) as espeak-ng's words per minute
+      const pcm = Buffer.from(
+        (await speakAsync(speech.input, 24000, Math.round(170 * (speech.speed ?? 1)))).buffer,
+      );
+      res.writeHead(200, { 'content-type': 'audio/pcm' });
+      for (let at = 0; at < pcm.length; at += 4800) res.write(pcm.subarray(at, at + 4800));
+      res.end();
     })().catch(() => res.destroy());
   });
   const port = await listenOnLoopback(server);

@@ -1,14 +1,18 @@
 import { dispose } from '@livekit/rtc-node';
 import { configOrExit, idempotency, RedisIdempotencyStore, runProcess } from '@vab/service-kit';
 import { redisTargetOf } from '@vab/storage';
+import { pino } from 'pino';
 import { loadConfig } from './config.js';
+import { redactingDestination } from './sessions/redactor.js';
 import { surviveLiveKitRejections } from './models/stray-rejections.js';
 import { startPlaygroundService } from './service.js';
 import { logLiveKitAs } from './observability/telemetry.js';
 
 const config = configOrExit('playground', () => loadConfig(process.env));
+// every line of the process, LiveKit's and ours, passes one filter: the exact credentials in play removed
+const logDestination = redactingDestination(pino.destination(1));
 // LiveKit Agents logs in the stack's format, with the session's ids (before any of its loggers exists)
-logLiveKitAs(config.LOG_LEVEL);
+logLiveKitAs(config.LOG_LEVEL, logDestination);
 
 runProcess({
   service: 'playground',
@@ -34,4 +38,5 @@ runProcess({
     return service;
   },
   dispose,
+  logDestination,
 });

@@ -12,6 +12,7 @@ import { EncoderHost } from './recording/encoder-host.js';
 import { RecorderThread } from './recording/recorder-thread.js';
 import { RecordingsBucket } from './recording/recordings-bucket.js';
 import { HostedSessions } from './sessions/hosted-sessions.js';
+import { secretsInPlay } from './sessions/redactor.js';
 import { KeyRule } from './models/provider-keys.js';
 import { ModelFactory } from './models/model-factory.js';
 import { ReadinessCheck } from './models/readiness.js';
@@ -124,7 +125,13 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   const recordings = recordingsOf(nc, config, log);
   prewarmVoiceModels();
   const bus = busClientOf(nc);
-  const env = () => currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
+  // the server's keys as read, each time: the log's filter removes them from every line
+  const env = async () => {
+    const read = await currentKeyEnv(config.ENV_FILE, config.providerEnv, log);
+    secretsInPlay.serverKeys(read);
+    return read;
+  };
+  secretsInPlay.serverKeys(config.providerEnv);
   const { policy, egressFetch, checkHost, readiness, models } = outboundOf(config, log, deps.resolve);
   const quota = { quota: config.MAX_SESSIONS_PER_CALLER, leaseMs: config.CALLER_SLOT_LEASE_MS };
   const slots = quota.quota > 0 ? new CallerSlots(nc, quota, log) : undefined;

@@ -15,8 +15,14 @@ export interface McpCall {
  * A real MCP server, built with the official SDK, on loopback: `lookup_order` answers where an order is,
  * `delete_everything` is there to prove unselected tools never reach the model. `transport` picks streamable
  * HTTP (stateless) or the older SSE protocol; `token` is the bearer token it requires.
+ * `resultChars` makes `lookup_order`'s answer that long.
  */
-export async function startMcpServer(opts: { transport: 'streamable' | 'sse'; token: string }) {
+export async function startMcpServer(opts: {
+  transport: 'streamable' | 'sse';
+  token: string;
+  /** `lookup_order` answers a text of this many characters (a server answering more than it should). */
+  resultChars?: number;
+}) {
   const calls: McpCall[] = [];
   /** Every HTTP request it got, of any kind (a tool list or a handshake too). */
   const requests = { count: 0 };
@@ -28,7 +34,8 @@ export async function startMcpServer(opts: { transport: 'streamable' | 'sse'; to
       { description: 'Where an order is.', inputSchema: { orderId: z.string() } },
       async ({ orderId }) => {
         calls.push({ tool: 'lookup_order', args: { orderId }, authorization });
-        return { content: [{ type: 'text' as const, text: `Order ${orderId} ships on Tuesday.` }] };
+        const text = opts.resultChars ? 'x'.repeat(opts.resultChars) : `Order ${orderId} ships on Tuesday.`;
+        return { content: [{ type: 'text' as const, text }] };
       },
     );
     server.registerTool('delete_everything', { description: 'Deletes every order.' }, async () => {

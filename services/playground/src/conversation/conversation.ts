@@ -124,6 +124,8 @@ export class FlowConversation {
   private readonly replyTap: ReplyTap;
   /** The audio output's last playback report not yet taken by a message (spoken sessions). */
   private lastPlayback: voice.PlaybackFinishedEvent | undefined;
+  /** The TTS failure reported for the speech under way (spoken sessions): reported once per speech. */
+  private ttsFailure: string | undefined;
   private closed = false;
   private endedNotified = false;
   private postProcessing: Promise<Record<string, unknown> | undefined> | undefined;
@@ -160,6 +162,7 @@ export class FlowConversation {
     });
     if (deps.mode.hears) {
       session.on(voice.AgentSessionEventTypes.SpeechCreated, ({ speechHandle }) => {
+        this.ttsFailure = undefined;
         this.speeches.set(speechHandle.id, speechHandle);
         speechHandle.addDoneCallback(() => this.speeches.delete(speechHandle.id));
       });
@@ -171,6 +174,12 @@ export class FlowConversation {
         provider: providerLabel((ev.source as { provider?: string } | undefined)?.provider),
       });
       const failure = turnFailureOf(ev, (m) => this.flow.config.providers[m].nodeId);
+      if (failure?.modality === 'tts') {
+        // LiveKit asks a TTS once per sentence: its other sentences failing alike are the same failure
+        const key = `${failure.kind} ${failure.status ?? ''} ${failure.message}`;
+        if (key === this.ttsFailure) return;
+        this.ttsFailure = key;
+      }
       if (failure && this.collecting) this.collecting.failure ??= failure;
       const message =
         failure?.message ?? redact(String((ev.error as { error?: Error }).error?.message ?? source));

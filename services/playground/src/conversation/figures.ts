@@ -1,5 +1,6 @@
 import type { llm, metrics, voice } from '@livekit/agents';
 import type { ModelUsage, SessionUsage, TurnFailure, TurnMetrics } from '@vab/contracts';
+import { overBoundMessage } from '../egress/client.js';
 
 const ms = (seconds: number | undefined) =>
   seconds === undefined || !Number.isFinite(seconds)
@@ -127,6 +128,9 @@ export function turnFailureOf(
   const inner = (outer.error ?? {}) as { name?: string; statusCode?: number; message?: string };
   const status = typeof inner.statusCode === 'number' && inner.statusCode > 0 ? inner.statusCode : undefined;
   const base = { nodeId: nodeOf(modality), modality };
+  // said in the message only (LiveKit's LLM keeps no more of it): the answer came, and was too big
+  const overBound = overBoundMessage(inner);
+  if (overBound) return { ...base, kind: 'failed', message: `the ${modality} model failed: ${overBound}` };
   if (inner.name === 'APITimeoutError')
     return { ...base, kind: 'timeout', message: `the ${modality} model did not answer in time` };
   if (status === undefined)

@@ -1,7 +1,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEgressFetch, EgressRefused, type Resolver } from './client.js';
+import {
+  createEgressFetch,
+  EgressRefused,
+  MAX_EVENT_BYTES,
+  overBoundMessage,
+  type Resolver,
+} from './client.js';
 import { EgressPolicy, parseAllowList } from './policy.js';
 
 const closed = new EgressPolicy([]);
@@ -92,6 +98,21 @@ function handler(req: IncomingMessage, res: ServerResponse): void {
     res.writeHead(302, { location: `http://127.0.0.1:${port}/internal` }).end();
   } else if (req.url === '/big') {
     res.writeHead(200).end(Buffer.alloc(64 * 1024, 'x'));
+  } else if (req.url === '/big-chunked') {
+    // no content-length: the bound is met while reading
+    res.writeHead(200);
+    for (let i = 0; i < 8; i++) res.write(Buffer.alloc(8 * 1024, 'x'));
+    res.end();
+  } else if (req.url?.startsWith('/events')) {
+    // one event of `size` bytes between small ones, written in 16 KB pieces
+    const size = Number(new URL(req.url, 'http://x').searchParams.get('size'));
+    const sep = new URL(req.url, 'http://x').searchParams.get('sep') === 'crlf' ? '\r\n\r\n' : '\n\n';
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (let i = 0; i < 100; i++) res.write(`data: {"n":${i}}${sep}`);
+    const big = Buffer.alloc(size, 'y');
+    res.write('data: ');
+    for (let at = 0; at < big.length; at += 16 * 1024) res.write(big.subarray(at, at + 16 * 1024));
+    res.end(`${sep}data: [DONE]${sep}`);
   } else if (req.url === '/slow') {
     setTimeout(() => res.writeHead(200).end('late'), 1500);
   } else {
@@ -187,12 +208,39 @@ describe('the egress client, when it connects', () => {
     expect(hits).not.toContain(`127.0.0.1:${port} /internal`);
   });
 
-  it('cuts off an answer larger than the bound', async () => {
-    const f = client('127.0.0.1', names({}), { maxResponseBytes: 16 * 1024 });
-    await expect(f(`http://127.0.0.1:${port}/big`).then((r) => r.text())).rejects.toThrow();
-    const ok = await client('127.0.0.1', names({}))(`http://127.0.0.1:${port}/big`);
-    expect((await ok.text()).length).toBe(64 * 1024);
-  });
+  it.each(['/big', '/big-chunked'])(
+    'cuts off an answer larger than the bound (%s), saying so in the error',
+    async (path) => {
+      const f = client('127.0.0.1', names({}), { maxResponseBytes: 16 * 1024 });
+      const res = await f(`http://127.0.0.1:${port}${path}`);
+      expect(res.status).toBe(200);
+      const err = await res.text().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(overBoundMessage(err)).toBe("the answer was over the server's 16384-byte bound");
+      const ok = await client('127.0.0.1', names({}))(`http://127.0.0.1:${port}${path}`);
+      expect((await ok.text()).length).toBe(64 * 1024);
+    },
+  );
+
+  it.each(['lf', 'crlf'])(
+    'cuts off one event of an event stream larger than its bound (%s), counted across chunks',
+    async (sep) => {
+      const f = client('127.0.0.1', names({}), { maxResponseBytes: 4 * MAX_EVENT_BYTES });
+      const read = (size: number) =>
+        f(`http://127.0.0.1:${port}/events?size=${size}&sep=${sep}`).then((r) => r.text());
+      // 100 small events and one of the bound, `data: ` included, pass; one over it (its blank line aside) does not
+      expect(await read(MAX_EVENT_BYTES - 'data: '.length)).toContain('[DONE]');
+      const err = await read(MAX_EVENT_BYTES - 'data: '.length + 4).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((err as Error).message).toBe(
+        `one event of the streamed answer was over the server's ${MAX_EVENT_BYTES}-byte bound`,
+      );
+    },
+  );
 
   it('gives up on an answer slower than the bound', async () => {
     const f = client('127.0.0.1', names({}), { timeoutMs: 200 });

@@ -1,4 +1,14 @@
-import { shortuuid, tts, type APIConnectOptions, type llm, type stt } from '@livekit/agents';
+import {
+  APIConnectionError,
+  APIError,
+  APIStatusError,
+  APITimeoutError,
+  shortuuid,
+  tts,
+  type APIConnectOptions,
+  type llm,
+  type stt,
+} from '@livekit/agents';
 import * as deepgram from '@livekit/agents-plugin-deepgram';
 import * as elevenlabs from '@livekit/agents-plugin-elevenlabs';
 import * as google from '@livekit/agents-plugin-google';
@@ -7,7 +17,7 @@ import type { LlmConfig, SttConfig, TtsConfig } from '@vab/flow';
 import { AudioFrame } from '@livekit/rtc-node';
 import { OpenAI } from 'openai';
 import { z } from 'zod';
-import type { EgressFetch } from '../egress/client.js';
+import { overBoundMessage, type EgressFetch } from '../egress/client.js';
 
 export type Modality = 'llm' | 'tts' | 'stt';
 
@@ -102,12 +112,74 @@ function openAiStt(cfg: SttConfig, language: string, endpoint: Endpoint): stt.ST
  * goes through untouched.
  */
 class UtteranceSTT extends openai.STT {
-  override _recognize(
+  override async _recognize(
     buffer: AudioFrame | AudioFrame[],
     abortSignal?: AbortSignal,
   ): ReturnType<openai.STT['_recognize']> {
-    return super._recognize(Array.isArray(buffer) ? joinFrames(buffer) : buffer, abortSignal);
+    try {
+      return await super._recognize(Array.isArray(buffer) ? joinFrames(buffer) : buffer, abortSignal);
+    } catch (error) {
+      if (abortSignal?.aborted) throw error;
+      // LiveKit's adapter of a batch STT only logs a failed recognition: the session would never hear of
+      // it, and the caller would get no answer and no reason. Reported as LiveKit reports a model's failure;
+      // recoverable, since the next utterance is a request of its own
+      const failure = livekitErrorOf(error);
+      this.emit('error', {
+        type: 'stt_error',
+        timestamp: Date.now(),
+        label: this.label,
+        error: failure,
+        recoverable: true,
+      });
+      throw failure;
+    }
   }
+}
+
+/**
+ * A failure of the OpenAI client as LiveKit's own API errors, as its plugin's LLM converts them (its TTS and
+ * STT pass the client's errors on as they are, which a turn's failure could only read as `failed`, a refused
+ * connection included): an answer over the byte bound keeps its message (it says so), a status stays a
+ * status, a timeout a timeout, a failed connection (refused by the egress policy, reset, no such host: the
+ * OpenAI client's connection error, or undici's TypeError for a body cut off) a connection error. Not
+ * retried: the request failed as a whole.
+ */
+function livekitErrorOf(error: unknown): APIError {
+  if (error instanceof APIError) return error;
+  const options = { retryable: false };
+  const overBound = overBoundMessage(error);
+  if (overBound) return new APIError(overBound, options);
+  if (error instanceof OpenAI.APIConnectionTimeoutError) return new APITimeoutError({ options });
+  if (error instanceof OpenAI.APIError && error.status !== undefined)
+    return new APIStatusError({
+      message: error.message,
+      options: { ...options, statusCode: error.status, requestId: error.requestID ?? null },
+    });
+  if (error instanceof OpenAI.APIConnectionError || bodyCutOff(error))
+    return new APIConnectionError({ message: 'connection error', options });
+  return new APIError(error instanceof Error ? error.message : String(error), options);
+}
+
+/** undici's fetch failing (`fetch failed`), or its body cut off mid-way (`terminated`): TypeErrors both. */
+const bodyCutOff = (error: unknown) =>
+  error instanceof TypeError && (error.message === 'terminated' || error.message === 'fetch failed');
+
+/**
+ * LiveKit 1.9 starts a `ChunkedStream`'s main task without awaiting it (`dist/tts/tts.js`): a failed request,
+ * once reported to the session as its TTS's `error` event, is rethrown into nothing — an unhandled rejection,
+ * which ends the process (Node's default), unless its stack shows LiveKit's frames (the playground's
+ * `surviveLiveKitRejections`). An error made in a socket's callback shows none: undici's, when a flow's TTS
+ * answered over the byte bound, ended the process and every session on it. The main task of our own streams
+ * ends there instead: what failed has been reported.
+ */
+function settlesAfterReport(stream: abstract new (...args: never[]) => tts.ChunkedStream): void {
+  const base = (tts.ChunkedStream.prototype as unknown as { mainTask?: unknown }).mainTask;
+  if (typeof base !== 'function') throw new Error("LiveKit's ChunkedStream has no mainTask to settle");
+  Object.defineProperty(stream.prototype, 'mainTask', {
+    value: async function mainTask(this: tts.ChunkedStream): Promise<void> {
+      await (base as () => Promise<void>).call(this).catch(() => undefined);
+    },
+  });
 }
 
 /** Frames of one rate and channel count as one frame. */
@@ -204,13 +276,14 @@ class PcmChunkedStream extends openai.ChunkedStream {
         this.queue.put({ requestId, segmentId: requestId, frame, final: i === pcm.length - 1 }),
       );
     } catch (error) {
-      if (error instanceof Error && error.name === 'AbortError') return;
-      throw error;
+      if (this.abortSignal.aborted || (error instanceof Error && error.name === 'AbortError')) return;
+      throw livekitErrorOf(error);
     } finally {
       this.queue.close();
     }
   }
 }
+settlesAfterReport(PcmChunkedStream);
 
 /** 16-bit mono PCM at OpenAI's rate as 100 ms frames (the last one shorter); an odd last byte is dropped. */
 export function pcmFrames(body: ArrayBuffer): AudioFrame[] {
@@ -292,6 +365,7 @@ class StreamedChunkedStream extends tts.ChunkedStream {
     }
   }
 }
+settlesAfterReport(StreamedChunkedStream);
 
 /** Provider extras (flat node params beyond the flow format's own) each TTS plugin understands. */
 const lenient = <T extends z.ZodType>(schema: T) => schema.optional().catch(undefined);

@@ -17,7 +17,7 @@ import { inSession } from '../observability/telemetry.js';
 import { Admission } from './admission.js';
 import type { CallerSlot, CallerSlots } from './caller-slots.js';
 import { notFound, OwnerRouting } from './owner-routing.js';
-import { redactedError, Redactor } from './redactor.js';
+import { redactedError, Redactor, secretsInPlay } from './redactor.js';
 import type {
   HostedSessionsConfig,
   OpenOptions,
@@ -47,6 +47,8 @@ interface HostedSession {
   startedAt: number;
   log: Logger;
   redactor: Redactor;
+  /** Takes the session's credentials out of the process log's filter (a while after it stopped). */
+  releaseSecrets: () => void;
   /** Its test-session record (when it belongs to a stored agent). */
   record: TestSessionRecord | undefined;
   /** The session's audio recording (voice), when it may be recorded. */
@@ -219,6 +221,7 @@ export class HostedSessions {
       startedAt: Date.now(),
       log,
       redactor,
+      releaseSecrets: secretsInPlay.hold(redactor),
       record,
       audio: record && opts.recordAudio !== false ? record.audioRecording(log) : undefined,
       usage: undefined,
@@ -383,6 +386,7 @@ export class HostedSessions {
         hosted.live?.unsubscribe();
         this.sessions.delete(sessionId);
         this.releasedCount--;
+        hosted.releaseSecrets();
       }
       hosted.log.info(
         { sessionType: hosted.sessionType, reason, durationMs: Date.now() - hosted.startedAt },

@@ -5,6 +5,7 @@ import type { RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
 import type { ConversationKit } from '../conversation/conversation-kit.js';
 import { SPOKEN } from '../conversation/conversation-mode.js';
+import { spokenTextTransforms } from '../conversation/spoken-text.js';
 import { sharedVad, turnHandlingOf } from '../models/voice-models.js';
 import type { PlaybackHooks } from './playback.js';
 
@@ -62,6 +63,7 @@ export class VoicePipeline {
     this.session = new voice.AgentSession({
       vad: sharedVad(),
       turnHandling: turnHandlingOf(opts.flow.config.agent),
+      ttsTextTransforms: spokenTextTransforms(opts.ctx.log),
     });
   }
 

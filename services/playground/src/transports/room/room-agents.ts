@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { FlowConversation } from '../../conversation/conversation.js';
 import type { TransportSide } from '../../conversation/conversation-kit.js';
 import { SPOKEN } from '../../conversation/conversation-mode.js';
+import { spokenTextTransforms } from '../../conversation/spoken-text.js';
 import { sharedVad, turnHandlingOf } from '../../models/voice-models.js';
 import { startInRoom } from './room-audio.js';
 
@@ -89,6 +90,7 @@ export class LiveKitRoomAgents implements RoomAgents {
       const session = new voice.AgentSession({
         vad: sharedVad(),
         turnHandling: turnHandlingOf(opts.flow.agent),
+        ttsTextTransforms: spokenTextTransforms(opts.log),
       });
       conv = await opts.converse({
         mode: SPOKEN,
