@@ -25,6 +25,7 @@ import { modelKindLabel, playgroundMetrics, providerLabel } from '../observabili
 import { messageMetrics, redact, TurnClock, turnFailureOf, usageOf } from './figures.js';
 import { agentOptions, FlowAgent, type FlowRuntime, type TurnAnswer } from './flow-runtime.js';
 import type { ConversationMode } from './conversation-mode.js';
+import { spokenWords } from './spoken-text.js';
 import { evaluateBranch, type Turn } from './decide.js';
 import { ReplyTap } from './reply-tap.js';
 import type { ToolObserver } from './mcp.js';
@@ -211,7 +212,10 @@ export class FlowConversation {
    * once, so a report never stands for a later message.
    */
   private heardOf(item: llm.ChatMessage): string {
-    const text = item.textContent ?? '';
+    const written = item.textContent ?? '';
+    // a spoken reply is what was spoken: its words as long as speech takes them (the context holds the same)
+    const text = this.deps.mode.speaks ? spokenWords(written) : written;
+    if (text !== written) item.content = [text];
     const report = this.lastPlayback;
     this.lastPlayback = undefined;
     const heard = report?.interrupted ? report.synchronizedTranscript : undefined;

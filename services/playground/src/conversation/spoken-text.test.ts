@@ -1,6 +1,12 @@
 import { tokenize } from '@livekit/agents';
 import { describe, expect, it } from 'vitest';
-import { boundSpokenText, MAX_SPOKEN_SENTENCE, MAX_SPOKEN_WORD, type SpokenTextCut } from './spoken-text.js';
+import {
+  boundSpokenText,
+  MAX_SPOKEN_SENTENCE,
+  MAX_SPOKEN_WORD,
+  spokenWords,
+  type SpokenTextCut,
+} from './spoken-text.js';
 
 /** `text` streamed through the bound in pieces of `piece` characters; what comes out, and what was cut. */
 async function spoken(text: string, piece = 7): Promise<{ out: string; cuts: SpokenTextCut[] }> {
@@ -85,5 +91,17 @@ describe('the bound on a reply before speech', () => {
     expect(cuts).toEqual([]);
     expect(out).not.toContain(' .');
     expect(words(out)).toBe(text);
+  });
+});
+
+describe('a spoken reply as stored', () => {
+  it('keeps each word as speech takes it: a run past MAX_SPOKEN_WORD cut there, the rest as it was', () => {
+    const long = 'a'.repeat(MAX_SPOKEN_WORD + 50);
+    expect(spokenWords(`Here: ${long} and ${'b'.repeat(MAX_SPOKEN_WORD + 1)}!`)).toBe(
+      `Here: ${'a'.repeat(MAX_SPOKEN_WORD)} and ${'b'.repeat(MAX_SPOKEN_WORD)}!`,
+    );
+    const plain = 'Nothing long here, see you at 7.30 pm.';
+    expect(spokenWords(plain)).toBe(plain);
+    expect(spokenWords('x'.repeat(1_000_000))).toBe('x'.repeat(MAX_SPOKEN_WORD));
   });
 });

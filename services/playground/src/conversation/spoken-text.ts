@@ -41,7 +41,8 @@ const NEWLINE = 10;
  * filters, its sentence tokenizers (the pipeline's for a batch TTS, the plugins' own for a streaming one).
  * One pass over each piece as it streams, with no look-back, and what came in one turn of the event loop given
  * on as one piece: the first of the session's `ttsTextTransforms`.
- * Only what is spoken changes: the reply's text in the transcript and the events is the model's.
+ * The reply's transcript, its events and the model's context take the same word cut (`spokenWords`): what
+ * the caller heard, never a megabyte the caller did not hear; the sentence breaks are for speech only.
  */
 export function boundSpokenText(onCut?: (what: SpokenTextCut) => void): TextTransform {
   return (text) => {
@@ -127,6 +128,31 @@ export function boundSpokenText(onCut?: (what: SpokenTextCut) => void): TextTran
       }),
     );
   };
+}
+
+/**
+ * A spoken reply's text as it is stored, shown and remembered: every run of `[A-Za-z0-9_.]` longer than
+ * `MAX_SPOKEN_WORD` cut there, as `boundSpokenText` cuts it before speech. One pass; text without such a run
+ * is returned as it is.
+ */
+export function spokenWords(text: string): string {
+  const out: string[] = [];
+  /** Where the text not yet copied starts. */
+  let from = 0;
+  let word = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (!isWordChar(text.charCodeAt(i))) {
+      word = 0;
+      continue;
+    }
+    word++;
+    // the run's first MAX_SPOKEN_WORD characters (and what came before them) are kept, the rest skipped
+    if (word === MAX_SPOKEN_WORD + 1) out.push(text.slice(from, i));
+    if (word > MAX_SPOKEN_WORD) from = i + 1;
+  }
+  if (out.length === 0) return text;
+  out.push(text.slice(from));
+  return out.join('');
 }
 
 /**
