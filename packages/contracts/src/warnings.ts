@@ -47,6 +47,7 @@ export const WarningCode = z.enum([
   'VOICE_END_FAILED',
   'VAD_BEHIND_REAL_TIME',
   'VAD_SPEECH_CUT',
+  'SPOKEN_TEXT_CUT',
   // what a flow calls
   'FLOW_EGRESS_REFUSED',
   'MCP_SERVER_UNREACHABLE',
