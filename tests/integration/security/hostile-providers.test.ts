@@ -10,7 +10,7 @@ import {
   type ChatReply,
 } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { built, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 /**
@@ -52,6 +52,7 @@ function wordScript(req: ChatRequest): ChatReply {
 }
 
 beforeAll(async () => {
+  requireBuilt();
   [chat, speech, floodSpeech, floodChat, wordChat, echoSpeech] = await Promise.all([
     startOpenAiStub((req) => ({ content: `ok: ${lastUser(req)}` })),
     startSpeechStub({ transcribe: () => heard }),
@@ -67,7 +68,6 @@ beforeAll(async () => {
       fail: (_route, authorization) => ({ status: 401, message: `invalid key ${authorization ?? ''}` }),
     }),
   ]);
-  if (!built()) return;
   stack = await startStack();
   http = api(stack.baseUrl);
   // the stack's in-process playground makes way for a process of its own
@@ -127,7 +127,7 @@ async function anotherCallerIsServed(): Promise<void> {
   await client.closed;
 }
 
-describe.skipIf(!built())('a flow’s providers, hostile, against a playground process', () => {
+describe('a flow’s providers, hostile, against a playground process', () => {
   it('a TTS, an STT and an LLM answering more than the byte bound: each reported, the process up, other callers served', async () => {
     const over =
       /^the (tts|stt|llm) model failed: (the answer|one event of the streamed answer) was over the server's \d+-byte bound$/;

@@ -1,12 +1,12 @@
 import { freePort, fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   clinicScript,
   lastUserText,
   startOpenAiStub,
   type ChatRequest,
 } from '../../../services/playground/test/openai-stub.js';
-import { built, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
 
 const cleanup: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -15,7 +15,8 @@ afterAll(async () => {
 
 const SWEEP_MS = 300;
 
-describe.skipIf(!built())('sessions whose playground is gone (issue 35 #10)', () => {
+describe('sessions whose playground is gone (issue 35 #10)', () => {
+  beforeAll(requireBuilt);
   it('a killed playground leaves no session open: the owner sweep closes it within a bound', async () => {
     const nats = await startLocalNats();
     const redis = await startLocalRedis();

@@ -1,10 +1,11 @@
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { describe, expect, it } from 'vitest';
-import { built, spawnService as runService } from '../../helpers/processes.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { requireBuilt, spawnService as runService } from '../../helpers/processes.js';
 
-describe.skipIf(!built())('service processes', () => {
+describe('service processes', () => {
+  beforeAll(requireBuilt);
   it('serve, then on SIGTERM stop taking work, drain, close Redis and exit 0 within the bound', async () => {
     const nats = await startLocalNats();
     const redis = await startLocalRedis();

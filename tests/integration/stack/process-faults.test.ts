@@ -1,7 +1,7 @@
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { built, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
 
 const REQUEST_TIMEOUT_MS = 2000;
 
@@ -140,7 +140,8 @@ async function stackOfProcesses(opts: { agentsInstances: number; appendOnly?: bo
   return { base: `http://127.0.0.1:${port}`, redis, nats, agents, start };
 }
 
-describe.skipIf(!built())('faults under load, with real processes', () => {
+describe('faults under load, with real processes', () => {
+  beforeAll(requireBuilt);
   it('the only agents process killed mid-load: quick 503s, none past the timeout, recovery on restart, no write lost', async () => {
     const s = await stackOfProcesses({ agentsInstances: 1 });
     const load = createLoad(s.base);

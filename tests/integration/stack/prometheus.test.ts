@@ -16,7 +16,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
-import { built, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
 
 // A real Prometheus (Debian's `prometheus`) scrapes a running stack of real processes with the repository's
 // own scrape configuration (deploy/prometheus.yml: its jobs, with this test's ports and a 1 s interval) and
@@ -43,7 +43,8 @@ describe('promtool', () => {
   });
 });
 
-describe.skipIf(!built() || !haveProm)('Prometheus scraping the stack', () => {
+describe.skipIf(!haveProm)('Prometheus scraping the stack', () => {
+  beforeAll(requireBuilt);
   let nats: DisposableServer;
   let redis: DisposableServer;
   let stub: Awaited<ReturnType<typeof startOpenAiStub>>;

@@ -12,8 +12,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { built } from '../../helpers/processes.js';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { requireBuilt } from '../../helpers/processes.js';
 
 // `npm start` (scripts/stack.mjs): when one of its processes dies, when it is told to stop, when a port it
 // needs is taken, and when it is killed.
@@ -129,7 +129,8 @@ async function startScript(extra: Record<string, string> = {}) {
   };
 }
 
-describe.skipIf(!built())('npm start (scripts/stack.mjs)', () => {
+describe('npm start (scripts/stack.mjs)', () => {
+  beforeAll(requireBuilt);
   it('starts a service that died again, says the console and whose servers it runs, and on SIGTERM stops them all', async () => {
     const s = await startScript();
     await s.waitFor('ready: the gateway answers');

@@ -19,7 +19,7 @@ import {
   type ChatRequest,
 } from '../../../services/playground/test/openai-stub.js';
 import { loadConfig, startTracing } from '@vab/service-kit';
-import { built, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
 import { startStack } from '../../helpers/stack.js';
 
 // The key a client sends for its model calls: it must reach the model and nothing else.
@@ -144,7 +144,8 @@ const linesWith = (p: ServiceProcess, field: string, value: string) =>
 const SERVER = 2;
 const CLIENT = 3;
 
-describe.skipIf(!built())('traces across processes (OTLP/HTTP receiver in the test)', () => {
+describe('traces across processes (OTLP/HTTP receiver in the test)', () => {
+  beforeAll(requireBuilt);
   let receiver: OtlpReceiver;
   let stub: Awaited<ReturnType<typeof startOpenAiStub>>;
   let stack: Running;
@@ -402,7 +403,8 @@ function waitForLine(p: ServiceProcess, field: string, value: string, msg: strin
   );
 }
 
-describe.skipIf(!built())('tracing off', () => {
+describe('tracing off', () => {
+  beforeAll(requireBuilt);
   let stack: Running;
   beforeAll(async () => {
     stack = await startProcesses(() => ({}));
@@ -443,7 +445,8 @@ describe.skipIf(!built())('tracing off', () => {
   });
 });
 
-describe.skipIf(!built())('a bad OTEL_* setting', () => {
+describe('a bad OTEL_* setting', () => {
+  beforeAll(requireBuilt);
   it.each([
     ['gateway', 'OTEL_TRACES_SAMPLER', 'sometimes'],
     ['agents', 'OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc'],
