@@ -911,6 +911,8 @@ export interface components {
     };
     Error: {
       /** @enum {string} */
+      capacity?: 'server' | 'deploy';
+      /** @enum {string} */
       code:
         | 'VALIDATION_FAILED'
         | 'INVALID_JSON'
@@ -2539,7 +2541,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
+      /** @description `RATE_LIMITED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -2566,7 +2568,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE` */
+      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -6997,7 +6999,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
+      /** @description `RATE_LIMITED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -7024,7 +7026,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE` */
+      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -8206,7 +8208,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
+      /** @description `RATE_LIMITED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -8233,7 +8235,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE` */
+      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
       503: {
         headers: {
           [name: string]: unknown;
