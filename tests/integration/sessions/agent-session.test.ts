@@ -1,7 +1,7 @@
 import { LiveKitRoomAgents, type RoomAgent, type RoomAgentOptions, type RoomAgents } from '@vab/playground';
 
 import { TokenVerifier } from 'livekit-server-sdk';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fullFlow, startLivekitFake, withNode } from '@vab/testkit';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
@@ -46,8 +46,8 @@ beforeAll(async () => {
   http = api(stack.baseUrl);
 });
 afterAll(async () => {
-  await stack.close();
-  await fake.close();
+  await stack?.close();
+  await fake?.close();
 });
 afterEach(async () => {
   roomAgents.mode = 'join';
@@ -188,7 +188,7 @@ describe('POST /api/agent-session', () => {
   it('stops the session when the agent ends, the user leaves for good, or the maximum length passes', async () => {
     const a = await http.post('/api/agent-session', body());
     roomAgents.started.at(-1)!.onEnded('end step');
-    await vi_waitFor(() => !fake.rooms.has(a.body.roomName));
+    await roomDeleted(a.body.roomName);
 
     const b = await http.post('/api/agent-session', body());
     const short = await startStack({
@@ -198,9 +198,9 @@ describe('POST /api/agent-session', () => {
     try {
       const c = await api(short.baseUrl).post('/api/agent-session', body());
       roomAgents.started.at(-1)!.onUserLeft();
-      await vi_waitFor(() => !fake.rooms.has(c.body.roomName));
+      await roomDeleted(c.body.roomName, 50); // USER_LEFT_GRACE_MS
       const d = await api(short.baseUrl).post('/api/agent-session', body());
-      await vi_waitFor(() => !fake.rooms.has(d.body.roomName), 3000);
+      await roomDeleted(d.body.roomName, 1000); // MAX_SESSION_MS
     } finally {
       await short.close();
     }
@@ -281,10 +281,9 @@ describe('several playground instances', () => {
   });
 });
 
-const vi_waitFor = (cond: () => boolean, timeoutMs = 2000): Promise<void> =>
-  vi.waitFor(
-    () => {
-      if (!cond()) throw new Error('condition not met in time');
-    },
-    { timeout: timeoutMs, interval: 20 },
-  );
+/**
+ * The session's room is deleted, `afterMs` after the moment that ends it: one RoomService call, bounded by
+ * MEDIA_SERVER_TIMEOUT_MS (5 s by default).
+ */
+const roomDeleted = (roomName: string, afterMs = 0) =>
+  expect.poll(() => fake.rooms.has(roomName), { timeout: afterMs + 5_000, interval: 20 }).toBe(false);

@@ -8,7 +8,7 @@ import {
   voiceFlow as clinicVoiceFlow,
 } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startOpenAiStub, textOf, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 /**
@@ -27,11 +27,10 @@ let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 const auth = { authorization: `Bearer ${TOKEN}` };
 
-const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
 const voiceFlow = (): Flow => clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
 
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) => ({ content: `Noted: ${lastUser(req)}` }));
+  chat = await startOpenAiStub((req) => ({ content: `Noted: ${lastUserText(req)}` }));
   speech = await startSpeechStub({ transcribe: () => SAID });
   stack = await startStack({
     testSessionDays: 7,
