@@ -23,7 +23,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
-import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs } from './processes.mjs';
+import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs, voiceConfig } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const FRAMES = option('frames', 250);
@@ -137,16 +137,7 @@ async function sessions() {
   const playground = startPlaygroundService({
     nc,
     log,
-    config: {
-      ...loadConfig({
-        FLOW_EGRESS_ALLOW: '127.0.0.1',
-        MAX_SESSIONS: String(SESSIONS + 5),
-        // one bench process plays every caller
-        MAX_SESSIONS_PER_CALLER: String(SESSIONS + 5),
-        RECORDINGS,
-      }),
-      VOICE_INPUT_IDLE_MS: 30_000,
-    },
+    config: voiceConfig(loadConfig, SESSIONS, RECORDINGS),
   });
   await playground.ready;
   const agent = await sendJson('POST', `${core.url}/api/agents`, {
