@@ -171,6 +171,7 @@ describe('POST /api/agent-session', () => {
     expect(stack.services.playground.playground!.sessions.count('voice')).toBe(0);
   });
 
+  // a stack of its own starts in it: set-up, bounded as a hook is (vitest.config.ts hookTimeout)
   it("with LiveKit's own room agents, an agent that cannot reach a media server leaves no room behind", async () => {
     const realStack = await startStack({
       roomAgents: new LiveKitRoomAgents(),
@@ -183,8 +184,9 @@ describe('POST /api/agent-session', () => {
     } finally {
       await realStack.close();
     }
-  }, 20_000);
+  }, 120_000);
 
+  // a stack of its own starts in it: set-up, bounded as a hook is (vitest.config.ts hookTimeout)
   it('stops the session when the agent ends, the user leaves for good, or the maximum length passes', async () => {
     const a = await http.post('/api/agent-session', body());
     roomAgents.started.at(-1)!.onEnded('end step');
@@ -205,7 +207,7 @@ describe('POST /api/agent-session', () => {
       await short.close();
     }
     expect(fake.rooms.has(b.body.roomName)).toBe(true);
-  });
+  }, 120_000);
 
   it('keeps no credential in logs, storage or responses', async () => {
     const agent = await http.post('/api/agents', { name: 'Secretive', flow: flow() });
@@ -221,6 +223,7 @@ describe('POST /api/agent-session', () => {
 });
 
 describe('several playground instances', () => {
+  // a stack of its own starts in it: set-up, bounded as a hook is (vitest.config.ts hookTimeout)
   it("spread creates, take none when full, route DELETE to the owner, and reap a crashed instance's rooms", async () => {
     // the reaper lists rooms with the server's own credentials
     const multi = await startStack({
@@ -278,7 +281,7 @@ describe('several playground instances', () => {
     } finally {
       await multi.close();
     }
-  });
+  }, 120_000);
 });
 
 /**
