@@ -248,7 +248,7 @@ describe('several playground instances', () => {
       const owners = created.map((n) => JSON.parse(fake.rooms.get(n)!.metadata).owner as string);
       expect(new Set(owners).size).toBe(2); // 2 + 2: a full instance took none
       const full = await h.post('/api/agent-session', body());
-      expect(full.status).toBe(503);
+      expect(full.status).toBe(429);
       expect(full.body.code).toBe('CAPACITY_EXHAUSTED');
 
       // DELETE reaches the owner whichever instance receives it; a freed slot takes sessions again

@@ -192,7 +192,7 @@ describe('text test sessions', () => {
       const typed = await text();
       expect(typed.status).toBe(201);
       for (const full of [await voice(), await text()]) {
-        expect(full.status).toBe(503);
+        expect(full.status).toBe(429);
         expect(full.body.code).toBe('CAPACITY_EXHAUSTED');
       }
       await h.delete('/api/agent-session', { roomName: room.body.roomName });
