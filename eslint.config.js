@@ -74,6 +74,10 @@ export const layers = {
   'services/gateway/src': [['*.ts'], ['app.ts'], ['main.ts', 'index.ts']],
   'services/telephony/src': [
     ['audio/', 'twilio/'],
+    ['numbers/'],
+    ['calls/'],
+    ['handlers/'],
+    ['http/'],
     ['config.ts', 'service.ts', 'index.ts', 'main.ts'],
   ],
 };

@@ -11,3 +11,4 @@ export * from './events.js';
 export * from './warnings.js';
 export * from './expectations.js';
 export * from './voice.js';
+export * from './telephony.js';
