@@ -14,12 +14,7 @@ import {
 import { ApiKeys, Id, Ok, SUBJECT_TOKEN, subjectToken } from './common.js';
 import { AgentStats, AgentStatsQuery } from './metrics.js';
 import { StartVoiceSessionBody, VoiceSessionStarted } from './voice.js';
-import {
-  CreatePhoneNumberBody,
-  PhoneNumber,
-  PhoneNumberList,
-  UpdatePhoneNumberBody,
-} from './telephony.js';
+import { CreatePhoneNumberBody, PhoneNumber, PhoneNumberList, UpdatePhoneNumberBody } from './telephony.js';
 import { DeployList, DeployRecord, StopDeploysRequest, StoppedDeploy, UpdateDeployBody } from './deploys.js';
 import type { ErrorCode } from './errors.js';
 import {
