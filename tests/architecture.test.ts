@@ -464,13 +464,16 @@ describe('docs/architecture.md', () => {
     expect(facts.declared).toEqual(
       expect.arrayContaining(['agents.create', 'playground.owner.*.*', 'voice.*.in', 'events.*.*']),
     );
-    expect(facts.streams).toEqual(['SESSION_EVENTS']);
-    expect([...facts.buckets].sort()).toEqual([
-      'gateway-tickets',
-      'playground-callers',
-      'recordings',
-      'telephony-call-tokens',
-    ]);
+    expect(facts.streams).toEqual(expect.arrayContaining(['SESSION_EVENTS', 'DOMAIN_EVENTS']));
+    expect([...facts.buckets].sort()).toEqual(
+      expect.arrayContaining([
+        'gateway-tickets',
+        'live-deploys',
+        'playground-callers',
+        'recordings',
+        'telephony-call-tokens',
+      ]),
+    );
     expect(facts.ownRoutes).toEqual(
       expect.arrayContaining([
         'GET /healthz',

@@ -896,12 +896,27 @@ export interface components {
     DeployRecord: {
       agentId: string;
       createdAt: number;
+      dailyCallCap: number | null;
       deployNumber: number;
+      endCallMessage: string;
+      failure?: {
+        at: number;
+        issues: {
+          code: string;
+          message: string;
+          nodeId?: string;
+        }[];
+        reason: string;
+      };
       gateOverride?: {
         at: number;
         reason: string;
       };
       id: string;
+      liveAt?: number;
+      maxCallDurationMs: number;
+      maxConcurrentCalls: number;
+      silenceTimeoutMs: number | null;
       /** @enum {string} */
       status: 'pending' | 'building' | 'live' | 'failed' | 'superseded' | 'stopped';
       stopped?: {
@@ -966,6 +981,7 @@ export interface components {
       }[];
       message: string;
       requestId: string;
+      retryAfterSeconds?: number;
     };
     /**
      * @example {
@@ -2559,7 +2575,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -2586,7 +2602,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4307,7 +4323,14 @@ export interface operations {
     requestBody?: {
       content: {
         /** @example {} */
-        'application/json': Record<string, never> | null;
+        'application/json': {
+          dailyCallCap?: number | null;
+          endCallMessage?: string;
+          maxCallDurationMs?: number;
+          maxConcurrentCalls?: number;
+          silenceTimeoutMs?: number | null;
+          version?: number;
+        } | null;
       };
     };
     responses: {
@@ -4434,11 +4457,16 @@ export interface operations {
          *     }
          */
         'application/json': {
+          dailyCallCap?: number | null;
+          endCallMessage?: string;
+          maxCallDurationMs?: number;
+          maxConcurrentCalls?: number;
           override?: {
             reason: string;
           };
+          silenceTimeoutMs?: number | null;
           /** @enum {string} */
-          status: 'building' | 'live' | 'failed';
+          status?: 'building' | 'live' | 'failed';
         };
       };
     };
@@ -7005,7 +7033,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -7032,7 +7060,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -8214,7 +8242,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -8241,7 +8269,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;

@@ -12,3 +12,7 @@ export * from './warnings.js';
 export * from './expectations.js';
 export * from './voice.js';
 export * from './telephony.js';
+export * from './calls.js';
+export * from './credentials.js';
+export * from './live.js';
+export * from './domain-events.js';
