@@ -25,6 +25,11 @@ import { api, startStack, type Stack } from '../../helpers/stack.js';
 const AUTH_TOKEN = 'twilio-auth-token-for-tests-0123';
 const SPOKEN = 'I would like to book an appointment please';
 const REPLY = 'Of course, I can book that for you. Which day suits you?';
+const LONG_REPLY =
+  'Of course, I can help. We have appointments on Monday, Tuesday and Wednesday mornings. On Thursday ' +
+  'afternoon our doctors can see you for a check up, a vaccination or a longer consultation.';
+const LONG_ASK = 'What appointments do you have this week';
+const BARGE_IN = 'Stop. What time is it?';
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
@@ -42,7 +47,11 @@ const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role 
 
 beforeAll(async () => {
   chat = await startOpenAiStub((req) =>
-    lastUser(req).includes('appointment') ? { content: REPLY } : { content: `ok: ${lastUser(req)}` },
+    lastUser(req) === LONG_ASK
+      ? { content: LONG_REPLY }
+      : lastUser(req).includes('appointment')
+        ? { content: REPLY }
+        : { content: `ok: ${lastUser(req)}` },
   );
   speech = await startSpeechStub({ transcribe: (i) => utterances[i - utterancesFrom] ?? '' });
   stack = await startStack({ playground: { VOICE_INPUT_IDLE_MS: 2500, VOICE_CONNECT_TIMEOUT_MS: 5000 } });
@@ -224,7 +233,55 @@ describe('a phone call over the Media Stream', () => {
       },
       { timeout: 10_000 },
     );
-  });
+  }, 90_000);
+
+  it('sends clear at once on a barge-in, and stores the reply cut where the line stopped playing it', async () => {
+    willSay(LONG_ASK, BARGE_IN);
+    const ask = speak(LONG_ASK, { sampleRate: 8000, voice: 'festival' });
+    const { agentId, number } = await liveAgentWithNumber();
+    const { params, stream } = await ring(number);
+    const caller = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+    });
+    await caller.opened;
+    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    caller.say(ask);
+    // the long answer starts playing; the caller talks over it 1.5 s in (the wait is the barge-in's timing)
+    await vi.waitFor(() => expect(caller.playing).toBe(true), { timeout: 25_000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    caller.say(speak(BARGE_IN, 8000));
+    await vi.waitFor(() => expect(caller.received.some((m) => m.event === 'clear')).toBe(true), {
+      timeout: 15_000,
+    });
+    expect(caller.segments.some((s) => s.cleared)).toBe(true);
+    await vi.waitFor(
+      () => expect(caller.segments.filter((s) => !s.cleared).length).toBeGreaterThanOrEqual(2),
+      {
+        timeout: 25_000,
+      },
+    );
+    caller.hangUp();
+    await caller.closed;
+
+    const sessions = await http.get(`/api/agents/${agentId}/test-sessions`);
+    const sessionId = (sessions.body as { id: string }[])[0]!.id;
+    await vi.waitFor(
+      async () => {
+        const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
+        const m = messages.body as { role: string; content: string }[];
+        expect(m.map((x) => x.role)).toEqual(['assistant', 'user', 'assistant', 'user', 'assistant']);
+        // cut where playback stopped: a start of the long reply, not all of it
+        expect(m[2]!.content.length).toBeLessThan(LONG_REPLY.length * 0.7);
+        expect(LONG_REPLY.startsWith(m[2]!.content)).toBe(true);
+        expect(m[3]!.content).toBe(BARGE_IN);
+        expect(m[4]!.content).toBe(`ok: ${BARGE_IN}`);
+      },
+      { timeout: 10_000 },
+    );
+  }, 120_000);
 
   it('closes a stream whose call token is forged or used, and an upgrade without a signature', async () => {
     const { number } = await liveAgentWithNumber();
