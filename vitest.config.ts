@@ -19,6 +19,7 @@ export default defineConfig({
       '@vab/sessions': src('./services/sessions/src/index.ts'),
       '@vab/playground': src('./services/playground/src/index.ts'),
       '@vab/gateway': src('./services/gateway/src/index.ts'),
+      '@vab/telephony': src('./services/telephony/src/index.ts'),
     },
   },
   test: {
