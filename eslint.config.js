@@ -72,6 +72,7 @@ export const layers = {
   ],
   'services/agents/src': [['*.ts'], ['handlers/'], ['service.ts', 'main.ts', 'index.ts']],
   'services/gateway/src': [['*.ts'], ['app.ts'], ['main.ts', 'index.ts']],
+  'services/webhooks/src': [['*.ts'], ['delivery/'], ['handlers/'], ['service.ts', 'main.ts', 'index.ts']],
 };
 
 /**
@@ -82,9 +83,9 @@ export const layers = {
  */
 export const packageLayers = [
   ['contracts'],
-  ['bus', 'storage', 'flow'],
+  ['bus', 'storage', 'flow', 'egress'],
   ['service-kit'],
-  ['agents', 'sessions', 'gateway', 'playground'],
+  ['agents', 'sessions', 'gateway', 'playground', 'webhooks'],
 ];
 /** The packages outside the layers, and what each may import: the tests' kit and the front ends' client. */
 const PACKAGES_ASIDE = { testkit: ['contracts'], client: [] };
@@ -93,6 +94,7 @@ const PACKAGE_DIRS = {
   bus: 'packages/bus',
   storage: 'packages/storage',
   flow: 'packages/flow',
+  egress: 'packages/egress',
   'service-kit': 'packages/service-kit',
   testkit: 'packages/testkit',
   client: 'packages/client',
@@ -100,6 +102,7 @@ const PACKAGE_DIRS = {
   sessions: 'services/sessions',
   gateway: 'services/gateway',
   playground: 'services/playground',
+  webhooks: 'services/webhooks',
 };
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

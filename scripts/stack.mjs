@@ -11,7 +11,7 @@
 // id. The services stop when that channel closes, and a guard process stops the servers, so a stack whose
 // supervisor is killed leaves nothing behind (scripts/stack-guard.mjs).
 import { spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,14 +41,15 @@ if (!['json', 'pretty'].includes(env.STACK_LOG_FORMAT ?? 'json')) {
 }
 // each service's /metrics, /healthz and /readyz (the gateway serves its own on PORT)
 const METRICS_PORT_BASE = Number(env.METRICS_PORT_BASE ?? 9464);
-if (!Number.isInteger(METRICS_PORT_BASE) || METRICS_PORT_BASE < 1 || METRICS_PORT_BASE > 65533) {
-  process.stderr.write(`stack: METRICS_PORT_BASE must be a port number (1–65533)\n`);
+if (!Number.isInteger(METRICS_PORT_BASE) || METRICS_PORT_BASE < 1 || METRICS_PORT_BASE > 65532) {
+  process.stderr.write(`stack: METRICS_PORT_BASE must be a port number (1–65532)\n`);
   process.exit(1);
 }
 const METRICS_PORTS = {
   agents: METRICS_PORT_BASE,
   sessions: METRICS_PORT_BASE + 1,
   playground: METRICS_PORT_BASE + 2,
+  webhooks: METRICS_PORT_BASE + 3,
 };
 /** This run's id, known only to it and its processes: the gateway's /readyz echoes it (`x-stack-id`). */
 const STACK_ID = randomUUID();
@@ -312,7 +313,7 @@ async function checkPortsFree() {
     });
     process.exit(1);
   }
-  const free = await freePortsOn(HOST, 3);
+  const free = await freePortsOn(HOST, Object.keys(METRICS_PORTS).length);
   Object.keys(METRICS_PORTS).forEach((svc, i) => (METRICS_PORTS[svc] = free[i]));
   print(
     record(
@@ -478,6 +479,16 @@ async function ensureRedis() {
   });
 }
 
+/** The stack's own key for sealing webhook secrets: made once in its state directory, kept across runs. */
+function webhookSecretsKeyFile() {
+  const file = join(stateDir, 'webhook-secrets.key');
+  if (!existsSync(file)) {
+    mkdirSync(stateDir, { recursive: true });
+    writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
+  }
+  return file;
+}
+
 async function shutdown(code) {
   if (stopping) return;
   stopping = true;
@@ -508,7 +519,7 @@ process.on('exit', () => {
   for (const { child } of children) if (!exited(child)) child.kill('SIGTERM');
 });
 
-const SERVICES = ['agents', 'sessions', 'playground', 'gateway'];
+const SERVICES = ['agents', 'sessions', 'playground', 'webhooks', 'gateway'];
 for (const svc of SERVICES) {
   if (!existsSync(join(root, 'services', svc, 'dist', 'main.js'))) {
     fail('a service is not built: run `npm start` (it builds first)', { service: svc });
@@ -540,6 +551,13 @@ run('playground', 'node', service('playground'), {
   ...common,
   ...metricsOf('playground'),
   FLOW_EGRESS_ALLOW,
+});
+run('webhooks', 'node', service('webhooks'), {
+  ...common,
+  ...metricsOf('webhooks'),
+  // local development: receivers on this machine, and a sealing key of this stack's own, kept in its state
+  WEBHOOK_EGRESS_ALLOW: env.WEBHOOK_EGRESS_ALLOW ?? FLOW_EGRESS_ALLOW,
+  ...(env.WEBHOOK_SECRETS_KEY ? {} : { WEBHOOK_SECRETS_KEY_FILE: webhookSecretsKeyFile() }),
 });
 run('gateway', 'node', service('gateway'), {
   ...common,

@@ -230,7 +230,7 @@ async function gatherFacts(): Promise<Facts> {
 const tokensOf = (text: string) => [...text.matchAll(/`([^`\n]+)`/g)].map((m) => m[1]!);
 /** `playground.owner.<sessionId>.<verb>` → `playground.owner.*.*`. */
 const normal = (subject: string) => subject.replace(/<[^>]+>/g, '*');
-const SUBJECT = /^(agents|sessions|playground|voice|events)(\.([\w-]+|\*|>|<\w+>))+$/;
+const SUBJECT = /^(agents|sessions|playground|webhooks|voice|events|domain)(\.([\w-]+|\*|>|<\w+>))+$/;
 
 /** NATS's wildcards, token by token: whether some subject matches both patterns. */
 function overlap(a: string, b: string): boolean {
@@ -464,7 +464,7 @@ describe('docs/architecture.md', () => {
     expect(facts.declared).toEqual(
       expect.arrayContaining(['agents.create', 'playground.owner.*.*', 'voice.*.in', 'events.*.*']),
     );
-    expect(facts.streams).toEqual(['SESSION_EVENTS']);
+    expect(facts.streams).toEqual(['SESSION_EVENTS', 'DOMAIN_EVENTS']);
     expect([...facts.buckets].sort()).toEqual(['gateway-tickets', 'playground-callers', 'recordings']);
     expect(facts.ownRoutes).toEqual(
       expect.arrayContaining([

@@ -8,7 +8,7 @@ import { vi } from 'vitest';
 const root = join(import.meta.dirname, '..', '..');
 export const mainOf = (svc: string) => join(root, 'services', svc, 'dist', 'main.js');
 export const built = () =>
-  ['agents', 'sessions', 'playground', 'gateway'].every((s) => existsSync(mainOf(s)));
+  ['agents', 'sessions', 'playground', 'webhooks', 'gateway'].every((s) => existsSync(mainOf(s)));
 
 export interface ServiceProcess {
   child: ChildProcess;

@@ -19,6 +19,7 @@ const passwords = {
   agents: 'ag-pass-test',
   sessions: 'ss-pass-test',
   playground: 'pg-pass-test',
+  webhooks: 'wh-pass-test',
 };
 const credentials = Object.fromEntries(
   Object.entries(passwords).map(([user, pass]) => [user, { user, pass }]),
@@ -37,6 +38,7 @@ beforeAll(async () => {
       NATS_AGENTS_PASSWORD: passwords.agents,
       NATS_SESSIONS_PASSWORD: passwords.sessions,
       NATS_PLAYGROUND_PASSWORD: passwords.playground,
+      NATS_WEBHOOKS_PASSWORD: passwords.webhooks,
     },
   });
   stack = await startStack({
@@ -138,6 +140,7 @@ describe('NATS with per-service users and permissions', () => {
       agents: 'up',
       sessions: 'up',
       playground: 'up',
+      webhooks: 'up',
     });
   });
 
@@ -278,6 +281,7 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
         NATS_AGENTS_PASSWORD: passwords.agents,
         NATS_SESSIONS_PASSWORD: passwords.sessions,
         NATS_PLAYGROUND_PASSWORD: passwords.playground,
+        NATS_WEBHOOKS_PASSWORD: passwords.webhooks,
       },
     });
     const [a, b, c] = cluster.nodes.map((n) => n.url);
@@ -297,6 +301,7 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
         agents: 'up',
         sessions: 'up',
         playground: 'up',
+        webhooks: 'up',
       });
       // an impostor on another node still cannot serve the agents' subjects
       const impostor = await connect({ servers: c, user: 'gateway', pass: passwords.gateway });

@@ -50,9 +50,9 @@ function alive(pid: number): boolean {
 }
 
 async function startScript(extra: Record<string, string> = {}) {
-  // the stack binds METRICS_PORT_BASE…+2, one metrics port per service: all three must be free
-  const metrics = await freePortRange(3);
-  const reserved = new Set([metrics, metrics + 1, metrics + 2]);
+  // the stack binds METRICS_PORT_BASE…+3, one metrics port per service: all four must be free
+  const metrics = await freePortRange(4);
+  const reserved = new Set([metrics, metrics + 1, metrics + 2, metrics + 3]);
   const others: number[] = [];
   while (others.length < 3) {
     const p = await freePort();
@@ -191,7 +191,7 @@ describe.skipIf(!built())('npm start (scripts/stack.mjs)', () => {
   }, 60_000);
 
   it('with a metrics port of METRICS_PORT_BASE taken: says so naming METRICS_PORT_BASE, starts nothing', async () => {
-    const base = await freePortRange(3);
+    const base = await freePortRange(4);
     await holdPort(base + 1);
     const s = await startScript({ METRICS_PORT_BASE: String(base) });
     expect(await s.exited).toBe(1);

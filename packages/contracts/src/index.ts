@@ -11,3 +11,5 @@ export * from './events.js';
 export * from './warnings.js';
 export * from './expectations.js';
 export * from './voice.js';
+export * from './domain-events.js';
+export * from './webhooks.js';

@@ -52,6 +52,16 @@ import {
   TestRunList,
   UpdateTestCaseBody,
 } from './sessions.js';
+import {
+  CreateWebhookBody,
+  DeliveryList,
+  Delivery,
+  RotateWebhookSecretBody,
+  UpdateWebhookBody,
+  Webhook,
+  WebhookList,
+  WebhookWithSecret,
+} from './webhooks.js';
 
 /** Every subject is declared here once. The first token names the service that serves it. */
 export const Subjects = {
@@ -107,6 +117,16 @@ export const Subjects = {
   agentSessionEnd: 'playground.room.end',
   testCaseRun: 'playground.cases.run',
   testCasesGenerate: 'playground.cases.generate',
+
+  webhooksCreate: 'webhooks.endpoints.create',
+  webhooksList: 'webhooks.endpoints.list',
+  webhooksGet: 'webhooks.endpoints.get',
+  webhooksUpdate: 'webhooks.endpoints.update',
+  webhooksDelete: 'webhooks.endpoints.delete',
+  webhooksRotate: 'webhooks.endpoints.rotate',
+  webhookDeliveriesList: 'webhooks.deliveries.list',
+  webhookDeliveriesRedeliver: 'webhooks.deliveries.redeliver',
+  webhooksHealth: 'webhooks.health',
 } as const;
 
 /** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
@@ -124,13 +144,14 @@ export const OWNER_VERBS = ['turn', 'end', 'attach'] as const;
 export type OwnerVerb = (typeof OWNER_VERBS)[number];
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
-export const ServiceNames = ['agents', 'sessions', 'playground'] as const;
+export const ServiceNames = ['agents', 'sessions', 'playground', 'webhooks'] as const;
 export type ServiceName = (typeof ServiceNames)[number];
 
 const AgentRef = z.object({ id: Id });
 const SessionRef = z.object({ agentId: Id, sessionId: Id });
 const AgentIdRef = z.object({ agentId: Id });
 const CaseRef = z.object({ agentId: Id, caseId: Id });
+const WebhookRef = z.object({ agentId: Id, webhookId: Id });
 const Health = z.object({ service: z.string(), ok: z.literal(true) });
 export const HealthRequest = z.object({});
 
@@ -415,6 +436,34 @@ export const contract = {
     errors: ['NOT_FOUND', 'FLOW_INVALID', 'MISSING_CREDENTIALS', 'UPSTREAM_FAILED'],
     timeoutMs: 60_000,
   },
+
+  [Subjects.webhooksCreate]: {
+    request: z.object({ agentId: Id, body: CreateWebhookBody }),
+    response: WebhookWithSecret,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'LIMIT_EXCEEDED', 'VALIDATION_FAILED'],
+    idempotent: true,
+  },
+  [Subjects.webhooksList]: { request: AgentIdRef, response: WebhookList, errors: [] },
+  [Subjects.webhooksGet]: { request: WebhookRef, response: Webhook, errors: ['NOT_FOUND'] },
+  [Subjects.webhooksUpdate]: {
+    request: WebhookRef.extend({ update: UpdateWebhookBody }),
+    response: Webhook,
+    errors: ['NOT_FOUND', 'VALIDATION_FAILED'],
+  },
+  [Subjects.webhooksDelete]: { request: WebhookRef, response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.webhooksRotate]: {
+    request: WebhookRef.extend({ body: RotateWebhookSecretBody }),
+    response: WebhookWithSecret,
+    errors: ['NOT_FOUND'],
+  },
+  [Subjects.webhookDeliveriesList]: { request: WebhookRef, response: DeliveryList, errors: ['NOT_FOUND'] },
+  /** A new attempt now, with the same delivery id (a receiver that has it already deduplicates). */
+  [Subjects.webhookDeliveriesRedeliver]: {
+    request: WebhookRef.extend({ deliveryId: Id }),
+    response: Delivery,
+    errors: ['NOT_FOUND', 'CONFLICT'],
+  },
+  [Subjects.webhooksHealth]: { request: HealthRequest, response: Health, errors: [] },
 } as const satisfies Record<Subject, SubjectSpec>;
 
 /** A subject's spec, with every optional field visible. */
@@ -432,6 +481,7 @@ export const healthSubjectOf: Record<ServiceName, Subject> = {
   agents: Subjects.agentsHealth,
   sessions: Subjects.sessionsHealth,
   playground: Subjects.playgroundHealth,
+  webhooks: Subjects.webhooksHealth,
 };
 
 /** NATS headers we set ourselves. */
