@@ -948,12 +948,27 @@ export interface components {
     DeployRecord: {
       agentId: string;
       createdAt: number;
+      dailyCallCap: number | null;
       deployNumber: number;
+      endCallMessage: string;
+      failure?: {
+        at: number;
+        issues: {
+          code: string;
+          message: string;
+          nodeId?: string;
+        }[];
+        reason: string;
+      };
       gateOverride?: {
         at: number;
         reason: string;
       };
       id: string;
+      liveAt?: number;
+      maxCallDurationMs: number;
+      maxConcurrentCalls: number;
+      silenceTimeoutMs: number | null;
       /** @enum {string} */
       status: 'pending' | 'building' | 'live' | 'failed' | 'superseded' | 'stopped';
       stopped?: {
@@ -1018,6 +1033,7 @@ export interface components {
       }[];
       message: string;
       requestId: string;
+      retryAfterSeconds?: number;
     };
     /**
      * @example {
@@ -2611,7 +2627,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -2638,7 +2654,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4359,7 +4375,14 @@ export interface operations {
     requestBody?: {
       content: {
         /** @example {} */
-        'application/json': Record<string, never> | null;
+        'application/json': {
+          dailyCallCap?: number | null;
+          endCallMessage?: string;
+          maxCallDurationMs?: number;
+          maxConcurrentCalls?: number;
+          silenceTimeoutMs?: number | null;
+          version?: number;
+        } | null;
       };
     };
     responses: {
@@ -4486,11 +4509,16 @@ export interface operations {
          *     }
          */
         'application/json': {
+          dailyCallCap?: number | null;
+          endCallMessage?: string;
+          maxCallDurationMs?: number;
+          maxConcurrentCalls?: number;
           override?: {
             reason: string;
           };
+          silenceTimeoutMs?: number | null;
           /** @enum {string} */
-          status: 'building' | 'live' | 'failed';
+          status?: 'building' | 'live' | 'failed';
         };
       };
     };
@@ -7057,7 +7085,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -7084,7 +7112,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -8266,7 +8294,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -8293,7 +8321,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;

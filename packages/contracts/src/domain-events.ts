@@ -2,38 +2,41 @@ import { z } from 'zod';
 import { EpochMs, Id, subjectToken } from './common.js';
 
 /**
- * Domain events (wave 5 design): what happened to an agent's calls and deploys, kept by JetStream in the stream
- * `DOMAIN_EVENTS` under `domain.<agentId>.<type>`. Publishers use a JetStream publish with the event's id as
- * the message id (the stream drops a duplicate within its window); the webhooks service, the analysis queue and
- * the canary judge read it with durable consumers of their own.
+ * Domain events (issue 45; webhooks, canaries and analysis read them): a JetStream stream `DOMAIN_EVENTS` of
+ * subjects `domain.<agentId>.<type>`. Publishers use a JetStream publish with `msgID` = the event's `id`, so a
+ * retried publish is stored once.
  */
 export const DOMAIN_EVENTS_STREAM = 'DOMAIN_EVENTS';
-export const DOMAIN_EVENTS_SUBJECT_PREFIX = 'domain';
+export const DOMAIN_EVENTS_SUBJECTS = 'domain.>';
 
 export const DomainEventType = z.enum([
   'call.started',
   'call.ended',
   'call.analyzed',
+  /** A call was erased: its events' pending webhook deliveries are cancelled (issue 47). */
   'call.erased',
   'deploy.live',
   'deploy.failed',
   'deploy.rolled_back',
   'test_run.finished',
+  /** An endpoint kept failing (the webhooks service publishes it): `{ webhookId, url, lastError }`. */
   'webhook.failing',
 ]);
 export type DomainEventType = z.infer<typeof DomainEventType>;
 
+export const domainEventSubject = (agentId: string, type: DomainEventType) =>
+  `domain.${subjectToken(agentId, 'an agent id')}.${type}`;
+
+/**
+ * One event. `data` by type: `call.started`/`call.ended` → `{ call: CallSummary }`; `deploy.live` /
+ * `deploy.failed` → `{ deploy: DeployRecord }`; `call.analyzed` → its analysis (issue 47); `call.erased` →
+ * `{ callId }`. Never a credential. `id` is unique per event: what a webhook receiver deduplicates on.
+ */
 export const DomainEvent = z.object({
-  /** Unique per event: the JetStream message id, and what a webhook receiver deduplicates on. */
   id: Id,
   type: DomainEventType,
   at: EpochMs,
   agentId: Id,
-  /** The event's facts (a call's id and ended reason, a deploy's id and number, …): the type says which. */
   data: z.record(z.string(), z.unknown()),
 });
 export type DomainEvent = z.infer<typeof DomainEvent>;
-
-/** Where an agent's event of one type is published: `domain.<agentId>.<type>` (the type's dots are tokens). */
-export const domainEventSubject = (agentId: string, type: DomainEventType) =>
-  `${DOMAIN_EVENTS_SUBJECT_PREFIX}.${subjectToken(agentId, 'an agent id')}.${type}`;

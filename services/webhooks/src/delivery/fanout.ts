@@ -9,12 +9,7 @@ import {
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
-import {
-  DOMAIN_EVENTS_STREAM,
-  DOMAIN_EVENTS_SUBJECT_PREFIX,
-  DomainEvent,
-  WebhookEventType,
-} from '@vab/contracts';
+import { DOMAIN_EVENTS_STREAM, DOMAIN_EVENTS_SUBJECTS, DomainEvent, WebhookEventType } from '@vab/contracts';
 import { createHash } from 'node:crypto';
 import type { WebhookStore } from '../store.js';
 
@@ -40,7 +35,7 @@ export async function ensureDomainEvents(nc: NatsConnection, s: StreamSettings):
     if (!isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) throw err;
     await jsm.streams.add({
       name: DOMAIN_EVENTS_STREAM,
-      subjects: [`${DOMAIN_EVENTS_SUBJECT_PREFIX}.>`],
+      subjects: [DOMAIN_EVENTS_SUBJECTS],
       storage: StorageType.File,
       max_age: nanos(s.maxAgeMs),
       num_replicas: s.replicas,
@@ -122,7 +117,7 @@ export class Fanout {
   }
 
   private async fanOut(event: DomainEvent): Promise<void> {
-    const callId = typeof event.data.callId === 'string' ? event.data.callId : undefined;
+    const callId = callIdOf(event);
     if (event.type === 'call.erased') {
       if (callId) await this.store.cancelCall(event.agentId, callId, Date.now());
       return;
@@ -155,4 +150,11 @@ export class Fanout {
     }
     if (created > 0) this.onDue();
   }
+}
+
+/** The call an event is about: `data.call.id` (call.started, call.ended), or `data.callId` (the others). */
+function callIdOf(event: DomainEvent): string | undefined {
+  const call = event.data.call as { id?: unknown } | undefined;
+  if (typeof call?.id === 'string') return call.id;
+  return typeof event.data.callId === 'string' ? event.data.callId : undefined;
 }
