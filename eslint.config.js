@@ -80,6 +80,7 @@ export const layers = {
     ['http/'],
     ['config.ts', 'service.ts', 'index.ts', 'main.ts'],
   ],
+  'services/webhooks/src': [['*.ts'], ['delivery/'], ['handlers/'], ['service.ts', 'main.ts', 'index.ts']],
 };
 
 /**
@@ -90,9 +91,9 @@ export const layers = {
  */
 export const packageLayers = [
   ['contracts'],
-  ['bus', 'storage', 'flow'],
+  ['bus', 'storage', 'flow', 'egress'],
   ['service-kit'],
-  ['agents', 'sessions', 'gateway', 'playground', 'telephony'],
+  ['agents', 'sessions', 'gateway', 'playground', 'telephony', 'webhooks'],
 ];
 /** The packages outside the layers, and what each may import: the tests' kit and the front ends' client. */
 const PACKAGES_ASIDE = { testkit: ['contracts'], client: [] };
@@ -101,6 +102,7 @@ const PACKAGE_DIRS = {
   bus: 'packages/bus',
   storage: 'packages/storage',
   flow: 'packages/flow',
+  egress: 'packages/egress',
   'service-kit': 'packages/service-kit',
   testkit: 'packages/testkit',
   client: 'packages/client',
@@ -109,6 +111,7 @@ const PACKAGE_DIRS = {
   gateway: 'services/gateway',
   playground: 'services/playground',
   telephony: 'services/telephony',
+  webhooks: 'services/webhooks',
 };
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -12,6 +12,7 @@ export default defineConfig({
       '@vab/bus': src('./packages/bus/src/index.ts'),
       '@vab/service-kit': src('./packages/service-kit/src/index.ts'),
       '@vab/storage': src('./packages/storage/src/index.ts'),
+      '@vab/egress': src('./packages/egress/src/index.ts'),
       '@vab/flow': src('./packages/flow/src/index.ts'),
       '@vab/testkit': src('./packages/testkit/src/index.ts'),
       '@vab/client': src('./packages/client/src/index.ts'),
@@ -20,6 +21,7 @@ export default defineConfig({
       '@vab/playground': src('./services/playground/src/index.ts'),
       '@vab/gateway': src('./services/gateway/src/index.ts'),
       '@vab/telephony': src('./services/telephony/src/index.ts'),
+      '@vab/webhooks': src('./services/webhooks/src/index.ts'),
     },
   },
   test: {

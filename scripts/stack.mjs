@@ -11,7 +11,7 @@
 // id. The services stop when that channel closes, and a guard process stops the servers, so a stack whose
 // supervisor is killed leaves nothing behind (scripts/stack-guard.mjs).
 import { spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,8 +41,8 @@ if (!['json', 'pretty'].includes(env.STACK_LOG_FORMAT ?? 'json')) {
 }
 // each service's /metrics, /healthz and /readyz (the gateway serves its own on PORT)
 const METRICS_PORT_BASE = Number(env.METRICS_PORT_BASE ?? 9464);
-if (!Number.isInteger(METRICS_PORT_BASE) || METRICS_PORT_BASE < 1 || METRICS_PORT_BASE > 65533) {
-  process.stderr.write(`stack: METRICS_PORT_BASE must be a port number (1–65533)\n`);
+if (!Number.isInteger(METRICS_PORT_BASE) || METRICS_PORT_BASE < 1 || METRICS_PORT_BASE > 65531) {
+  process.stderr.write(`stack: METRICS_PORT_BASE must be a port number (1–65531)\n`);
   process.exit(1);
 }
 const METRICS_PORTS = {
@@ -50,6 +50,7 @@ const METRICS_PORTS = {
   sessions: METRICS_PORT_BASE + 1,
   playground: METRICS_PORT_BASE + 2,
   telephony: METRICS_PORT_BASE + 3,
+  webhooks: METRICS_PORT_BASE + 4,
 };
 /** Twilio's webhooks and Media Streams (docs/operations.md › Telephony): 8090, or a free port when that is taken. */
 let TELEPHONY_PORT = env.TELEPHONY_PORT ?? '8090';
@@ -484,6 +485,16 @@ async function ensureRedis() {
   });
 }
 
+/** The stack's own key for sealing webhook secrets: made once in its state directory, kept across runs. */
+function webhookSecretsKeyFile() {
+  const file = join(stateDir, 'webhook-secrets.key');
+  if (!existsSync(file)) {
+    mkdirSync(stateDir, { recursive: true });
+    writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
+  }
+  return file;
+}
+
 async function shutdown(code) {
   if (stopping) return;
   stopping = true;
@@ -514,7 +525,7 @@ process.on('exit', () => {
   for (const { child } of children) if (!exited(child)) child.kill('SIGTERM');
 });
 
-const SERVICES = ['agents', 'sessions', 'playground', 'telephony', 'gateway'];
+const SERVICES = ['agents', 'sessions', 'playground', 'telephony', 'webhooks', 'gateway'];
 for (const svc of SERVICES) {
   if (!existsSync(join(root, 'services', svc, 'dist', 'main.js'))) {
     fail('a service is not built: run `npm start` (it builds first)', { service: svc });
@@ -556,6 +567,13 @@ run('telephony', 'node', service('telephony'), {
   TWILIO_AUTH_TOKEN: env.TWILIO_AUTH_TOKEN ?? 'dev-twilio-auth-token',
   ...(env.TELEPHONY_PUBLIC_URL ? { PUBLIC_URL: env.TELEPHONY_PUBLIC_URL } : {}),
   ...(env.TWILIO_ACCOUNT_SID ? { TWILIO_ACCOUNT_SID: env.TWILIO_ACCOUNT_SID } : {}),
+});
+run('webhooks', 'node', service('webhooks'), {
+  ...common,
+  ...metricsOf('webhooks'),
+  // local development: receivers on this machine, and a sealing key of this stack's own, kept in its state
+  WEBHOOK_EGRESS_ALLOW: env.WEBHOOK_EGRESS_ALLOW ?? FLOW_EGRESS_ALLOW,
+  ...(env.WEBHOOK_SECRETS_KEY ? {} : { WEBHOOK_SECRETS_KEY_FILE: webhookSecretsKeyFile() }),
 });
 run('gateway', 'node', service('gateway'), {
   ...common,

@@ -230,7 +230,8 @@ async function gatherFacts(): Promise<Facts> {
 const tokensOf = (text: string) => [...text.matchAll(/`([^`\n]+)`/g)].map((m) => m[1]!);
 /** `playground.owner.<sessionId>.<verb>` → `playground.owner.*.*`. */
 const normal = (subject: string) => subject.replace(/<[^>]+>/g, '*');
-const SUBJECT = /^(agents|sessions|playground|telephony|voice|events)(\.([\w-]+|\*|>|<\w+>))+$/;
+const SUBJECT =
+  /^(agents|sessions|playground|telephony|webhooks|voice|events|domain)(\.([\w-]+|\*|>|<\w+>))+$/;
 
 /** NATS's wildcards, token by token: whether some subject matches both patterns. */
 function overlap(a: string, b: string): boolean {

@@ -12,8 +12,12 @@ export const mainOf = (svc: string) => join(root, 'services', svc, 'dist', 'main
  * For a suite that runs the built entry points: fails it (as a `beforeAll`) with the command that builds them,
  * because a suite that skipped itself when nothing was built passed a bare `vitest run` having tested nothing.
  */
+/** Whether every service is built (a suite that may skip itself, as resilience.test.ts does). */
+export const built = () =>
+  ['agents', 'sessions', 'playground', 'webhooks', 'gateway'].every((s) => existsSync(mainOf(s)));
+
 export function requireBuilt(): void {
-  const missing = ['agents', 'sessions', 'playground', 'gateway']
+  const missing = ['agents', 'sessions', 'playground', 'webhooks', 'gateway']
     .map(mainOf)
     .filter((main) => !existsSync(main))
     .map((main) => main.slice(root.length + 1));

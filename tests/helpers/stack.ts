@@ -23,6 +23,8 @@ import {
   type Resolver,
 } from '@vab/playground';
 import { startSessionsService, type SessionsLimits, type SessionsService } from '@vab/sessions';
+import { parseAllowList } from '@vab/egress';
+import { startWebhooksService, type WebhooksService, type WebhooksSettings } from '@vab/webhooks';
 import {
   createRedis,
   redisTargetOf,
@@ -49,7 +51,7 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-type ServiceName = 'agents' | 'sessions' | 'playground';
+type ServiceName = 'agents' | 'sessions' | 'playground' | 'webhooks';
 
 export interface RunningService {
   stop(): Promise<void>;
@@ -61,6 +63,7 @@ export interface RunningService {
   /** The agents or sessions instance's handle (retention), when this is one. */
   agents?: AgentsService;
   sessions?: SessionsService;
+  webhooks?: WebhooksService;
 }
 
 const testLogLevel = () => process.env.TEST_LOG_LEVEL ?? 'debug';
@@ -92,6 +95,8 @@ export interface StackOptions {
   natsCredentials?: Record<'gateway' | ServiceName, { user: string; pass: string }>;
   /** The gateway's security settings (API tokens, CORS, rate limits). */
   security?: Partial<SecurityConfig>;
+  /** Overrides of the webhooks service's settings (retry schedule, egress allow-list, …). */
+  webhooks?: Partial<WebhooksSettings>;
   /** Overrides of the playground's configuration. */
   playground?: Partial<PlaygroundServiceConfig>;
   /** How the playground's room agents join their rooms (tests stub it: no media server can run here). */
@@ -154,6 +159,21 @@ function playgroundConfigOf(opts: StackOptions): PlaygroundServiceConfig {
   };
 }
 
+/** The webhooks service's defaults in a test: receivers on loopback allowed, retries quick. */
+export function webhooksSettingsOf(): WebhooksSettings {
+  return {
+    secretsKey: Buffer.alloc(32, 7),
+    egressAllow: parseAllowList('127.0.0.1'),
+    timeoutMs: 2000,
+    concurrency: 16,
+    retry: { firstMs: 200, maxDelayMs: 1000, forMs: 60_000 },
+    failingAfter: 5,
+    retentionDays: 1,
+    pollMs: 50,
+    stream: { maxAgeMs: 3_600_000, replicas: 1 },
+  };
+}
+
 /** What every service of one stack shares: its servers, options, log lines, and playground numbering. */
 interface StackContext {
   natsUrl: string;
@@ -189,6 +209,16 @@ function startService(
     });
     return { served: sessions, sessions };
   }
+  if (name === 'webhooks') {
+    const webhooks = startWebhooksService({
+      nc,
+      redis,
+      log,
+      settings: { ...webhooksSettingsOf(), ...opts.webhooks },
+      ...(opts.resolve ? { resolve: opts.resolve } : {}),
+    });
+    return { served: webhooks, webhooks };
+  }
   const playground = startPlaygroundService({
     nc,
     log,
@@ -220,6 +250,7 @@ function serviceRunner(ctx: StackContext, name: ServiceName, natsUrl?: string): 
       if (started.playground) runner.playground = started.playground;
       if (started.agents) runner.agents = started.agents;
       if (started.sessions) runner.sessions = started.sessions;
+      if (started.webhooks) runner.webhooks = started.webhooks;
       await started.served.ready;
       served = started.served;
     },
@@ -338,6 +369,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     agents: await started('agents'),
     sessions: await started('sessions'),
     playground: await started('playground'),
+    webhooks: await started('webhooks'),
   };
   const { gateway, baseUrl, close } = await startGateway(ctx);
   toClose.push(close);

@@ -491,6 +491,94 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/agents/{id}/webhooks': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** List the agent’s webhook endpoints (never their secrets) */
+    get: operations['webhooksList'];
+    put?: never;
+    /** Register a webhook endpoint for some of the agent’s events (its secret is shown once) */
+    post: operations['webhooksCreate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/webhooks/{webhookId}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Read one webhook endpoint, with its failing report if it keeps failing */
+    get: operations['webhooksGet'];
+    put?: never;
+    post?: never;
+    /** Delete an endpoint (its pending deliveries are cancelled) */
+    delete: operations['webhooksDelete'];
+    options?: never;
+    head?: never;
+    /** Change an endpoint’s URL, events or description, or disable / enable it */
+    patch: operations['webhooksUpdate'];
+    trace?: never;
+  };
+  '/api/agents/{id}/webhooks/{webhookId}/deliveries': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The endpoint’s newest 100 deliveries: status, attempts, last answer (never bodies) */
+    get: operations['webhookDeliveriesList'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Attempt a delivery again now, with the same delivery id */
+    post: operations['webhookDeliveriesRedeliver'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/webhooks/{webhookId}/rotate': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Rotate the signing secret; the old one signs beside it during the overlap */
+    post: operations['webhooksRotate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/env-keys': {
     parameters: {
       query?: never;
@@ -8328,6 +8416,1092 @@ export interface operations {
       };
       /** @description `UNAUTHORIZED` */
       401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  webhooksList: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            description?: string;
+            enabled: boolean;
+            events: (
+              | 'call.started'
+              | 'call.ended'
+              | 'call.analyzed'
+              | 'deploy.live'
+              | 'deploy.failed'
+              | 'deploy.rolled_back'
+              | 'test_run.finished'
+              | 'webhook.failing'
+            )[];
+            failing?: {
+              consecutiveFailures: number;
+              lastError: string;
+              since: number;
+            };
+            id: string;
+            previousSecretUntil?: number;
+            secretHint: string;
+            updatedAt: number;
+            url: string;
+          }[];
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  webhooksCreate: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description A retry with the same key gets the first answer again and creates nothing */
+        'idempotency-key'?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "url": "https://crm.example.com/hooks/calls",
+         *       "events": [
+         *         "call.ended",
+         *         "call.analyzed"
+         *       ],
+         *       "enabled": true
+         *     }
+         */
+        'application/json': {
+          description?: string;
+          /** @default true */
+          enabled?: boolean;
+          events: (
+            | 'call.started'
+            | 'call.ended'
+            | 'call.analyzed'
+            | 'deploy.live'
+            | 'deploy.failed'
+            | 'deploy.rolled_back'
+            | 'test_run.finished'
+            | 'webhook.failing'
+          )[];
+          secret?: string;
+          /** Format: uri */
+          url: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      201: {
+        headers: {
+          /** @description `true` on a replayed answer */
+          'Idempotent-Replayed'?: string;
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            description?: string;
+            enabled: boolean;
+            events: (
+              | 'call.started'
+              | 'call.ended'
+              | 'call.analyzed'
+              | 'deploy.live'
+              | 'deploy.failed'
+              | 'deploy.rolled_back'
+              | 'test_run.finished'
+              | 'webhook.failing'
+            )[];
+            failing?: {
+              consecutiveFailures: number;
+              lastError: string;
+              since: number;
+            };
+            id: string;
+            previousSecretUntil?: number;
+            secret: string;
+            secretHint: string;
+            updatedAt: number;
+            url: string;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `CONFLICT`, `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE`, `LIMIT_EXCEEDED` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  webhooksGet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        webhookId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            description?: string;
+            enabled: boolean;
+            events: (
+              | 'call.started'
+              | 'call.ended'
+              | 'call.analyzed'
+              | 'deploy.live'
+              | 'deploy.failed'
+              | 'deploy.rolled_back'
+              | 'test_run.finished'
+              | 'webhook.failing'
+            )[];
+            failing?: {
+              consecutiveFailures: number;
+              lastError: string;
+              since: number;
+            };
+            id: string;
+            previousSecretUntil?: number;
+            secretHint: string;
+            updatedAt: number;
+            url: string;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  webhooksDelete: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        webhookId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            ok: true;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  webhooksUpdate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        webhookId: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "events": [
+         *         "call.ended"
+         *       ],
+         *       "enabled": true
+         *     }
+         */
+        'application/json': {
+          description?: string;
+          enabled?: boolean;
+          events?: (
+            | 'call.started'
+            | 'call.ended'
+            | 'call.analyzed'
+            | 'deploy.live'
+            | 'deploy.failed'
+            | 'deploy.rolled_back'
+            | 'test_run.finished'
+            | 'webhook.failing'
+          )[];
+          /** Format: uri */
+          url?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            description?: string;
+            enabled: boolean;
+            events: (
+              | 'call.started'
+              | 'call.ended'
+              | 'call.analyzed'
+              | 'deploy.live'
+              | 'deploy.failed'
+              | 'deploy.rolled_back'
+              | 'test_run.finished'
+              | 'webhook.failing'
+            )[];
+            failing?: {
+              consecutiveFailures: number;
+              lastError: string;
+              since: number;
+            };
+            id: string;
+            previousSecretUntil?: number;
+            secretHint: string;
+            updatedAt: number;
+            url: string;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  webhookDeliveriesList: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        webhookId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            attempts: number;
+            createdAt: number;
+            deliveredAt?: number;
+            eventId: string;
+            /** @enum {string} */
+            eventType:
+              | 'call.started'
+              | 'call.ended'
+              | 'call.analyzed'
+              | 'deploy.live'
+              | 'deploy.failed'
+              | 'deploy.rolled_back'
+              | 'test_run.finished'
+              | 'webhook.failing';
+            id: string;
+            lastAttemptAt?: number;
+            lastError?: string;
+            lastStatus?: number;
+            nextAttemptAt?: number;
+            /** @enum {string} */
+            status: 'pending' | 'delivered' | 'failed' | 'cancelled';
+            webhookId: string;
+          }[];
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  webhookDeliveriesRedeliver: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        deliveryId: string;
+        id: string;
+        webhookId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        /** @example {} */
+        'application/json': Record<string, never> | null;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            attempts: number;
+            createdAt: number;
+            deliveredAt?: number;
+            eventId: string;
+            /** @enum {string} */
+            eventType:
+              | 'call.started'
+              | 'call.ended'
+              | 'call.analyzed'
+              | 'deploy.live'
+              | 'deploy.failed'
+              | 'deploy.rolled_back'
+              | 'test_run.finished'
+              | 'webhook.failing';
+            id: string;
+            lastAttemptAt?: number;
+            lastError?: string;
+            lastStatus?: number;
+            nextAttemptAt?: number;
+            /** @enum {string} */
+            status: 'pending' | 'delivered' | 'failed' | 'cancelled';
+            webhookId: string;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `CONFLICT` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  webhooksRotate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        webhookId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        /**
+         * @example {
+         *       "overlapSeconds": 86400
+         *     }
+         */
+        'application/json': {
+          /** @default 86400 */
+          overlapSeconds?: number;
+          secret?: string;
+        } | null;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            description?: string;
+            enabled: boolean;
+            events: (
+              | 'call.started'
+              | 'call.ended'
+              | 'call.analyzed'
+              | 'deploy.live'
+              | 'deploy.failed'
+              | 'deploy.rolled_back'
+              | 'test_run.finished'
+              | 'webhook.failing'
+            )[];
+            failing?: {
+              consecutiveFailures: number;
+              lastError: string;
+              since: number;
+            };
+            id: string;
+            previousSecretUntil?: number;
+            secret: string;
+            secretHint: string;
+            updatedAt: number;
+            url: string;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
         headers: {
           [name: string]: unknown;
         };

@@ -13,8 +13,14 @@ export const DomainEventType = z.enum([
   'call.started',
   'call.ended',
   'call.analyzed',
+  /** A call was erased: its events' pending webhook deliveries are cancelled (issue 47). */
+  'call.erased',
   'deploy.live',
   'deploy.failed',
+  'deploy.rolled_back',
+  'test_run.finished',
+  /** An endpoint kept failing (the webhooks service publishes it): `{ webhookId, url, lastError }`. */
+  'webhook.failing',
 ]);
 export type DomainEventType = z.infer<typeof DomainEventType>;
 
@@ -23,7 +29,8 @@ export const domainEventSubject = (agentId: string, type: DomainEventType) =>
 
 /**
  * One event. `data` by type: `call.started`/`call.ended` → `{ call: CallSummary }`; `deploy.live` /
- * `deploy.failed` → `{ deploy: DeployRecord }`; `call.analyzed` → its analysis (issue 47). Never a credential.
+ * `deploy.failed` → `{ deploy: DeployRecord }`; `call.analyzed` → its analysis (issue 47); `call.erased` →
+ * `{ callId }`. Never a credential. `id` is unique per event: what a webhook receiver deduplicates on.
  */
 export const DomainEvent = z.object({
   id: Id,

@@ -16,3 +16,4 @@ export * from './calls.js';
 export * from './credentials.js';
 export * from './live.js';
 export * from './domain-events.js';
+export * from './webhooks.js';

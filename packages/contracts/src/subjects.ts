@@ -88,6 +88,16 @@ import {
   TestRunList,
   UpdateTestCaseBody,
 } from './sessions.js';
+import {
+  CreateWebhookBody,
+  DeliveryList,
+  Delivery,
+  RotateWebhookSecretBody,
+  UpdateWebhookBody,
+  Webhook,
+  WebhookList,
+  WebhookWithSecret,
+} from './webhooks.js';
 
 /** Every subject is declared here once. The first token names the service that serves it. */
 export const Subjects = {
@@ -169,6 +179,15 @@ export const Subjects = {
   phoneNumbersUpdate: 'telephony.numbers.update',
   phoneNumbersDelete: 'telephony.numbers.delete',
   telephonyHealth: 'telephony.health',
+  webhooksCreate: 'webhooks.endpoints.create',
+  webhooksList: 'webhooks.endpoints.list',
+  webhooksGet: 'webhooks.endpoints.get',
+  webhooksUpdate: 'webhooks.endpoints.update',
+  webhooksDelete: 'webhooks.endpoints.delete',
+  webhooksRotate: 'webhooks.endpoints.rotate',
+  webhookDeliveriesList: 'webhooks.deliveries.list',
+  webhookDeliveriesRedeliver: 'webhooks.deliveries.redeliver',
+  webhooksHealth: 'webhooks.health',
 } as const;
 
 /** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
@@ -187,7 +206,7 @@ export type OwnerVerb = (typeof OWNER_VERBS)[number];
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
 /** The services the gateway's readiness (`/readyz`) waits for: every deployment runs them. */
-export const ServiceNames = ['agents', 'sessions', 'playground'] as const;
+export const ServiceNames = ['agents', 'sessions', 'playground', 'webhooks'] as const;
 /** Services a deployment may leave out (no phone numbers: no telephony); `/readyz` does not wait for them. */
 export const OptionalServiceNames = ['telephony'] as const;
 export type ServiceName = (typeof ServiceNames)[number] | (typeof OptionalServiceNames)[number];
@@ -196,6 +215,7 @@ const AgentRef = z.object({ id: Id });
 const SessionRef = z.object({ agentId: Id, sessionId: Id });
 const AgentIdRef = z.object({ agentId: Id });
 const CaseRef = z.object({ agentId: Id, caseId: Id });
+const WebhookRef = z.object({ agentId: Id, webhookId: Id });
 const Health = z.object({ service: z.string(), ok: z.literal(true) });
 export const HealthRequest = z.object({});
 
@@ -586,6 +606,33 @@ export const contract = {
   },
   [Subjects.phoneNumbersDelete]: { request: z.object({ id: Id }), response: Ok, errors: ['NOT_FOUND'] },
   [Subjects.telephonyHealth]: { request: HealthRequest, response: Health, errors: [] },
+  [Subjects.webhooksCreate]: {
+    request: z.object({ agentId: Id, body: CreateWebhookBody }),
+    response: WebhookWithSecret,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'LIMIT_EXCEEDED', 'VALIDATION_FAILED'],
+    idempotent: true,
+  },
+  [Subjects.webhooksList]: { request: AgentIdRef, response: WebhookList, errors: [] },
+  [Subjects.webhooksGet]: { request: WebhookRef, response: Webhook, errors: ['NOT_FOUND'] },
+  [Subjects.webhooksUpdate]: {
+    request: WebhookRef.extend({ update: UpdateWebhookBody }),
+    response: Webhook,
+    errors: ['NOT_FOUND', 'VALIDATION_FAILED'],
+  },
+  [Subjects.webhooksDelete]: { request: WebhookRef, response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.webhooksRotate]: {
+    request: WebhookRef.extend({ body: RotateWebhookSecretBody }),
+    response: WebhookWithSecret,
+    errors: ['NOT_FOUND'],
+  },
+  [Subjects.webhookDeliveriesList]: { request: WebhookRef, response: DeliveryList, errors: ['NOT_FOUND'] },
+  /** A new attempt now, with the same delivery id (a receiver that has it already deduplicates). */
+  [Subjects.webhookDeliveriesRedeliver]: {
+    request: WebhookRef.extend({ deliveryId: Id }),
+    response: Delivery,
+    errors: ['NOT_FOUND', 'CONFLICT'],
+  },
+  [Subjects.webhooksHealth]: { request: HealthRequest, response: Health, errors: [] },
 } as const satisfies Record<Subject, SubjectSpec>;
 
 /** A subject's spec, with every optional field visible. */
@@ -604,6 +651,7 @@ export const healthSubjectOf: Record<ServiceName, Subject> = {
   sessions: Subjects.sessionsHealth,
   playground: Subjects.playgroundHealth,
   telephony: Subjects.telephonyHealth,
+  webhooks: Subjects.webhooksHealth,
 };
 
 /** NATS headers we set ourselves. */

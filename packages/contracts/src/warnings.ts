@@ -77,5 +77,10 @@ export const WarningCode = z.enum([
   'EVENT_STREAM_CUT_OFF',
   'EVENT_STREAM_FAILED',
   'VERSION_STATS_NOT_LOADED',
+  // webhooks
+  'WEBHOOK_EGRESS_REFUSED',
+  'WEBHOOK_ENDPOINT_FAILING',
+  'WEBHOOK_DELIVERY_GAVE_UP',
+  'WEBHOOK_EVENT_UNREADABLE',
 ]);
 export type WarningCode = z.infer<typeof WarningCode>;

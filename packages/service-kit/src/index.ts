@@ -8,3 +8,4 @@ export * from './tracing.js';
 export * from './metrics.js';
 export * from './ops-server.js';
 export * from './fast-histogram.js';
+export * from './sealing.js';

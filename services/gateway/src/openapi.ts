@@ -118,6 +118,7 @@ const TAGS = [
   { name: 'tests', description: 'Regression test cases, test runs and the deploy gate' },
   { name: 'tickets', description: 'Single-use tickets for what a browser cannot send a header on' },
   { name: 'phone-numbers', description: 'Phone numbers and the agent whose live deploy answers each' },
+  { name: 'webhooks', description: "Signed webhooks of an agent's events, their deliveries and retries" },
 ];
 
 /** The API's name: the document's title, and the reference page's. */

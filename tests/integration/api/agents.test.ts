@@ -398,7 +398,7 @@ describe('gateway basics', () => {
     expect((await http.get('/healthz')).body).toEqual({ status: 'ok' });
     const ready = await http.get('/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.body.services).toEqual({ agents: 'up', sessions: 'up', playground: 'up' });
+    expect(ready.body.services).toEqual({ agents: 'up', sessions: 'up', playground: 'up', webhooks: 'up' });
     const doc = await http.get('/openapi.json');
     expect(doc.body.openapi).toBe('3.1.0');
     expect(Object.keys(doc.body.paths)).toContain('/api/agents/{id}');

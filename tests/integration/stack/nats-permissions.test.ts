@@ -20,6 +20,7 @@ const passwords = {
   sessions: 'ss-pass-test',
   playground: 'pg-pass-test',
   telephony: 'tp-pass-test',
+  webhooks: 'wh-pass-test',
 };
 const credentials = Object.fromEntries(
   Object.entries(passwords).map(([user, pass]) => [user, { user, pass }]),
@@ -39,6 +40,7 @@ beforeAll(async () => {
       NATS_SESSIONS_PASSWORD: passwords.sessions,
       NATS_PLAYGROUND_PASSWORD: passwords.playground,
       NATS_TELEPHONY_PASSWORD: passwords.telephony,
+      NATS_WEBHOOKS_PASSWORD: passwords.webhooks,
     },
   });
   stack = await startStack({
@@ -140,6 +142,7 @@ describe('NATS with per-service users and permissions', () => {
       agents: 'up',
       sessions: 'up',
       playground: 'up',
+      webhooks: 'up',
     });
   });
 
@@ -281,6 +284,7 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
         NATS_SESSIONS_PASSWORD: passwords.sessions,
         NATS_PLAYGROUND_PASSWORD: passwords.playground,
         NATS_TELEPHONY_PASSWORD: passwords.telephony,
+        NATS_WEBHOOKS_PASSWORD: passwords.webhooks,
       },
     });
     const [a, b, c] = cluster.nodes.map((n) => n.url);
@@ -300,6 +304,7 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
         agents: 'up',
         sessions: 'up',
         playground: 'up',
+        webhooks: 'up',
       });
       // an impostor on another node still cannot serve the agents' subjects
       const impostor = await connect({ servers: c, user: 'gateway', pass: passwords.gateway });

@@ -193,7 +193,7 @@ describe('npm start (scripts/stack.mjs)', () => {
   }, 60_000);
 
   it('with a metrics port of METRICS_PORT_BASE taken: says so naming METRICS_PORT_BASE, starts nothing', async () => {
-    const base = await freePortRange(3);
+    const base = await freePortRange(4);
     await holdPort(base + 1);
     const s = await startScript({ METRICS_PORT_BASE: String(base) });
     expect(await s.exited).toBe(1);

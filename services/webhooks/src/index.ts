@@ -1,0 +1,5 @@
+export { startWebhooksService, webhooksHandlers } from './service.js';
+export type { WebhooksService, WebhooksSettings } from './service.js';
+export { loadConfig } from './config.js';
+export { verifySignature, signatureHeader } from './signing.js';
+export { deliveryIdOf } from './delivery/fanout.js';

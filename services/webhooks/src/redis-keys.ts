@@ -1,0 +1,20 @@
+/**
+ * Redis key layout of the webhooks service (documented in ../README.md). An agent's keys share the hash tag
+ * `{<agentId>}` (one slot on a Redis Cluster); the schedule of due deliveries is one key of its own slot.
+ */
+export const keys = {
+  /** Hash: webhook id → endpoint record (JSON, its secrets sealed). */
+  endpoints: (agentId: string) => `wh:{${agentId}}:endpoints`,
+  /** Hash: webhook id → failed attempts in a row. */
+  fails: (agentId: string) => `wh:{${agentId}}:fails`,
+  /** Hash: webhook id → the failing report (JSON), while the endpoint keeps failing. */
+  failing: (agentId: string) => `wh:{${agentId}}:failing`,
+  /** String: one delivery's record (JSON, with the event's body), expiring with the retention. */
+  delivery: (agentId: string, deliveryId: string) => `wh:{${agentId}}:d:${deliveryId}`,
+  /** Sorted set: an endpoint's delivery ids by creation time (the newest 1000). */
+  log: (agentId: string, webhookId: string) => `wh:{${agentId}}:log:${webhookId}`,
+  /** Set: the deliveries of one call's events (an erased call cancels its pending ones). */
+  call: (agentId: string, callId: string) => `wh:{${agentId}}:call:${callId}`,
+  /** Sorted set: `<agentId>/<deliveryId>` by when its next attempt is due (or its claim runs out). */
+  due: 'wh:{due}',
+};
