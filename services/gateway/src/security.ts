@@ -195,7 +195,7 @@ function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
     return refuse(reply, until);
   };
   app.addHook('onRequest', async (req, reply) => {
-    if (isOpen(req) || req.method === 'OPTIONS') return;
+    if (isOpen(req) || isLive(req.url) || req.method === 'OPTIONS') return;
     const address = addressKey(req.ip);
     const until = blocked.get(address);
     if (until !== undefined) {
@@ -222,6 +222,14 @@ function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
     callers.set(req, tokenIdentity(token));
   });
 }
+
+/**
+ * The public surface of live deploys (the talk page, the widget, public calls): no builder token there (the
+ * API's tokens are builders'); still rate limited per address like every route.
+ */
+export const LIVE_PREFIX = '/live';
+const isLive = (url: string) =>
+  url === LIVE_PREFIX || url.startsWith(`${LIVE_PREFIX}/`) || url.startsWith(`${LIVE_PREFIX}?`);
 
 /** The HTML pages this gateway serves (the API reference, the console); everything else answers JSON. */
 export const DOCS_PREFIX = '/docs';
