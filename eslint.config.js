@@ -65,7 +65,7 @@ export const layers = {
   'services/sessions/src': [
     ['stats/'],
     ['*.ts'],
-    ['testing/'],
+    ['testing/', 'live/'],
     ['deps.ts'],
     ['handlers/'],
     ['service.ts', 'main.ts', 'index.ts'],

@@ -464,8 +464,10 @@ describe('docs/architecture.md', () => {
     expect(facts.declared).toEqual(
       expect.arrayContaining(['agents.create', 'playground.owner.*.*', 'voice.*.in', 'events.*.*']),
     );
-    expect(facts.streams).toEqual(['SESSION_EVENTS']);
-    expect([...facts.buckets].sort()).toEqual(['gateway-tickets', 'playground-callers', 'recordings']);
+    expect(facts.streams).toEqual(expect.arrayContaining(['SESSION_EVENTS', 'DOMAIN_EVENTS']));
+    expect([...facts.buckets].sort()).toEqual(
+      expect.arrayContaining(['gateway-tickets', 'live-deploys', 'playground-callers', 'recordings']),
+    );
     expect(facts.ownRoutes).toEqual(
       expect.arrayContaining([
         'GET /healthz',

@@ -1,15 +1,16 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
-import { built } from './helpers/processes.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { requireBuilt } from './helpers/processes.js';
 
 // Benchmarks are scripts, not tests: this only keeps them runnable (at tiny sizes, nothing timed is asserted).
 // One broke unnoticed once, when rate limits arrived.
 const run = promisify(execFile);
 const bench = (file: string) => join(import.meta.dirname, '..', 'bench', file);
 
-describe.skipIf(!built())('benchmarks still run', () => {
+describe('benchmarks still run', () => {
+  beforeAll(requireBuilt);
   it.each([
     ['list-agents.mjs', ['200'], /\| 200 \|/],
     ['playground-memory.mjs', ['20'], /left behind: rooms 0, sessions 0, agents not stopped 0/],

@@ -860,12 +860,27 @@ export interface components {
     DeployRecord: {
       agentId: string;
       createdAt: number;
+      dailyCallCap: number | null;
       deployNumber: number;
+      endCallMessage: string;
+      failure?: {
+        at: number;
+        issues: {
+          code: string;
+          message: string;
+          nodeId?: string;
+        }[];
+        reason: string;
+      };
       gateOverride?: {
         at: number;
         reason: string;
       };
       id: string;
+      liveAt?: number;
+      maxCallDurationMs: number;
+      maxConcurrentCalls: number;
+      silenceTimeoutMs: number | null;
       /** @enum {string} */
       status: 'pending' | 'building' | 'live' | 'failed' | 'superseded' | 'stopped';
       stopped?: {
@@ -930,6 +945,7 @@ export interface components {
       }[];
       message: string;
       requestId: string;
+      retryAfterSeconds?: number;
     };
     /**
      * @example {
@@ -2523,7 +2539,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -2550,7 +2566,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -4271,7 +4287,14 @@ export interface operations {
     requestBody?: {
       content: {
         /** @example {} */
-        'application/json': Record<string, never> | null;
+        'application/json': {
+          dailyCallCap?: number | null;
+          endCallMessage?: string;
+          maxCallDurationMs?: number;
+          maxConcurrentCalls?: number;
+          silenceTimeoutMs?: number | null;
+          version?: number;
+        } | null;
       };
     };
     responses: {
@@ -4398,11 +4421,16 @@ export interface operations {
          *     }
          */
         'application/json': {
+          dailyCallCap?: number | null;
+          endCallMessage?: string;
+          maxCallDurationMs?: number;
+          maxConcurrentCalls?: number;
           override?: {
             reason: string;
           };
+          silenceTimeoutMs?: number | null;
           /** @enum {string} */
-          status: 'building' | 'live' | 'failed';
+          status?: 'building' | 'live' | 'failed';
         };
       };
     };
@@ -6969,7 +6997,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -6996,7 +7024,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -8178,7 +8206,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED` */
+      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -8205,7 +8233,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
+      /** @description `SERVICE_UNAVAILABLE` */
       503: {
         headers: {
           [name: string]: unknown;

@@ -54,7 +54,8 @@ export const httpStatusOf = {
   UNAUTHORIZED: 401,
   RATE_LIMITED: 429,
   SERVICE_UNAVAILABLE: 503,
-  CAPACITY_EXHAUSTED: 503,
+  // a deploy's call caps and every playground instance full alike: "too many now, retry after" (Retry-After)
+  CAPACITY_EXHAUSTED: 429,
   UPSTREAM_FAILED: 502,
   TIMEOUT: 504,
   REQUEST_TIMEOUT: 408,
@@ -75,6 +76,11 @@ export const ErrorBody = z.object({
   issues: z.array(FieldIssue).optional(),
   /** Flow compiler findings, on FLOW_INVALID. */
   details: z.unknown().optional(),
+  /**
+   * On RATE_LIMITED and CAPACITY_EXHAUSTED: when asking again may succeed (s). The gateway sends it as the
+   * `Retry-After` header (a daily call cap: the seconds to the next UTC day).
+   */
+  retryAfterSeconds: z.number().int().nonnegative().max(86_400).optional(),
 });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
@@ -89,23 +95,26 @@ export class AppError extends Error {
   readonly code: ErrorCode;
   readonly issues: FieldIssue[] | undefined;
   readonly details: unknown;
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(
     code: ErrorCode,
     message: string,
-    extra: { issues?: FieldIssue[]; details?: unknown; cause?: unknown } = {},
+    extra: { issues?: FieldIssue[]; details?: unknown; cause?: unknown; retryAfterSeconds?: number } = {},
   ) {
     super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
     this.name = 'AppError';
     this.code = code;
     this.issues = extra.issues;
     this.details = extra.details;
+    this.retryAfterSeconds = extra.retryAfterSeconds;
   }
 
   toBody(): ErrorBody {
     const body: ErrorBody = { code: this.code, message: this.message };
     if (this.issues) body.issues = this.issues;
     if (this.details !== undefined) body.details = this.details;
+    if (this.retryAfterSeconds !== undefined) body.retryAfterSeconds = this.retryAfterSeconds;
     return body;
   }
 }

@@ -14,7 +14,42 @@ import {
 import { ApiKeys, Id, Ok, SUBJECT_TOKEN, subjectToken } from './common.js';
 import { AgentStats, AgentStatsQuery } from './metrics.js';
 import { StartVoiceSessionBody, VoiceSessionStarted } from './voice.js';
-import { DeployList, DeployRecord, StopDeploysRequest, StoppedDeploy, UpdateDeployBody } from './deploys.js';
+import {
+  CreateDeployBody,
+  DeployIssue,
+  DeployList,
+  DeployRecord,
+  StopDeploysRequest,
+  StoppedDeploy,
+  UpdateDeployBody,
+} from './deploys.js';
+import {
+  AdmitCallRequest,
+  AdmittedCall,
+  AppendCallMessageRequest,
+  Call,
+  CallList,
+  CallRecordingRequest,
+  CallRef,
+  CallSettings,
+  CallStarted,
+  EndCallRequest,
+  EndedReason,
+  ListCallsRequest,
+  StartCallRequest,
+} from './calls.js';
+import {
+  CreatedPublicKey,
+  CreatePublicKeyBody,
+  CredentialStatus,
+  PublicKey,
+  PublicKeyList,
+  PutCredentialsBody,
+  SealedCredentials,
+  StoreCredentialsRequest,
+  VerifiedPublicKey,
+  VerifyPublicKeyRequest,
+} from './credentials.js';
 import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
@@ -91,6 +126,22 @@ export const Subjects = {
   testRunsCreate: 'sessions.runs.create',
   testRunsList: 'sessions.runs.list',
   testRunsGet: 'sessions.runs.get',
+  callsAdmit: 'sessions.calls.admit',
+  callsAppend: 'sessions.calls.append',
+  callsEnd: 'sessions.calls.end',
+  callsRecording: 'sessions.calls.recording',
+  callsList: 'sessions.calls.list',
+  callsGet: 'sessions.calls.get',
+  callsErase: 'sessions.calls.erase',
+  callSettingsGet: 'sessions.calls.settings.get',
+  callSettingsSet: 'sessions.calls.settings.set',
+  credentialsStatus: 'sessions.credentials.status',
+  credentialsSealed: 'sessions.credentials.sealed',
+  credentialsStore: 'sessions.credentials.store',
+  publicKeysCreate: 'sessions.public-keys.create',
+  publicKeysList: 'sessions.public-keys.list',
+  publicKeysRevoke: 'sessions.public-keys.revoke',
+  publicKeysVerify: 'sessions.public-keys.verify',
   statsVersion: 'sessions.stats.version',
   statsAgent: 'sessions.stats.agent',
   sessionsHealth: 'sessions.health',
@@ -107,6 +158,10 @@ export const Subjects = {
   agentSessionEnd: 'playground.room.end',
   testCaseRun: 'playground.cases.run',
   testCasesGenerate: 'playground.cases.generate',
+  callsStart: 'playground.calls.start',
+  callsHangUp: 'playground.calls.end',
+  credentialsPut: 'playground.credentials.put',
+  deployCheck: 'playground.deploys.check',
 } as const;
 
 /** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
@@ -295,7 +350,7 @@ export const contract = {
     errors: ['NOT_FOUND', 'LIMIT_EXCEEDED'],
   },
   [Subjects.deploysCreate]: {
-    request: z.object({ agentId: Id }),
+    request: z.object({ agentId: Id, body: CreateDeployBody.default({}) }),
     response: DeployRecord,
     errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
     idempotent: true,
@@ -304,7 +359,57 @@ export const contract = {
   [Subjects.deploysUpdate]: {
     request: z.object({ agentId: Id, deployId: Id, update: UpdateDeployBody }),
     response: DeployRecord,
-    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION', 'TESTS_NOT_PASSED', 'AGENT_ARCHIVED'],
+    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION', 'TESTS_NOT_PASSED', 'AGENT_ARCHIVED', 'VALIDATION_FAILED'],
+  },
+  /**
+   * The playground, before it hosts a call: the live deploy, its caps (a refusal is recorded as a `busy` call),
+   * the sealed credentials. Answered by any sessions instance (the caps are counted in Redis).
+   */
+  [Subjects.callsAdmit]: {
+    request: AdmitCallRequest,
+    response: AdmittedCall,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CAPACITY_EXHAUSTED', 'RATE_LIMITED'],
+  },
+  [Subjects.callsAppend]: {
+    request: AppendCallMessageRequest,
+    response: Ok,
+    errors: ['NOT_FOUND', 'LIMIT_EXCEEDED'],
+  },
+  [Subjects.callsEnd]: { request: EndCallRequest, response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.callsRecording]: { request: CallRecordingRequest, response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.callsList]: { request: ListCallsRequest, response: CallList, errors: ['NOT_FOUND'] },
+  [Subjects.callsGet]: { request: CallRef, response: Call, errors: ['NOT_FOUND'] },
+  /** Erases a call, its transcript and its recording (a caller's request to be forgotten). */
+  [Subjects.callsErase]: { request: CallRef, response: Ok, errors: ['NOT_FOUND', 'CONFLICT'] },
+  [Subjects.callSettingsGet]: { request: AgentIdRef, response: CallSettings, errors: ['NOT_FOUND'] },
+  [Subjects.callSettingsSet]: {
+    request: z.object({ agentId: Id, settings: CallSettings.partial() }),
+    response: CallSettings,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.credentialsStatus]: { request: AgentIdRef, response: CredentialStatus, errors: ['NOT_FOUND'] },
+  /** The sealed blob, for the playground only (NATS permissions): never routed. */
+  [Subjects.credentialsSealed]: { request: AgentIdRef, response: SealedCredentials, errors: ['NOT_FOUND'] },
+  [Subjects.credentialsStore]: {
+    request: StoreCredentialsRequest,
+    response: CredentialStatus,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.publicKeysCreate]: {
+    request: z.object({ agentId: Id, body: CreatePublicKeyBody }),
+    response: CreatedPublicKey,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'LIMIT_EXCEEDED'],
+  },
+  [Subjects.publicKeysList]: { request: AgentIdRef, response: PublicKeyList, errors: ['NOT_FOUND'] },
+  [Subjects.publicKeysRevoke]: {
+    request: z.object({ agentId: Id, keyId: Id }),
+    response: PublicKey,
+    errors: ['NOT_FOUND'],
+  },
+  [Subjects.publicKeysVerify]: {
+    request: VerifyPublicKeyRequest,
+    response: VerifiedPublicKey,
+    errors: ['UNAUTHORIZED'],
   },
   [Subjects.deployGateGet]: { request: AgentIdRef, response: DeployGate, errors: ['NOT_FOUND'] },
   [Subjects.deployGateSet]: {
@@ -414,6 +519,47 @@ export const contract = {
     response: GeneratedTestCases,
     errors: ['NOT_FOUND', 'FLOW_INVALID', 'MISSING_CREDENTIALS', 'UPSTREAM_FAILED'],
     timeoutMs: 60_000,
+  },
+  /**
+   * An edge starts a call of a live deploy (queue group): admitted by the sessions service, then hosted here as
+   * a voice session whose id is the call's.
+   */
+  [Subjects.callsStart]: {
+    request: StartCallRequest,
+    response: CallStarted,
+    errors: [
+      'NOT_FOUND',
+      'AGENT_ARCHIVED',
+      'FLOW_INVALID',
+      'MISSING_CREDENTIALS',
+      'CAPACITY_EXHAUSTED',
+      'RATE_LIMITED',
+      'UPSTREAM_FAILED',
+    ],
+    timeoutMs: 30_000,
+    noResponders: AT_CAPACITY,
+  },
+  /** An edge ends a call it relays (its caller hung up): forwarded to the call's owner. */
+  [Subjects.callsHangUp]: {
+    request: z.object({ agentId: Id, callId: Id, reason: EndedReason }),
+    response: Ok,
+    errors: [],
+  },
+  /** Seals the merged keys under CREDENTIALS_KEY and stores the blob in the sessions service. */
+  [Subjects.credentialsPut]: {
+    request: z.object({ agentId: Id, body: PutCredentialsBody }),
+    response: CredentialStatus,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'SERVICE_UNAVAILABLE'],
+  },
+  /**
+   * The deploy pipeline's readiness check: the pinned version as a public caller's start would run it (the
+   * stored credentials and the server's keys under the key rule, never a request's).
+   */
+  [Subjects.deployCheck]: {
+    request: z.object({ agentId: Id, version: z.number().int().positive() }),
+    response: z.object({ ready: z.boolean(), issues: z.array(DeployIssue) }),
+    errors: ['NOT_FOUND'],
+    timeoutMs: 30_000,
   },
 } as const satisfies Record<Subject, SubjectSpec>;
 

@@ -66,7 +66,8 @@ export function errorHandler(err: unknown, req: FastifyRequest, reply: FastifyRe
   const body: HttpErrorBody = { ...appErr.toBody(), requestId: String(req.id) };
   // also here: router-level failures never reach the onRequest hook that sets it
   reply.header('x-request-id', String(req.id));
-  if (appErr.code === 'SERVICE_UNAVAILABLE' || appErr.code === 'CAPACITY_EXHAUSTED')
+  if (appErr.retryAfterSeconds !== undefined) reply.header('retry-after', String(appErr.retryAfterSeconds));
+  else if (appErr.code === 'SERVICE_UNAVAILABLE' || appErr.code === 'CAPACITY_EXHAUSTED')
     reply.header('retry-after', '1');
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
