@@ -2,7 +2,7 @@ import { launchChromium, listenOnLoopback } from '@vab/testkit';
 import { createServer, request, type Server } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack } from '../helpers/stack.js';
+import { startStack, type Stack } from '../../helpers/stack.js';
 
 /**
  * The public talk page and the widget as they are served (docs/api.md, "The talk page and the widget"): open
