@@ -6,7 +6,7 @@
 // the call starts with `POST <origin>/live/<subdomain>/calls` (a publishable key when the page is not ours)
 // and runs over the voice socket (voice/voice-call.js, the console's Talk's own client).
 
-import { VoiceCall } from './voice/voice-call.js';
+import { CALL_AUDIO, VoiceCall } from './voice/voice-call.js';
 
 /**
  * @typedef {object} TalkOptions
@@ -193,7 +193,7 @@ export function mountTalk(root, opts) {
       const res = await fetch(`${opts.origin}/live/${encodeURIComponent(opts.subdomain)}/calls`, {
         method: 'POST',
         headers,
-        body: '{}',
+        body: JSON.stringify({ audio: CALL_AUDIO }),
         // the key is the credential; no cookie of ours goes with a call
         credentials: 'omit',
       });

@@ -3,8 +3,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
-import { LIVE_PREFIX } from './security.js';
+import { LIVE_PREFIX, LiveParams } from '@vab/contracts';
 
 /**
  * The talk page's policy: everything from this origin, nothing from elsewhere, no inline script or style. Its
@@ -26,12 +25,6 @@ const LIVE_PAGE_PERMISSIONS = 'microphone=(self), camera=(), geolocation=(), pay
 
 /** The page's files and the voice client (src/ and dist/ both sit one level under the service, next to live/). */
 const LIVE_DIR = fileURLToPath(new URL('../live/', import.meta.url));
-
-/** A subdomain as a DNS label names it: what `/live/:subdomain` and `<subdomain>.<LIVE_DOMAIN>` take. */
-export const Subdomain = z
-  .string()
-  .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a DNS label: a-z, 0-9 and -, at most 63');
-const LivePageParams = z.object({ subdomain: Subdomain });
 
 /**
  * The files other sites load (the widget's script, its module, styles and worklets): any origin may read
@@ -66,17 +59,14 @@ export async function registerLivePage(app: FastifyInstance): Promise<void> {
     // the page is its route's (below); the checker's files are not served
     globIgnore: ['**/*.d.ts', '**/tsconfig.json', '**/index.html'],
   });
-  app.get(
-    `${LIVE_PREFIX}/:subdomain`,
-    { schema: { hide: true, params: LivePageParams } },
-    async (_req, reply) =>
-      reply
-        .header('content-type', 'text/html; charset=utf-8')
-        .header('content-security-policy', LIVE_PAGE_CSP)
-        .header('permissions-policy', LIVE_PAGE_PERMISSIONS)
-        .header('referrer-policy', 'no-referrer')
-        .header('cache-control', 'no-cache')
-        .send(page),
+  app.get(`${LIVE_PREFIX}/:subdomain`, { schema: { hide: true, params: LiveParams } }, async (_req, reply) =>
+    reply
+      .header('content-type', 'text/html; charset=utf-8')
+      .header('content-security-policy', LIVE_PAGE_CSP)
+      .header('permissions-policy', LIVE_PAGE_PERMISSIONS)
+      .header('referrer-policy', 'no-referrer')
+      .header('cache-control', 'no-cache')
+      .send(page),
   );
 }
 
@@ -98,7 +88,7 @@ export function liveHostRewrite(
     const host = (req.headers.host ?? '').toLowerCase().replace(/:\d+$/, '');
     if (!host.endsWith(suffix)) return url;
     const label = host.slice(0, -suffix.length);
-    if (!Subdomain.safeParse(label).success) return url;
+    if (!LiveParams.shape.subdomain.safeParse(label).success) return url;
     return `${LIVE_PREFIX}/${label}${url.slice(1)}`;
   };
 }

@@ -1,7 +1,7 @@
 import cors from '@fastify/cors';
 import helmet from 'helmet';
 import rateLimit from '@fastify/rate-limit';
-import { AppError } from '@vab/contracts';
+import { AppError, LIVE_PREFIX } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -227,7 +227,6 @@ function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
  * The public surface of live deploys (the talk page, the widget, public calls): no builder token there (the
  * API's tokens are builders'); still rate limited per address like every route.
  */
-export const LIVE_PREFIX = '/live';
 const isLive = (url: string) =>
   url === LIVE_PREFIX || url.startsWith(`${LIVE_PREFIX}/`) || url.startsWith(`${LIVE_PREFIX}?`);
 

@@ -20,6 +20,8 @@ const ENDED_REASONS = [
   'provider_error',
   'instance_lost',
   'drained',
+  'gateway_lost',
+  'no_connect',
 ];
 const CHANNELS = ['web', 'phone'];
 
@@ -82,7 +84,7 @@ async function loadCalls(more = false) {
       },
     );
     nextCursor = page.nextCursor ?? '';
-    const items = (page.calls ?? []).map((c) => callItem(agentId, c));
+    const items = page.calls.map((c) => callItem(agentId, c));
     if (more) $('calls').append(...items);
     else $('calls').replaceChildren(...items);
     if (!more && items.length === 0) $('calls').replaceChildren(el('li', { class: 'muted' }, 'No calls.'));
@@ -95,8 +97,9 @@ async function loadCalls(more = false) {
 /** The deploy filter's choices: the agent's deploys. */
 async function loadDeployChoices(agentId) {
   try {
-    const body = await json('GET', `${agentPath(agentId)}/deploys`, undefined, { signal: store.agentSignal });
-    const deploys = Array.isArray(body) ? body : (body.deploys ?? []);
+    const deploys = await json('GET', `${agentPath(agentId)}/deploys`, undefined, {
+      signal: store.agentSignal,
+    });
     $('calls-deploy').replaceChildren(
       el('option', { value: '' }, 'any deploy'),
       ...deploys.map((d) => el('option', { value: d.id }, `#${d.deployNumber} · v${d.version}`)),

@@ -24,13 +24,6 @@ const snippetOf = (subdomain, key) =>
 let deploys = [];
 let newKey = '';
 
-/** A list answer, whether it is the list itself or an object holding it (`{ keys }`, `{ publicKeys }`). */
-const listOf = (body, ...names) => {
-  if (Array.isArray(body)) return body;
-  for (const n of names) if (Array.isArray(body?.[n])) return body[n];
-  return [];
-};
-
 function renderLive() {
   const live = deploys.find((d) => d.status === 'live');
   const line = $('deploy-live');
@@ -55,15 +48,21 @@ function renderDeploys() {
   const live = deploys.find((d) => d.status === 'live');
   $('deploys').replaceChildren(
     ...deploys.slice(0, 8).map((d) => {
-      const issues = (d.issues ?? d.readiness?.issues ?? []).map((i) =>
-        el('p', { class: 'failure' }, typeof i === 'string' ? i : (i.message ?? JSON.stringify(i))),
-      );
+      // a failed deploy's reason and the readiness issues a public caller's start would meet
+      const failure = d.failure
+        ? [
+            el('p', { class: 'failure' }, d.failure.reason),
+            ...d.failure.issues.map((i) =>
+              el('p', { class: 'failure' }, `${i.nodeId ? `${i.nodeId}: ` : ''}${i.message} (${i.code})`),
+            ),
+          ]
+        : [];
       const item = el(
         'li',
         { 'data-deploy-id': d.id, 'data-status': d.status },
         el('span', { class: `verdict verdict-${d.status}` }, d.status),
         ` #${d.deployNumber} · v${d.version} · ${time(d.updatedAt ?? d.createdAt)}`,
-        ...issues,
+        ...failure,
       );
       // roll back: the version of a deploy that was live before, deployed again (seconds: no new build)
       if (live && d.status === 'superseded' && d.version !== live.version) {
@@ -87,7 +86,7 @@ function renderVersions() {
 }
 
 async function loadDeploys(agentId, signal = store.agentSignal) {
-  deploys = listOf(await json('GET', `${agentPath(agentId)}/deploys`, undefined, { signal }), 'deploys');
+  deploys = await json('GET', `${agentPath(agentId)}/deploys`, undefined, { signal });
   renderDeploys();
 }
 
@@ -126,20 +125,17 @@ async function deploy(version) {
 // ---- publishable keys ---------------------------------------------------------------------------------
 
 async function loadKeys(agentId, signal = store.agentSignal) {
-  const keys = listOf(
-    await json('GET', `${agentPath(agentId)}/public-keys`, undefined, { signal }),
-    'keys',
-    'publicKeys',
-  );
+  const { keys } = await json('GET', `${agentPath(agentId)}/public-keys`, undefined, { signal });
   $('keys-list').replaceChildren(
     ...keys.map((k) => {
-      const revoked = Boolean(k.revokedAt ?? k.revoked);
+      const revoked = k.revokedAt !== null;
       const item = el(
         'li',
         { 'data-key-id': k.id, 'data-revoked': String(revoked) },
-        el('code', {}, k.id),
-        ` · ${(k.allowedOrigins ?? []).join(', ')}`,
-        revoked ? ' · revoked' : '',
+        el('code', {}, `${k.prefix}…`),
+        k.label ? ` ${k.label}` : '',
+        ` · ${k.allowedOrigins.join(', ')}`,
+        revoked ? ` · revoked ${time(k.revokedAt)}` : '',
       );
       if (!revoked) {
         const revoke = el('button', { type: 'button', class: 'small revoke' }, 'Revoke');

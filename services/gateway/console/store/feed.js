@@ -86,8 +86,8 @@ async function follow(s, signal, attempt = 0) {
 async function closedSession(s, signal) {
   try {
     const record = await json('GET', recordPath(s), undefined, { signal });
-    // a test session says `closed`; a call has ended once it has `endedAt`
-    if (record.status !== 'closed' && record.endedAt === undefined) return false;
+    // a test session says `closed`, a call `ended`
+    if (record.status !== 'closed' && record.status !== 'ended') return false;
     store.ended();
     if (store.seen.size > 0) return true;
     // a call carries its messages; a test session's are a route of their own
