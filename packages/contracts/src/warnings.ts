@@ -34,6 +34,8 @@ export const WarningCode = z.enum([
   'TEST_RUN_SWEEP_FAILED',
   // playground sessions
   'AT_CAPACITY',
+  'INSTANCE_OVERLOADED',
+  'SESSION_BEHIND_REAL_TIME',
   'SESSION_START_FAILED',
   'SESSION_CLEANUP_FAILED',
   'MESSAGE_NOT_RECORDED',

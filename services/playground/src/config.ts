@@ -104,6 +104,21 @@ const Env = {
   RECORDINGS_MAX_BYTES: envInt(2 * 1024 * 1024 * 1024, 1024 * 1024),
   /** Copies of the recordings bucket on a JetStream cluster (1, 3 or 5). */
   RECORDINGS_REPLICAS: envInt(1, 1),
+  /** How often this instance measures its load (event-loop delay, sessions behind real time, CPU). */
+  LOAD_CHECK_INTERVAL_MS: envInt(1000, 100),
+  /**
+   * Past any of these the instance takes no new session (it leaves the start subjects' queue groups; a start
+   * that still reaches it answers 503 with Retry-After) until every measure stays under its threshold for
+   * LOAD_RECOVER_MS. 0 turns one off. Event-loop delay p99 over one interval, in ms:
+   */
+  LOAD_MAX_EVENT_LOOP_P99_MS: envInt(100, 0),
+  /** …the worst voice session's audio this far behind real time (its VAD's queue), in ms: */
+  LOAD_MAX_BEHIND_MS: envInt(500, 0),
+  /** …the process's CPU, in percent of one core (a process runs its sessions on one): */
+  LOAD_MAX_CPU_PERCENT: envInt(90, 0),
+  LOAD_RECOVER_MS: envInt(5000, 0),
+  /** An admitted voice session whose audio falls this far behind real time is ended (`behind real time`). 0: never. */
+  SESSION_MAX_BEHIND_MS: envInt(3000, 0),
   /** How long the reaper listens for the other instances saying they are alive. */
   REAPER_ALIVE_WAIT_MS: envInt(500, 10),
 };

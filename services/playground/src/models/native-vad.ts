@@ -1,6 +1,7 @@
 import { VADEventType, VADStream, type VAD, type VADEvent } from '@livekit/agents';
 import { AudioFrame, AudioResampler, AudioResamplerQuality } from '@livekit/rtc-node';
 import local from '@livekit/local-inference';
+import { behindRealTime } from './behind-real-time.js';
 
 /**
  * The VAD's settings, LiveKit 1.9's `inference.VAD` defaults (durations in ms). Every voice session of the
@@ -147,7 +148,8 @@ export class NativeVadStream extends VADStream {
       for (;;) {
         const { done, value } = await reader.read();
         if (done || this.closed || this.reader !== reader) return;
-        if (!this.failed) void this.then(() => this.hear(value));
+        const arrivedAt = performance.now();
+        if (!this.failed) void this.then(() => this.hear(value, arrivedAt));
       }
     } catch {
       // the reader was released: detached, or the stream closed
@@ -156,7 +158,8 @@ export class NativeVadStream extends VADStream {
 
   override pushFrame(frame: AudioFrame): void {
     this.checkOpen();
-    void this.then(() => this.hear(frame));
+    const arrivedAt = performance.now();
+    void this.then(() => this.hear(frame, arrivedAt));
   }
 
   /** A hard boundary: what was heard before it starts no speech after it. */
@@ -226,10 +229,11 @@ export class NativeVadStream extends VADStream {
     this.resampler = undefined;
     this.end();
     this.events.length = 0;
+    behindRealTime.forget(this);
     super.close();
   }
 
-  private async hear(frame: AudioFrame): Promise<void> {
+  private async hear(frame: AudioFrame, arrivedAt: number): Promise<void> {
     if (this.closed) return;
     if (this.rate === 0) this.begin(frame.sampleRate);
     else if (frame.sampleRate !== this.rate) {
@@ -240,6 +244,8 @@ export class NativeVadStream extends VADStream {
     if (this.resampler) for (const f of this.resampler.push(frame)) this.atModelRate.append(f.data);
     const model = this.resampler ? this.atModelRate : this.atInputRate;
     while (model.length >= WINDOW && !this.closed) await this.window(model);
+    // how long ago the frame just heard arrived: how far this session's hearing is behind real time
+    if (!this.closed) behindRealTime.report(this, performance.now() - arrivedAt);
   }
 
   private begin(rate: number): void {

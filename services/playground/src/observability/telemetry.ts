@@ -2,6 +2,7 @@ import { initializeLogger, telemetry } from '@livekit/agents';
 import { briefError, createLogger, type Tracing } from '@vab/service-kit';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DestinationStream } from 'pino';
+import { behindRealTime } from '../models/behind-real-time.js';
 
 const traced = new WeakSet<object>();
 
@@ -33,6 +34,9 @@ const sessionFields = new AsyncLocalStorage<SessionLogFields>();
 /** Runs `fn` as work of that session: what LiveKit logs within it (its tasks inherit the context) names it. */
 export const inSession = <T>(fields: SessionLogFields, fn: () => T): T =>
   sessionFields.run({ ...sessionFields.getStore(), ...fields }, fn);
+
+// a VAD stream made within a session reports its lag under that session's id
+behindRealTime.sessionOf = () => sessionFields.getStore()?.sessionId;
 
 /** Where LiveKit Agents' `log()` finds its logger (a global, so its ESM and CJS builds share one). */
 const LIVEKIT_LOGGER = Symbol.for('@livekit/agents:logger');

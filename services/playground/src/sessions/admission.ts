@@ -15,8 +15,9 @@ export interface HeldSessions {
 }
 
 /**
- * Who may start a session here: one capacity rule for voice and text (at MAX_SESSIONS the instance leaves the
- * create subjects' queue groups, and rejoins when a slot frees) and the per-caller quota (this instance's count
+ * Who may start a session here: one capacity rule for voice and text (at MAX_SESSIONS, overloaded (`load.ts`)
+ * or draining the instance leaves the create subjects' queue groups, and rejoins when a slot frees or the load
+ * recovers) and the per-caller quota (this instance's count
  * first, then the caller's slots across every instance). The process's session gauges read it.
  */
 export class Admission implements CapacityView {
@@ -27,7 +28,12 @@ export class Admission implements CapacityView {
   /** The caller a start runs for (`asCaller`), read where the session opens: the transports need not pass it. */
   private readonly callerScope = new AsyncLocalStorage<string | undefined>();
   private served: Served | undefined;
+  /** Out of the create subjects' queue groups (full, overloaded or draining). */
   private full = false;
+  /** Too loaded to take a session (`LoadMonitor`), until it recovers. */
+  private overloaded = false;
+  /** Stopping: it takes no session again. */
+  private draining = false;
 
   constructor(
     private readonly deps: {
@@ -69,19 +75,42 @@ export class Admission implements CapacityView {
     return this.deps.sessions.count(sessionType);
   }
 
-  /** Leaves or rejoins the create subjects by the count; resolves once the server has a rejoin. */
+  /** The load monitor's verdict: an overloaded instance takes no session until it recovers. */
+  setOverloaded(overloaded: boolean): Promise<void> {
+    this.overloaded = overloaded;
+    return this.recount();
+  }
+
+  /** Takes no session from now on (SIGTERM): the instance leaves the create subjects' queue groups at once. */
+  drain(): Promise<void> {
+    this.draining = true;
+    return this.recount();
+  }
+
+  /** Why no session may start here now, if none may. */
+  private refusal(): string | undefined {
+    if (this.draining) return 'playground instance stopping, retry shortly (another instance takes it)';
+    if (this.overloaded) return 'playground instance overloaded, retry shortly (another instance takes it)';
+    if (this.size >= this.deps.config.MAX_SESSIONS) return 'playground at capacity, retry shortly';
+    return undefined;
+  }
+
+  /** Leaves or rejoins the create subjects by the count and the load; resolves once the server has a rejoin. */
   async recount(): Promise<void> {
     const served = this.served;
     if (!served) return;
     const { MAX_SESSIONS } = this.deps.config;
-    if (!this.full && this.size >= MAX_SESSIONS) {
+    const refusing = this.refusal() !== undefined;
+    if (!this.full && refusing) {
       this.full = true;
       for (const s of this.deps.createSubjects) served.pause(s);
-      this.deps.log.warn(
-        { code: 'AT_CAPACITY', sessions: this.size },
-        'at capacity: no longer taking new sessions',
-      );
-    } else if (this.full && this.size < MAX_SESSIONS) {
+      // overload and draining say so where they start
+      if (this.size >= MAX_SESSIONS)
+        this.deps.log.warn(
+          { code: 'AT_CAPACITY', sessions: this.size },
+          'at capacity: no longer taking new sessions',
+        );
+    } else if (this.full && !refusing) {
       this.full = false;
       this.deps.log.info({ sessions: this.size }, 'taking new sessions again');
       await Promise.all(this.deps.createSubjects.map((s) => served.resume(s)));
@@ -107,9 +136,9 @@ export class Admission implements CapacityView {
     requestId: string,
     register: (caller: string | undefined) => Promise<T>,
   ): Promise<{ admitted: T; slot: CallerSlot | undefined }> {
-    if (this.size >= this.deps.config.MAX_SESSIONS) {
-      throw new AppError('CAPACITY_EXHAUSTED', 'playground at capacity, retry shortly');
-    }
+    const refusal = this.refusal();
+    // a start already delivered when the instance left the queue groups: the caller retries (Retry-After)
+    if (refusal !== undefined) throw new AppError('CAPACITY_EXHAUSTED', refusal);
     const caller = this.callerScope.getStore();
     const quota = this.deps.config.MAX_SESSIONS_PER_CALLER ?? 0;
     const overQuota = () =>

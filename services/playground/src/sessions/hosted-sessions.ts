@@ -15,6 +15,7 @@ import type { AudioRecording } from '../recording/audio-recording.js';
 import { observeTurn } from '../observability/metrics.js';
 import { inSession } from '../observability/telemetry.js';
 import { Admission } from './admission.js';
+import { LoadMonitor } from './load.js';
 import type { CallerSlot, CallerSlots } from './caller-slots.js';
 import { notFound, OwnerRouting } from './owner-routing.js';
 import { redactedError, Redactor, secretsInPlay } from './redactor.js';
@@ -34,6 +35,9 @@ export type {
   Started,
   UserTurn,
 } from './session-context.js';
+
+/** `session_ended`'s reason for a session whose audio fell too far behind real time (SESSION_MAX_BEHIND_MS). */
+export const BEHIND_REAL_TIME = 'behind real time';
 
 interface HostedSession {
   /** Its id: its test session's, or the transport's own (a room session's room name). */
@@ -86,6 +90,7 @@ export class HostedSessions {
   /** Sessions that gave their capacity back and are storing their session_ended. */
   private releasedCount = 0;
   private readonly admission: Admission;
+  private readonly load: LoadMonitor;
   private readonly owners: OwnerRouting;
 
   constructor(
@@ -123,16 +128,65 @@ export class HostedSessions {
         },
       },
     });
+    this.load = new LoadMonitor({
+      log,
+      config,
+      onChange: (overloaded) => void this.admission.setOverloaded(overloaded),
+      tooFarBehind: (sessionId, behindMs) => {
+        const hosted = this.sessions.get(sessionId);
+        if (!hosted || hosted.stopping) return;
+        hosted.log.warn(
+          { code: 'SESSION_BEHIND_REAL_TIME', behindMs: Math.round(behindMs) },
+          'session too far behind real time: ending it',
+        );
+        void this.stop(sessionId, BEHIND_REAL_TIME);
+      },
+    });
   }
 
-  /** Capacity is enforced on the served subjects from now on, and the process's gauges read this host. */
+  /**
+   * Capacity is enforced on the served subjects from now on (the count and the load), and the process's
+   * gauges read this host.
+   */
   attach(served: Served): void {
     this.admission.attach(served);
+    this.load.start();
   }
 
   /** The gauges stop reading this host (it has stopped). */
   detach(): void {
+    this.load.stop();
     this.admission.detach();
+  }
+
+  /** The load measured last (the metrics read it). */
+  get loadSample() {
+    return this.load.last;
+  }
+
+  get overloaded(): boolean {
+    return this.load.isOverloaded;
+  }
+
+  /** Takes no new session from now on (a drain): the instance leaves the start subjects' queue groups at once. */
+  drain(): Promise<void> {
+    return this.admission.drain();
+  }
+
+  /** Resolves once no session is held, or after `ms`: true when none is left. */
+  async settled(ms: number): Promise<boolean> {
+    const until = Date.now() + ms;
+    while (this.sessions.size > 0 && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, Math.min(100, until - Date.now())));
+    }
+    return this.sessions.size === 0;
+  }
+
+  /** The ids of the voice sessions held now (not stopping). */
+  liveVoiceSessions(): string[] {
+    return [...this.sessions.values()]
+      .filter((s) => s.sessionType === 'voice' && !s.stopping)
+      .map((s) => s.sessionId);
   }
 
   get capacity(): number {

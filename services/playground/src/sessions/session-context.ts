@@ -4,8 +4,9 @@ import type { OwnerVerb, SessionEventInput, SessionType, SessionUsage, TurnResul
 import type { z } from 'zod';
 import type { TranscriptWriter } from './transcript-writer.js';
 import type { Redactor } from './redactor.js';
+import type { LoadConfig } from './load.js';
 
-export interface HostedSessionsConfig {
+export interface HostedSessionsConfig extends LoadConfig {
   /** Sessions (voice and text together) one instance runs at once. */
   MAX_SESSIONS: number;
   /** Sessions one caller may hold at once here (0: no quota). */
