@@ -26,6 +26,7 @@ describe('benchmarks still run', () => {
     ['control-flood.mjs', ['--probes', '2'], /start → ready p99 under the flood: [\d.]+× quiet/],
     ['egress-check.mjs', ['--calls', '20'], /new connection per call: .* added at p50 -?[\d.]+ ms/],
     ['docs-render.mjs', ['--runs', '1', '--visits', '1'], /\| 1st \(nothing cached\) \| \d+ \/ \d+ \|/],
+    ['phone.mjs', ['--frames', '200'], /\| in \(Twilio → bus\) \| [\d.]+ \|/],
   ])(
     '%s',
     async (file, args, expected) => {

@@ -50,6 +50,7 @@ import {
   VerifiedPublicKey,
   VerifyPublicKeyRequest,
 } from './credentials.js';
+import { CreatePhoneNumberBody, PhoneNumber, PhoneNumberList, UpdatePhoneNumberBody } from './telephony.js';
 import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
@@ -162,6 +163,12 @@ export const Subjects = {
   callsHangUp: 'playground.calls.end',
   credentialsPut: 'playground.credentials.put',
   deployCheck: 'playground.deploys.check',
+
+  phoneNumbersCreate: 'telephony.numbers.create',
+  phoneNumbersList: 'telephony.numbers.list',
+  phoneNumbersUpdate: 'telephony.numbers.update',
+  phoneNumbersDelete: 'telephony.numbers.delete',
+  telephonyHealth: 'telephony.health',
 } as const;
 
 /** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
@@ -179,8 +186,11 @@ export const OWNER_VERBS = ['turn', 'end', 'attach'] as const;
 export type OwnerVerb = (typeof OWNER_VERBS)[number];
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
+/** The services the gateway's readiness (`/readyz`) waits for: every deployment runs them. */
 export const ServiceNames = ['agents', 'sessions', 'playground'] as const;
-export type ServiceName = (typeof ServiceNames)[number];
+/** Services a deployment may leave out (no phone numbers: no telephony); `/readyz` does not wait for them. */
+export const OptionalServiceNames = ['telephony'] as const;
+export type ServiceName = (typeof ServiceNames)[number] | (typeof OptionalServiceNames)[number];
 
 const AgentRef = z.object({ id: Id });
 const SessionRef = z.object({ agentId: Id, sessionId: Id });
@@ -561,6 +571,21 @@ export const contract = {
     errors: ['NOT_FOUND'],
     timeoutMs: 30_000,
   },
+
+  [Subjects.phoneNumbersCreate]: {
+    request: CreatePhoneNumberBody,
+    response: PhoneNumber,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CONFLICT'],
+    idempotent: true,
+  },
+  [Subjects.phoneNumbersList]: { request: z.object({}), response: PhoneNumberList, errors: [] },
+  [Subjects.phoneNumbersUpdate]: {
+    request: z.object({ id: Id, update: UpdatePhoneNumberBody }),
+    response: PhoneNumber,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.phoneNumbersDelete]: { request: z.object({ id: Id }), response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.telephonyHealth]: { request: HealthRequest, response: Health, errors: [] },
 } as const satisfies Record<Subject, SubjectSpec>;
 
 /** A subject's spec, with every optional field visible. */
@@ -578,6 +603,7 @@ export const healthSubjectOf: Record<ServiceName, Subject> = {
   agents: Subjects.agentsHealth,
   sessions: Subjects.sessionsHealth,
   playground: Subjects.playgroundHealth,
+  telephony: Subjects.telephonyHealth,
 };
 
 /** NATS headers we set ourselves. */

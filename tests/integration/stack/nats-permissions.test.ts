@@ -19,6 +19,7 @@ const passwords = {
   agents: 'ag-pass-test',
   sessions: 'ss-pass-test',
   playground: 'pg-pass-test',
+  telephony: 'tp-pass-test',
 };
 const credentials = Object.fromEntries(
   Object.entries(passwords).map(([user, pass]) => [user, { user, pass }]),
@@ -37,6 +38,7 @@ beforeAll(async () => {
       NATS_AGENTS_PASSWORD: passwords.agents,
       NATS_SESSIONS_PASSWORD: passwords.sessions,
       NATS_PLAYGROUND_PASSWORD: passwords.playground,
+      NATS_TELEPHONY_PASSWORD: passwords.telephony,
     },
   });
   stack = await startStack({
@@ -278,6 +280,7 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
         NATS_AGENTS_PASSWORD: passwords.agents,
         NATS_SESSIONS_PASSWORD: passwords.sessions,
         NATS_PLAYGROUND_PASSWORD: passwords.playground,
+        NATS_TELEPHONY_PASSWORD: passwords.telephony,
       },
     });
     const [a, b, c] = cluster.nodes.map((n) => n.url);

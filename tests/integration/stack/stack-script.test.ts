@@ -50,18 +50,18 @@ function alive(pid: number): boolean {
 }
 
 async function startScript(extra: Record<string, string> = {}) {
-  // the stack binds METRICS_PORT_BASE…+2, one metrics port per service: all three must be free
-  const metrics = await freePortRange(3);
-  const reserved = new Set([metrics, metrics + 1, metrics + 2]);
+  // the stack binds METRICS_PORT_BASE…+3, one metrics port per service: all four must be free
+  const metrics = await freePortRange(4);
+  const reserved = new Set([metrics, metrics + 1, metrics + 2, metrics + 3]);
   const others: number[] = [];
-  while (others.length < 3) {
+  while (others.length < 4) {
     const p = await freePort();
     if (!reserved.has(p)) {
       reserved.add(p);
       others.push(p);
     }
   }
-  const [nats, redis, port] = others as [number, number, number];
+  const [nats, redis, port, telephony] = others as [number, number, number, number];
   const state = mkdtempSync(join(tmpdir(), 'stack-'));
   const child = spawn(process.execPath, [script], {
     env: {
@@ -70,6 +70,7 @@ async function startScript(extra: Record<string, string> = {}) {
       REDIS_URL: `redis://127.0.0.1:${redis}`,
       PORT: String(port),
       METRICS_PORT_BASE: String(metrics),
+      TELEPHONY_PORT: String(telephony),
       STACK_STATE_DIR: state,
       ...extra,
     },
