@@ -248,9 +248,10 @@ export default tseslint.config(
       },
     },
   },
-  // the console page runs in a browser (services/gateway/console): its globals, as a module
+  // the console, the public talk page and widget, and their shared voice client run in a browser: its
+  // globals, as modules
   {
-    files: ['services/gateway/console/**/*.js'],
+    files: ['services/gateway/console/**/*.js', 'services/gateway/live/**/*.js'],
     languageOptions: {
       sourceType: 'module',
       globals: {
@@ -286,9 +287,9 @@ export default tseslint.config(
     'store/**': { above: ['panels'] },
     'panels/**': { above: [], siblings: true },
   }),
-  // its AudioWorklet modules run in the AudioWorkletGlobalScope
+  // the voice client's AudioWorklet modules run in the AudioWorkletGlobalScope
   {
-    files: ['services/gateway/console/*-worklet.js'],
+    files: ['services/gateway/live/voice/*-worklet.js'],
     languageOptions: {
       globals: { AudioWorkletProcessor: 'readonly', registerProcessor: 'readonly', sampleRate: 'readonly' },
     },

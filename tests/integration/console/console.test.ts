@@ -295,9 +295,6 @@ describe('the console', () => {
         ['lib/vendor/eventsource-parser/stream.js', /^text\/javascript/],
         ['lib/vendor/eventsource-parser/index.js', /^text\/javascript/],
         ['console.css', /^text\/css/],
-        // the AudioWorklet modules of Talk: scripts of this origin, as script-src allows
-        ['mic-worklet.js', /^text\/javascript/],
-        ['player-worklet.js', /^text\/javascript/],
       ] as const) {
         const res = await fetch(`${locked.baseUrl}/console/${file}`);
         expect(res.status).toBe(200);
@@ -305,12 +302,7 @@ describe('the console', () => {
         expect(res.headers.get('content-security-policy')).toBe(CSP);
       }
       // nothing else: not a file that is not there, nor the type checker's files
-      for (const file of [
-        'nothing-here',
-        'tsconfig.json',
-        'audio-worklet.d.ts',
-        'lib/vendor/eventsource-parser/stream.d.ts',
-      ])
+      for (const file of ['nothing-here', 'tsconfig.json', 'lib/vendor/eventsource-parser/stream.d.ts'])
         expect((await fetch(`${locked.baseUrl}/console/${file}`)).status, file).toBe(404);
       expect((await fetch(`${locked.baseUrl}/api/agents`)).status).toBe(401);
 
