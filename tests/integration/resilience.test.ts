@@ -247,3 +247,31 @@ describe.skipIf(!built())('a drained instance (SIGTERM, issue 50)', () => {
     await stopped(other, 'SIGKILL');
   }, 240_000);
 });
+
+describe.skipIf(!built())('an instance lost mid-call (kill -9, issue 50)', () => {
+  it('closes the caller 4503 within 5 s, saying why', async () => {
+    const doomed = await start('playground', playgroundEnv());
+    const voiceAgent = await post('/api/agents', {
+      name: 'Lost call',
+      flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
+    });
+    const call = await post(`/api/agents/${voiceAgent.body.id as string}/voice-sessions`, {
+      apiKeys: { openai: KEY },
+    });
+    expect(call.status, JSON.stringify(call.body)).toBe(201);
+    const client = new VoiceClient({ url: base.replace(/^http/, 'ws') + (call.body.audioPath as string) });
+    await client.ready;
+    await expect.poll(() => client.segments.length, { timeout: 30_000 }).toBeGreaterThan(0);
+    let closedAt = 0;
+    void client.closed.then(() => (closedAt = Date.now()));
+    const killedAt = Date.now();
+    await stopped(doomed, 'SIGKILL');
+    // the product's bound (docs/api.md, close code 4503): two probes of the session's owner a second apart
+    await expect.poll(() => closedAt, { timeout: 5000, interval: 50 }).toBeGreaterThan(0);
+    expect(await client.closed).toEqual({
+      code: 4503,
+      reason: 'the instance running the session is gone',
+    });
+    console.log(`[kill -9 playground] caller closed 4503 ${closedAt - killedAt} ms after the kill`);
+  }, 240_000);
+});
