@@ -65,13 +65,21 @@ export const layers = {
   'services/sessions/src': [
     ['stats/'],
     ['*.ts'],
-    ['testing/'],
+    ['testing/', 'live/'],
     ['deps.ts'],
     ['handlers/'],
     ['service.ts', 'main.ts', 'index.ts'],
   ],
   'services/agents/src': [['*.ts'], ['handlers/'], ['service.ts', 'main.ts', 'index.ts']],
   'services/gateway/src': [['*.ts'], ['app.ts'], ['main.ts', 'index.ts']],
+  'services/telephony/src': [
+    ['audio/', 'twilio/'],
+    ['numbers/'],
+    ['calls/'],
+    ['handlers/'],
+    ['http/'],
+    ['config.ts', 'service.ts', 'index.ts', 'main.ts'],
+  ],
 };
 
 /**
@@ -84,7 +92,7 @@ export const packageLayers = [
   ['contracts'],
   ['bus', 'storage', 'flow'],
   ['service-kit'],
-  ['agents', 'sessions', 'gateway', 'playground'],
+  ['agents', 'sessions', 'gateway', 'playground', 'telephony'],
 ];
 /** The packages outside the layers, and what each may import: the tests' kit and the front ends' client. */
 const PACKAGES_ASIDE = { testkit: ['contracts'], client: [] };
@@ -100,6 +108,7 @@ const PACKAGE_DIRS = {
   sessions: 'services/sessions',
   gateway: 'services/gateway',
   playground: 'services/playground',
+  telephony: 'services/telephony',
 };
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

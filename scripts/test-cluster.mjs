@@ -10,13 +10,13 @@ import { startLocalRedisCluster } from '@vab/testkit';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SUBSET = [
-  'tests/integration/agents.test.ts',
-  'tests/integration/sessions.test.ts',
-  'tests/integration/client.test.ts',
-  'tests/integration/idempotency.test.ts',
-  'tests/integration/retention.test.ts',
-  'tests/integration/text-sessions.test.ts',
-  'tests/integration/test-runs.test.ts',
+  'tests/integration/api/agents.test.ts',
+  'tests/integration/sessions/sessions.test.ts',
+  'tests/integration/api/client.test.ts',
+  'tests/integration/api/idempotency.test.ts',
+  'tests/integration/api/retention.test.ts',
+  'tests/integration/sessions/text-sessions.test.ts',
+  'tests/integration/runs/test-runs.test.ts',
 ];
 
 const cluster = await startLocalRedisCluster();

@@ -230,7 +230,7 @@ async function gatherFacts(): Promise<Facts> {
 const tokensOf = (text: string) => [...text.matchAll(/`([^`\n]+)`/g)].map((m) => m[1]!);
 /** `playground.owner.<sessionId>.<verb>` → `playground.owner.*.*`. */
 const normal = (subject: string) => subject.replace(/<[^>]+>/g, '*');
-const SUBJECT = /^(agents|sessions|playground|voice|events)(\.([\w-]+|\*|>|<\w+>))+$/;
+const SUBJECT = /^(agents|sessions|playground|telephony|voice|events)(\.([\w-]+|\*|>|<\w+>))+$/;
 
 /** NATS's wildcards, token by token: whether some subject matches both patterns. */
 function overlap(a: string, b: string): boolean {
@@ -464,8 +464,16 @@ describe('docs/architecture.md', () => {
     expect(facts.declared).toEqual(
       expect.arrayContaining(['agents.create', 'playground.owner.*.*', 'voice.*.in', 'events.*.*']),
     );
-    expect(facts.streams).toEqual(['SESSION_EVENTS']);
-    expect([...facts.buckets].sort()).toEqual(['gateway-tickets', 'playground-callers', 'recordings']);
+    expect(facts.streams).toEqual(expect.arrayContaining(['SESSION_EVENTS', 'DOMAIN_EVENTS']));
+    expect([...facts.buckets].sort()).toEqual(
+      expect.arrayContaining([
+        'gateway-tickets',
+        'live-deploys',
+        'playground-callers',
+        'recordings',
+        'telephony-call-tokens',
+      ]),
+    );
     expect(facts.ownRoutes).toEqual(
       expect.arrayContaining([
         'GET /healthz',
@@ -517,13 +525,16 @@ const CLAIMS: [string, (doc: string) => string][] = [
   ['the gateway has no subjects', edit(null, '- **gateway** keeps no subjects (it only sends requests).')],
   [
     'the gateway subscribes to nothing',
-    edit('`voice.<sessionId>.out`: subscribes gateway;', '`voice.<sessionId>.out`: subscribes —;'),
+    edit(
+      '`voice.<sessionId>.out`: subscribes gateway, telephony;',
+      '`voice.<sessionId>.out`: subscribes telephony;',
+    ),
   ],
   [
     'the gateway publishes no voice.*.in',
     edit(
-      '`voice.<sessionId>.in`: subscribes playground; publishes gateway;',
-      '`voice.<sessionId>.in`: subscribes playground; publishes playground;',
+      '`voice.<sessionId>.in`: subscribes playground; publishes gateway, telephony;',
+      '`voice.<sessionId>.in`: subscribes playground; publishes telephony;',
     ),
   ],
   ["the edge's routes omit /docs", without('/docs')],

@@ -1,15 +1,16 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
-import { built } from './helpers/processes.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { requireBuilt } from './helpers/processes.js';
 
 // Benchmarks are scripts, not tests: this only keeps them runnable (at tiny sizes, nothing timed is asserted).
 // One broke unnoticed once, when rate limits arrived.
 const run = promisify(execFile);
 const bench = (file: string) => join(import.meta.dirname, '..', 'bench', file);
 
-describe.skipIf(!built())('benchmarks still run', () => {
+describe('benchmarks still run', () => {
+  beforeAll(requireBuilt);
   it.each([
     ['list-agents.mjs', ['200'], /\| 200 \|/],
     ['playground-memory.mjs', ['20'], /left behind: rooms 0, sessions 0, agents not stopped 0/],
@@ -25,6 +26,7 @@ describe.skipIf(!built())('benchmarks still run', () => {
     ['control-flood.mjs', ['--probes', '2'], /start → ready p99 under the flood: [\d.]+× quiet/],
     ['egress-check.mjs', ['--calls', '20'], /new connection per call: .* added at p50 -?[\d.]+ ms/],
     ['docs-render.mjs', ['--runs', '1', '--visits', '1'], /\| 1st \(nothing cached\) \| \d+ \/ \d+ \|/],
+    ['phone.mjs', ['--frames', '200'], /\| in \(Twilio → bus\) \| [\d.]+ \|/],
   ])(
     '%s',
     async (file, args, expected) => {

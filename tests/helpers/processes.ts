@@ -7,8 +7,23 @@ import { vi } from 'vitest';
 // The built entry points (`npm test` builds first), run as an operator would.
 const root = join(import.meta.dirname, '..', '..');
 export const mainOf = (svc: string) => join(root, 'services', svc, 'dist', 'main.js');
-export const built = () =>
-  ['agents', 'sessions', 'playground', 'gateway'].every((s) => existsSync(mainOf(s)));
+
+/**
+ * For a suite that runs the built entry points: fails it (as a `beforeAll`) with the command that builds them,
+ * because a suite that skipped itself when nothing was built passed a bare `vitest run` having tested nothing.
+ */
+export function requireBuilt(): void {
+  const missing = ['agents', 'sessions', 'playground', 'gateway']
+    .map(mainOf)
+    .filter((main) => !existsSync(main))
+    .map((main) => main.slice(root.length + 1));
+  if (missing.length > 0) {
+    throw new Error(
+      `this suite runs the built services and ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: ` +
+        'run `npx turbo run build` first (`npm test` builds before it tests)',
+    );
+  }
+}
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -28,7 +43,9 @@ export function spawnService(svc: string, env: Record<string, string>): ServiceP
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const waitFor = (text: string, timeoutMs = 10_000) =>
+  // a process start has no bound of its own: a playground took over 10 s to say "serving" at load average 30
+  // (LiveKit and the VAD model loading), so the wait is the suite's hook/test timeout, not a guess below it
+  const waitFor = (text: string, timeoutMs = 30_000) =>
     vi.waitFor(
       () => {
         if (!out.includes(text)) throw new Error(`no "${text}" in output of ${svc}:\n${out.slice(-2000)}`);

@@ -241,7 +241,11 @@ class ReplyMux {
 function errorFromReply(data: Uint8Array): AppError {
   try {
     const body = ErrorBody.parse(JSON.parse(decodeText(data)));
-    return new AppError(body.code, body.message, { issues: body.issues, details: body.details });
+    return new AppError(body.code, body.message, {
+      issues: body.issues,
+      details: body.details,
+      ...(body.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: body.retryAfterSeconds }),
+    });
   } catch {
     return new AppError('INTERNAL', 'malformed error reply from service');
   }

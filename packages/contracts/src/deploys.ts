@@ -13,6 +13,53 @@ import { EpochMs, Id } from './common.js';
 export const DeployStatus = z.enum(['pending', 'building', 'live', 'failed', 'superseded', 'stopped']);
 export type DeployStatus = z.infer<typeof DeployStatus>;
 
+/** A deploy's call settings: what a caller of its live version may use (issue 45). */
+export const DEFAULT_DEPLOY_SETTINGS = {
+  maxConcurrentCalls: 10,
+  dailyCallCap: null,
+  maxCallDurationMs: 600_000,
+  silenceTimeoutMs: 60_000,
+  endCallMessage: 'We have reached the time limit for this call. Thank you for calling, goodbye.',
+} as const;
+
+const settingFields = {
+  /** Calls of this deploy at once; one more is refused (429 CAPACITY_EXHAUSTED with `capacity: 'deploy'`, recorded as a `busy` call). */
+  maxConcurrentCalls: z.number().int().min(1).max(1000),
+  /** Calls started per UTC day; null: no daily cap. */
+  dailyCallCap: z.number().int().min(1).max(1_000_000).nullable(),
+  /** A call is ended (`max_duration`, after `endCallMessage`) this long after its start. */
+  maxCallDurationMs: z
+    .number()
+    .int()
+    .min(10_000)
+    .max(4 * 3_600_000),
+  /** A call in which nobody spoke (neither side) this long is ended (`silence_timeout`); null: never. */
+  silenceTimeoutMs: z.number().int().min(5_000).max(3_600_000).nullable(),
+  /** What the agent says when a call reaches its maximum duration; empty: it hangs up without a word. */
+  endCallMessage: z.string().max(500),
+};
+
+export const DeploySettings = z.object(settingFields);
+export type DeploySettings = z.infer<typeof DeploySettings>;
+
+/**
+ * Why a deploy failed: the pipeline's own findings (`TESTS_NOT_PASSED`, `MISSING_CREDENTIALS`, …) or the
+ * readiness check's flow issues (their `FlowIssueCode`s), as a public caller's start would meet them.
+ */
+export const DeployIssue = z.object({
+  code: z.string().max(100),
+  message: z.string().max(2000),
+  nodeId: z.string().max(200).optional(),
+});
+export type DeployIssue = z.infer<typeof DeployIssue>;
+
+export const DeployFailure = z.object({
+  reason: z.string().max(2000),
+  issues: z.array(DeployIssue).max(200),
+  at: EpochMs,
+});
+export type DeployFailure = z.infer<typeof DeployFailure>;
+
 export const DeployRecord = z.object({
   id: Id,
   agentId: Id,
@@ -27,6 +74,11 @@ export const DeployRecord = z.object({
   gateOverride: z.object({ reason: z.string(), at: EpochMs }).optional(),
   /** Present on a `stopped` deploy: why and when it was taken offline (`agent archived`). */
   stopped: z.object({ reason: z.string(), at: EpochMs }).optional(),
+  ...settingFields,
+  /** When it went live (absent until then). */
+  liveAt: EpochMs.optional(),
+  /** Present on a `failed` deploy the pipeline failed: why, with the readiness issues. */
+  failure: DeployFailure.optional(),
 });
 export type DeployRecord = z.infer<typeof DeployRecord>;
 
@@ -36,9 +88,34 @@ export type DeployList = z.infer<typeof DeployList>;
 export const DeployParams = z.object({ id: Id, deployId: Id });
 export type DeployParams = z.infer<typeof DeployParams>;
 
-/** `superseded` and `stopped` are set only by the service. */
+/**
+ * `POST /api/agents/:id/deploys`: every field optional. `version` pins a stored version (default: the agent's
+ * current one) — a rollback is a deploy of an older version. The record then moves by itself (the pipeline):
+ * `pending` → `building` → `live` | `failed`.
+ */
+export const CreateDeployBody = z
+  .object({
+    version: z.number().int().positive().optional(),
+    maxConcurrentCalls: settingFields.maxConcurrentCalls.optional(),
+    dailyCallCap: settingFields.dailyCallCap.optional(),
+    maxCallDurationMs: settingFields.maxCallDurationMs.optional(),
+    silenceTimeoutMs: settingFields.silenceTimeoutMs.optional(),
+    endCallMessage: settingFields.endCallMessage.optional(),
+  })
+  .strict();
+export type CreateDeployBody = z.infer<typeof CreateDeployBody>;
+
+/**
+ * `PATCH …/deploys/:deployId`: a status of an external deployer (the spec's transitions), and/or call
+ * settings (they apply to calls started afterwards). `superseded` and `stopped` are set only by the service.
+ */
 export const UpdateDeployBody = z.object({
-  status: z.enum(['building', 'live', 'failed']),
+  status: z.enum(['building', 'live', 'failed']).optional(),
+  maxConcurrentCalls: settingFields.maxConcurrentCalls.optional(),
+  dailyCallCap: settingFields.dailyCallCap.optional(),
+  maxCallDurationMs: settingFields.maxCallDurationMs.optional(),
+  silenceTimeoutMs: settingFields.silenceTimeoutMs.optional(),
+  endCallMessage: settingFields.endCallMessage.optional(),
   /**
    * Emergency: go live although the agent's deploy gate would refuse (no passing run on this version). The
    * reason is recorded on the deploy (`gateOverride`).
@@ -57,3 +134,32 @@ export type StoppedDeploy = z.infer<typeof StoppedDeploy>;
 
 /** Why an archive stopped a deploy: the agents service sends it, and the sessions service uses it alike. */
 export const ARCHIVED_AGENT_REASON = 'agent archived';
+
+/** The settings part of a body (create or update): the fields sent, nothing else. */
+export function settingsOf(body: Partial<DeploySettings>): Partial<DeploySettings> {
+  const out: Partial<DeploySettings> = {};
+  for (const k of Object.keys(settingFields) as (keyof DeploySettings)[]) {
+    if (body[k] !== undefined) (out as Record<string, unknown>)[k] = body[k];
+  }
+  return out;
+}
+
+// ---- what is live, for every gateway and playground instance at once --------------------------------
+
+/**
+ * The JetStream KV bucket of live deploys, key = subdomain: written when a deploy goes live (or its settings
+ * change), deleted when none of the agent's deploys is live. Gateways and playgrounds watch it, so the next
+ * call on every instance runs the new version.
+ */
+export const LIVE_DEPLOYS_BUCKET = 'live-deploys';
+
+export const LiveDeploy = z.object({
+  agentId: Id,
+  deployId: Id,
+  deployNumber: z.number().int().positive(),
+  version: z.number().int().positive(),
+  subdomain: z.string(),
+  settings: DeploySettings,
+  liveAt: EpochMs,
+});
+export type LiveDeploy = z.infer<typeof LiveDeploy>;

@@ -54,6 +54,8 @@ export const httpStatusOf = {
   UNAUTHORIZED: 401,
   RATE_LIMITED: 429,
   SERVICE_UNAVAILABLE: 503,
+  // this server has no room (every playground instance full, overloaded or draining); a live deploy's own
+  // call caps are the same code at 429 (`capacity: 'deploy'`, statusOfError)
   CAPACITY_EXHAUSTED: 503,
   UPSTREAM_FAILED: 502,
   TIMEOUT: 504,
@@ -61,6 +63,15 @@ export const httpStatusOf = {
   HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
 } as const satisfies Record<ErrorCode, number>;
+
+/**
+ * The HTTP status of an error: its code's (`httpStatusOf`), except a live deploy's own caps, 429 where the
+ * server's capacity is 503 (issue 45 asks 429 for those, issue 50 503 for a server with no room: one code,
+ * since a client does the same thing on both, retry after `Retry-After`).
+ */
+export function statusOfError(body: Pick<ErrorBody, 'code' | 'capacity'>): number {
+  return body.code === 'CAPACITY_EXHAUSTED' && body.capacity === 'deploy' ? 429 : httpStatusOf[body.code];
+}
 
 export const FieldIssue = z.object({
   path: z.string().describe('Dotted path of the offending field, e.g. `body.flow.nodes.0.id`'),
@@ -75,6 +86,17 @@ export const ErrorBody = z.object({
   issues: z.array(FieldIssue).optional(),
   /** Flow compiler findings, on FLOW_INVALID. */
   details: z.unknown().optional(),
+  /**
+   * On RATE_LIMITED and CAPACITY_EXHAUSTED: when asking again may succeed (s). The gateway sends it as the
+   * `Retry-After` header (a daily call cap: the seconds to the next UTC day).
+   */
+  retryAfterSeconds: z.number().int().nonnegative().max(86_400).optional(),
+  /**
+   * On CAPACITY_EXHAUSTED: whose capacity is spent. `server`: every playground instance is full, overloaded
+   * or draining (503). `deploy`: a live deploy's own caps, set by its builder (`maxConcurrentCalls`,
+   * `dailyCallCap`; 429).
+   */
+  capacity: z.enum(['server', 'deploy']).optional(),
 });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
@@ -89,23 +111,35 @@ export class AppError extends Error {
   readonly code: ErrorCode;
   readonly issues: FieldIssue[] | undefined;
   readonly details: unknown;
+  readonly retryAfterSeconds: number | undefined;
+  readonly capacity: ErrorBody['capacity'];
 
   constructor(
     code: ErrorCode,
     message: string,
-    extra: { issues?: FieldIssue[]; details?: unknown; cause?: unknown } = {},
+    extra: {
+      issues?: FieldIssue[];
+      details?: unknown;
+      cause?: unknown;
+      retryAfterSeconds?: number;
+      capacity?: ErrorBody['capacity'];
+    } = {},
   ) {
     super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
     this.name = 'AppError';
     this.code = code;
     this.issues = extra.issues;
     this.details = extra.details;
+    this.retryAfterSeconds = extra.retryAfterSeconds;
+    this.capacity = extra.capacity;
   }
 
   toBody(): ErrorBody {
     const body: ErrorBody = { code: this.code, message: this.message };
     if (this.issues) body.issues = this.issues;
     if (this.details !== undefined) body.details = this.details;
+    if (this.retryAfterSeconds !== undefined) body.retryAfterSeconds = this.retryAfterSeconds;
+    if (this.capacity !== undefined) body.capacity = this.capacity;
     return body;
   }
 }

@@ -14,7 +14,43 @@ import {
 import { ApiKeys, Id, Ok, SUBJECT_TOKEN, subjectToken } from './common.js';
 import { AgentStats, AgentStatsQuery } from './metrics.js';
 import { StartVoiceSessionBody, VoiceSessionStarted } from './voice.js';
-import { DeployList, DeployRecord, StopDeploysRequest, StoppedDeploy, UpdateDeployBody } from './deploys.js';
+import {
+  CreateDeployBody,
+  DeployIssue,
+  DeployList,
+  DeployRecord,
+  StopDeploysRequest,
+  StoppedDeploy,
+  UpdateDeployBody,
+} from './deploys.js';
+import {
+  AdmitCallRequest,
+  AdmittedCall,
+  AppendCallMessageRequest,
+  Call,
+  CallList,
+  CallRecordingRequest,
+  CallRef,
+  CallSettings,
+  CallStarted,
+  EndCallRequest,
+  EndedReason,
+  ListCallsRequest,
+  StartCallRequest,
+} from './calls.js';
+import {
+  CreatedPublicKey,
+  CreatePublicKeyBody,
+  CredentialStatus,
+  PublicKey,
+  PublicKeyList,
+  PutCredentialsBody,
+  SealedCredentials,
+  StoreCredentialsRequest,
+  VerifiedPublicKey,
+  VerifyPublicKeyRequest,
+} from './credentials.js';
+import { CreatePhoneNumberBody, PhoneNumber, PhoneNumberList, UpdatePhoneNumberBody } from './telephony.js';
 import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
@@ -91,6 +127,22 @@ export const Subjects = {
   testRunsCreate: 'sessions.runs.create',
   testRunsList: 'sessions.runs.list',
   testRunsGet: 'sessions.runs.get',
+  callsAdmit: 'sessions.calls.admit',
+  callsAppend: 'sessions.calls.append',
+  callsEnd: 'sessions.calls.end',
+  callsRecording: 'sessions.calls.recording',
+  callsList: 'sessions.calls.list',
+  callsGet: 'sessions.calls.get',
+  callsErase: 'sessions.calls.erase',
+  callSettingsGet: 'sessions.calls.settings.get',
+  callSettingsSet: 'sessions.calls.settings.set',
+  credentialsStatus: 'sessions.credentials.status',
+  credentialsSealed: 'sessions.credentials.sealed',
+  credentialsStore: 'sessions.credentials.store',
+  publicKeysCreate: 'sessions.public-keys.create',
+  publicKeysList: 'sessions.public-keys.list',
+  publicKeysRevoke: 'sessions.public-keys.revoke',
+  publicKeysVerify: 'sessions.public-keys.verify',
   statsVersion: 'sessions.stats.version',
   statsAgent: 'sessions.stats.agent',
   sessionsHealth: 'sessions.health',
@@ -107,6 +159,16 @@ export const Subjects = {
   agentSessionEnd: 'playground.room.end',
   testCaseRun: 'playground.cases.run',
   testCasesGenerate: 'playground.cases.generate',
+  callsStart: 'playground.calls.start',
+  callsHangUp: 'playground.calls.end',
+  credentialsPut: 'playground.credentials.put',
+  deployCheck: 'playground.deploys.check',
+
+  phoneNumbersCreate: 'telephony.numbers.create',
+  phoneNumbersList: 'telephony.numbers.list',
+  phoneNumbersUpdate: 'telephony.numbers.update',
+  phoneNumbersDelete: 'telephony.numbers.delete',
+  telephonyHealth: 'telephony.health',
 } as const;
 
 /** Every playground instance answers here (no queue group) with its id: who is alive, for the reaper. */
@@ -124,8 +186,11 @@ export const OWNER_VERBS = ['turn', 'end', 'attach'] as const;
 export type OwnerVerb = (typeof OWNER_VERBS)[number];
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
+/** The services the gateway's readiness (`/readyz`) waits for: every deployment runs them. */
 export const ServiceNames = ['agents', 'sessions', 'playground'] as const;
-export type ServiceName = (typeof ServiceNames)[number];
+/** Services a deployment may leave out (no phone numbers: no telephony); `/readyz` does not wait for them. */
+export const OptionalServiceNames = ['telephony'] as const;
+export type ServiceName = (typeof ServiceNames)[number] | (typeof OptionalServiceNames)[number];
 
 const AgentRef = z.object({ id: Id });
 const SessionRef = z.object({ agentId: Id, sessionId: Id });
@@ -295,7 +360,7 @@ export const contract = {
     errors: ['NOT_FOUND', 'LIMIT_EXCEEDED'],
   },
   [Subjects.deploysCreate]: {
-    request: z.object({ agentId: Id }),
+    request: z.object({ agentId: Id, body: CreateDeployBody.default({}) }),
     response: DeployRecord,
     errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
     idempotent: true,
@@ -304,7 +369,57 @@ export const contract = {
   [Subjects.deploysUpdate]: {
     request: z.object({ agentId: Id, deployId: Id, update: UpdateDeployBody }),
     response: DeployRecord,
-    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION', 'TESTS_NOT_PASSED', 'AGENT_ARCHIVED'],
+    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION', 'TESTS_NOT_PASSED', 'AGENT_ARCHIVED', 'VALIDATION_FAILED'],
+  },
+  /**
+   * The playground, before it hosts a call: the live deploy, its caps (a refusal is recorded as a `busy` call),
+   * the sealed credentials. Answered by any sessions instance (the caps are counted in Redis).
+   */
+  [Subjects.callsAdmit]: {
+    request: AdmitCallRequest,
+    response: AdmittedCall,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CAPACITY_EXHAUSTED', 'RATE_LIMITED'],
+  },
+  [Subjects.callsAppend]: {
+    request: AppendCallMessageRequest,
+    response: Ok,
+    errors: ['NOT_FOUND', 'LIMIT_EXCEEDED'],
+  },
+  [Subjects.callsEnd]: { request: EndCallRequest, response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.callsRecording]: { request: CallRecordingRequest, response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.callsList]: { request: ListCallsRequest, response: CallList, errors: ['NOT_FOUND'] },
+  [Subjects.callsGet]: { request: CallRef, response: Call, errors: ['NOT_FOUND'] },
+  /** Erases a call, its transcript and its recording (a caller's request to be forgotten). */
+  [Subjects.callsErase]: { request: CallRef, response: Ok, errors: ['NOT_FOUND', 'CONFLICT'] },
+  [Subjects.callSettingsGet]: { request: AgentIdRef, response: CallSettings, errors: ['NOT_FOUND'] },
+  [Subjects.callSettingsSet]: {
+    request: z.object({ agentId: Id, settings: CallSettings.partial() }),
+    response: CallSettings,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.credentialsStatus]: { request: AgentIdRef, response: CredentialStatus, errors: ['NOT_FOUND'] },
+  /** The sealed blob, for the playground only (NATS permissions): never routed. */
+  [Subjects.credentialsSealed]: { request: AgentIdRef, response: SealedCredentials, errors: ['NOT_FOUND'] },
+  [Subjects.credentialsStore]: {
+    request: StoreCredentialsRequest,
+    response: CredentialStatus,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.publicKeysCreate]: {
+    request: z.object({ agentId: Id, body: CreatePublicKeyBody }),
+    response: CreatedPublicKey,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'LIMIT_EXCEEDED'],
+  },
+  [Subjects.publicKeysList]: { request: AgentIdRef, response: PublicKeyList, errors: ['NOT_FOUND'] },
+  [Subjects.publicKeysRevoke]: {
+    request: z.object({ agentId: Id, keyId: Id }),
+    response: PublicKey,
+    errors: ['NOT_FOUND'],
+  },
+  [Subjects.publicKeysVerify]: {
+    request: VerifyPublicKeyRequest,
+    response: VerifiedPublicKey,
+    errors: ['UNAUTHORIZED'],
   },
   [Subjects.deployGateGet]: { request: AgentIdRef, response: DeployGate, errors: ['NOT_FOUND'] },
   [Subjects.deployGateSet]: {
@@ -415,6 +530,62 @@ export const contract = {
     errors: ['NOT_FOUND', 'FLOW_INVALID', 'MISSING_CREDENTIALS', 'UPSTREAM_FAILED'],
     timeoutMs: 60_000,
   },
+  /**
+   * An edge starts a call of a live deploy (queue group): admitted by the sessions service, then hosted here as
+   * a voice session whose id is the call's.
+   */
+  [Subjects.callsStart]: {
+    request: StartCallRequest,
+    response: CallStarted,
+    errors: [
+      'NOT_FOUND',
+      'AGENT_ARCHIVED',
+      'FLOW_INVALID',
+      'MISSING_CREDENTIALS',
+      'CAPACITY_EXHAUSTED',
+      'RATE_LIMITED',
+      'UPSTREAM_FAILED',
+    ],
+    timeoutMs: 30_000,
+    noResponders: AT_CAPACITY,
+  },
+  /** An edge ends a call it relays (its caller hung up): forwarded to the call's owner. */
+  [Subjects.callsHangUp]: {
+    request: z.object({ agentId: Id, callId: Id, reason: EndedReason }),
+    response: Ok,
+    errors: [],
+  },
+  /** Seals the merged keys under CREDENTIALS_KEY and stores the blob in the sessions service. */
+  [Subjects.credentialsPut]: {
+    request: z.object({ agentId: Id, body: PutCredentialsBody }),
+    response: CredentialStatus,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'SERVICE_UNAVAILABLE'],
+  },
+  /**
+   * The deploy pipeline's readiness check: the pinned version as a public caller's start would run it (the
+   * stored credentials and the server's keys under the key rule, never a request's).
+   */
+  [Subjects.deployCheck]: {
+    request: z.object({ agentId: Id, version: z.number().int().positive() }),
+    response: z.object({ ready: z.boolean(), issues: z.array(DeployIssue) }),
+    errors: ['NOT_FOUND'],
+    timeoutMs: 30_000,
+  },
+
+  [Subjects.phoneNumbersCreate]: {
+    request: CreatePhoneNumberBody,
+    response: PhoneNumber,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CONFLICT'],
+    idempotent: true,
+  },
+  [Subjects.phoneNumbersList]: { request: z.object({}), response: PhoneNumberList, errors: [] },
+  [Subjects.phoneNumbersUpdate]: {
+    request: z.object({ id: Id, update: UpdatePhoneNumberBody }),
+    response: PhoneNumber,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.phoneNumbersDelete]: { request: z.object({ id: Id }), response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.telephonyHealth]: { request: HealthRequest, response: Health, errors: [] },
 } as const satisfies Record<Subject, SubjectSpec>;
 
 /** A subject's spec, with every optional field visible. */
@@ -432,6 +603,7 @@ export const healthSubjectOf: Record<ServiceName, Subject> = {
   agents: Subjects.agentsHealth,
   sessions: Subjects.sessionsHealth,
   playground: Subjects.playgroundHealth,
+  telephony: Subjects.telephonyHealth,
 };
 
 /** NATS headers we set ourselves. */

@@ -117,7 +117,7 @@ export function flowReferenceMarkdown(): string {
       'or transfers; then says goodbye, extracts the booking and posts it. It compiles and passes validation ' +
       '(a test checks, on a running stack), and the examples of [api.md](api.md) are run on an agent with this flow.',
     '',
-    // what tests/integration/docs-examples.test.ts runs: a flow, compiled and validated on a running stack
+    // what tests/integration/api/docs-examples.test.ts runs: a flow, compiled and validated on a running stack
     '<!-- example: flow -->',
     '',
     '```json',

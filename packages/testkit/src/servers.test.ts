@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 
 const dist = join(import.meta.dirname, '..', 'dist', 'index.js');
 
@@ -41,7 +41,12 @@ async function allRefused(ports: { nats: number; redis: number }): Promise<boole
   return both();
 }
 
-describe.skipIf(!existsSync(dist))('local servers', () => {
+describe('local servers', () => {
+  // the child processes import the built kit; a missing build fails here, naming the command, not silently skipped
+  beforeAll(() => {
+    if (!existsSync(dist))
+      throw new Error('packages/testkit/dist is missing: run `npx turbo run build` first');
+  });
   it.each(['SIGTERM', 'SIGINT'] as const)(
     'are stopped when the process that started them gets %s',
     async (signal) => {

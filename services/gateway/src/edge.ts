@@ -1,7 +1,7 @@
 import { context, propagation, ROOT_CONTEXT, trace, type Span } from '@opentelemetry/api';
 import { lazyChild, type Logger } from '@vab/bus';
 import { methodLabel, processMetrics, type AccessLog } from '@vab/service-kit';
-import { AppError, httpStatusOf } from '@vab/contracts';
+import { AppError, statusOfError } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { randomUUID } from 'node:crypto';
@@ -148,7 +148,7 @@ function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, s
       : err.code === 'HPE_HEADER_OVERFLOW'
         ? new AppError('HEADERS_TOO_LARGE', "the request's headers are too large")
         : new AppError('VALIDATION_FAILED', 'the request is not valid HTTP');
-  const status = httpStatusOf[appErr.code];
+  const status = statusOfError(appErr);
   const requestId = randomUUID();
   this.log.info({ code: appErr.code, requestId }, 'request rejected');
   const body = JSON.stringify({ ...appErr.toBody(), requestId });

@@ -32,7 +32,7 @@ const Env = {
   REDIS_CLUSTER_PASSWORD: RedisEnv.REDIS_CLUSTER_PASSWORD,
   /** The server's local environment file, read afresh on each GET /api/env-keys (merged over the process env). */
   ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),
-  /** Sessions this instance runs at once; past it, new ones answer 503. */
+  /** Sessions this instance runs at once; past it, new ones answer 503 CAPACITY_EXHAUSTED. */
   MAX_SESSIONS: envInt(50, 1),
   /**
    * Sessions one caller (the gateway's caller: a token's identity, else an address) may hold at once, across

@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
 import { idempotency, MemoryIdempotencyStore, type StopMode, type Tracing } from '@vab/service-kit';
-import { Subjects } from '@vab/contracts';
+import { AppError, Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, createHostCheck, type Resolver } from './egress/client.js';
 import { EgressPolicy } from './egress/policy.js';
@@ -117,6 +117,16 @@ export interface PlaygroundServiceDeps {
  * Serves the playground subjects: flow validation, key status, and sessions — voice (the voice socket, a
  * LiveKit room) and text — hosted together. Stopping it ends every session it holds and stops the reaper.
  */
+/** A subject of issue 45 whose handler has not landed yet (the contracts land first). */
+const notYet = (what: string) => (): Promise<never> =>
+  Promise.reject(new AppError('SERVICE_UNAVAILABLE', `${what} is not available yet`));
+const LIVE_NOT_YET = {
+  'playground.calls.start': notYet('calls'),
+  'playground.calls.end': notYet('calls'),
+  'playground.credentials.put': notYet('stored credentials'),
+  'playground.deploys.check': notYet('the deploy readiness check'),
+};
+
 export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundService {
   const { nc, log, config } = deps;
   traceLiveKit(deps.tracing);
@@ -193,6 +203,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     'playground.cases.run': (req, ctx) =>
       sessions.asCaller(ctx.caller, () => attempts.run(req, ctx.requestId)),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
+    ...LIVE_NOT_YET,
   };
   const served = serve(nc, {
     service: 'playground',

@@ -38,6 +38,7 @@ import { testSessionsGet } from './handlers/test-sessions-get.js';
 import { testSessionsList } from './handlers/test-sessions-list.js';
 import { testSessionsRecording } from './handlers/test-sessions-recording.js';
 import { SessionsStore } from './store.js';
+import { notYet } from './live/not-yet.js';
 
 export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
   return {
@@ -68,6 +69,22 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.stats.version': statsVersion(deps),
     'sessions.stats.agent': statsAgent(deps),
     'sessions.health': sessionsHealth(deps),
+    'sessions.calls.admit': notYet('calls'),
+    'sessions.calls.append': notYet('calls'),
+    'sessions.calls.end': notYet('calls'),
+    'sessions.calls.recording': notYet('calls'),
+    'sessions.calls.list': notYet('calls'),
+    'sessions.calls.get': notYet('calls'),
+    'sessions.calls.erase': notYet('calls'),
+    'sessions.calls.settings.get': notYet('call settings'),
+    'sessions.calls.settings.set': notYet('call settings'),
+    'sessions.credentials.status': notYet('stored credentials'),
+    'sessions.credentials.sealed': notYet('stored credentials'),
+    'sessions.credentials.store': notYet('stored credentials'),
+    'sessions.public-keys.create': notYet('publishable keys'),
+    'sessions.public-keys.list': notYet('publishable keys'),
+    'sessions.public-keys.revoke': notYet('publishable keys'),
+    'sessions.public-keys.verify': notYet('publishable keys'),
   };
 }
 

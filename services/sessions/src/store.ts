@@ -4,6 +4,9 @@ import {
   type ConversationEntry,
   type CreateConversationEntryBody,
   type DeployRecord,
+  type DeployFailure,
+  type DeploySettings,
+  DEFAULT_DEPLOY_SETTINGS,
   type CloseReport,
   type SessionMessage,
   type SessionType,
@@ -72,6 +75,11 @@ function toDeploy(h: Record<string, string>): DeployRecord {
     updatedAt: Number(h.updatedAt),
     ...(h.gateOverride ? { gateOverride: JSON.parse(h.gateOverride) as DeployRecord['gateOverride'] } : {}),
     ...(h.stopped ? { stopped: JSON.parse(h.stopped) as DeployRecord['stopped'] } : {}),
+    // a record written before deploys had call settings has the defaults
+    ...DEFAULT_DEPLOY_SETTINGS,
+    ...(h.settings ? (JSON.parse(h.settings) as Partial<DeploySettings>) : {}),
+    ...(h.liveAt ? { liveAt: Number(h.liveAt) } : {}),
+    ...(h.failure ? { failure: JSON.parse(h.failure) as DeployFailure } : {}),
   };
 }
 

@@ -116,7 +116,7 @@ function openTimeline(
  * - its timeline (LiveKit's own `Track`s, the same placing and settling) runs on the recorder thread, not in
  *   the sessions' event loop (`recorder-timeline.ts` says what that cost): `enqueue` posts there what LiveKit
  *   queued for its encode task, and the encode task writes the blocks the thread settles.
- * The same FFmpeg, input and output otherwise. tests/integration/recordings.test.ts bounds the bytes per second
+ * The same FFmpeg, input and output otherwise. tests/integration/voice/recordings.test.ts bounds the bytes per second
  * and the channels' content, so a release that renamed a method would fail there.
  */
 export function loadRecorderIO(): Promise<RecorderIOClass> {

@@ -240,7 +240,7 @@ export class HostedSessions {
   }
 
   /**
-   * Opens a session: admits it (`Admission.admit`: 503 without capacity, 429 over its caller's quota), records
+   * Opens a session: admits it (`Admission.admit`: 503 CAPACITY_EXHAUSTED without capacity, 429 over its caller's quota), records
    * it as a test session, and runs the transport's `start`. A start that fails is undone by the same stop as
    * any other session.
    */

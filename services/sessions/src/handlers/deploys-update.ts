@@ -6,6 +6,7 @@ export const deploysUpdate =
   ({ store, testing, agents }: Deps): Handler<'sessions.deploys.update'> =>
   async (req, ctx) => {
     const { status, override } = req.update;
+    if (status === undefined) throw new AppError('VALIDATION_FAILED', 'status is required');
     // An archived agent answers no caller: none of its deploys moves towards live, and none stays live
     // (one an archive could not reach is taken offline here too).
     const archived = async () => {
