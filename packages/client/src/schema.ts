@@ -686,6 +686,11 @@ export interface components {
        */
       allowInterruptions: boolean;
       /**
+       * @description What the agent says before it ends a voice call that its server's update could not wait for (`DRAIN_TIMEOUT_MS`); empty: the server's `DRAIN_GOODBYE`.
+       * @default
+       */
+      drainGoodbye: string;
+      /**
        * @description An interruption followed by no words for this long was not one.
        * @default 2000
        */
@@ -1714,6 +1719,11 @@ export interface components {
     };
     /** @description Who the agent is, for a `framework` node (its `output` goes to the framework's `persona_in`). Handles: in —; out `output`. */
     PersonaNode: {
+      /**
+       * @description What the agent says before it ends a voice call that its server's update could not wait for (`DRAIN_TIMEOUT_MS`); empty: the server's `DRAIN_GOODBYE`.
+       * @default
+       */
+      drainGoodbye: string;
       id: string;
       /**
        * @description The system prompt; the current step's `command` is added to it.
