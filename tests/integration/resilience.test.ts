@@ -2,7 +2,7 @@ import { freePort, fullFlow, startLocalNats, startLocalRedis, withNode } from '@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
-import { built, spawnService, type ServiceProcess } from '../helpers/processes.js';
+import { requireBuilt, spawnService, type ServiceProcess } from '../helpers/processes.js';
 
 /**
  * Issue 50: sessions through overload and faults, on real processes (each instance measures its own load, so
@@ -58,7 +58,7 @@ const hostOf = (sessionId: string, instances: ServiceProcess[]) =>
   );
 
 beforeAll(async () => {
-  if (!built()) return;
+  requireBuilt();
   const nats = await startLocalNats();
   const redis = await startLocalRedis();
   const stub = await startOpenAiStub(clinicScript);
@@ -79,7 +79,7 @@ beforeAll(async () => {
   agentId = (await post('/api/agents', { name: 'Resilient', flow })).body.id as string;
 }, 120_000);
 
-describe.skipIf(!built())('load-based admission (issue 50)', () => {
+describe('load-based admission (issue 50)', () => {
   it('an overloaded instance refuses new sessions (503 + Retry-After), another takes them, and it rejoins once recovered', async () => {
     const loaded = await start(
       'playground',
