@@ -118,6 +118,13 @@ export async function startCoreStack(root, env = {}) {
   return { ...core, nats, redis, env: all };
 }
 
+/** An in-process playground's admission by load, off unless asked for: a benchmark measures what its load costs. */
+export const admissionOff = () => ({
+  LOAD_MAX_EVENT_LOOP_P99_MS: process.env.LOAD_MAX_EVENT_LOOP_P99_MS ?? '0',
+  LOAD_MAX_BEHIND_MS: process.env.LOAD_MAX_BEHIND_MS ?? '0',
+  LOAD_MAX_CPU_PERCENT: process.env.LOAD_MAX_CPU_PERCENT ?? '0',
+});
+
 /**
  * An in-process playground's settings for `sessions` voice sessions that one bench process plays every caller
  * of (room for a few more), recordings `on` or `off`, flows calling the stubs on loopback; `loadConfig` is the
@@ -126,10 +133,7 @@ export async function startCoreStack(root, env = {}) {
 export const voiceConfig = (loadConfig, sessions, recordings) => ({
   ...loadConfig({
     FLOW_EGRESS_ALLOW: '127.0.0.1',
-    // admission by load off unless asked for: the bench measures what its sessions cost
-    LOAD_MAX_EVENT_LOOP_P99_MS: process.env.LOAD_MAX_EVENT_LOOP_P99_MS ?? '0',
-    LOAD_MAX_BEHIND_MS: process.env.LOAD_MAX_BEHIND_MS ?? '0',
-    LOAD_MAX_CPU_PERCENT: process.env.LOAD_MAX_CPU_PERCENT ?? '0',
+    ...admissionOff(),
     MAX_SESSIONS: String(sessions + 5),
     MAX_SESSIONS_PER_CALLER: String(sessions + 5),
     RECORDINGS: recordings,

@@ -274,6 +274,7 @@ describe('the console', () => {
     await page.close();
   });
 
+  // a stack of its own starts in it: set-up, bounded as a hook is (vitest.config.ts hookTimeout)
   it('is served with its own strict CSP, open while the API needs a token', async () => {
     const locked = await startStack({
       security: { apiTokens: ['console-test-token'] },
@@ -327,7 +328,7 @@ describe('the console', () => {
     } finally {
       await locked.close();
     }
-  });
+  }, 120_000);
 });
 
 /**
