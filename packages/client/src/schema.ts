@@ -56,6 +56,59 @@ export interface paths {
     patch: operations['agentsUpdate'];
     trace?: never;
   };
+  '/api/agents/{id}/call-settings': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The agent's call settings: how long calls are kept, whether its public page answers */
+    get: operations['callSettingsGet'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    /** Change the agent's call settings (the fields sent) */
+    patch: operations['callSettingsSet'];
+    trace?: never;
+  };
+  '/api/agents/{id}/calls': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Calls of the live deploys, newest first (filters: deployId, channel, endedReason, from, to; cursor) */
+    get: operations['callsList'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/calls/{callId}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One call: its deploy and version, caller, end and reason, transcript, figures, usage, recording */
+    get: operations['callsGet'];
+    put?: never;
+    post?: never;
+    /** Erase a call, its transcript and its recording (a caller asked to be forgotten) */
+    delete: operations['callsErase'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/conversations': {
     parameters: {
       query?: never;
@@ -68,6 +121,24 @@ export interface paths {
     put?: never;
     /** Append a builder chat entry */
     post: operations['conversationsAppend'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/credentials': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Which providers have a stored key (and its last 4 characters): never a value */
+    get: operations['credentialsStatus'];
+    /** Store the agent's own provider keys for its live calls (merged; null removes one), sealed at rest */
+    put: operations['credentialsPut'];
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -102,7 +173,7 @@ export interface paths {
     /** Deploy records, newest first */
     get: operations['deploysList'];
     put?: never;
-    /** Create a deploy record pinning the agent's current version */
+    /** Deploy: pin a version (default the current one) with call settings; it goes live by itself */
     post: operations['deploysCreate'];
     delete?: never;
     options?: never;
@@ -123,8 +194,43 @@ export interface paths {
     delete?: never;
     options?: never;
     head?: never;
-    /** Move a deploy to its next status (pending → building → live | failed) */
+    /** An external deployer's move (pending → building → live | failed), or call settings changes */
     patch: operations['deploysUpdate'];
+    trace?: never;
+  };
+  '/api/agents/{id}/public-keys': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The agent's publishable keys (revoked ones too), without their values */
+    get: operations['publicKeysList'];
+    put?: never;
+    /** A publishable key for the widget, working only from its origins (shown once) */
+    post: operations['publicKeysCreate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/public-keys/{keyId}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /** Revoke a publishable key: refused from the next request on */
+    delete: operations['publicKeysRevoke'];
+    options?: never;
+    head?: never;
+    patch?: never;
     trace?: never;
   };
   '/api/agents/{id}/stats': {
@@ -992,6 +1098,7 @@ export interface components {
       dailyCallCap: number | null;
       deployNumber: number;
       endCallMessage: string;
+      external?: boolean;
       failure?: {
         at: number;
         issues: {
@@ -3845,6 +3952,762 @@ export interface operations {
       };
     };
   };
+  callSettingsGet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            callRetentionDays: number | null;
+            livePage: boolean;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  callSettingsSet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "callRetentionDays": 90
+         *     }
+         */
+        'application/json': {
+          callRetentionDays?: number | null;
+          livePage?: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            callRetentionDays: number | null;
+            livePage: boolean;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  callsList: {
+    parameters: {
+      query?: {
+        channel?: 'web' | 'phone';
+        cursor?: string;
+        deployId?: string;
+        endedReason?:
+          | 'caller_hung_up'
+          | 'agent_ended'
+          | 'transferred'
+          | 'max_duration'
+          | 'silence_timeout'
+          | 'busy'
+          | 'provider_error'
+          | 'instance_lost'
+          | 'drained'
+          | 'gateway_lost'
+          | 'no_connect';
+        from?: string;
+        limit?: string;
+        to?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            calls: {
+              agentId: string;
+              caller: {
+                addressHash?: string;
+                from?: string;
+                to?: string;
+              };
+              /** @enum {string} */
+              channel: 'web' | 'phone';
+              deployId: string;
+              deployNumber: number;
+              durationMs: number | null;
+              endedAt: number | null;
+              endedDetail: {
+                kind: string;
+                provider?: string;
+              } | null;
+              endedReason:
+                | (
+                    | 'caller_hung_up'
+                    | 'agent_ended'
+                    | 'transferred'
+                    | 'max_duration'
+                    | 'silence_timeout'
+                    | 'busy'
+                    | 'provider_error'
+                    | 'instance_lost'
+                    | 'drained'
+                    | 'gateway_lost'
+                    | 'no_connect'
+                  )
+                | null;
+              figures: {
+                e2eLatencyMs?: {
+                  count: number;
+                  max: number;
+                  mean: number;
+                  p50: number;
+                  p90: number;
+                  p99: number;
+                };
+                llmTtftMs?: {
+                  count: number;
+                  max: number;
+                  mean: number;
+                  p50: number;
+                  p90: number;
+                  p99: number;
+                };
+                responseMs?: {
+                  count: number;
+                  max: number;
+                  mean: number;
+                  p50: number;
+                  p90: number;
+                  p99: number;
+                };
+                transcriptionDelayMs?: {
+                  count: number;
+                  max: number;
+                  mean: number;
+                  p50: number;
+                  p90: number;
+                  p99: number;
+                };
+                ttsTtfbMs?: {
+                  count: number;
+                  max: number;
+                  mean: number;
+                  p50: number;
+                  p90: number;
+                  p99: number;
+                };
+                turns: number;
+              } | null;
+              id: string;
+              recording: {
+                bytes: number;
+                durationMs: number;
+                startedAt: number;
+              } | null;
+              startedAt: number;
+              /** @enum {string} */
+              status: 'active' | 'ended';
+              transferredTo: string | null;
+              usage: {
+                cachedTokens?: number;
+                completionTokens?: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens?: number;
+                provider: string;
+                sttAudioSeconds?: number;
+                ttsCharacters?: number;
+              }[];
+              version: number;
+            }[];
+            nextCursor: string | null;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  callsGet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        callId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            caller: {
+              addressHash?: string;
+              from?: string;
+              to?: string;
+            };
+            /** @enum {string} */
+            channel: 'web' | 'phone';
+            deployId: string;
+            deployNumber: number;
+            durationMs: number | null;
+            endedAt: number | null;
+            endedDetail: {
+              kind: string;
+              provider?: string;
+            } | null;
+            endedReason:
+              | (
+                  | 'caller_hung_up'
+                  | 'agent_ended'
+                  | 'transferred'
+                  | 'max_duration'
+                  | 'silence_timeout'
+                  | 'busy'
+                  | 'provider_error'
+                  | 'instance_lost'
+                  | 'drained'
+                  | 'gateway_lost'
+                  | 'no_connect'
+                )
+              | null;
+            figures: {
+              e2eLatencyMs?: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              };
+              llmTtftMs?: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              };
+              responseMs?: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              };
+              transcriptionDelayMs?: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              };
+              ttsTtfbMs?: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              };
+              turns: number;
+            } | null;
+            id: string;
+            messages: components['schemas']['SessionMessage'][];
+            recording: {
+              bytes: number;
+              durationMs: number;
+              startedAt: number;
+            } | null;
+            startedAt: number;
+            /** @enum {string} */
+            status: 'active' | 'ended';
+            transferredTo: string | null;
+            usage: {
+              cachedTokens?: number;
+              completionTokens?: number;
+              /** @enum {string} */
+              kind: 'llm' | 'tts' | 'stt';
+              model: string;
+              promptTokens?: number;
+              provider: string;
+              sttAudioSeconds?: number;
+              ttsCharacters?: number;
+            }[];
+            version: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  callsErase: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        callId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            ok: true;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `CONFLICT` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   conversationsList: {
     parameters: {
       query?: never;
@@ -4032,6 +4895,305 @@ export interface operations {
         };
       };
       /** @description `PAYLOAD_TOO_LARGE`, `LIMIT_EXCEEDED` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  credentialsStatus: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            apiKeys: {
+              anthropic?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              deepgram?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              elevenlabs?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              google?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              groq?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              openai?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+            };
+            updatedAt: number | null;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  credentialsPut: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "apiKeys": {
+         *         "openai": "sk-…",
+         *         "deepgram": null
+         *       }
+         *     }
+         */
+        'application/json': {
+          apiKeys: {
+            anthropic?: string | null;
+            deepgram?: string | null;
+            elevenlabs?: string | null;
+            google?: string | null;
+            groq?: string | null;
+            openai?: string | null;
+          };
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            apiKeys: {
+              anthropic?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              deepgram?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              elevenlabs?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              google?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              groq?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+              openai?: {
+                last4: string;
+                /** @enum {boolean} */
+                set: true;
+              };
+            };
+            updatedAt: number | null;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
       413: {
         headers: {
           [name: string]: unknown;
@@ -4426,6 +5588,7 @@ export interface operations {
         'application/json': {
           dailyCallCap?: number | null;
           endCallMessage?: string;
+          external?: boolean;
           maxCallDurationMs?: number;
           maxConcurrentCalls?: number;
           silenceTimeoutMs?: number | null;
@@ -4611,6 +5774,364 @@ export interface operations {
       };
       /** @description `ILLEGAL_TRANSITION`, `TESTS_NOT_PASSED`, `AGENT_ARCHIVED` */
       409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  publicKeysList: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            keys: {
+              agentId: string;
+              allowedOrigins: string[];
+              createdAt: number;
+              id: string;
+              label: string | null;
+              prefix: string;
+              revokedAt: number | null;
+            }[];
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  publicKeysCreate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "allowedOrigins": [
+         *         "https://shop.example.com"
+         *       ],
+         *       "label": "shop widget"
+         *     }
+         */
+        'application/json': {
+          allowedOrigins: string[];
+          label?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      201: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            allowedOrigins: string[];
+            createdAt: number;
+            id: string;
+            key: string;
+            label: string | null;
+            prefix: string;
+            revokedAt: number | null;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE`, `LIMIT_EXCEEDED` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  publicKeysRevoke: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        keyId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            allowedOrigins: string[];
+            createdAt: number;
+            id: string;
+            label: string | null;
+            prefix: string;
+            revokedAt: number | null;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
         headers: {
           [name: string]: unknown;
         };

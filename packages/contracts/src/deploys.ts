@@ -75,6 +75,8 @@ export const DeployRecord = z.object({
   /** Present on a `stopped` deploy: why and when it was taken offline (`agent archived`). */
   stopped: z.object({ reason: z.string(), at: EpochMs }).optional(),
   ...settingFields,
+  /** true: an external deployer moves it (`PATCH`); absent: the pipeline does. */
+  external: z.boolean().optional(),
   /** When it went live (absent until then). */
   liveAt: EpochMs.optional(),
   /** Present on a `failed` deploy the pipeline failed: why, with the readiness issues. */
@@ -96,6 +98,11 @@ export type DeployParams = z.infer<typeof DeployParams>;
 export const CreateDeployBody = z
   .object({
     version: z.number().int().positive().optional(),
+    /**
+     * true: an external deployer moves this record with `PATCH` (the spec's transitions: pending → building →
+     * live | failed) and the pipeline leaves it alone. Default: the pipeline moves it.
+     */
+    external: z.boolean().optional(),
     maxConcurrentCalls: settingFields.maxConcurrentCalls.optional(),
     dailyCallCap: settingFields.dailyCallCap.optional(),
     maxCallDurationMs: settingFields.maxCallDurationMs.optional(),

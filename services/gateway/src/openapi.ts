@@ -107,7 +107,14 @@ const TAGS = [
   { name: 'agents', description: 'Agents, their flows and version snapshots' },
   { name: 'conversations', description: "The builder's chat history of an agent" },
   { name: 'test-sessions', description: 'Test sessions and their transcripts' },
-  { name: 'deploys', description: 'Deploy records' },
+  {
+    name: 'deploys',
+    description: 'Deploys (the pipeline to live), stored provider credentials, publishable keys',
+  },
+  {
+    name: 'calls',
+    description: "Production calls with an agent's live deploy, kept apart from test sessions",
+  },
   { name: 'playground', description: 'Flow validation, the voice playground and provider key status' },
   { name: 'text-sessions', description: 'Typed test conversations with a flow' },
   {

@@ -1,5 +1,7 @@
 import { configProblem, envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { parseSealingKey } from './live/sealing.js';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { parseAllowList, type AllowEntry } from './egress/policy.js';
@@ -134,6 +136,38 @@ const Env = {
     ),
   /** Bound on a drained voice session's goodbye (its speech and playout); 0: none is said. */
   DRAIN_GOODBYE_MS: envInt(5000, 0),
+  /**
+   * Issue 45: the operator's key that seals the agents' stored provider credentials (AES-256-GCM): 32 bytes as
+   * 64 hex digits or base64. Unset (and no CREDENTIALS_KEY_FILE): credentials cannot be stored, and calls run
+   * with the server's keys only.
+   */
+  CREDENTIALS_KEY: z
+    .string()
+    .refine((v) => parseSealingKey(v) !== null, 'must be 32 bytes: 64 hex digits or base64')
+    .optional(),
+  /** The same key read from a file (a mounted secret); CREDENTIALS_KEY wins when both are set. */
+  CREDENTIALS_KEY_FILE: z
+    .string()
+    .optional()
+    .transform((path, ctx) => {
+      if (!path) return undefined;
+      try {
+        const text = readFileSync(path, 'utf8').trim();
+        if (parseSealingKey(text) === null) throw new Error('must hold 32 bytes: 64 hex digits or base64');
+        return text;
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    }),
+  /** Rotation: the keys credentials were sealed with before (comma-separated); they open, never seal. */
+  CREDENTIALS_OLD_KEYS: z
+    .string()
+    .optional()
+    .refine(
+      (v) => !v || v.split(',').every((k) => parseSealingKey(k.trim()) !== null),
+      'each must be 32 bytes: 64 hex digits or base64',
+    ),
   /** How long the reaper listens for the other instances saying they are alive. */
   REAPER_ALIVE_WAIT_MS: envInt(500, 10),
 };

@@ -1,5 +1,13 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { busClientOf, serve, type HandlerTable, type Interceptor, type Logger, type Served } from '@vab/bus';
+import {
+  busClientOf,
+  serve,
+  type BusClient,
+  type HandlerTable,
+  type Interceptor,
+  type Logger,
+  type Served,
+} from '@vab/bus';
 import { idempotency, MemoryIdempotencyStore, type StopMode, type Tracing } from '@vab/service-kit';
 import { AppError, Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
@@ -13,7 +21,10 @@ import { RecorderThread } from './recording/recorder-thread.js';
 import { RecordingsBucket } from './recording/recordings-bucket.js';
 import { HostedSessions } from './sessions/hosted-sessions.js';
 import { secretsInPlay } from './sessions/redactor.js';
-import { KeyRule } from './models/provider-keys.js';
+import { KeyRule, type KeyEnv } from './models/provider-keys.js';
+import { DeployCheck } from './live/deploy-check.js';
+import { Sealer } from './live/sealing.js';
+import { StoredCredentials } from './live/stored-credentials.js';
 import { ModelFactory } from './models/model-factory.js';
 import { ReadinessCheck } from './models/readiness.js';
 import { ConversationKit } from './conversation/conversation-kit.js';
@@ -123,9 +134,30 @@ const notYet = (what: string) => (): Promise<never> =>
 const LIVE_NOT_YET = {
   'playground.calls.start': notYet('calls'),
   'playground.calls.end': notYet('calls'),
-  'playground.credentials.put': notYet('stored credentials'),
-  'playground.deploys.check': notYet('the deploy readiness check'),
 };
+
+/** Issue 45's stored credentials (sealed here, opened here) and the deploy pipeline's readiness check. */
+function liveParts(d: {
+  bus: BusClient;
+  config: PlaygroundServiceConfig;
+  readiness: ReadinessCheck;
+  env: () => Promise<KeyEnv>;
+}) {
+  const sealer = new Sealer({
+    key: d.config.CREDENTIALS_KEY ?? d.config.CREDENTIALS_KEY_FILE,
+    oldKeys: d.config.CREDENTIALS_OLD_KEYS,
+  });
+  const credentials = new StoredCredentials({ bus: d.bus, sealer, timeoutMs: d.config.BUS_TIMEOUT_MS });
+  const check = new DeployCheck({ ...d, credentials, timeoutMs: d.config.BUS_TIMEOUT_MS });
+  const handlers: Pick<
+    HandlerTable<'playground'>,
+    'playground.credentials.put' | 'playground.deploys.check'
+  > = {
+    'playground.credentials.put': (req, ctx) => credentials.put(req.agentId, req.body, ctx.requestId),
+    'playground.deploys.check': (req, ctx) => check.check(req.agentId, req.version, ctx.requestId),
+  };
+  return { credentials, handlers };
+}
 
 export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundService {
   const { nc, log, config } = deps;
@@ -204,6 +236,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
       sessions.asCaller(ctx.caller, () => attempts.run(req, ctx.requestId)),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
     ...LIVE_NOT_YET,
+    ...liveParts({ bus, config, readiness, env }).handlers,
   };
   const served = serve(nc, {
     service: 'playground',

@@ -9,6 +9,7 @@ runBusService('sessions', config, (deps) =>
     limits: limitsFrom(config),
     testRuns: testRunsFrom(config),
     ownerSweep: ownerSweepFrom(config),
+    liveMaxCallsPerAddress: config.LIVE_MAX_CALLS_PER_ADDRESS,
     retention: {
       testSessionDays: config.TEST_SESSION_RETENTION_DAYS,
       intervalMs: config.RETENTION_SWEEP_INTERVAL_MS,

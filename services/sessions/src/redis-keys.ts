@@ -25,6 +25,12 @@ export const keys = {
    * session whose playground instance is gone is closed by it). Its own slot on a cluster.
    */
   openSessions: 'ss:{open}:sessions',
+  /** Issue 45: the agent's stored credentials (sealed blob, status), publishable keys, call settings. */
+  credentials: (agentId: string) => `ss:{${agentId}}:cred`,
+  publicKeys: (agentId: string) => `ss:{${agentId}}:pk`,
+  callSettings: (agentId: string) => `ss:{${agentId}}:callset`,
+  /** sha256 of a publishable key → `<agentId>/<keyId>` (own slot on a cluster). */
+  publicKeyHashes: 'ss:pkhash',
   /** subdomain → agentId, global so a subdomain is unique across agents (own slot on a cluster). */
   subdomains: 'ss:subdomains',
 };

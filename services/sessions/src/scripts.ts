@@ -67,7 +67,7 @@ return redis.call('HGETALL', KEYS[1])
 
 /**
  * KEYS: deploy meta hash, deploys zset, new deploy hash. ARGV: agentId, deployId, now, version, subdomain
- * (claimed for this agent in the global hash before this runs; used if the agent has none yet).
+ * (claimed for this agent in the global hash before this runs; used if the agent has none yet), settings JSON.
  * The deploy number is taken atomically: numbers have no gaps under concurrent creates.
  */
 export const CREATE_DEPLOY = `
@@ -78,14 +78,15 @@ if not sub then
 end
 local num = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('HSET', KEYS[3], 'id', ARGV[2], 'agentId', ARGV[1], 'deployNumber', num, 'version', ARGV[4],
-  'status', 'pending', 'subdomain', sub, 'createdAt', ARGV[3], 'updatedAt', ARGV[3])
+  'status', 'pending', 'subdomain', sub, 'createdAt', ARGV[3], 'updatedAt', ARGV[3], 'settings', ARGV[6])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[3], 'external', ARGV[7]) end
 redis.call('ZADD', KEYS[2], num, ARGV[2])
 return redis.call('HGETALL', KEYS[3])
 `;
 
 /**
  * KEYS: deploy meta hash, deploy hash. ARGV: target status, now, deployId, deploy key prefix, gate override
- * JSON ('' = none; recorded when the deploy goes live).
+ * JSON ('' = none; recorded when the deploy goes live), failure JSON ('' = none; recorded when it fails).
  * pending → building | failed; building → live | failed; a new live supersedes the previous live one.
  * Asking for the status a deploy already has is a no-op (safe to retry).
  */
@@ -100,7 +101,9 @@ if not (allowed[from] and allowed[from][to]) then
 end
 redis.call('HSET', KEYS[2], 'status', to, 'updatedAt', ARGV[2])
 if to == 'live' and ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'gateOverride', ARGV[5]) end
+if to == 'failed' and ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'failure', ARGV[6]) end
 if to == 'live' then
+  redis.call('HSET', KEYS[2], 'liveAt', ARGV[2])
   local prev = redis.call('HGET', KEYS[1], 'live')
   if prev and prev ~= ARGV[3] then
     redis.call('HSET', ARGV[4] .. prev, 'status', 'superseded', 'updatedAt', ARGV[2])
@@ -129,5 +132,15 @@ return redis.call('HGETALL', key)
 export const SET_RECORDING = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
 redis.call('HSET', KEYS[1], 'recording', ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+`;
+
+/**
+ * KEYS: deploy hash. ARGV: settings JSON (merged), now. Changes a deploy's call settings (calls started after
+ * it use them); returns the hash (empty: no such deploy).
+ */
+export const SET_DEPLOY_SETTINGS = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+redis.call('HSET', KEYS[1], 'settings', ARGV[1], 'updatedAt', ARGV[2])
 return redis.call('HGETALL', KEYS[1])
 `;

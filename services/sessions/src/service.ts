@@ -38,7 +38,27 @@ import { testSessionsGet } from './handlers/test-sessions-get.js';
 import { testSessionsList } from './handlers/test-sessions-list.js';
 import { testSessionsRecording } from './handlers/test-sessions-recording.js';
 import { SessionsStore } from './store.js';
-import { notYet } from './live/not-yet.js';
+import { callsAdmit } from './handlers/calls-admit.js';
+import { callsAppend } from './handlers/calls-append.js';
+import { callsEnd } from './handlers/calls-end.js';
+import { callsRecording } from './handlers/calls-recording.js';
+import { callsList } from './handlers/calls-list.js';
+import { callsGet } from './handlers/calls-get.js';
+import { callsErase } from './handlers/calls-erase.js';
+import { CallsStore } from './live/calls-store.js';
+import { LiveStore } from './live/credentials-store.js';
+import { credentialsStatus } from './handlers/credentials-status.js';
+import { credentialsSealed } from './handlers/credentials-sealed.js';
+import { credentialsStore } from './handlers/credentials-store.js';
+import { publicKeysCreate } from './handlers/public-keys-create.js';
+import { publicKeysList } from './handlers/public-keys-list.js';
+import { publicKeysRevoke } from './handlers/public-keys-revoke.js';
+import { callSettingsGet } from './handlers/call-settings-get.js';
+import { callSettingsSet } from './handlers/call-settings-set.js';
+import { publicKeysVerify } from './handlers/public-keys-verify.js';
+import { DomainEvents } from './live/domain-events.js';
+import { LiveDeploys } from './live/live-deploys.js';
+import { DeployPipeline } from './live/pipeline.js';
 
 export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
   return {
@@ -69,22 +89,22 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.stats.version': statsVersion(deps),
     'sessions.stats.agent': statsAgent(deps),
     'sessions.health': sessionsHealth(deps),
-    'sessions.calls.admit': notYet('calls'),
-    'sessions.calls.append': notYet('calls'),
-    'sessions.calls.end': notYet('calls'),
-    'sessions.calls.recording': notYet('calls'),
-    'sessions.calls.list': notYet('calls'),
-    'sessions.calls.get': notYet('calls'),
-    'sessions.calls.erase': notYet('calls'),
-    'sessions.calls.settings.get': notYet('call settings'),
-    'sessions.calls.settings.set': notYet('call settings'),
-    'sessions.credentials.status': notYet('stored credentials'),
-    'sessions.credentials.sealed': notYet('stored credentials'),
-    'sessions.credentials.store': notYet('stored credentials'),
-    'sessions.public-keys.create': notYet('publishable keys'),
-    'sessions.public-keys.list': notYet('publishable keys'),
-    'sessions.public-keys.revoke': notYet('publishable keys'),
-    'sessions.public-keys.verify': notYet('publishable keys'),
+    'sessions.calls.admit': callsAdmit(deps),
+    'sessions.calls.append': callsAppend(deps),
+    'sessions.calls.end': callsEnd(deps),
+    'sessions.calls.recording': callsRecording(deps),
+    'sessions.calls.list': callsList(deps),
+    'sessions.calls.get': callsGet(deps),
+    'sessions.calls.erase': callsErase(deps),
+    'sessions.calls.settings.get': callSettingsGet(deps),
+    'sessions.calls.settings.set': callSettingsSet(deps),
+    'sessions.credentials.status': credentialsStatus(deps),
+    'sessions.credentials.sealed': credentialsSealed(deps),
+    'sessions.credentials.store': credentialsStore(deps),
+    'sessions.public-keys.create': publicKeysCreate(deps),
+    'sessions.public-keys.list': publicKeysList(deps),
+    'sessions.public-keys.revoke': publicKeysRevoke(deps),
+    'sessions.public-keys.verify': publicKeysVerify(deps),
   };
 }
 
@@ -114,6 +134,8 @@ export function startSessionsService(deps: {
   limits?: Partial<SessionsLimits> | undefined;
   retention?: RetentionSettings;
   testRuns?: Partial<typeof DEFAULT_RUNNER>;
+  /** Calls one address may hold at once (LIVE_MAX_CALLS_PER_ADDRESS; 0: no cap). */
+  liveMaxCallsPerAddress?: number;
   /** How sessions whose playground instance is gone are found (config: OWNER_SWEEP_*). */
   ownerSweep?: { intervalMs: number; graceMs: number };
 }): SessionsService {
@@ -129,10 +151,27 @@ export function startSessionsService(deps: {
   const testing = new TestingStore(deps.redis, runs);
   const runner = new TestRunner(deps.nc, testing, runs, deps.log);
   runner.startSweeping();
+  const liveDeploys = new LiveDeploys(deps.nc);
+  const events = new DomainEvents(deps.nc, deps.log);
+  const pipeline = new DeployPipeline(deps.nc, {
+    store,
+    testing,
+    liveDeploys,
+    events,
+    log: deps.log,
+    checkTimeoutMs: 30_000,
+  });
   const handlerDeps: Deps = {
     store,
     testing,
     runner,
+    pipeline,
+    liveDeploys,
+    events,
+    live: new LiveStore(deps.redis),
+    calls: new CallsStore(deps.redis, deps.liveMaxCallsPerAddress ?? 3),
+    callLimits: { maxMessages: limits.maxMessagesPerSession },
+    recordings: new Recordings(deps.nc, deps.log),
     agents: new AgentsDirectory(deps.nc, limits.agentLookupTimeoutMs),
     redis: deps.redis,
     statsMaxDays: retentionDays > 0 ? retentionDays : 366,
@@ -174,6 +213,7 @@ export function startSessionsService(deps: {
       await retention.stop();
       await runner.stop();
       await served.stop(timeoutMs);
+      await pipeline.drain();
     },
   };
 }

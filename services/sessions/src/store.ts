@@ -25,6 +25,7 @@ import {
   CREATE_DEPLOY,
   SET_RECORDING,
   STOP_DEPLOY,
+  SET_DEPLOY_SETTINGS,
   UPDATE_DEPLOY,
 } from './scripts.js';
 
@@ -36,6 +37,7 @@ interface Scripts {
   ssCreateDeploy(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
   ssUpdateDeploy(k1: string, k2: string, ...argv: string[]): Promise<string[]>;
   ssStopDeploy(k1: string, ...argv: string[]): Promise<string[]>;
+  ssSetDeploySettings(k1: string, ...argv: string[]): Promise<string[]>;
 }
 
 function pairs(flat: string[]): Record<string, string> {
@@ -78,6 +80,7 @@ function toDeploy(h: Record<string, string>): DeployRecord {
     // a record written before deploys had call settings has the defaults
     ...DEFAULT_DEPLOY_SETTINGS,
     ...(h.settings ? (JSON.parse(h.settings) as Partial<DeploySettings>) : {}),
+    ...(h.external ? { external: true } : {}),
     ...(h.liveAt ? { liveAt: Number(h.liveAt) } : {}),
     ...(h.failure ? { failure: JSON.parse(h.failure) as DeployFailure } : {}),
   };
@@ -123,6 +126,7 @@ export class SessionsStore {
     redis.defineCommand('ssCreateDeploy', { numberOfKeys: 3, lua: CREATE_DEPLOY });
     redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 2, lua: UPDATE_DEPLOY });
     redis.defineCommand('ssStopDeploy', { numberOfKeys: 1, lua: STOP_DEPLOY });
+    redis.defineCommand('ssSetDeploySettings', { numberOfKeys: 1, lua: SET_DEPLOY_SETTINGS });
     this.redis = redis as RedisClient & Scripts;
   }
 
@@ -370,7 +374,13 @@ export class SessionsStore {
     return merged;
   }
 
-  async createDeploy(agentId: string, version: number, subdomainBase: string): Promise<DeployRecord> {
+  async createDeploy(
+    agentId: string,
+    version: number,
+    subdomainBase: string,
+    settings: DeploySettings = DEFAULT_DEPLOY_SETTINGS,
+    external = false,
+  ): Promise<DeployRecord> {
     const deployId = randomUUID();
     const subdomain = await this.claimSubdomain(agentId, subdomainBase);
     try {
@@ -383,6 +393,8 @@ export class SessionsStore {
         String(this.now()),
         String(version),
         subdomain,
+        JSON.stringify(settings),
+        external ? '1' : '',
       );
       await this.writes.confirm(keys.deployMeta(agentId));
       return toDeploy(pairs(flat));
@@ -548,6 +560,7 @@ export class SessionsStore {
     deployId: string,
     status: 'building' | 'live' | 'failed',
     gateOverride?: { reason: string; at: number },
+    failure?: DeployFailure,
   ): Promise<DeployRecord> {
     try {
       const flat = await this.redis.ssUpdateDeploy(
@@ -558,6 +571,7 @@ export class SessionsStore {
         deployId,
         keys.deployPrefix(agentId),
         gateOverride ? JSON.stringify(gateOverride) : '',
+        failure ? JSON.stringify(failure) : '',
       );
       await this.writes.confirm(keys.deployMeta(agentId));
       return toDeploy(pairs(flat));
@@ -570,5 +584,45 @@ export class SessionsStore {
         },
       });
     }
+  }
+
+  /** Merges call settings into a deploy's (calls started afterwards use them). */
+  async setDeploySettings(
+    agentId: string,
+    deployId: string,
+    patch: Partial<DeploySettings>,
+  ): Promise<DeployRecord> {
+    const current = await this.getDeploy(agentId, deployId);
+    const settings: DeploySettings = {
+      maxConcurrentCalls: patch.maxConcurrentCalls ?? current.maxConcurrentCalls,
+      dailyCallCap: patch.dailyCallCap === undefined ? current.dailyCallCap : patch.dailyCallCap,
+      maxCallDurationMs: patch.maxCallDurationMs ?? current.maxCallDurationMs,
+      silenceTimeoutMs:
+        patch.silenceTimeoutMs === undefined ? current.silenceTimeoutMs : patch.silenceTimeoutMs,
+      endCallMessage: patch.endCallMessage ?? current.endCallMessage,
+    };
+    const flat = await storage(() =>
+      this.redis.ssSetDeploySettings(
+        keys.deploy(agentId, deployId),
+        JSON.stringify(settings),
+        String(this.now()),
+      ),
+    );
+    if (flat.length === 0) throw new AppError('NOT_FOUND', `deploy ${deployId} not found`);
+    await this.writes.confirm(keys.deploy(agentId, deployId));
+    return toDeploy(pairs(flat));
+  }
+
+  /** The agent's live deploy, or null. */
+  async liveDeploy(agentId: string): Promise<DeployRecord | null> {
+    const id = await storage(() => this.redis.hget(keys.deployMeta(agentId), 'live'));
+    if (!id) return null;
+    const d = await this.getDeploy(agentId, id).catch(() => null);
+    return d?.status === 'live' ? d : null;
+  }
+
+  /** The agent that holds a subdomain, or null. */
+  async agentOfSubdomain(subdomain: string): Promise<string | null> {
+    return storage(() => this.redis.hget(keys.subdomains, subdomain));
   }
 }

@@ -69,7 +69,7 @@ describe('strict bodies', () => {
       operations: [{ type: 'add_node', node: { id: 'n', custom: true } }],
     });
     expect(entry.status).toBe(201);
-    const deploy = (await http.post(`/api/agents/${id}/deploys`)).body;
+    const deploy = (await http.post(`/api/agents/${id}/deploys`, { external: true })).body;
     expect(
       (await http.patch(`/api/agents/${id}/deploys/${deploy.id}`, { ...deploy, status: 'building' })).status,
     ).toBe(200);

@@ -16,7 +16,7 @@ beforeAll(async () => {
   http = api(stack.baseUrl);
   agentId = (await http.post('/api/agents', { name: 'Seed', flow: sampleFlow() })).body.id;
   sessionId = (await http.post(`/api/agents/${agentId}/test-sessions`, { sessionType: 'voice' })).body.id;
-  deployId = (await http.post(`/api/agents/${agentId}/deploys`)).body.id;
+  deployId = (await http.post(`/api/agents/${agentId}/deploys`, { external: true })).body.id;
 });
 afterAll(async () => {
   await stack.close();

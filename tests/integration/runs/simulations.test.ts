@@ -252,7 +252,7 @@ describe('simulated test cases', () => {
 
     // the deploy gate uses the run's verdict
     await http.put(`/api/agents/${agentId}/deploy-gate`, { enabled: true });
-    const d = (await http.post(`/api/agents/${agentId}/deploys`, {})).body;
+    const d = (await http.post(`/api/agents/${agentId}/deploys`, { external: true })).body;
     await http.patch(`/api/agents/${agentId}/deploys/${d.id}`, { status: 'building' });
     const refused = await http.patch(`/api/agents/${agentId}/deploys/${d.id}`, { status: 'live' });
     expect(refused.status).toBe(409);

@@ -207,7 +207,7 @@ describe('test cases and runs', () => {
     });
     expect((await http.get(`/api/agents/${agentId}/deploy-gate`)).body).toEqual({ enabled: true });
     const goLive = async (override?: object) => {
-      const d = (await http.post(`/api/agents/${agentId}/deploys`, {})).body;
+      const d = (await http.post(`/api/agents/${agentId}/deploys`, { external: true })).body;
       await http.patch(`/api/agents/${agentId}/deploys/${d.id}`, { status: 'building' });
       return http.patch(`/api/agents/${agentId}/deploys/${d.id}`, { status: 'live', ...override });
     };

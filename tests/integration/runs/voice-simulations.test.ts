@@ -188,7 +188,7 @@ const simulation = (voice: Record<string, unknown>, maxTurns = 1) => ({
 });
 
 const goLive = async (agentId: string) => {
-  const d = (await http.post(`/api/agents/${agentId}/deploys`, {})).body;
+  const d = (await http.post(`/api/agents/${agentId}/deploys`, { external: true })).body;
   await http.patch(`/api/agents/${agentId}/deploys/${d.id}`, { status: 'building' });
   return http.patch(`/api/agents/${agentId}/deploys/${d.id}`, { status: 'live' });
 };

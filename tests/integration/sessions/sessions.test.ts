@@ -330,7 +330,7 @@ describe('deploys', () => {
     const id = await newAgent('Sales Bot');
     await http.patch(`/api/agents/${id}`, { flow: { nodes: [{ id: 'a', nodeType: 'agent' }], edges: [] } });
     const created = await Promise.all(
-      Array.from({ length: 20 }, () => http.post(`/api/agents/${id}/deploys`)),
+      Array.from({ length: 20 }, () => http.post(`/api/agents/${id}/deploys`, { external: true })),
     );
     expect(created.every((r) => r.status === 201)).toBe(true);
     expect(created.map((r) => r.body.deployNumber).sort((a, b) => a - b)).toEqual(
@@ -347,19 +347,21 @@ describe('deploys', () => {
   it('gives each agent a unique DNS-safe subdomain, stable across its deploys and renames', async () => {
     const a = await newAgent('Café  Concierge!!');
     const b = await newAgent('cafe concierge');
-    const da = await http.post(`/api/agents/${a}/deploys`);
-    const db = await http.post(`/api/agents/${b}/deploys`);
+    const da = await http.post(`/api/agents/${a}/deploys`, { external: true });
+    const db = await http.post(`/api/agents/${b}/deploys`, { external: true });
     expect(da.body.subdomain).toBe('cafe-concierge');
     expect(db.body.subdomain).toMatch(/^cafe-concierge-\d+$/);
     await http.patch(`/api/agents/${a}`, { name: 'Something else' });
-    expect((await http.post(`/api/agents/${a}/deploys`)).body.subdomain).toBe('cafe-concierge');
+    expect((await http.post(`/api/agents/${a}/deploys`, { external: true })).body.subdomain).toBe(
+      'cafe-concierge',
+    );
     for (const s of [da.body.subdomain, db.body.subdomain])
       expect(s).toMatch(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/);
   });
 
   it('moves pending → building → live, supersedes the previous live deploy, and refuses illegal moves', async () => {
     const id = await newAgent('Lifecycle');
-    const one = (await http.post(`/api/agents/${id}/deploys`)).body;
+    const one = (await http.post(`/api/agents/${id}/deploys`, { external: true })).body;
     const path = (d: { id: string }) => `/api/agents/${id}/deploys/${d.id}`;
     const illegal = await http.patch(path(one), { status: 'live' });
     expect(illegal.status).toBe(409);
@@ -370,14 +372,14 @@ describe('deploys', () => {
     expect((await http.patch(path(one), { status: 'failed' })).status).toBe(409);
     expect((await http.patch(path(one), { status: 'superseded' })).status).toBe(400);
 
-    const two = (await http.post(`/api/agents/${id}/deploys`)).body;
+    const two = (await http.post(`/api/agents/${id}/deploys`, { external: true })).body;
     await http.patch(path(two), { status: 'building' });
     await http.patch(path(two), { status: 'live' });
     const list = (await http.get(`/api/agents/${id}/deploys`)).body;
     expect(list.map((d: { status: string }) => d.status)).toEqual(['live', 'superseded']);
     expect(list[1].updatedAt).toBeGreaterThanOrEqual(list[1].createdAt);
 
-    const three = (await http.post(`/api/agents/${id}/deploys`)).body;
+    const three = (await http.post(`/api/agents/${id}/deploys`, { external: true })).body;
     expect((await http.patch(path(three), { status: 'failed' })).body.status).toBe('failed');
     expect((await http.patch(path(three), { status: 'building' })).status).toBe(409);
     expect((await http.patch(`/api/agents/${id}/deploys/${UNKNOWN}`, { status: 'building' })).status).toBe(
@@ -388,10 +390,10 @@ describe('deploys', () => {
   it('takes the live deploy offline when its agent is archived, says so, and lets none go live again', async () => {
     const id = await newAgent('Retired');
     const path = (d: { id: string }) => `/api/agents/${id}/deploys/${d.id}`;
-    const live = (await http.post(`/api/agents/${id}/deploys`)).body;
+    const live = (await http.post(`/api/agents/${id}/deploys`, { external: true })).body;
     await http.patch(path(live), { status: 'building' });
     expect((await http.patch(path(live), { status: 'live' })).body.status).toBe('live');
-    const next = (await http.post(`/api/agents/${id}/deploys`)).body;
+    const next = (await http.post(`/api/agents/${id}/deploys`, { external: true })).body;
     await http.patch(path(next), { status: 'building' });
 
     const archived = await http.delete(`/api/agents/${id}`);
@@ -436,7 +438,7 @@ describe('deploys', () => {
 
   it('undoes an archive whose live deploy cannot be taken offline, and archives when asked again', async () => {
     const id = await newAgent('Stubborn');
-    const d = (await http.post(`/api/agents/${id}/deploys`)).body;
+    const d = (await http.post(`/api/agents/${id}/deploys`, { external: true })).body;
     await http.patch(`/api/agents/${id}/deploys/${d.id}`, { status: 'building' });
     await http.patch(`/api/agents/${id}/deploys/${d.id}`, { status: 'live' });
     await stack.services.sessions.stop();
@@ -463,7 +465,7 @@ describe('deploys', () => {
     const id = await newAgent();
     expect((await http.get(`/api/agents/${id}/deploys`)).body).toEqual([]);
     await http.delete(`/api/agents/${id}`);
-    expect((await http.post(`/api/agents/${id}/deploys`)).status).toBe(409);
+    expect((await http.post(`/api/agents/${id}/deploys`, { external: true })).status).toBe(409);
     expect((await http.get(`/api/agents/${id}/deploys`)).body).toEqual([]);
   });
 });

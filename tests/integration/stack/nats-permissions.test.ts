@@ -131,7 +131,7 @@ describe('NATS with per-service users and permissions', () => {
     expect((await http.post(`/api/agents/${agent.body.id}/test-runs`, { version: 2 })).status).toBe(202);
     expect((await http.post(`/api/agents/${agent.body.id}/test-runs`, { version: 1 })).status).toBe(404);
     // an archive: agents asks sessions to take the live deploy offline
-    const deploy = (await http.post(`/api/agents/${agent.body.id}/deploys`)).body;
+    const deploy = (await http.post(`/api/agents/${agent.body.id}/deploys`, { external: true })).body;
     for (const status of ['building', 'live']) {
       await http.patch(`/api/agents/${agent.body.id}/deploys/${deploy.id}`, { status });
     }

@@ -1,15 +1,34 @@
 import type { Handler } from '@vab/bus';
+import { AppError, DEFAULT_DEPLOY_SETTINGS, settingsOf } from '@vab/contracts';
 import type { Deps } from '../deps.js';
 import { subdomainBase } from '../subdomain.js';
 
+/**
+ * Records a deploy (`pending`) pinning `version` (default: the agent's current one; an older one is a
+ * rollback) with its call settings, and starts the pipeline that moves it (live/pipeline.ts).
+ */
 export const deploysCreate =
-  ({ store, agents }: Deps): Handler<'sessions.deploys.create'> =>
+  ({ store, agents, pipeline }: Deps): Handler<'sessions.deploys.create'> =>
   async (req, ctx) => {
     const agent = await agents.requireActive(req.agentId, ctx.requestId);
-    const deploy = await store.createDeploy(req.agentId, agent.version ?? 1, subdomainBase(agent.name ?? ''));
+    const current = agent.version ?? 1;
+    const version = req.body.version ?? current;
+    if (version > current) {
+      throw new AppError('VALIDATION_FAILED', `version ${version} does not exist (the latest is ${current})`);
+    }
+    const settings = { ...DEFAULT_DEPLOY_SETTINGS, ...settingsOf(req.body) };
+    const external = req.body.external === true;
+    const deploy = await store.createDeploy(
+      req.agentId,
+      version,
+      subdomainBase(agent.name ?? ''),
+      settings,
+      external,
+    );
     ctx.log.info(
-      { agentId: req.agentId, deployId: deploy.id, deployNumber: deploy.deployNumber },
+      { agentId: req.agentId, deployId: deploy.id, deployNumber: deploy.deployNumber, version },
       'deploy created',
     );
+    if (!external) pipeline.start(deploy, ctx.requestId);
     return deploy;
   };

@@ -53,6 +53,8 @@ describe('a deploy going live', () => {
       store,
       testing: new TestingStore(redis, { maxCases: 10, maxRuns: 10 }),
       agents: directory(false, true),
+      liveDeploys: { remove: async () => undefined, put: async () => undefined },
+      pipeline: { publishLive: async () => undefined },
     } as unknown as Deps;
     const update = { agentId, deployId: deploy.id, update: { status: 'live' as const } };
     await expect(deploysUpdate(deps)(update, ctx)).rejects.toMatchObject({ code: 'AGENT_ARCHIVED' });

@@ -1,37 +1,45 @@
 import type { Handler } from '@vab/bus';
-import { AppError, ARCHIVED_AGENT_REASON } from '@vab/contracts';
+import { AppError, ARCHIVED_AGENT_REASON, settingsOf } from '@vab/contracts';
 import type { Deps } from '../deps.js';
+import { gateRefusal } from '../live/gate.js';
 
+/**
+ * An external deployer's transitions (the spec's: pending → building → live | failed), and call settings
+ * changes. The pipeline moves the deploys `POST` creates through the same transitions: whichever moves a
+ * record first wins, the other gets ILLEGAL_TRANSITION (docs/api.md › Deploys).
+ */
 export const deploysUpdate =
-  ({ store, testing, agents }: Deps): Handler<'sessions.deploys.update'> =>
+  ({ store, testing, agents, pipeline, liveDeploys }: Deps): Handler<'sessions.deploys.update'> =>
   async (req, ctx) => {
     const { status, override } = req.update;
-    if (status === undefined) throw new AppError('VALIDATION_FAILED', 'status is required');
+    const settings = settingsOf(req.update);
+    if (status === undefined && Object.keys(settings).length === 0) {
+      throw new AppError('VALIDATION_FAILED', 'send a status or a call setting to change');
+    }
     // An archived agent answers no caller: none of its deploys moves towards live, and none stays live
     // (one an archive could not reach is taken offline here too).
     const archived = async () => {
       const stopped = await store.stopLiveDeploy(req.agentId, ARCHIVED_AGENT_REASON);
-      if (stopped) ctx.log.info({ agentId: req.agentId, deployId: stopped.id }, 'deploy stopped');
+      if (stopped) {
+        ctx.log.info({ agentId: req.agentId, deployId: stopped.id }, 'deploy stopped');
+        await liveDeploys.remove(stopped.subdomain);
+      }
       return new AppError('AGENT_ARCHIVED', `agent ${req.agentId} is archived: its deploys cannot go live`);
     };
     if (status !== 'failed' && (await agents.requireExisting(req.agentId, ctx.requestId)).archived) {
       throw await archived();
     }
+    let deploy = await store.getDeploy(req.agentId, req.deployId);
+    if (Object.keys(settings).length > 0) {
+      deploy = await store.setDeploySettings(req.agentId, req.deployId, settings);
+      // calls started from now on use them, on every instance
+      if (deploy.status === 'live' && status === undefined) await pipeline.publishLive(deploy, false);
+    }
+    if (status === undefined) return deploy;
     let gateOverride: { reason: string; at: number } | undefined;
-    if (status === 'live' && (await testing.gate(req.agentId))) {
-      const deploy = await store.getDeploy(req.agentId, req.deployId);
-      // the newest finished run on the version this deploy pins decides
-      const runs = (await testing.listRuns(req.agentId)) ?? [];
-      const last = runs.find((r) => r.version === deploy.version && r.finishedAt !== null);
-      // a run of some cases only does not vouch for the others: it must have run every case the agent has
-      const ran = new Set(last?.cases.map((c) => c.caseId));
-      const notRun = (await testing.caseIds(req.agentId)).filter((id) => !ran.has(id));
-      if (deploy.status !== 'live' && (last?.status !== 'passed' || notRun.length > 0)) {
-        const why = !last
-          ? `no finished test run on version ${deploy.version}`
-          : last.status !== 'passed'
-            ? `test run ${last.id} on version ${deploy.version} ${last.status} (${last.counts.passed}/${last.counts.total} passed)`
-            : `test run ${last.id} on version ${deploy.version} did not run ${notRun.length} of the agent's cases`;
+    if (status === 'live' && deploy.status !== 'live') {
+      const why = await gateRefusal(testing, req.agentId, deploy.version);
+      if (why !== null) {
         if (!override) throw new AppError('TESTS_NOT_PASSED', `the deploy gate is on: ${why}`);
         gateOverride = { reason: override.reason, at: Date.now() };
         ctx.log.warn(
@@ -40,13 +48,15 @@ export const deploysUpdate =
         );
       }
     }
-    const deploy = await store.updateDeploy(req.agentId, req.deployId, status, gateOverride);
+    const wasLive = deploy.status === 'live';
+    deploy = await store.updateDeploy(req.agentId, req.deployId, status, gateOverride);
     // The archive writes the agent's state, then stops what is live; this writes live, then reads the
     // agent's state: whichever comes second sees the other's write, so a deploy never stays live on an
     // agent archived while it went live.
     if (deploy.status === 'live' && (await agents.lookup(req.agentId, ctx.requestId)).archived) {
       throw await archived();
     }
+    if (deploy.status === 'live') await pipeline.publishLive(deploy, !wasLive);
     ctx.log.info(
       { agentId: req.agentId, deployId: req.deployId, status: deploy.status },
       'deploy status changed',

@@ -1,0 +1,64 @@
+import type { Handler } from '@vab/bus';
+import { AppError, type BusyKind } from '@vab/contracts';
+import { randomUUID } from 'node:crypto';
+import type { Deps } from '../deps.js';
+
+/** Seconds to the next UTC day: when a daily cap lets calls in again. */
+const toNextUtcDay = (now: number) => Math.ceil((86_400_000 - (now % 86_400_000)) / 1000);
+
+/**
+ * The playground asks before it hosts a call: the agent's live deploy (by subdomain or agent), its caps
+ * (LIVE_MAX_CALLS_PER_ADDRESS, maxConcurrentCalls, dailyCallCap), the sealed credentials. A refusal is
+ * recorded as a call ended `busy` (a missed call the builder sees) and answered CAPACITY_EXHAUSTED (the
+ * deploy's caps) or RATE_LIMITED (the address's), with when to retry.
+ */
+export const callsAdmit =
+  ({ store, agents, calls, live, events }: Deps): Handler<'sessions.calls.admit'> =>
+  async (req, ctx) => {
+    const agentId = req.agentId ?? (req.subdomain ? await store.agentOfSubdomain(req.subdomain) : null);
+    const nothingLive = new AppError('NOT_FOUND', 'nothing is live here');
+    if (!agentId) throw nothingLive;
+    if ((await agents.lookup(agentId, ctx.requestId)).archived) throw nothingLive;
+    const deploy = await store.liveDeploy(agentId);
+    if (!deploy) throw nothingLive;
+    const call = {
+      agentId,
+      callId: randomUUID(),
+      deploy,
+      channel: req.channel,
+      caller: req.caller,
+      addressKey: req.addressKey,
+    };
+    const admitted = await calls.admit(call);
+    if (!admitted.ok) {
+      const kind: BusyKind = admitted.kind;
+      const busy = await calls.create(call, kind);
+      await events.publish(agentId, 'call.ended', { call: busy });
+      ctx.log.info({ agentId, callId: call.callId, kind }, 'call refused at a cap');
+      const retryAfterSeconds = kind === 'daily_call_cap' ? toNextUtcDay(Date.now()) : 5;
+      throw kind === 'per_address'
+        ? new AppError('RATE_LIMITED', 'too many calls from this address at once', { retryAfterSeconds })
+        : new AppError('CAPACITY_EXHAUSTED', `this agent is busy (${kind}), try again later`, {
+            retryAfterSeconds,
+            capacity: 'deploy',
+          });
+    }
+    const started = await calls.create(call);
+    await events.publish(agentId, 'call.started', { call: started });
+    return {
+      callId: call.callId,
+      agentId,
+      deployId: deploy.id,
+      deployNumber: deploy.deployNumber,
+      version: deploy.version,
+      subdomain: deploy.subdomain,
+      settings: {
+        maxConcurrentCalls: deploy.maxConcurrentCalls,
+        dailyCallCap: deploy.dailyCallCap,
+        maxCallDurationMs: deploy.maxCallDurationMs,
+        silenceTimeoutMs: deploy.silenceTimeoutMs,
+        endCallMessage: deploy.endCallMessage,
+      },
+      credentials: await live.sealed(agentId),
+    };
+  };

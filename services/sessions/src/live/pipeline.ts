@@ -1,0 +1,114 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { busClientOf, safeError, type BusClient, type Logger } from '@vab/bus';
+import { AppError, Subjects, type DeployIssue, type DeployRecord } from '@vab/contracts';
+import type { SessionsStore } from '../store.js';
+import type { TestingStore } from '../testing/store.js';
+import type { DomainEvents } from './domain-events.js';
+import { gateRefusal } from './gate.js';
+import type { LiveDeploys } from './live-deploys.js';
+
+/**
+ * The deploy pipeline (issue 45): a deploy created by `POST …/deploys` moves by itself, `pending` → `building`
+ * → the deploy gate → the readiness check of its pinned version as a public caller's start would run it (the
+ * playground, with the agent's stored credentials and the server's keys under the key rule) → `live` (the
+ * previous live one `superseded`, the KV bucket live-deploys written, `deploy.live` published) or `failed`
+ * with the issues on the record (`deploy.failed`). It runs in the sessions instance that took the POST; an
+ * external deployer's PATCH moves the same record through the same transitions (the store refuses a move
+ * that is not one), so whichever moves it first wins and the other gets ILLEGAL_TRANSITION.
+ */
+export class DeployPipeline {
+  private readonly bus: BusClient;
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(
+    nc: NatsConnection,
+    private readonly deps: {
+      store: SessionsStore;
+      testing: TestingStore;
+      liveDeploys: LiveDeploys;
+      events: DomainEvents;
+      log: Logger;
+      checkTimeoutMs: number;
+    },
+  ) {
+    this.bus = busClientOf(nc);
+  }
+
+  /** Starts moving a new deploy; the answer to the POST does not wait for it. */
+  start(deploy: DeployRecord, requestId: string): void {
+    const run = this.run(deploy, requestId).catch((err: unknown) =>
+      this.deps.log.warn(
+        { code: 'DEPLOY_PIPELINE_FAILED', err: safeError(err), agentId: deploy.agentId, deployId: deploy.id },
+        'deploy pipeline failed',
+      ),
+    );
+    this.running.add(run);
+    void run.finally(() => this.running.delete(run));
+  }
+
+  /** Waits for the deploys being moved (a stop drains them). */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.running]);
+  }
+
+  private async run(deploy: DeployRecord, requestId: string): Promise<void> {
+    const { store, testing, log } = this.deps;
+    const { agentId, id: deployId, version } = deploy;
+    await store.updateDeploy(agentId, deployId, 'building');
+    let issues: DeployIssue[] = [];
+    let reason: string | null = null;
+    try {
+      const refusal = await gateRefusal(testing, agentId, version);
+      if (refusal) {
+        reason = `the deploy gate is on: ${refusal}`;
+        issues = [{ code: 'TESTS_NOT_PASSED', message: refusal }];
+      } else {
+        const checked = await this.bus.request(
+          Subjects.deployCheck,
+          { agentId, version },
+          { timeoutMs: this.deps.checkTimeoutMs, requestId },
+        );
+        if (!checked.ready) {
+          reason = `version ${version} is not ready for callers`;
+          issues = checked.issues;
+        }
+      }
+    } catch (err) {
+      reason = 'the readiness check could not run';
+      const code = err instanceof AppError ? err.code : 'INTERNAL';
+      issues = [{ code, message: err instanceof AppError ? err.message : 'internal error' }];
+    }
+    if (reason !== null) {
+      const failed = await store.updateDeploy(agentId, deployId, 'failed', undefined, {
+        reason,
+        issues,
+        at: Date.now(),
+      });
+      log.warn(
+        { code: 'DEPLOY_FAILED', agentId, deployId, issues: issues.map((i) => i.code) },
+        'deploy failed',
+      );
+      await this.deps.events.publish(agentId, 'deploy.failed', { deploy: failed });
+      return;
+    }
+    const live = await store.updateDeploy(agentId, deployId, 'live');
+    log.info({ agentId, deployId, version }, 'deploy live');
+    await this.publishLive(live);
+  }
+
+  /**
+   * Broadcasts what is live (a deploy that went live by the pipeline or a PATCH, or new settings of the live
+   * one): the KV bucket, and (`wentLive`) the domain event.
+   */
+  async publishLive(live: DeployRecord, wentLive = true): Promise<void> {
+    await this.deps.liveDeploys
+      .put(live)
+      .catch((err: unknown) =>
+        this.deps.log.warn(
+          { code: 'LIVE_DEPLOYS_NOT_WRITTEN', err: safeError(err), agentId: live.agentId, deployId: live.id },
+          'live deploy not written to its bucket',
+        ),
+      );
+    if (wentLive) await this.deps.events.publish(live.agentId, 'deploy.live', { deploy: live });
+  }
+}
