@@ -181,6 +181,9 @@ describe('publishable keys', () => {
     });
     expect(created.status).toBe(201);
     expect(created.body.key).toMatch(/^pk_/);
+    // useless anywhere but /live, even on this open API
+    const misused = await http.get('/api/agents', { authorization: `Bearer ${created.body.key}` });
+    expect(misused.status).toBe(401);
     const list = await http.get(`/api/agents/${agentId}/public-keys`);
     expect(list.body.keys).toHaveLength(1);
     expect(JSON.stringify(list.body)).not.toContain(created.body.key);

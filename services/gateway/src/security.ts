@@ -1,7 +1,7 @@
 import cors from '@fastify/cors';
 import helmet from 'helmet';
 import rateLimit from '@fastify/rate-limit';
-import { AppError, LIVE_PREFIX } from '@vab/contracts';
+import { AppError, LIVE_PREFIX, PUBLIC_KEY_PREFIX } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -155,6 +155,13 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
       ),
   });
 
+  // a publishable key (issue 45) is for /live routes only: anywhere else it is refused, even on an open API
+  app.addHook('onRequest', async (req) => {
+    const token = bearer(req);
+    if (token?.startsWith(PUBLIC_KEY_PREFIX) && !isLive(req.url)) {
+      throw new AppError('UNAUTHORIZED', 'a publishable key is accepted on /live routes only');
+    }
+  });
   if (config.apiTokens.length === 0) {
     app.log.warn({ code: 'API_OPEN' }, 'API_TOKENS is not set: the API is open to anyone who can reach it');
   } else {
