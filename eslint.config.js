@@ -72,6 +72,14 @@ export const layers = {
   ],
   'services/agents/src': [['*.ts'], ['handlers/'], ['service.ts', 'main.ts', 'index.ts']],
   'services/gateway/src': [['*.ts'], ['app.ts'], ['main.ts', 'index.ts']],
+  'services/telephony/src': [
+    ['audio/', 'twilio/'],
+    ['numbers/'],
+    ['calls/'],
+    ['handlers/'],
+    ['http/'],
+    ['config.ts', 'service.ts', 'index.ts', 'main.ts'],
+  ],
   'services/webhooks/src': [['*.ts'], ['delivery/'], ['handlers/'], ['service.ts', 'main.ts', 'index.ts']],
 };
 
@@ -85,7 +93,7 @@ export const packageLayers = [
   ['contracts'],
   ['bus', 'storage', 'flow', 'egress'],
   ['service-kit'],
-  ['agents', 'sessions', 'gateway', 'playground', 'webhooks'],
+  ['agents', 'sessions', 'gateway', 'playground', 'telephony', 'webhooks'],
 ];
 /** The packages outside the layers, and what each may import: the tests' kit and the front ends' client. */
 const PACKAGES_ASIDE = { testkit: ['contracts'], client: [] };
@@ -102,6 +110,7 @@ const PACKAGE_DIRS = {
   sessions: 'services/sessions',
   gateway: 'services/gateway',
   playground: 'services/playground',
+  telephony: 'services/telephony',
   webhooks: 'services/webhooks',
 };
 
@@ -239,9 +248,10 @@ export default tseslint.config(
       },
     },
   },
-  // the console page runs in a browser (services/gateway/console): its globals, as a module
+  // the console, the public talk page and widget, and their shared voice client run in a browser: its
+  // globals, as modules
   {
-    files: ['services/gateway/console/**/*.js'],
+    files: ['services/gateway/console/**/*.js', 'services/gateway/live/**/*.js'],
     languageOptions: {
       sourceType: 'module',
       globals: {
@@ -277,9 +287,9 @@ export default tseslint.config(
     'store/**': { above: ['panels'] },
     'panels/**': { above: [], siblings: true },
   }),
-  // its AudioWorklet modules run in the AudioWorkletGlobalScope
+  // the voice client's AudioWorklet modules run in the AudioWorkletGlobalScope
   {
-    files: ['services/gateway/console/*-worklet.js'],
+    files: ['services/gateway/live/voice/*-worklet.js'],
     languageOptions: {
       globals: { AudioWorkletProcessor: 'readonly', registerProcessor: 'readonly', sampleRate: 'readonly' },
     },

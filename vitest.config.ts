@@ -20,6 +20,7 @@ export default defineConfig({
       '@vab/sessions': src('./services/sessions/src/index.ts'),
       '@vab/playground': src('./services/playground/src/index.ts'),
       '@vab/gateway': src('./services/gateway/src/index.ts'),
+      '@vab/telephony': src('./services/telephony/src/index.ts'),
       '@vab/webhooks': src('./services/webhooks/src/index.ts'),
     },
   },
@@ -32,7 +33,10 @@ export default defineConfig({
     ],
     globalSetup: ['./tests/global-setup.ts'],
     testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // a hook starts a stack: its first start in a file imports the services' module graph (LiveKit's with it)
+    // through vite's transform, which alone took over 30 s at load average 26 on 2 cores; a hook that hangs
+    // still fails, later
+    hookTimeout: 120_000,
     maxWorkers: 2,
     // LiveKit's failed model requests also reject a promise nobody awaits; the playground's main survives these
     // (services/playground/src/models/stray-rejections.ts), and so do the stacks tests run in-process

@@ -6,21 +6,16 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, option, sendJson, startCore } from './processes.mjs';
+import { benchFlow, option, sendJson, startCoreStack } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const AGENTS = option('agents', 500);
 
-const nats = await startLocalNats();
-const redisServer = await startLocalRedis();
-const env = {
-  NATS_URL: nats.url,
-  REDIS_URL: redisServer.url,
+const core = await startCoreStack(root, {
   MAX_MESSAGES_PER_SESSION: '100000000',
   MAX_CONVERSATION_ENTRIES: '100000000',
-};
-const { url: base, procs } = await startCore(root, env);
+});
+const { url: base, procs, nats, redis: redisServer } = core;
 const redis = new Redis(redisServer.url);
 const used = async () => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))[1]);
 

@@ -10,7 +10,7 @@ import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';
 import { sessionStartBody, startGateway } from './playground-gateway.mjs';
-import { sendJson } from './processes.mjs';
+import { admissionOff, sendJson } from './processes.mjs';
 
 if (typeof globalThis.gc !== 'function') {
   console.error('run with: node --expose-gc bench/playground-memory.mjs');
@@ -32,13 +32,8 @@ const playground = startPlaygroundService({
   log,
   roomAgents,
   config: {
-    // the test flow's webhook is on loopback; admission by load off: the bench measures what a load costs
-    ...loadConfig({
-      FLOW_EGRESS_ALLOW: '127.0.0.1',
-      LOAD_MAX_EVENT_LOOP_P99_MS: '0',
-      LOAD_MAX_BEHIND_MS: '0',
-      LOAD_MAX_CPU_PERCENT: '0',
-    }),
+    // the test flow's webhook is on loopback
+    ...loadConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1', ...admissionOff() }),
     ENV_FILE: '/nonexistent',
     INSTANCE_ID: 'bench',
     MAX_SESSIONS: 1000,

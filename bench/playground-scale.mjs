@@ -12,7 +12,7 @@ import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLivekitFake, startLocalNats } from '@vab/testkit';
 import { performance } from 'node:perf_hooks';
 import { sessionStartBody, startGateway } from './playground-gateway.mjs';
-import { option, sendJson } from './processes.mjs';
+import { admissionOff, option, sendJson } from './processes.mjs';
 
 const JOIN_MS = option('join-ms', 50);
 const SESSIONS = option('sessions', 120);
@@ -20,13 +20,8 @@ const log = createLogger('bench', 'silent');
 const nats = await startLocalNats();
 const fake = await startLivekitFake();
 const config = (id) => ({
-  // the test flow's webhook is on loopback; admission by load off: the bench measures what a load costs
-  ...loadConfig({
-    FLOW_EGRESS_ALLOW: '127.0.0.1',
-    LOAD_MAX_EVENT_LOOP_P99_MS: '0',
-    LOAD_MAX_BEHIND_MS: '0',
-    LOAD_MAX_CPU_PERCENT: '0',
-  }),
+  // the test flow's webhook is on loopback
+  ...loadConfig({ FLOW_EGRESS_ALLOW: '127.0.0.1', ...admissionOff() }),
   ENV_FILE: '/nonexistent',
   INSTANCE_ID: id,
   MAX_SESSIONS: 1000,

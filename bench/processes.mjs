@@ -5,7 +5,15 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { clinicScript, freePort, fullFlow, startOpenAiStub, stopOnExit } from '@vab/testkit';
+import {
+  clinicScript,
+  freePort,
+  fullFlow,
+  startLocalNats,
+  startLocalRedis,
+  startOpenAiStub,
+  stopOnExit,
+} from '@vab/testkit';
 
 /** The value after `--name` on the command line, or `def` when it is not given; a number when `def` is one. */
 export function option(name, def) {
@@ -90,6 +98,48 @@ export async function startCore(root, env, gatewayEnv = {}) {
   );
   return { url: `http://127.0.0.1:${port}`, agents, sessions, gateway, procs: [agents, sessions, gateway] };
 }
+
+/**
+ * A benchmark's own NATS and Redis with `startCore` on them, per-caller session limits lifted (the benchmark
+ * is every caller). `env`: the services' settings beyond the servers (quiet logs and flows that may call the
+ * stubs on loopback unless it says otherwise); returned whole for the playground processes a benchmark starts.
+ */
+export async function startCoreStack(root, env = {}) {
+  const nats = await startLocalNats();
+  const redis = await startLocalRedis();
+  const all = {
+    NATS_URL: nats.url,
+    REDIS_URL: redis.url,
+    LOG_LEVEL: 'warn',
+    FLOW_EGRESS_ALLOW: '127.0.0.1',
+    ...env,
+  };
+  const core = await startCore(root, all, { SESSION_RATE_LIMIT_MAX: '1000000000' });
+  return { ...core, nats, redis, env: all };
+}
+
+/** An in-process playground's admission by load, off unless asked for: a benchmark measures what its load costs. */
+export const admissionOff = () => ({
+  LOAD_MAX_EVENT_LOOP_P99_MS: process.env.LOAD_MAX_EVENT_LOOP_P99_MS ?? '0',
+  LOAD_MAX_BEHIND_MS: process.env.LOAD_MAX_BEHIND_MS ?? '0',
+  LOAD_MAX_CPU_PERCENT: process.env.LOAD_MAX_CPU_PERCENT ?? '0',
+});
+
+/**
+ * An in-process playground's settings for `sessions` voice sessions that one bench process plays every caller
+ * of (room for a few more), recordings `on` or `off`, flows calling the stubs on loopback; `loadConfig` is the
+ * playground's own (passed in: this module does not load the playground).
+ */
+export const voiceConfig = (loadConfig, sessions, recordings) => ({
+  ...loadConfig({
+    FLOW_EGRESS_ALLOW: '127.0.0.1',
+    ...admissionOff(),
+    MAX_SESSIONS: String(sessions + 5),
+    MAX_SESSIONS_PER_CALLER: String(sessions + 5),
+    RECORDINGS: recordings,
+  }),
+  VOICE_INPUT_IDLE_MS: 30_000,
+});
 
 /** A realistic 20-node flow. */
 export function benchFlow() {

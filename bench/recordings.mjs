@@ -15,7 +15,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs } from './processes.mjs';
+import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs, voiceConfig } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SESSIONS = option('sessions', 5);
@@ -69,19 +69,7 @@ async function phase(recordings) {
   const playground = startPlaygroundService({
     nc,
     log,
-    config: {
-      ...loadConfig({
-        FLOW_EGRESS_ALLOW: '127.0.0.1',
-        // admission by load off unless asked for: the bench measures what its sessions cost
-        LOAD_MAX_EVENT_LOOP_P99_MS: process.env.LOAD_MAX_EVENT_LOOP_P99_MS ?? '0',
-        LOAD_MAX_BEHIND_MS: process.env.LOAD_MAX_BEHIND_MS ?? '0',
-        LOAD_MAX_CPU_PERCENT: process.env.LOAD_MAX_CPU_PERCENT ?? '0',
-        MAX_SESSIONS: String(SESSIONS + 5),
-        MAX_SESSIONS_PER_CALLER: String(SESSIONS + 5),
-        RECORDINGS: recordings,
-      }),
-      VOICE_INPUT_IDLE_MS: 30_000,
-    },
+    config: voiceConfig(loadConfig, SESSIONS, recordings),
   });
   await playground.ready;
   const agent = await sendJson('POST', `${core.url}/api/agents`, {

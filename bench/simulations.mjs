@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { BusClient, connectNats } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
-import { orderFlow, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { option, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
+import { orderFlow } from '@vab/testkit';
+import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 20);
@@ -47,17 +47,11 @@ const { url: stubURL, served, server: stub } = await startModelStub({ reply });
 
 const flow = orderFlow({ modelURL: stubURL });
 
-const nats = await startLocalNats();
-const redis = await startLocalRedis();
-const env = {
-  NATS_URL: nats.url,
-  REDIS_URL: redis.url,
-  LOG_LEVEL: 'warn',
-  FLOW_EGRESS_ALLOW: '127.0.0.1',
+const core = await startCoreStack(root, {
   TEST_RUN_CONCURRENCY: String(CONCURRENCY),
   MAX_TEST_CASES_PER_AGENT: String(Math.max(200, CASES)),
-};
-const { url: base, procs } = await startCore(root, env, { SESSION_RATE_LIMIT_MAX: '1000000000' });
+});
+const { url: base, procs, nats, redis, env } = core;
 const playground = await startProcess(
   join(root, 'services/playground/dist/main.js'),
   { ...env, LOG_LEVEL: 'info', INSTANCE_ID: 'bench-1' },

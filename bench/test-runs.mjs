@@ -10,8 +10,8 @@ import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
-import { option, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
+import { fullFlow, withNode } from '@vab/testkit';
+import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 100);
@@ -25,18 +25,13 @@ const MAX_SESSIONS = option('max-sessions', 100);
 
 const { url: stubURL, served, server: stub } = await startModelStub({ modelMs: MODEL_MS });
 
-const nats = await startLocalNats();
-const redis = await startLocalRedis();
-const env = {
-  NATS_URL: nats.url,
-  REDIS_URL: redis.url,
+const core = await startCoreStack(root, {
   LOG_LEVEL: 'info',
-  FLOW_EGRESS_ALLOW: '127.0.0.1',
   TEST_RUN_CONCURRENCY: String(CONCURRENCY),
   MAX_TEST_CASES_PER_AGENT: String(Math.max(200, CASES)),
   MAX_SESSIONS: String(MAX_SESSIONS),
-};
-const { url: base, procs } = await startCore(root, env, { SESSION_RATE_LIMIT_MAX: '1000000000' });
+});
+const { url: base, procs, nats, redis, env } = core;
 const apiKeys = { openai: 'sk-bench' };
 const flow = withNode(fullFlow(), 'llm', { baseURL: stubURL, model: 'stub' });
 const agent = await sendJson('POST', `${base}/api/agents`, { name: 'Bench clinic', flow });

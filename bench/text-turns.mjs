@@ -7,8 +7,8 @@
 // Usage: npm run build && node bench/text-turns.mjs [--base ../base] [--rounds 4] [--seconds 8] [--workers 8]
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
-import { option, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
+import { fullFlow, withNode } from '@vab/testkit';
+import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const base = option('base');
@@ -21,16 +21,7 @@ const stub = await startModelStub();
 
 /** One side's stack: its own NATS and Redis, the four services from `root`, an agent on the stub. */
 async function side(root) {
-  const nats = await startLocalNats();
-  const redis = await startLocalRedis();
-  const env = {
-    NATS_URL: nats.url,
-    REDIS_URL: redis.url,
-    LOG_LEVEL: 'warn',
-    FLOW_EGRESS_ALLOW: '127.0.0.1',
-    MAX_SESSIONS: '1000',
-  };
-  const core = await startCore(root, env, { SESSION_RATE_LIMIT_MAX: '1000000000' });
+  const { nats, redis, env, ...core } = await startCoreStack(root, { MAX_SESSIONS: '1000' });
   const playground = await startProcess(
     join(root, 'services/playground/dist/main.js'),
     { ...env, LOG_LEVEL: 'info' },

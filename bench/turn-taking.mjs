@@ -14,7 +14,16 @@
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { speak, speakWithPause, startLocalNats, startLocalRedis, voiceFlow, VoiceClient } from '@vab/testkit';
+import {
+  concat,
+  silence,
+  speak,
+  speakWithPause,
+  startLocalNats,
+  startLocalRedis,
+  voiceFlow,
+  VoiceClient,
+} from '@vab/testkit';
 import { option, sendJson, startCore, startProcess, startVoiceStubs } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -61,15 +70,7 @@ const withPause = (sentence) => {
   if (VOICE === 'festival') return speakWithPause(sentence, k, PAUSE_MS);
   // espeak-ng: the two parts said apart (it has no word timing to cut the whole at)
   const words = sentence.split(' ');
-  const silence = new Int16Array((PAUSE_MS / 1000) * 16000);
-  const parts = [speak(words.slice(0, k).join(' ')), silence, speak(words.slice(k).join(' '))];
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concat(speak(words.slice(0, k).join(' ')), silence(PAUSE_MS), speak(words.slice(k).join(' ')));
 };
 
 // every line made first: Festival takes ~1 s a sentence, and the clients pace their audio in this process

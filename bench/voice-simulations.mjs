@@ -11,8 +11,8 @@
 //   [--concurrency 30] [--cpu-prof <dir>]
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, startLocalNats, startLocalRedis, startSpeechStub, voiceFlow } from '@vab/testkit';
-import { option, sendJson, startCore, startModelStub, startProcess, usage } from './processes.mjs';
+import { freePort, startSpeechStub, voiceFlow } from '@vab/testkit';
+import { option, sendJson, startCoreStack, startModelStub, startProcess, usage } from './processes.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 10);
@@ -42,18 +42,12 @@ function reply(chat) {
 const { url: chatURL, server: chat } = await startModelStub({ reply });
 const speech = await startSpeechStub({ transcribe: () => 'I would like to book a table for two.' });
 
-const nats = await startLocalNats();
-const redis = await startLocalRedis();
-const env = {
-  NATS_URL: nats.url,
-  REDIS_URL: redis.url,
-  LOG_LEVEL: 'warn',
-  FLOW_EGRESS_ALLOW: '127.0.0.1',
+const core = await startCoreStack(root, {
   TEST_RUN_CONCURRENCY: String(CONCURRENCY),
   TEST_CASE_TIMEOUT_MS: '300000',
   TEST_CASE_ATTEMPTS: '1',
-};
-const { url: base, procs } = await startCore(root, env, { SESSION_RATE_LIMIT_MAX: '1000000000' });
+});
+const { url: base, procs, nats, redis, env } = core;
 const metricsPort = await freePort();
 const playground = await startProcess(
   join(root, 'services/playground/dist/main.js'),

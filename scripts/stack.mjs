@@ -41,16 +41,19 @@ if (!['json', 'pretty'].includes(env.STACK_LOG_FORMAT ?? 'json')) {
 }
 // each service's /metrics, /healthz and /readyz (the gateway serves its own on PORT)
 const METRICS_PORT_BASE = Number(env.METRICS_PORT_BASE ?? 9464);
-if (!Number.isInteger(METRICS_PORT_BASE) || METRICS_PORT_BASE < 1 || METRICS_PORT_BASE > 65532) {
-  process.stderr.write(`stack: METRICS_PORT_BASE must be a port number (1–65532)\n`);
+if (!Number.isInteger(METRICS_PORT_BASE) || METRICS_PORT_BASE < 1 || METRICS_PORT_BASE > 65531) {
+  process.stderr.write(`stack: METRICS_PORT_BASE must be a port number (1–65531)\n`);
   process.exit(1);
 }
 const METRICS_PORTS = {
   agents: METRICS_PORT_BASE,
   sessions: METRICS_PORT_BASE + 1,
   playground: METRICS_PORT_BASE + 2,
-  webhooks: METRICS_PORT_BASE + 3,
+  telephony: METRICS_PORT_BASE + 3,
+  webhooks: METRICS_PORT_BASE + 4,
 };
+/** Twilio's webhooks and Media Streams (docs/operations.md › Telephony): 8090, or a free port when that is taken. */
+let TELEPHONY_PORT = env.TELEPHONY_PORT ?? '8090';
 /** This run's id, known only to it and its processes: the gateway's /readyz echoes it (`x-stack-id`). */
 const STACK_ID = randomUUID();
 const children = [];
@@ -290,6 +293,9 @@ async function checkPorts() {
 }
 
 async function checkPortsFree() {
+  if (!env.TELEPHONY_PORT && (await portTaken(HOST, Number(TELEPHONY_PORT)))) {
+    TELEPHONY_PORT = String((await freePortsOn(HOST, 1))[0]);
+  }
   if (await portTaken(HOST, Number(PORT))) {
     const [free] = await freePortsOn(HOST, 1);
     fail(
@@ -494,7 +500,7 @@ async function shutdown(code) {
   stopping = true;
   // The edge and the sessions' owner first (they end what runs, writing to the others), then the storing
   // services, then the servers they all use.
-  const first = new Set(['gateway', 'playground']);
+  const first = new Set(['gateway', 'playground', 'telephony']);
   const edge = children.filter((c) => first.has(c.name));
   const servers = children.filter((c) => c.name.endsWith('-server'));
   const storing = children.filter((c) => !first.has(c.name) && !c.name.endsWith('-server'));
@@ -519,7 +525,7 @@ process.on('exit', () => {
   for (const { child } of children) if (!exited(child)) child.kill('SIGTERM');
 });
 
-const SERVICES = ['agents', 'sessions', 'playground', 'webhooks', 'gateway'];
+const SERVICES = ['agents', 'sessions', 'playground', 'telephony', 'webhooks', 'gateway'];
 for (const svc of SERVICES) {
   if (!existsSync(join(root, 'services', svc, 'dist', 'main.js'))) {
     fail('a service is not built: run `npm start` (it builds first)', { service: svc });
@@ -551,6 +557,16 @@ run('playground', 'node', service('playground'), {
   ...common,
   ...metricsOf('playground'),
   FLOW_EGRESS_ALLOW,
+});
+// a development auth token unless one is set: Twilio's requests are signed with the account's real one
+run('telephony', 'node', service('telephony'), {
+  ...common,
+  ...metricsOf('telephony'),
+  TELEPHONY_HOST: HOST,
+  TELEPHONY_PORT,
+  TWILIO_AUTH_TOKEN: env.TWILIO_AUTH_TOKEN ?? 'dev-twilio-auth-token',
+  ...(env.TELEPHONY_PUBLIC_URL ? { PUBLIC_URL: env.TELEPHONY_PUBLIC_URL } : {}),
+  ...(env.TWILIO_ACCOUNT_SID ? { TWILIO_ACCOUNT_SID: env.TWILIO_ACCOUNT_SID } : {}),
 });
 run('webhooks', 'node', service('webhooks'), {
   ...common,
@@ -612,6 +628,7 @@ const local = HOST === '0.0.0.0' ? '127.0.0.1' : HOST;
 log('ready: the gateway answers (Ctrl-C stops everything)', {
   gateway: base,
   console: `${base}/console`,
+  telephony: `http://${local}:${TELEPHONY_PORT}/telephony/twilio/voice`,
   docs: `${base}/docs`,
   metrics: {
     gateway: `${base}/metrics`,

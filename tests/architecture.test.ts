@@ -230,7 +230,8 @@ async function gatherFacts(): Promise<Facts> {
 const tokensOf = (text: string) => [...text.matchAll(/`([^`\n]+)`/g)].map((m) => m[1]!);
 /** `playground.owner.<sessionId>.<verb>` → `playground.owner.*.*`. */
 const normal = (subject: string) => subject.replace(/<[^>]+>/g, '*');
-const SUBJECT = /^(agents|sessions|playground|webhooks|voice|events|domain)(\.([\w-]+|\*|>|<\w+>))+$/;
+const SUBJECT =
+  /^(agents|sessions|playground|telephony|webhooks|voice|events|domain)(\.([\w-]+|\*|>|<\w+>))+$/;
 
 /** NATS's wildcards, token by token: whether some subject matches both patterns. */
 function overlap(a: string, b: string): boolean {
@@ -466,7 +467,13 @@ describe('docs/architecture.md', () => {
     );
     expect(facts.streams).toEqual(expect.arrayContaining(['SESSION_EVENTS', 'DOMAIN_EVENTS']));
     expect([...facts.buckets].sort()).toEqual(
-      expect.arrayContaining(['gateway-tickets', 'live-deploys', 'playground-callers', 'recordings']),
+      expect.arrayContaining([
+        'gateway-tickets',
+        'live-deploys',
+        'playground-callers',
+        'recordings',
+        'telephony-call-tokens',
+      ]),
     );
     expect(facts.ownRoutes).toEqual(
       expect.arrayContaining([
@@ -519,13 +526,16 @@ const CLAIMS: [string, (doc: string) => string][] = [
   ['the gateway has no subjects', edit(null, '- **gateway** keeps no subjects (it only sends requests).')],
   [
     'the gateway subscribes to nothing',
-    edit('`voice.<sessionId>.out`: subscribes gateway;', '`voice.<sessionId>.out`: subscribes —;'),
+    edit(
+      '`voice.<sessionId>.out`: subscribes gateway, telephony;',
+      '`voice.<sessionId>.out`: subscribes telephony;',
+    ),
   ],
   [
     'the gateway publishes no voice.*.in',
     edit(
-      '`voice.<sessionId>.in`: subscribes playground; publishes gateway;',
-      '`voice.<sessionId>.in`: subscribes playground; publishes playground;',
+      '`voice.<sessionId>.in`: subscribes playground; publishes gateway, telephony;',
+      '`voice.<sessionId>.in`: subscribes playground; publishes telephony;',
     ),
   ],
   ["the edge's routes omit /docs", without('/docs')],

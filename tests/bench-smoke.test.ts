@@ -27,6 +27,7 @@ describe('benchmarks still run', () => {
     ['egress-check.mjs', ['--calls', '20'], /new connection per call: .* added at p50 -?[\d.]+ ms/],
     ['webhooks.mjs', ['--events', '20', '--backlog', '50'], /\| backlog \| 50 \|/],
     ['docs-render.mjs', ['--runs', '1', '--visits', '1'], /\| 1st \(nothing cached\) \| \d+ \/ \d+ \|/],
+    ['phone.mjs', ['--frames', '200'], /\| in \(Twilio → bus\) \| [\d.]+ \|/],
   ])(
     '%s',
     async (file, args, expected) => {

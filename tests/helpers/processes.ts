@@ -47,7 +47,9 @@ export function spawnService(svc: string, env: Record<string, string>): ServiceP
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const waitFor = (text: string, timeoutMs = 10_000) =>
+  // a process start has no bound of its own: a playground took over 10 s to say "serving" at load average 30
+  // (LiveKit and the VAD model loading), so the wait is the suite's hook/test timeout, not a guess below it
+  const waitFor = (text: string, timeoutMs = 30_000) =>
     vi.waitFor(
       () => {
         if (!out.includes(text)) throw new Error(`no "${text}" in output of ${svc}:\n${out.slice(-2000)}`);

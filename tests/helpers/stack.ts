@@ -110,7 +110,7 @@ export interface StackOptions {
   upstream?: { url: string; timeoutMs?: number };
   /** The gateway's event stream settings (heartbeat, per-client limit, buffer bound). */
   events?: Partial<EventStreamSettings>;
-  /** Other gateway settings (PUBLIC_URL, UPSTREAM_FORWARD_AUTHORIZATION, TICKET_TTL_MS). */
+  /** Other gateway settings (PUBLIC_URL, UPSTREAM_FORWARD_AUTHORIZATION, TICKET_TTL_MS, LIVE_DOMAIN). */
   gateway?: Partial<
     Pick<
       GatewayAppConfig,
@@ -119,6 +119,7 @@ export interface StackOptions {
       | 'TICKET_TTL_MS'
       | 'REQUEST_RECEIVE_TIMEOUT_MS'
       | 'MAX_CONNECTIONS_PER_ADDRESS'
+      | 'LIVE_DOMAIN'
     >
   >;
   /**

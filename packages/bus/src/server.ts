@@ -8,7 +8,7 @@ import {
   AppError,
   contract,
   Headers,
-  httpStatusOf,
+  statusOfError,
   specOf,
   toFieldIssues,
   type ErrorBody,
@@ -145,7 +145,7 @@ export function safeError(err: unknown, depth = 3): SafeError {
 function errorReply(body: ErrorBody) {
   const h = natsHeaders();
   h.append(Headers.serviceError, body.message.slice(0, 200));
-  h.append(Headers.serviceErrorCode, String(httpStatusOf[body.code]));
+  h.append(Headers.serviceErrorCode, String(statusOfError(body)));
   return { data: encodeJson(body), headers: h };
 }
 

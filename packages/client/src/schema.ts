@@ -613,6 +613,42 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/phone-numbers': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Phone numbers and the agent each answers with */
+    get: operations['phoneNumbersList'];
+    put?: never;
+    /** Connect a phone number (E.164) to an agent: its live deploy answers the number's calls */
+    post: operations['phoneNumbersCreate'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/phone-numbers/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /** Disconnect a phone number (its calls are then refused) */
+    delete: operations['phoneNumbersDelete'];
+    options?: never;
+    head?: never;
+    /** Move a phone number to another agent */
+    patch: operations['phoneNumbersUpdate'];
+    trace?: never;
+  };
   '/api/tickets': {
     parameters: {
       query?: never;
@@ -649,6 +685,11 @@ export interface components {
        * @default true
        */
       allowInterruptions: boolean;
+      /**
+       * @description What the agent says before it ends a voice call that its server's update could not wait for (`DRAIN_TIMEOUT_MS`); empty: the server's `DRAIN_GOODBYE`.
+       * @default
+       */
+      drainGoodbye: string;
       /**
        * @description An interruption followed by no words for this long was not one.
        * @default 2000
@@ -998,6 +1039,8 @@ export interface components {
       [key: string]: unknown;
     };
     Error: {
+      /** @enum {string} */
+      capacity?: 'server' | 'deploy';
       /** @enum {string} */
       code:
         | 'VALIDATION_FAILED'
@@ -1676,6 +1719,11 @@ export interface components {
     };
     /** @description Who the agent is, for a `framework` node (its `output` goes to the framework's `persona_in`). Handles: in —; out `output`. */
     PersonaNode: {
+      /**
+       * @description What the agent says before it ends a voice call that its server's update could not wait for (`DRAIN_TIMEOUT_MS`); empty: the server's `DRAIN_GOODBYE`.
+       * @default
+       */
+      drainGoodbye: string;
       id: string;
       /**
        * @description The system prompt; the current step's `command` is added to it.
@@ -2627,7 +2675,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
+      /** @description `RATE_LIMITED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -2654,7 +2702,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE` */
+      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -7085,7 +7133,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
+      /** @description `RATE_LIMITED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -7112,7 +7160,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE` */
+      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -8294,7 +8342,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `RATE_LIMITED`, `CAPACITY_EXHAUSTED` */
+      /** @description `RATE_LIMITED` */
       429: {
         headers: {
           [name: string]: unknown;
@@ -8321,7 +8369,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `SERVICE_UNAVAILABLE` */
+      /** @description `SERVICE_UNAVAILABLE`, `CAPACITY_EXHAUSTED` */
       503: {
         headers: {
           [name: string]: unknown;
@@ -9884,6 +9932,481 @@ export interface operations {
       };
       /** @description `UNAUTHORIZED` */
       401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  phoneNumbersList: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            id: string;
+            number: string;
+            /** @enum {string} */
+            provider: 'twilio';
+            updatedAt: number;
+          }[];
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  phoneNumbersCreate: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description A retry with the same key gets the first answer again and creates nothing */
+        'idempotency-key'?: string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "number": "+14155550100",
+         *       "provider": "twilio",
+         *       "agentId": "<AGENT_ID>"
+         *     }
+         */
+        'application/json': {
+          agentId: string;
+          number: string;
+          /** @enum {string} */
+          provider: 'twilio';
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      201: {
+        headers: {
+          /** @description `true` on a replayed answer */
+          'Idempotent-Replayed'?: string;
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            id: string;
+            number: string;
+            /** @enum {string} */
+            provider: 'twilio';
+            updatedAt: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `CONFLICT`, `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  phoneNumbersDelete: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            ok: true;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  phoneNumbersUpdate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "agentId": "<AGENT_ID>"
+         *     }
+         */
+        'application/json': {
+          agentId: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            createdAt: number;
+            id: string;
+            number: string;
+            /** @enum {string} */
+            provider: 'twilio';
+            updatedAt: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
         headers: {
           [name: string]: unknown;
         };

@@ -23,7 +23,7 @@ export const DEFAULT_DEPLOY_SETTINGS = {
 } as const;
 
 const settingFields = {
-  /** Calls of this deploy at once; one more is refused (429 CAPACITY_EXHAUSTED, recorded as a `busy` call). */
+  /** Calls of this deploy at once; one more is refused (429 CAPACITY_EXHAUSTED with `capacity: 'deploy'`, recorded as a `busy` call). */
   maxConcurrentCalls: z.number().int().min(1).max(1000),
   /** Calls started per UTC day; null: no daily cap. */
   dailyCallCap: z.number().int().min(1).max(1_000_000).nullable(),

@@ -54,14 +54,24 @@ export const httpStatusOf = {
   UNAUTHORIZED: 401,
   RATE_LIMITED: 429,
   SERVICE_UNAVAILABLE: 503,
-  // a deploy's call caps and every playground instance full alike: "too many now, retry after" (Retry-After)
-  CAPACITY_EXHAUSTED: 429,
+  // this server has no room (every playground instance full, overloaded or draining); a live deploy's own
+  // call caps are the same code at 429 (`capacity: 'deploy'`, statusOfError)
+  CAPACITY_EXHAUSTED: 503,
   UPSTREAM_FAILED: 502,
   TIMEOUT: 504,
   REQUEST_TIMEOUT: 408,
   HEADERS_TOO_LARGE: 431,
   INTERNAL: 500,
 } as const satisfies Record<ErrorCode, number>;
+
+/**
+ * The HTTP status of an error: its code's (`httpStatusOf`), except a live deploy's own caps, 429 where the
+ * server's capacity is 503 (issue 45 asks 429 for those, issue 50 503 for a server with no room: one code,
+ * since a client does the same thing on both, retry after `Retry-After`).
+ */
+export function statusOfError(body: Pick<ErrorBody, 'code' | 'capacity'>): number {
+  return body.code === 'CAPACITY_EXHAUSTED' && body.capacity === 'deploy' ? 429 : httpStatusOf[body.code];
+}
 
 export const FieldIssue = z.object({
   path: z.string().describe('Dotted path of the offending field, e.g. `body.flow.nodes.0.id`'),
@@ -81,6 +91,12 @@ export const ErrorBody = z.object({
    * `Retry-After` header (a daily call cap: the seconds to the next UTC day).
    */
   retryAfterSeconds: z.number().int().nonnegative().max(86_400).optional(),
+  /**
+   * On CAPACITY_EXHAUSTED: whose capacity is spent. `server`: every playground instance is full, overloaded
+   * or draining (503). `deploy`: a live deploy's own caps, set by its builder (`maxConcurrentCalls`,
+   * `dailyCallCap`; 429).
+   */
+  capacity: z.enum(['server', 'deploy']).optional(),
 });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
@@ -96,11 +112,18 @@ export class AppError extends Error {
   readonly issues: FieldIssue[] | undefined;
   readonly details: unknown;
   readonly retryAfterSeconds: number | undefined;
+  readonly capacity: ErrorBody['capacity'];
 
   constructor(
     code: ErrorCode,
     message: string,
-    extra: { issues?: FieldIssue[]; details?: unknown; cause?: unknown; retryAfterSeconds?: number } = {},
+    extra: {
+      issues?: FieldIssue[];
+      details?: unknown;
+      cause?: unknown;
+      retryAfterSeconds?: number;
+      capacity?: ErrorBody['capacity'];
+    } = {},
   ) {
     super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
     this.name = 'AppError';
@@ -108,6 +131,7 @@ export class AppError extends Error {
     this.issues = extra.issues;
     this.details = extra.details;
     this.retryAfterSeconds = extra.retryAfterSeconds;
+    this.capacity = extra.capacity;
   }
 
   toBody(): ErrorBody {
@@ -115,6 +139,7 @@ export class AppError extends Error {
     if (this.issues) body.issues = this.issues;
     if (this.details !== undefined) body.details = this.details;
     if (this.retryAfterSeconds !== undefined) body.retryAfterSeconds = this.retryAfterSeconds;
+    if (this.capacity !== undefined) body.capacity = this.capacity;
     return body;
   }
 }

@@ -11,6 +11,7 @@ export * from './events.js';
 export * from './warnings.js';
 export * from './expectations.js';
 export * from './voice.js';
+export * from './telephony.js';
 export * from './calls.js';
 export * from './credentials.js';
 export * from './live.js';

@@ -50,6 +50,7 @@ import {
   VerifiedPublicKey,
   VerifyPublicKeyRequest,
 } from './credentials.js';
+import { CreatePhoneNumberBody, PhoneNumber, PhoneNumberList, UpdatePhoneNumberBody } from './telephony.js';
 import type { ErrorCode } from './errors.js';
 import {
   AgentSessionRequest,
@@ -173,6 +174,11 @@ export const Subjects = {
   credentialsPut: 'playground.credentials.put',
   deployCheck: 'playground.deploys.check',
 
+  phoneNumbersCreate: 'telephony.numbers.create',
+  phoneNumbersList: 'telephony.numbers.list',
+  phoneNumbersUpdate: 'telephony.numbers.update',
+  phoneNumbersDelete: 'telephony.numbers.delete',
+  telephonyHealth: 'telephony.health',
   webhooksCreate: 'webhooks.endpoints.create',
   webhooksList: 'webhooks.endpoints.list',
   webhooksGet: 'webhooks.endpoints.get',
@@ -199,8 +205,11 @@ export const OWNER_VERBS = ['turn', 'end', 'attach'] as const;
 export type OwnerVerb = (typeof OWNER_VERBS)[number];
 export type Subject = (typeof Subjects)[keyof typeof Subjects];
 
+/** The services the gateway's readiness (`/readyz`) waits for: every deployment runs them. */
 export const ServiceNames = ['agents', 'sessions', 'playground', 'webhooks'] as const;
-export type ServiceName = (typeof ServiceNames)[number];
+/** Services a deployment may leave out (no phone numbers: no telephony); `/readyz` does not wait for them. */
+export const OptionalServiceNames = ['telephony'] as const;
+export type ServiceName = (typeof ServiceNames)[number] | (typeof OptionalServiceNames)[number];
 
 const AgentRef = z.object({ id: Id });
 const SessionRef = z.object({ agentId: Id, sessionId: Id });
@@ -583,6 +592,20 @@ export const contract = {
     timeoutMs: 30_000,
   },
 
+  [Subjects.phoneNumbersCreate]: {
+    request: CreatePhoneNumberBody,
+    response: PhoneNumber,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CONFLICT'],
+    idempotent: true,
+  },
+  [Subjects.phoneNumbersList]: { request: z.object({}), response: PhoneNumberList, errors: [] },
+  [Subjects.phoneNumbersUpdate]: {
+    request: z.object({ id: Id, update: UpdatePhoneNumberBody }),
+    response: PhoneNumber,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.phoneNumbersDelete]: { request: z.object({ id: Id }), response: Ok, errors: ['NOT_FOUND'] },
+  [Subjects.telephonyHealth]: { request: HealthRequest, response: Health, errors: [] },
   [Subjects.webhooksCreate]: {
     request: z.object({ agentId: Id, body: CreateWebhookBody }),
     response: WebhookWithSecret,
@@ -627,6 +650,7 @@ export const healthSubjectOf: Record<ServiceName, Subject> = {
   agents: Subjects.agentsHealth,
   sessions: Subjects.sessionsHealth,
   playground: Subjects.playgroundHealth,
+  telephony: Subjects.telephonyHealth,
   webhooks: Subjects.webhooksHealth,
 };
 

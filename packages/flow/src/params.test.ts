@@ -24,6 +24,7 @@ describe('node params', () => {
       name: 'Agent',
       instructions: '',
       language: 'en',
+      drainGoodbye: '',
       allowInterruptions: true,
       turnDetection: 'model',
       minEndpointingDelay: 500,

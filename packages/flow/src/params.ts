@@ -177,6 +177,10 @@ const persona = () => ({
   name: d("The agent's name.", text({ def: 'Agent', max: 200 })),
   instructions: d("The system prompt; the current step's `command` is added to it.", text({ max: 50_000 })),
   language: d("The conversation's language, a BCP-47 tag (`en`, `en-US`, `de`).", language()),
+  drainGoodbye: d(
+    "What the agent says before it ends a voice call that its server's update could not wait for (`DRAIN_TIMEOUT_MS`); empty: the server's `DRAIN_GOODBYE`.",
+    text({ max: 500 }),
+  ),
 });
 
 const allowInterruptions = () =>

@@ -104,7 +104,14 @@ export interface TurnSettings {
 }
 
 export interface CompiledFlow {
-  agent: { id: string; name: string; instructions: string; language: string } & TurnSettings;
+  agent: {
+    id: string;
+    name: string;
+    instructions: string;
+    language: string;
+    /** Said before a voice call is ended by its instance's drain (empty: the server's own). */
+    drainGoodbye: string;
+  } & TurnSettings;
   providers: { llm: LlmConfig; tts: TtsConfig; stt: SttConfig };
   tools: McpConfig[];
   startStepId: string;

@@ -11,3 +11,4 @@ export * from './speech.js';
 export * from './voice-client.js';
 export * from './openai-stub.js';
 export * from './recording.js';
+export * from './twilio-stub.js';

@@ -49,6 +49,11 @@ export function lastUserText(req: ChatRequest): string {
   return textOf(users.at(-1)?.content);
 }
 
+/** Whether the request offers the model a tool of this name. */
+export function offersTool(req: ChatRequest, name: string): boolean {
+  return req.tools?.some((t) => t.function.name === name) ?? false;
+}
+
 export function systemText(req: ChatRequest): string {
   return req.messages
     .filter((m) => m.role === 'system' || m.role === 'developer')
@@ -67,7 +72,7 @@ export function clinicScript(req: ChatRequest): ChatReply {
     .split('\n')
     .filter((l) => l.startsWith('user:'))
     .join(' ');
-  if (req.tools?.some((t) => t.function.name === 'decide')) {
+  if (offersTool(req, 'decide')) {
     if (prompt.includes('why do they call')) {
       const choice = users.includes('book')
         ? 'booking'
@@ -78,7 +83,7 @@ export function clinicScript(req: ChatRequest): ChatReply {
     }
     return { toolCalls: [{ name: 'decide', args: { choice: users.includes('yes') ? 'true' : 'false' } }] };
   }
-  if (req.tools?.some((t) => t.function.name === 'extract'))
+  if (offersTool(req, 'extract'))
     return { toolCalls: [{ name: 'extract', args: { name: 'Ada', urgent: true } }] };
   const lastUser = req.messages.filter((m) => m.role === 'user').at(-1);
   return { content: `ok: ${textOf(lastUser?.content)}` };

@@ -20,6 +20,7 @@ import { z } from 'zod';
 import { loadConfig, securityOf, type GatewayConfig } from './config.js';
 import { registerConsole } from './console.js';
 import { createEdge } from './edge.js';
+import { liveHostRewrite, registerLivePage } from './live-page.js';
 import { DEFAULT_EVENT_STREAMS, EventStreams, lastEventIdOf, type EventStreamSettings } from './events.js';
 import { API_TITLE, errorResponses, operationIdOf, responsesOf, swaggerOptions } from './openapi.js';
 import { PROXY_METHODS, registerUpstream } from './proxy.js';
@@ -41,6 +42,7 @@ export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOU
       | 'PUBLIC_URL'
       | 'REQUEST_RECEIVE_TIMEOUT_MS'
       | 'MAX_CONNECTIONS_PER_ADDRESS'
+      | 'LIVE_DOMAIN'
     >
   > & {
     security?: Partial<SecurityConfig>;
@@ -93,6 +95,7 @@ export async function buildGateway(deps: {
     tracing: deps.tracing,
     receiveTimeoutMs: config.REQUEST_RECEIVE_TIMEOUT_MS,
     maxConnectionsPerAddress: config.MAX_CONNECTIONS_PER_ADDRESS,
+    rewriteUrl: liveHostRewrite(config.LIVE_DOMAIN),
   });
 
   closeConnectionsWhenAnswered(app);
@@ -130,6 +133,7 @@ export async function buildGateway(deps: {
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   await registerConsole(app);
+  await registerLivePage(app);
   registerOperatorRoutes(app, bus, config.READY_TIMEOUT_MS, config.STACK_ID);
 
   const streams = eventStreams(app, { nc, bus, log }, config);

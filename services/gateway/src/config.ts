@@ -71,6 +71,18 @@ const Env = {
     .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
     .transform((v) => v.replace(/\/+$/, ''))
     .optional(),
+  /**
+   * A wildcard domain for live deploys' talk pages (`live.example.com`): `https://<subdomain>.<LIVE_DOMAIN>/`
+   * answers the page of that subdomain (as `/live/<subdomain>`); unset: only `/live/<subdomain>`.
+   */
+  LIVE_DOMAIN: z
+    .string()
+    .regex(
+      /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/i,
+      'must be a host name such as live.example.com',
+    )
+    .transform((v) => v.toLowerCase())
+    .optional(),
   /** Not a setting: a common misspelling of API_TOKENS, refused so the API is never left open by it. */
   API_TOKEN: z.string().optional(),
 };

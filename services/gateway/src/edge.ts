@@ -1,11 +1,11 @@
 import { context, propagation, ROOT_CONTEXT, trace, type Span } from '@opentelemetry/api';
 import { lazyChild, type Logger } from '@vab/bus';
 import { methodLabel, processMetrics, type AccessLog } from '@vab/service-kit';
-import { AppError, httpStatusOf } from '@vab/contracts';
+import { AppError, statusOfError } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorHandler } from './errors.js';
@@ -32,6 +32,8 @@ export async function createEdge(opts: {
   maxConnectionsPerAddress?: number | undefined;
   /** Whether spans are recorded (service-kit's `startTracing`); off, a caller's trace context still travels. */
   tracing?: { enabled: boolean } | undefined;
+  /** A request's URL as routed (Fastify's `rewriteUrl`): the live domain's hosts (live-page.ts). */
+  rewriteUrl?: ((req: IncomingMessage) => string) | undefined;
 }): Promise<FastifyInstance> {
   const { log, accessLog } = opts;
   const receiveTimeoutMs = opts.receiveTimeoutMs ?? DEFAULT_RECEIVE_TIMEOUT_MS;
@@ -60,6 +62,7 @@ export async function createEdge(opts: {
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     return503OnClosing: true,
+    ...(opts.rewriteUrl ? { rewriteUrl: opts.rewriteUrl } : {}),
   });
 
   // headers must arrive within the same bound (Node's default is 60 s; it may not exceed requestTimeout)
@@ -148,7 +151,7 @@ function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, s
       : err.code === 'HPE_HEADER_OVERFLOW'
         ? new AppError('HEADERS_TOO_LARGE', "the request's headers are too large")
         : new AppError('VALIDATION_FAILED', 'the request is not valid HTTP');
-  const status = httpStatusOf[appErr.code];
+  const status = statusOfError(appErr);
   const requestId = randomUUID();
   this.log.info({ code: appErr.code, requestId }, 'request rejected');
   const body = JSON.stringify({ ...appErr.toBody(), requestId });

@@ -1,5 +1,5 @@
 import { safeError } from '@vab/bus';
-import { AppError, httpStatusOf, type HttpErrorBody } from '@vab/contracts';
+import { AppError, statusOfError, type HttpErrorBody } from '@vab/contracts';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 
 /** Fastify's own request errors, by code, as the one error vocabulary of this API. */
@@ -53,10 +53,10 @@ function toAppError(err: unknown, req: FastifyRequest): AppError {
   return new AppError('INTERNAL', 'internal error');
 }
 
-/** The one error handler: every error a client sees has this shape, and a status from `httpStatusOf`. */
+/** The one error handler: every error a client sees has this shape, and a status from `statusOfError`. */
 export function errorHandler(err: unknown, req: FastifyRequest, reply: FastifyReply): FastifyReply {
   const appErr = toAppError(err, req);
-  const status = httpStatusOf[appErr.code];
+  const status = statusOfError(appErr);
   if (status >= 500) {
     // Unknown errors are logged with their stack here and never described to the client.
     req.log.error({ err: safeError(err), code: appErr.code }, 'request failed');

@@ -117,6 +117,7 @@ const TAGS = [
   { name: 'stats', description: 'Turn figures, usage and errors per version and per agent' },
   { name: 'tests', description: 'Regression test cases, test runs and the deploy gate' },
   { name: 'tickets', description: 'Single-use tickets for what a browser cannot send a header on' },
+  { name: 'phone-numbers', description: 'Phone numbers and the agent whose live deploy answers each' },
   { name: 'webhooks', description: "Signed webhooks of an agent's events, their deliveries and retries" },
 ];
 

@@ -31,6 +31,9 @@ import {
   DeployGate,
   VersionStatsParams,
   AgentStatsQuery,
+  CreatePhoneNumberBody,
+  PhoneNumberParams,
+  UpdatePhoneNumberBody,
   CreateWebhookBody,
   UpdateWebhookBody,
   RotateWebhookSecretBody,
@@ -94,6 +97,7 @@ const TEST_SESSION_FIELDS = [
   'recording',
 ] as const;
 const TEST_CASE_FIELDS = ['id', 'agentId', 'createdAt', 'updatedAt'] as const;
+const PHONE_NUMBER_FIELDS = ['id', 'createdAt', 'updatedAt'] as const;
 const WEBHOOK_FIELDS = [
   'id',
   'agentId',
@@ -697,6 +701,47 @@ const routeTable = [
     tag: 'playground',
     summary: 'Which provider keys the server environment has (booleans only)',
     toRequest: () => ({}),
+  }),
+  route({
+    method: 'GET',
+    url: '/api/phone-numbers',
+    subject: Subjects.phoneNumbersList,
+    tag: 'phone-numbers',
+    summary: 'Phone numbers and the agent each answers with',
+    toRequest: () => ({}),
+  }),
+  route({
+    method: 'POST',
+    url: '/api/phone-numbers',
+    subject: Subjects.phoneNumbersCreate,
+    tag: 'phone-numbers',
+    summary: "Connect a phone number (E.164) to an agent: its live deploy answers the number's calls",
+    example: { number: '+14155550100', provider: 'twilio' as const, agentId: '<AGENT_ID>' },
+    body: CreatePhoneNumberBody,
+    readOnly: PHONE_NUMBER_FIELDS,
+    status: 201,
+    toRequest: ({ body }) => body,
+  }),
+  route({
+    method: 'PATCH',
+    url: '/api/phone-numbers/:id',
+    subject: Subjects.phoneNumbersUpdate,
+    tag: 'phone-numbers',
+    summary: 'Move a phone number to another agent',
+    example: { agentId: '<AGENT_ID>' },
+    params: PhoneNumberParams,
+    body: UpdatePhoneNumberBody,
+    readOnly: [...PHONE_NUMBER_FIELDS, 'number', 'provider'],
+    toRequest: ({ params, body }) => ({ id: params.id, update: body }),
+  }),
+  route({
+    method: 'DELETE',
+    url: '/api/phone-numbers/:id',
+    subject: Subjects.phoneNumbersDelete,
+    tag: 'phone-numbers',
+    summary: 'Disconnect a phone number (its calls are then refused)',
+    params: PhoneNumberParams,
+    toRequest: ({ params }) => ({ id: params.id }),
   }),
 ] as const;
 

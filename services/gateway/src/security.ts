@@ -1,7 +1,7 @@
 import cors from '@fastify/cors';
 import helmet from 'helmet';
 import rateLimit from '@fastify/rate-limit';
-import { AppError } from '@vab/contracts';
+import { AppError, LIVE_PREFIX } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -195,7 +195,7 @@ function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
     return refuse(reply, until);
   };
   app.addHook('onRequest', async (req, reply) => {
-    if (isOpen(req) || req.method === 'OPTIONS') return;
+    if (isOpen(req) || isLive(req.url) || req.method === 'OPTIONS') return;
     const address = addressKey(req.ip);
     const until = blocked.get(address);
     if (until !== undefined) {
@@ -222,6 +222,13 @@ function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
     callers.set(req, tokenIdentity(token));
   });
 }
+
+/**
+ * The public surface of live deploys (the talk page, the widget, public calls): no builder token there (the
+ * API's tokens are builders'); still rate limited per address like every route.
+ */
+const isLive = (url: string) =>
+  url === LIVE_PREFIX || url.startsWith(`${LIVE_PREFIX}/`) || url.startsWith(`${LIVE_PREFIX}?`);
 
 /** The HTML pages this gateway serves (the API reference, the console); everything else answers JSON. */
 export const DOCS_PREFIX = '/docs';

@@ -1,7 +1,13 @@
-import { headers as natsHeaders, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import {
+  errors,
+  headers as natsHeaders,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
 import { type BusClient, type Logger, safeError } from '@vab/bus';
 import {
   AppError,
+  liveSubject,
   ownerSubject,
   Subjects,
   TestSessionParams,
@@ -34,6 +40,11 @@ export interface VoiceSocketSettings {
    */
   controlPerSecond: number;
   controlBurst: number;
+  /**
+   * How often the relay asks whether the session's instance is alive (`playground.live.<id>`); two answers of
+   * "no one there" in a row close the socket 4503: a killed instance's caller knows within about twice this.
+   */
+  ownerCheckMs: number;
 }
 
 export const DEFAULT_VOICE_SOCKET: VoiceSocketSettings = {
@@ -42,6 +53,7 @@ export const DEFAULT_VOICE_SOCKET: VoiceSocketSettings = {
   attachTimeoutMs: 5000,
   controlPerSecond: 10,
   controlBurst: 50,
+  ownerCheckMs: 1000,
 };
 const MAX_REASON_BYTES = 120;
 /** How long a socket closed for a flood of messages is kept (unread) for its close frame to reach the client. */
@@ -140,6 +152,9 @@ class VoiceRelay {
   private readonly outSubject: string;
   private out: Subscription | undefined;
   private stopEvents: (() => void) | undefined;
+  private ownerCheck: NodeJS.Timeout | undefined;
+  /** Probes in a row that found no instance holding the session. */
+  private ownerMisses = 0;
   private format: VoiceAttached | undefined;
   private frameMs = 0;
   private firstFrameAt = 0;
@@ -221,6 +236,7 @@ class VoiceRelay {
         ),
       );
       this.frameMs = (this.format.frameBytes / 2 / this.format.sampleRate) * 1000;
+      if (!this.closed) this.watchOwner();
     } catch (err) {
       const e = err instanceof AppError ? err : undefined;
       const code =
@@ -237,6 +253,29 @@ class VoiceRelay {
       // attached meanwhile ends, as it would have on the close); a second release only unsubscribes again
       if (this.closed) await this.release(true);
     }
+  }
+
+  /**
+   * The session's instance may die without a word (kill -9, a lost machine): its event stream notices only at
+   * its heartbeat, so the relay asks itself, often. NATS answers "no responders" at once when no one holds
+   * the session's live subject; a timeout proves nothing; one miss may be an instance reconnecting to NATS.
+   */
+  private watchOwner(): void {
+    const { nc, sessionId, settings } = this.deps;
+    this.ownerCheck = setInterval(() => {
+      nc.request(liveSubject(sessionId), undefined, { timeout: settings.ownerCheckMs }).then(
+        () => (this.ownerMisses = 0),
+        (err: unknown) => {
+          const gone =
+            (err instanceof errors.RequestError && err.isNoResponders()) ||
+            err instanceof errors.NoRespondersError;
+          if (!gone) return;
+          if (++this.ownerMisses >= 2)
+            this.close(VoiceCloseCodes.lost, 'the instance running the session is gone', false);
+        },
+      );
+    }, settings.ownerCheckMs);
+    this.ownerCheck.unref();
   }
 
   /** Runs one step of the relay; a failure of ours closes this socket (1011), and is logged as the bug it is. */
@@ -383,6 +422,7 @@ class VoiceRelay {
   private async finish(endSession = true, reason?: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.ownerCheck);
     this.endReason = reason;
     this.held = undefined;
     await this.release(endSession);

@@ -1,4 +1,4 @@
-import { envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
+import { configProblem, envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -32,7 +32,7 @@ const Env = {
   REDIS_CLUSTER_PASSWORD: RedisEnv.REDIS_CLUSTER_PASSWORD,
   /** The server's local environment file, read afresh on each GET /api/env-keys (merged over the process env). */
   ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),
-  /** Sessions this instance runs at once; past it, new ones answer 429 CAPACITY_EXHAUSTED. */
+  /** Sessions this instance runs at once; past it, new ones answer 503 CAPACITY_EXHAUSTED. */
   MAX_SESSIONS: envInt(50, 1),
   /**
    * Sessions one caller (the gateway's caller: a token's identity, else an address) may hold at once, across
@@ -119,6 +119,21 @@ const Env = {
   LOAD_RECOVER_MS: envInt(5000, 0),
   /** An admitted voice session whose audio falls this far behind real time is ended (`behind real time`). 0: never. */
   SESSION_MAX_BEHIND_MS: envInt(3000, 0),
+  /**
+   * SIGTERM (a rolling update): the instance takes no new session at once, and lets its sessions finish for up
+   * to this long; those still running then hear the goodbye and end (`session_ended` reason `drained`). 0: they
+   * end at once. SHUTDOWN_TIMEOUT_MS must leave room for it and the goodbye (checked at start).
+   */
+  DRAIN_TIMEOUT_MS: envInt(0, 0),
+  /** What a drained voice session's agent says before it ends, when its flow's agent sets no `drainGoodbye`. */
+  DRAIN_GOODBYE: z
+    .string()
+    .max(500)
+    .default(
+      "I'm sorry, I have to end this call now for a moment of maintenance. Please call again. Goodbye.",
+    ),
+  /** Bound on a drained voice session's goodbye (its speech and playout); 0: none is said. */
+  DRAIN_GOODBYE_MS: envInt(5000, 0),
   /** How long the reaper listens for the other instances saying they are alive. */
   REAPER_ALIVE_WAIT_MS: envInt(500, 10),
 };
@@ -129,5 +144,14 @@ export type PlaygroundConfig = ReturnType<typeof load<typeof Env>> & {
 };
 
 export function loadConfig(env: NodeJS.ProcessEnv): Readonly<PlaygroundConfig> {
-  return Object.freeze({ ...load(Env, env), providerEnv: Object.freeze(keyVarsOf(env)) });
+  const config = load(Env, env);
+  // the drain and its goodbyes run inside the shutdown's bound, with a second for the rest of the stop
+  const drainMs = config.DRAIN_TIMEOUT_MS + config.DRAIN_GOODBYE_MS + 1000;
+  if (config.DRAIN_TIMEOUT_MS > 0 && drainMs >= config.SHUTDOWN_TIMEOUT_MS) {
+    throw configProblem(
+      'DRAIN_TIMEOUT_MS',
+      `must leave room in SHUTDOWN_TIMEOUT_MS (${config.SHUTDOWN_TIMEOUT_MS}) for DRAIN_GOODBYE_MS and a second: set SHUTDOWN_TIMEOUT_MS above ${drainMs}`,
+    );
+  }
+  return Object.freeze({ ...config, providerEnv: Object.freeze(keyVarsOf(env)) });
 }

@@ -223,14 +223,16 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     room,
     text,
     stop: (timeoutMs, mode: StopMode = 'drain') =>
-      stopService({ served, sessions, room, recordings }, timeoutMs, mode),
+      stopService({ served, sessions, room, recordings, log, config }, timeoutMs, mode),
   };
 }
 
 /**
  * Stops serving, ends every session and leaves. `now` (npm start's Ctrl-C): the sessions end first, so a turn
  * waiting on its model, or a caller mid-sentence, ends with its session instead of holding the stop for the
- * whole bound; `drain`: requests in flight finish first.
+ * whole bound; `drain` (SIGTERM, a rolling update): the instance leaves the start subjects at once, its sessions
+ * may finish for DRAIN_TIMEOUT_MS (their turns and ends still served), those left say goodbye and end
+ * (`drained`), then requests in flight finish.
  */
 async function stopService(
   parts: {
@@ -238,14 +240,28 @@ async function stopService(
     sessions: HostedSessions;
     room: RoomTransport;
     recordings: ReturnType<typeof recordingsOf>;
+    log: Logger;
+    config: Pick<PlaygroundServiceConfig, 'DRAIN_TIMEOUT_MS' | 'DRAIN_GOODBYE_MS'>;
   },
   timeoutMs: number,
   mode: StopMode,
 ): Promise<void> {
-  const { served, sessions, room, recordings } = parts;
+  const { served, sessions, room, recordings, log, config } = parts;
   room.stopReaping();
   if (mode === 'now') await Promise.all([served.stop(timeoutMs), sessions.stopAll('shutdown')]);
-  else await served.stop(timeoutMs);
+  else {
+    // a drain: no new session from now on (the other instances take them), while the sessions held finish
+    const startedAt = Date.now();
+    await sessions.drain();
+    if (config.DRAIN_TIMEOUT_MS > 0 && sessions.size > 0) {
+      log.info({ sessions: sessions.size, drainTimeoutMs: config.DRAIN_TIMEOUT_MS }, 'draining sessions');
+      if (!(await sessions.settled(config.DRAIN_TIMEOUT_MS))) {
+        log.info({ sessions: sessions.size }, 'drain timed out: ending the sessions left');
+        await sessions.endDrained(config.DRAIN_GOODBYE_MS);
+      }
+    }
+    await served.stop(Math.max(1000, timeoutMs - (Date.now() - startedAt)));
+  }
   // stop all (in both modes: a start already delivered when the subscriptions drained is one more), then
   // leave: the other instances must not see this one alive while its rooms go
   await sessions.stopAll('shutdown');

@@ -1,8 +1,9 @@
 import { SessionEvent, type SessionEventInput } from '@vab/contracts';
 import { fullFlow, launchChromium, withNode } from '@vab/testkit';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
+import { watchedPage } from '../../helpers/pages.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 const CSP =
@@ -33,22 +34,6 @@ afterAll(async () => {
   await stub?.close();
 });
 
-/** Everything the page complains about: console errors and warnings, uncaught errors, CSP violations. */
-async function watchedPage(): Promise<{ page: Page; problems: string[] }> {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-  const problems: string[] = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`);
-  });
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  // injected by the driver, so the page's own CSP does not apply to it
-  await page.addInitScript({
-    content: `document.addEventListener('securitypolicyviolation', (e) =>
-      console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI));`,
-  });
-  return { page, problems };
-}
-
 describe('the console', () => {
   it('runs a text session: the reply streams in, the step is drawn, the turn is charted, and it replays', async () => {
     const http = api(stack.baseUrl);
@@ -57,7 +42,7 @@ describe('the console', () => {
     expect(created.status).toBe(201);
     const agentId = created.body.id as string;
 
-    const { page, problems } = await watchedPage();
+    const { page, problems } = await watchedPage(browser);
     const turnAnswers: string[] = [];
     page.on('response', (res) => {
       if (res.url().endsWith('/turns')) turnAnswers.push(res.headers()['content-type'] ?? '');
@@ -129,7 +114,7 @@ describe('the console', () => {
   });
 
   it('helps a builder: a template, a validate issue fixed in the editor, a run, a test case, a failed attempt', async () => {
-    const { page, problems } = await watchedPage();
+    const { page, problems } = await watchedPage(browser);
     await page.goto(`${stack.baseUrl}/console`);
     await page.click('#new-agent summary');
     await page.fill('#new-name', 'Builder desk');
@@ -257,7 +242,7 @@ describe('the console', () => {
       ],
     };
     const agentId = (await http.post('/api/agents', { name: 'Loop drawing', flow })).body.id as string;
-    const { page, problems } = await watchedPage();
+    const { page, problems } = await watchedPage(browser);
     await page.setViewportSize({ width: 900, height: 800 });
     await page.goto(`${stack.baseUrl}/console`);
     await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
@@ -289,6 +274,7 @@ describe('the console', () => {
     await page.close();
   });
 
+  // a stack of its own starts in it: set-up, bounded as a hook is (vitest.config.ts hookTimeout)
   it('is served with its own strict CSP, open while the API needs a token', async () => {
     const locked = await startStack({
       security: { apiTokens: ['console-test-token'] },
@@ -310,9 +296,6 @@ describe('the console', () => {
         ['lib/vendor/eventsource-parser/stream.js', /^text\/javascript/],
         ['lib/vendor/eventsource-parser/index.js', /^text\/javascript/],
         ['console.css', /^text\/css/],
-        // the AudioWorklet modules of Talk: scripts of this origin, as script-src allows
-        ['mic-worklet.js', /^text\/javascript/],
-        ['player-worklet.js', /^text\/javascript/],
       ] as const) {
         const res = await fetch(`${locked.baseUrl}/console/${file}`);
         expect(res.status).toBe(200);
@@ -320,12 +303,7 @@ describe('the console', () => {
         expect(res.headers.get('content-security-policy')).toBe(CSP);
       }
       // nothing else: not a file that is not there, nor the type checker's files
-      for (const file of [
-        'nothing-here',
-        'tsconfig.json',
-        'audio-worklet.d.ts',
-        'lib/vendor/eventsource-parser/stream.d.ts',
-      ])
+      for (const file of ['nothing-here', 'tsconfig.json', 'lib/vendor/eventsource-parser/stream.d.ts'])
         expect((await fetch(`${locked.baseUrl}/console/${file}`)).status, file).toBe(404);
       expect((await fetch(`${locked.baseUrl}/api/agents`)).status).toBe(401);
 
@@ -333,7 +311,7 @@ describe('the console', () => {
       const bearer = { authorization: 'Bearer console-test-token' };
       const created = await api(locked.baseUrl).post('/api/agents', { name: 'Locked' }, bearer);
       expect(created.status).toBe(201);
-      const { page, problems } = await watchedPage();
+      const { page, problems } = await watchedPage(browser);
       await page.goto(`${locked.baseUrl}/console`);
       await page.locator('#auth[open]').waitFor();
       await page.fill('#token', 'wrong-token');
@@ -350,7 +328,7 @@ describe('the console', () => {
     } finally {
       await locked.close();
     }
-  });
+  }, 120_000);
 });
 
 /**
@@ -517,7 +495,7 @@ describe('the console with a scripted stream', () => {
   });
 
   it('shows every kind of event inline and resumes a dropped stream without a gap or a duplicate', async () => {
-    const { page, problems } = await watchedPage();
+    const { page, problems } = await watchedPage(browser);
     // a token the page was given earlier in this tab: with tokens on, each stream it opens needs a ticket
     await page.addInitScript({ content: `sessionStorage.setItem('vab-console-token', '${TOKEN}');` });
     await page.goto(`${url}/console`);

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchedPage } from '../../helpers/pages.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 /**
@@ -105,25 +106,12 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** Everything the page complains about: console errors and warnings, uncaught errors, CSP violations. */
-async function watchedPage(): Promise<{ page: Page; problems: string[] }> {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-  const problems: string[] = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`);
-  });
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  await page.addInitScript({
-    content: `document.addEventListener('securitypolicyviolation', (e) =>
-      console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI));
-      window.agentStates = [];
-      new MutationObserver(() => {
-        const s = document.getElementById('agent-state')?.dataset.state;
-        if (s && window.agentStates.at(-1) !== s) window.agentStates.push(s);
-      }).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-state'] });`,
-  });
-  return { page, problems };
-}
+/** Every state the agent indicator shows, in order, kept in the page as `window.agentStates`. */
+const AGENT_STATES = `window.agentStates = [];
+  new MutationObserver(() => {
+    const s = document.getElementById('agent-state')?.dataset.state;
+    if (s && window.agentStates.at(-1) !== s) window.agentStates.push(s);
+  }).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-state'] });`;
 
 const heard = (page: Page) => page.evaluate<number>('window.vabTalk.heardSamples');
 
@@ -156,7 +144,7 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
     expect(created.status).toBe(201);
     agentId = created.body.id as string;
 
-    ({ page, problems } = await watchedPage());
+    ({ page, problems } = await watchedPage(browser, AGENT_STATES));
     // the token as the page keeps it once asked (this tab's sessionStorage): every call and ticket carries it
     await page.addInitScript({ content: `sessionStorage.setItem('vab-console-token', '${TOKEN}')` });
     await page.goto(`${stack.baseUrl}/console`);
@@ -353,7 +341,7 @@ describe('Talk shows what the caller says as it is recognized', () => {
   it("with a streaming STT (Deepgram's live API): an interim transcript, then the final one in its place", async () => {
     // Deepgram's stub sends the first half of the words while the caller still speaks, then all of them
     const deepgram = await startDeepgramStub({ transcribe: () => SAID });
-    const { page, problems } = await watchedPage();
+    const { page, problems } = await watchedPage(browser, AGENT_STATES);
     try {
       const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
       flow.nodes = flow.nodes.map((n) =>

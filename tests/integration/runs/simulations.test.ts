@@ -1,15 +1,18 @@
 import { seededRandom } from '@vab/playground';
-import { orderFlow, voiceFlow } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startMcpServer } from '../../../services/playground/test/mcp-server.js';
 import {
   lastUserText,
+  offersTool,
+  orderFlow,
   startOpenAiStub,
   systemText,
   textOf,
+  voiceFlow,
   type ChatReply,
   type ChatRequest,
-} from '../../../services/playground/test/openai-stub.js';
+} from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMcpServer } from '../../../services/playground/test/mcp-server.js';
+import { finishedRun } from '../../helpers/runs.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 const KEY = 'sk-test-request-0123456789';
@@ -35,8 +38,6 @@ const WRONG_SEED = (() => {
 })();
 let draw = seededRandom(WRONG_SEED);
 
-const has = (req: ChatRequest, tool: string) => req.tools?.some((t) => t.function.name === tool) ?? false;
-
 /** The agent: asks for the order number when its instructions say so, looks it up, answers from the tool. */
 function agent(req: ChatRequest): ChatReply {
   const sys = systemText(req);
@@ -46,7 +47,7 @@ function agent(req: ChatRequest): ChatReply {
     return { content: wrong ? 'Your order ships on Friday.' : `Your order: ${textOf(last.content)}` };
   }
   const number = /\d{3,}/.exec(lastUserText(req))?.[0];
-  if (number && has(req, 'lookup_order')) {
+  if (number && offersTool(req, 'lookup_order')) {
     return { toolCalls: [{ name: 'lookup_order', args: { orderId: number } }] };
   }
   if (sys.includes(ASKS)) return { content: 'Sure. What is your order number?' };
@@ -87,9 +88,9 @@ function judge(req: ChatRequest): ChatReply {
 }
 
 function script(req: ChatRequest): ChatReply {
-  if (has(req, 'end_call')) return caller(req);
-  if (has(req, 'verdict')) return judge(req);
-  if (has(req, 'propose_cases')) {
+  if (offersTool(req, 'end_call')) return caller(req);
+  if (offersTool(req, 'verdict')) return judge(req);
+  if (offersTool(req, 'propose_cases')) {
     const cases = Array.from({ length: 5 }, (_, i) => ({
       name: `case ${i + 1}`,
       simulation: { persona: 'A caller', goal: 'Track an order', maxTurns: 6 },
@@ -128,12 +129,7 @@ async function newAgent(name: string, instructions: string) {
 async function run(agentId: string, body: object = {}) {
   const started = await http.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY }, ...body });
   expect(started.status).toBe(202);
-  for (let i = 0; i < 600; i++) {
-    const r = (await http.get(`/api/agents/${agentId}/test-runs/${started.body.id}`)).body;
-    if (r.finishedAt !== null) return r;
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error('the test run did not finish');
+  return finishedRun(http, agentId, started.body.id, 60_000);
 }
 
 const orderCase = {
@@ -338,8 +334,8 @@ describe('simulated test cases', () => {
     expect(stub.authorizations).toContain('Bearer gsk-callers-own');
     expect(ok.cases[0].observed.seed).toBe(4242);
     const calls = stub.requests.slice(seen) as (ChatRequest & { seed?: number })[];
-    const callerCalls = calls.filter((r) => has(r, 'end_call'));
-    const agentCalls = calls.filter((r) => !has(r, 'end_call') && !has(r, 'verdict'));
+    const callerCalls = calls.filter((r) => offersTool(r, 'end_call'));
+    const agentCalls = calls.filter((r) => !offersTool(r, 'end_call') && !offersTool(r, 'verdict'));
     expect(callerCalls.length).toBeGreaterThan(0);
     expect(agentCalls.length).toBeGreaterThan(0);
     expect([...callerCalls, ...agentCalls].map((r) => r.seed)).toEqual(
@@ -424,7 +420,7 @@ describe('simulated test cases', () => {
       simulation: { persona: 'A caller', goal: 'Track an order', maxTurns: 6 },
       criteria: [{ name: 'polite', description: 'The agent stays polite.' }],
     });
-    const asked = stub.requests.filter((r) => has(r, 'propose_cases')).at(-1)!;
+    const asked = stub.requests.filter((r) => offersTool(r, 'propose_cases')).at(-1)!;
     const prompt = textOf(asked.messages.at(-1)?.content);
     expect(prompt).toContain('talk (opentalk): Help with the order.');
     expect(prompt).toContain('Tools: lookup_order');

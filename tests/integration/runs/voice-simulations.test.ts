@@ -1,13 +1,18 @@
 import type { Flow } from '@vab/contracts';
-import { decodeRecording, levelOf, startSpeechStub, voiceFlow } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  decodeRecording,
+  levelOf,
+  offersTool,
   startOpenAiStub,
+  startSpeechStub,
   systemText,
   textOf,
+  voiceFlow,
   type ChatReply,
   type ChatRequest,
-} from '../../../services/playground/test/openai-stub.js';
+} from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { finishedRun } from '../../helpers/runs.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 /**
@@ -35,8 +40,6 @@ let slowSpeech: Awaited<ReturnType<typeof startSpeechStub>>;
 /** The caller's own ear where a case names one. */
 let ear: Awaited<ReturnType<typeof startSpeechStub>>;
 
-const has = (req: ChatRequest, tool: string) => req.tools?.some((t) => t.function.name === tool) ?? false;
-
 const GOODBYE = 'Goodbye, see you on Monday.';
 
 /**
@@ -47,7 +50,8 @@ function agent(req: ChatRequest): ChatReply {
   const users = req.messages.filter((m) => m.role === 'user').length;
   if (systemText(req).includes('ENDS')) {
     if (req.messages.at(-1)?.role === 'tool') return { content: GOODBYE };
-    if (has(req, 'complete_step') && users >= 1) return { toolCalls: [{ name: 'complete_step', args: {} }] };
+    if (offersTool(req, 'complete_step') && users >= 1)
+      return { toolCalls: [{ name: 'complete_step', args: {} }] };
   }
   return { content: systemText(req).includes('LONG') && users <= 1 ? LONG : SHORT };
 }
@@ -73,7 +77,7 @@ function judge(req: ChatRequest): ChatReply {
 }
 
 const script = (req: ChatRequest): ChatReply =>
-  has(req, 'end_call') ? caller(req) : has(req, 'verdict') ? judge(req) : agent(req);
+  offersTool(req, 'end_call') ? caller(req) : offersTool(req, 'verdict') ? judge(req) : agent(req);
 
 beforeAll(async () => {
   chat = await startOpenAiStub(script);
@@ -148,27 +152,23 @@ interface Run {
 async function run(agentId: string, withinMs = 300_000): Promise<Run> {
   const started = await http.post(`/api/agents/${agentId}/test-runs`, { apiKeys: { openai: KEY } });
   expect(started.status, JSON.stringify(started.body)).toBe(202);
-  for (let i = 0; i < withinMs / 200; i++) {
-    const r = (await http.get(`/api/agents/${agentId}/test-runs/${started.body.id}`)).body as Run & {
-      finishedAt: number | null;
-    };
-    if (r.finishedAt !== null) return r;
-    await new Promise((res) => setTimeout(res, 200));
-  }
-  throw new Error('the test run did not finish');
+  return (await finishedRun(http, agentId, started.body.id, withinMs)) as Run;
 }
 
 /** The level of the quietest second of the caller's channel (the left) in an attempt's recording. */
 async function quietestCallerSecond(agentId: string, sessionId: string): Promise<number> {
-  let recorded = false;
-  for (let i = 0; i < 100 && !recorded; i++) {
-    const s = (await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`)).body as {
-      recording?: unknown;
-    };
-    recorded = s.recording != null;
-    if (!recorded) await new Promise((r) => setTimeout(r, 100));
-  }
-  expect(recorded).toBe(true);
+  // the attempt's record names its recording once stored
+  await expect
+    .poll(
+      async () =>
+        (
+          (await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}`)).body as {
+            recording?: unknown;
+          }
+        ).recording,
+      { timeout: 10_000, interval: 100 },
+    )
+    .toEqual(expect.anything());
   const res = await fetch(`${stack.baseUrl}/api/agents/${agentId}/test-sessions/${sessionId}/recording`);
   expect(res.status).toBe(200);
   const { left, sampleRate, durationMs } = await decodeRecording(new Uint8Array(await res.arrayBuffer()));

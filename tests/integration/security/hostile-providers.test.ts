@@ -1,13 +1,13 @@
 import type { Flow } from '@vab/contracts';
 import {
+  lastUserText,
   speak,
   startOpenAiStub,
   startSpeechStub,
-  textOf,
   VoiceClient,
   voiceFlow,
-  type ChatRequest,
   type ChatReply,
+  type ChatRequest,
 } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
@@ -39,22 +39,20 @@ let echoSpeech: Awaited<ReturnType<typeof startSpeechStub>>;
 /** What the speech stub hears the callers say (it cannot recognize speech). */
 let heard = 'I would like to book an appointment';
 
-const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
-
 /** The long-word model: what it answers by what the caller said. */
 function wordScript(req: ChatRequest): ChatReply {
-  const said = lastUser(req).toLowerCase();
+  const said = lastUserText(req).toLowerCase();
   // a million-character word streamed in pieces of 1,000 (a thousand events: under the byte bound)
   if (said.includes('word')) return { content: 'a'.repeat(WORD), pieceChars: 1000 };
   // the same word at the byte bound: more than it lets through
   if (said.includes('huge')) return { content: 'a'.repeat(BOUND), pieceChars: 64 * 1024 };
-  return { content: `ok: ${lastUser(req)}` };
+  return { content: `ok: ${lastUserText(req)}` };
 }
 
 beforeAll(async () => {
   requireBuilt();
   [chat, speech, floodSpeech, floodChat, wordChat, echoSpeech] = await Promise.all([
-    startOpenAiStub((req) => ({ content: `ok: ${lastUser(req)}` })),
+    startOpenAiStub((req) => ({ content: `ok: ${lastUserText(req)}` })),
     startSpeechStub({ transcribe: () => heard }),
     startSpeechStub({
       transcribe: () => '',
@@ -173,7 +171,7 @@ describe('a flow’s providers, hostile, against a playground process', () => {
     // the caller asks; the model answers a million-character word
     heard = 'Say one long word please';
     client.say(speak(heard));
-    await vi.waitFor(() => expect(wordChat.requests.map(lastUser)).toContain(heard), { timeout: 20_000 });
+    await vi.waitFor(() => expect(wordChat.requests.map(lastUserText)).toContain(heard), { timeout: 20_000 });
     // while it is taken apart for speech, another caller's voice session starts and greets, and a text turn of
     // another session answers (within the gateway's bound: a wedged instance answers 504)
     await anotherCallerIsServed();

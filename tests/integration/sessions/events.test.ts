@@ -181,8 +181,7 @@ describe('session events over SSE', () => {
     const res = await fetch(s.eventsUrl(), { headers: { 'last-event-id': '999999' } });
     expect(res.status).toBe(200);
     const reading = readSse(res, { stopWhen: (f) => f.event === 'agent_reply' });
-    // no frame says the stream follows the live edge yet: a short head start for its consumer
-    await new Promise((r) => setTimeout(r, 100));
+    // no wait: the gateway answers 200 only once the stream's consumer is placed at the live edge
     await s.turn('Hi');
     const got = eventsOf(await reading);
     expect(got[0]!.type).toBe('user_turn');

@@ -23,7 +23,8 @@ describe('service processes', () => {
       await nats.dispose();
       await redis.dispose();
     }
-  });
+    // three processes started one after another, each as slow to start as the machine is busy
+  }, 120_000);
 
   it('a SIGTERM during startup waits for it, then shuts down cleanly', async () => {
     const nats = await startLocalNats();
@@ -98,5 +99,6 @@ describe('service processes', () => {
       expect(out.startsWith(line), out).toBe(true);
       expect(out).not.toMatch(/\n\s+at |\.js:\d+/);
     }
-  });
+    // three processes, one after another: each loads its modules before it reads its settings
+  }, 120_000);
 });

@@ -63,7 +63,7 @@ describe('on a 3-node NATS cluster', () => {
     expect([first.status, second.status]).toEqual([201, 201]);
     const third = await until('both instances to leave the queue group', async () => {
       const res = await start();
-      return res.status === 429 ? res : undefined;
+      return res.status === 503 ? res : undefined;
     });
     expect(third.body.code).toBe('CAPACITY_EXHAUSTED');
     // turns and the end reach each owner through the cluster, from the gateway on A

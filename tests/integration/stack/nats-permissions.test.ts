@@ -19,6 +19,7 @@ const passwords = {
   agents: 'ag-pass-test',
   sessions: 'ss-pass-test',
   playground: 'pg-pass-test',
+  telephony: 'tp-pass-test',
   webhooks: 'wh-pass-test',
 };
 const credentials = Object.fromEntries(
@@ -38,6 +39,7 @@ beforeAll(async () => {
       NATS_AGENTS_PASSWORD: passwords.agents,
       NATS_SESSIONS_PASSWORD: passwords.sessions,
       NATS_PLAYGROUND_PASSWORD: passwords.playground,
+      NATS_TELEPHONY_PASSWORD: passwords.telephony,
       NATS_WEBHOOKS_PASSWORD: passwords.webhooks,
     },
   });
@@ -281,6 +283,7 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
         NATS_AGENTS_PASSWORD: passwords.agents,
         NATS_SESSIONS_PASSWORD: passwords.sessions,
         NATS_PLAYGROUND_PASSWORD: passwords.playground,
+        NATS_TELEPHONY_PASSWORD: passwords.telephony,
         NATS_WEBHOOKS_PASSWORD: passwords.webhooks,
       },
     });

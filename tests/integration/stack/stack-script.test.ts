@@ -54,14 +54,14 @@ async function startScript(extra: Record<string, string> = {}) {
   const metrics = await freePortRange(4);
   const reserved = new Set([metrics, metrics + 1, metrics + 2, metrics + 3]);
   const others: number[] = [];
-  while (others.length < 3) {
+  while (others.length < 4) {
     const p = await freePort();
     if (!reserved.has(p)) {
       reserved.add(p);
       others.push(p);
     }
   }
-  const [nats, redis, port] = others as [number, number, number];
+  const [nats, redis, port, telephony] = others as [number, number, number, number];
   const state = mkdtempSync(join(tmpdir(), 'stack-'));
   const child = spawn(process.execPath, [script], {
     env: {
@@ -70,6 +70,7 @@ async function startScript(extra: Record<string, string> = {}) {
       REDIS_URL: `redis://127.0.0.1:${redis}`,
       PORT: String(port),
       METRICS_PORT_BASE: String(metrics),
+      TELEPHONY_PORT: String(telephony),
       STACK_STATE_DIR: state,
       ...extra,
     },

@@ -10,7 +10,7 @@ import {
 } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LoopbackRoom } from '../../../services/playground/test/loopback-room.js';
-import { startOpenAiStub, textOf, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
 import { eventsOf, readSse } from '../../helpers/sse.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
@@ -36,11 +36,10 @@ const roomAgents = new LiveKitRoomAgents(() => {
   return room;
 });
 
-const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
 const voiceFlow = (): Flow => clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
 
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) => ({ content: `Noted: ${lastUser(req)}` }));
+  chat = await startOpenAiStub((req) => ({ content: `Noted: ${lastUserText(req)}` }));
   speech = await startSpeechStub({ transcribe: () => SAID });
   fake = await startLivekitFake();
   stack = await startStack({ roomAgents });

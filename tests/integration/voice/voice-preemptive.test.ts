@@ -9,8 +9,14 @@ import {
   withoutNode,
 } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startOpenAiStub, textOf, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import {
+  lastUserText,
+  startOpenAiStub,
+  textOf,
+  type ChatRequest,
+} from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { scriptedHearing } from '../../helpers/voice.js';
 
 /**
  * Preemptive generation on real audio: LiveKit starts the model on the caller's final transcript, before the
@@ -26,10 +32,8 @@ let stack: Stack;
 let http: ReturnType<typeof api>;
 let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
-let utterances: string[] = [];
-let utterancesFrom = 0;
+const hearing = scriptedHearing();
 
-const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
 const system = (req: ChatRequest) => textOf(req.messages.find((m) => m.role === 'system')?.content);
 
 /** The turn on which the model completes the opentalk step (its `complete_step` tool), saying `afterIt`. */
@@ -42,11 +46,11 @@ beforeAll(async () => {
     const last = req.messages.at(-1);
     if (last?.role === 'tool') return { content: afterIt };
     const offered = req.tools?.some((t) => t.function.name === 'complete_step');
-    if (completesOn !== undefined && lastUser(req) === completesOn && offered && last?.role === 'user')
+    if (completesOn !== undefined && lastUserText(req) === completesOn && offered && last?.role === 'user')
       return { toolCalls: [{ name: 'complete_step', args: {} }] };
-    return { content: `ok: ${lastUser(req)}` };
+    return { content: `ok: ${lastUserText(req)}` };
   });
-  speech = await startSpeechStub({ transcribe: (i) => utterances[i - utterancesFrom] ?? '' });
+  speech = await startSpeechStub({ transcribe: hearing.transcribe });
   stack = await startStack();
   http = api(stack.baseUrl);
 });
@@ -59,10 +63,10 @@ afterAll(async () => {
 /**
  * Two spoken turns: the first leaves the greeting for the opentalk step, the second is answered in it.
  * `then`: how many more segments the agent says by itself after that answer (a transfer target's greeting).
+ * `ends`: the flow reaches an end step, so the session ends by itself (however long that takes on a busy machine).
  */
-async function talk(flow: Flow, then = 0) {
-  utterances = [FIRST, SECOND];
-  utterancesFrom = speech.requests.transcriptions.length;
+async function talk(flow: Flow, { then = 0, ends = false }: { then?: number; ends?: boolean } = {}) {
+  hearing.willHear(FIRST, SECOND);
   const chatFrom = chat.requests.length;
   const agent = await http.post('/api/agents', { name: 'Preemptive', flow });
   expect(agent.status).toBe(201);
@@ -84,11 +88,14 @@ async function talk(flow: Flow, then = 0) {
     await vi.waitFor(() => expect(client.segments.length).toBe(3 + then), { timeout: 20_000 });
     await vi.waitFor(() => expect(client.playing).toBe(false), { timeout: 20_000 });
   }
-  // an end step reached ends the session by itself; otherwise the caller hangs up
-  const ended = await Promise.race([
-    client.closed.then(() => true),
-    new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
-  ]);
+  // an end step reached ends the session by itself; otherwise nothing ends it within 3 s (a check of absence,
+  // so a fixed wait) and the caller hangs up
+  const ended =
+    ends ||
+    (await Promise.race([
+      client.closed.then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 3000)),
+    ]));
   if (!ended) client.send({ type: 'end' });
   const closed = await client.closed;
   if (!ended) expect(closed.code).toBe(1000);
@@ -99,7 +106,7 @@ async function talk(flow: Flow, then = 0) {
   const requests = chat.requests.slice(chatFrom);
   const endedBy = client.events.find((e) => e.type === 'session_ended') as { reason?: string } | undefined;
   /** The model requests that answered `text` (preemptive ones included, used or not). */
-  const requestsFor = (text: string) => requests.filter((r) => lastUser(r) === text);
+  const requestsFor = (text: string) => requests.filter((r) => lastUserText(r) === text);
   return {
     said,
     requestsFor,
@@ -140,6 +147,7 @@ describe('preemptive generation in a voice session', () => {
           speechURL: speech.baseURL,
           agent: { preemptiveGeneration: true },
         }),
+        { ends: true },
       );
       // LiveKit answered it: its preemptive request (the tool call) and the one after the tool, no third
       expect(requestsFor(SECOND)).toHaveLength(2);
@@ -168,7 +176,7 @@ describe('preemptive generation in a voice session', () => {
     try {
       const { said, endedBy, events, requestsFor } = await talk(
         withEdge({ ...flow, nodes: [...flow.nodes, transfer] }, 'talk', 'output', 'transfer'),
-        1,
+        { then: 1 },
       );
       // LiveKit answered it: its preemptive request (the tool call) and the one after the tool, no third
       expect(requestsFor(SECOND)).toHaveLength(2);

@@ -11,8 +11,9 @@ import {
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
-import { startOpenAiStub, textOf, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import { lastUserText, startOpenAiStub, textOf } from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { scriptedHearing } from '../../helpers/voice.js';
 
 /**
  * Voice over the gateway's WebSocket, on real audio: espeak-ng speech streamed in real time, LiveKit's pipeline
@@ -39,27 +40,20 @@ let http: ReturnType<typeof api>;
 let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 /** What the stub STT answers for each utterance the next session sends, in order. */
-let utterances: string[] = [];
-let utterancesFrom = 0;
-function willSay(...texts: string[]) {
-  utterances = texts;
-  utterancesFrom = speech.requests.transcriptions.length;
-}
-
-const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
+const hearing = scriptedHearing();
 
 const voiceFlow = (turns: Record<string, unknown> = {}): Flow =>
   clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent: turns });
 
 beforeAll(async () => {
   chat = await startOpenAiStub((req) =>
-    lastUser(req).includes('appointment')
+    lastUserText(req).includes('appointment')
       ? { content: LONG_REPLY }
-      : lastUser(req) === ASKS_QUOTE
+      : lastUserText(req) === ASKS_QUOTE
         ? { content: QUOTED }
-        : { content: `ok: ${lastUser(req)}` },
+        : { content: `ok: ${lastUserText(req)}` },
   );
-  speech = await startSpeechStub({ transcribe: (i) => utterances[i - utterancesFrom] ?? '' });
+  speech = await startSpeechStub({ transcribe: hearing.transcribe });
   // a client that sends nothing for this long is gone (real clients send silence, not nothing)
   stack = await startStack({ playground: { VOICE_INPUT_IDLE_MS: 2500, VOICE_CONNECT_TIMEOUT_MS: 3000 } });
   http = api(stack.baseUrl);
@@ -91,7 +85,7 @@ async function startVoice(flow: Flow) {
 
 describe('voice sessions over the WebSocket', () => {
   it('holds a two-turn spoken conversation with a barge-in, keeping only what was heard', async () => {
-    willSay(FIRST, SECOND);
+    hearing.willHear(FIRST, SECOND);
     // Festival's voice, whose end of sentence the end-of-turn model hears (the turn ends minEndpointingDelay
     // after it, not maxEndpointingDelay): the response figures are a caller's. Made before the session starts:
     // it takes a while, and this process runs the stack too
@@ -157,7 +151,7 @@ describe('voice sessions over the WebSocket', () => {
 
 describe('what a voice session stores is what was heard, as the model wrote it', () => {
   it('a greeting talked over is kept as far as it was heard; a quoted sentence keeps its quote and stop', async () => {
-    willSay(ASKS_QUOTE, ASKS_QUOTE);
+    hearing.willHear(ASKS_QUOTE, ASKS_QUOTE);
     const flow = voiceFlow();
     flow.nodes = flow.nodes.map((n) => (n.id === 'start' ? { ...n, command: GREETING } : n));
     const chatFrom = chat.requests.length;
@@ -200,7 +194,7 @@ describe('what a voice session stores is what was heard, as the model wrote it',
     // made before the turn ended under the greeting's step, was not used)
     const answering = chat.requests
       .slice(chatFrom)
-      .filter((r) => lastUser(r) === ASKS_QUOTE)
+      .filter((r) => lastUserText(r) === ASKS_QUOTE)
       .at(-1)!;
     const before = answering.messages.filter((m) => m.role === 'assistant').map((m) => textOf(m.content));
     expect(before).toEqual([greeting]);
@@ -424,7 +418,7 @@ describe("the end-of-turn model decides when the caller's turn ends", () => {
    * the agent hear, and how long after the sentence's end did the last one end?
    */
   async function turnsWith(turnDetection: 'model' | 'vad') {
-    willSay('I would like to', 'book a table for two on Tuesday please');
+    hearing.willHear('I would like to', 'book a table for two on Tuesday please');
     // made before the session starts: Festival takes a while, and this process runs the stack too
     const line = speakWithPause('I would like to book a table for two on Tuesday please.', 4, 1300);
     const { agentId, sessionId, client } = await startVoice(

@@ -26,6 +26,13 @@ export class ApiError extends Error {
 export const enc = encodeURIComponent;
 export const agentPath = (agentId) => `/api/agents/${enc(agentId)}`;
 export const sessionPath = (agentId, sessionId) => `${agentPath(agentId)}/test-sessions/${enc(sessionId)}`;
+export const callPath = (agentId, callId) => `${agentPath(agentId)}/calls/${enc(callId)}`;
+/**
+ * Where a session's record is, under which its `/events` and `/recording` are: a test session's path, or
+ * the one it names (a call's).
+ * @param {{ agentId: string, sessionId: string, path?: string }} s
+ */
+export const recordPath = (s) => s.path ?? sessionPath(s.agentId, s.sessionId);
 
 /** @type {(rejected: boolean) => Promise<void>} */
 let promptToken = () => Promise.reject(new ApiError(401, 'UNAUTHORIZED', 'this gateway needs a token'));

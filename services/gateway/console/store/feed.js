@@ -1,7 +1,7 @@
 // @ts-check
 // The events stream of the session on screen, into the store: an EventSource per view, closed with it.
 
-import { json, sessionPath, ticketFor } from '../lib/api.js';
+import { json, recordPath, ticketFor } from '../lib/api.js';
 import { EVENT_TYPES } from '../lib/event-types.js';
 import { setStatus, showError } from '../ui/dom.js';
 import { store } from './store.js';
@@ -25,7 +25,7 @@ export function mount() {
  */
 async function follow(s, signal, attempt = 0) {
   if (signal.aborted) return;
-  const path = `${sessionPath(s.agentId, s.sessionId)}/events`;
+  const path = `${recordPath(s)}/events`;
   const params = new URLSearchParams();
   try {
     const ticket = await ticketFor(path, signal);
@@ -85,13 +85,14 @@ async function follow(s, signal, attempt = 0) {
  */
 async function closedSession(s, signal) {
   try {
-    const record = await json('GET', sessionPath(s.agentId, s.sessionId), undefined, { signal });
-    if (record.status !== 'closed') return false;
+    const record = await json('GET', recordPath(s), undefined, { signal });
+    // a test session says `closed`, a call `ended`
+    if (record.status !== 'closed' && record.status !== 'ended') return false;
     store.ended();
     if (store.seen.size > 0) return true;
-    const messages = await json('GET', `${sessionPath(s.agentId, s.sessionId)}/messages`, undefined, {
-      signal,
-    });
+    // a call carries its messages; a test session's are a route of their own
+    const messages =
+      record.messages ?? (await json('GET', `${recordPath(s)}/messages`, undefined, { signal }));
     store.note('info', 'Transcript', 'no events were recorded for this session');
     for (const m of messages) {
       store.message(m.role === 'user' ? 'user' : 'agent', m.content, m.timestamp);

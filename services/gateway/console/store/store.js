@@ -15,6 +15,8 @@ import { plural, setStatus, showError } from '../ui/dom.js';
  * @property {boolean} live this page runs it (not a replay)
  * @property {boolean} ended
  * @property {'stream' | 'socket'} [eventsVia] where its events come from (default: its events stream)
+ * @property {string} [path] its record's path, under which its `/events` and `/recording` are (default: the
+ *   test session's; a call's is `…/calls/<callId>`)
  * @property {() => unknown} [end] ends it (the End button), for a live one
  */
 
@@ -233,6 +235,7 @@ class SessionStore extends EventTarget {
       version: s.version,
       live: false,
       ended: false,
+      ...(s.path ? { path: s.path } : {}),
     });
   }
 }

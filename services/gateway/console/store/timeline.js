@@ -2,7 +2,7 @@
 // When each message of a voice session began, from its events, and a recording played against them: a
 // message clicked seeks the recording to it, and the message being heard is highlighted while it plays.
 
-import { enc, json, sessionPath, ticketFor } from '../lib/api.js';
+import { enc, json, recordPath, ticketFor } from '../lib/api.js';
 import { $, setStatus, showError } from '../ui/dom.js';
 import { store } from './store.js';
 
@@ -109,13 +109,14 @@ async function recordingSrc(path, signal) {
  * A recording's ticket opens its path as often as the element asks until it expires (TICKET_TTL_MS); a
  * request after that fails, and the element is given a new ticket where it was (`recover`).
  */
-async function showRecording(agentId, sessionId, signal) {
-  const path = `${sessionPath(agentId, sessionId)}/recording`;
-  const record = await json('GET', sessionPath(agentId, sessionId), undefined, { signal });
+async function showRecording(s, signal) {
+  const path = `${recordPath(s)}/recording`;
+  const record = await json('GET', recordPath(s), undefined, { signal });
   const rec = record.recording;
   if (!rec) {
-    if (record.sessionType === 'voice') {
-      $('recording-info').textContent = 'No recording of this session.';
+    // a voice session's or a call's (which has a channel): there could have been one
+    if (record.sessionType === 'voice' || record.channel !== undefined) {
+      $('recording-info').textContent = `No recording of this ${record.channel ? 'call' : 'session'}.`;
       $('player').hidden = false;
       $('recording').hidden = true;
     }
@@ -200,11 +201,11 @@ export function mount() {
     resetTimeline();
     clearRecording();
   });
-  // a past voice session's recording, beside its transcript
+  // a past voice session's recording, or a call's, beside its transcript
   store.on('session', (s) => {
-    if (s.live || s.kind !== 'voice') return;
+    if (s.live || (s.kind !== 'voice' && s.kind !== 'call')) return;
     const signal = store.signal;
-    showRecording(s.agentId, s.sessionId, signal).catch((err) => showError(err, 'Loading the recording'));
+    showRecording(s, signal).catch((err) => showError(err, 'Loading the recording'));
   });
   const audio = $('recording');
   for (const type of ['timeupdate', 'seeked', 'play', 'pause', 'ended'])

@@ -128,7 +128,7 @@ export class Admission implements CapacityView {
   }
 
   /**
-   * Admits a start: takes a slot (or answers 429 CAPACITY_EXHAUSTED when there is none, 429 when its caller holds its quota) and
+   * Admits a start: takes a slot (or answers 503 CAPACITY_EXHAUSTED when there is none, 429 when its caller holds its quota) and
    * runs `register` while it holds it. Answers what `register` made and the caller's slot across instances it
    * now holds; a failed `register` gives the slot back.
    */

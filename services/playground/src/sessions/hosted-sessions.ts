@@ -38,6 +38,21 @@ export type {
 
 /** `session_ended`'s reason for a session whose audio fell too far behind real time (SESSION_MAX_BEHIND_MS). */
 export const BEHIND_REAL_TIME = 'behind real time';
+/** `session_ended`'s reason for a session its instance's drain (SIGTERM) ended: it did not finish in time. */
+export const DRAINED = 'drained';
+
+/** `work`, or nothing more once `ms` passed. */
+async function withinBound(work: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  try {
+    await Promise.race([work, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 interface HostedSession {
   /** Its id: its test session's, or the transport's own (a room session's room name). */
@@ -61,6 +76,8 @@ interface HostedSession {
   recordClosed: Promise<void> | undefined;
   /** Why it stops (the first reason given). */
   stopReason: string | undefined;
+  /** What it says before a drain ends it. */
+  goodbye: ((boundMs: number) => Promise<void>) | undefined;
   /** Turns (the greeting included) whose answer said a model failed: reported with the record. */
   failedTurns: number;
   cleanups: (() => Promise<void>)[];
@@ -182,11 +199,23 @@ export class HostedSessions {
     return this.sessions.size === 0;
   }
 
-  /** The ids of the voice sessions held now (not stopping). */
-  liveVoiceSessions(): string[] {
-    return [...this.sessions.values()]
-      .filter((s) => s.sessionType === 'voice' && !s.stopping)
-      .map((s) => s.sessionId);
+  /**
+   * A drain's end: every session still running says its goodbye (each within `goodbyeMs`, all at once), then
+   * stops with the reason `drained`.
+   */
+  async endDrained(goodbyeMs: number): Promise<void> {
+    await Promise.all(
+      [...this.sessions.values()].map(async (hosted) => {
+        if (hosted.stopping) return hosted.stopping;
+        if (hosted.goodbye && goodbyeMs > 0) {
+          hosted.log.info({ goodbyeMs }, 'drain: the session says goodbye');
+          await withinBound(hosted.goodbye(goodbyeMs), goodbyeMs).catch((err: unknown) =>
+            hosted.log.warn({ code: 'SESSION_CLEANUP_FAILED', err: safeError(err) }, 'goodbye not said'),
+          );
+        }
+        return this.stop(hosted.sessionId, DRAINED);
+      }),
+    );
   }
 
   get capacity(): number {
@@ -211,7 +240,7 @@ export class HostedSessions {
   }
 
   /**
-   * Opens a session: admits it (`Admission.admit`: 429 CAPACITY_EXHAUSTED without capacity, 429 over its caller's quota), records
+   * Opens a session: admits it (`Admission.admit`: 503 CAPACITY_EXHAUSTED without capacity, 429 over its caller's quota), records
    * it as a test session, and runs the transport's `start`. A start that fails is undone by the same stop as
    * any other session.
    */
@@ -281,6 +310,7 @@ export class HostedSessions {
       usage: undefined,
       recordClosed: undefined,
       stopReason: undefined,
+      goodbye: undefined,
       failedTurns: 0,
       cleanups: [],
       turn: undefined,
@@ -329,6 +359,9 @@ export class HostedSessions {
       onStop: (cleanup) => {
         if (hosted.stopping) void this.runCleanup(hosted, cleanup);
         else hosted.cleanups.push(cleanup);
+      },
+      onDrain: (goodbye) => {
+        hosted.goodbye = goodbye;
       },
       stop: (reason) => void this.stop(hosted.sessionId, reason),
       stopAfter: (ms, reason) => this.timer(hosted, 'stop-after', ms, reason),

@@ -42,6 +42,11 @@ export interface SessionContext {
   closeRecord(): Promise<void>;
   /** Registers what stopping must undo (run in reverse order); at once if the session has already stopped. */
   onStop(cleanup: () => Promise<void>): void;
+  /**
+   * What the session says before a drain ends it (a voice session's goodbye): resolves once said, or is cut
+   * off after `boundMs`.
+   */
+  onDrain(goodbye: (boundMs: number) => Promise<void>): void;
   /** Stops the session (idempotent): the transport's signal that its agent or room is gone. */
   stop(reason: string): void;
   /** Stops it after `ms` unless called again first (e.g. the last user left the room). */

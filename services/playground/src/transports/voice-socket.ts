@@ -31,6 +31,8 @@ export interface VoiceSocketConfig {
   VOICE_INPUT_IDLE_MS: number;
   /** How long the agent waits for the client's playback report beyond the audio's own length. */
   VOICE_PLAYBACK_ACK_GRACE_MS: number;
+  /** What the agent says before a drain ends its session, when the flow sets none. */
+  DRAIN_GOODBYE: string;
 }
 
 const encoder = new TextEncoder();
@@ -89,6 +91,7 @@ export class VoiceSocketTransport {
         });
         ctx.answerOwner('attach', VoiceAttachRequest, async (req) => call.attach(req));
         ctx.onStop(() => call.close());
+        ctx.onDrain(() => call.sayGoodbye(runnable.config.agent.drainGoodbye || config.DRAIN_GOODBYE));
         ctx.stopAfter(config.VOICE_CONNECT_TIMEOUT_MS, 'client never connected');
         return { result: undefined };
       },
@@ -237,6 +240,12 @@ class VoiceCall {
         headers: this.controlHeaders,
       });
     }
+  }
+
+  /** The goodbye before a drain ends the session (nothing when no client ever attached). */
+  async sayGoodbye(text: string): Promise<void> {
+    if (this.closed) return;
+    await this.pipeline?.sayGoodbye(text);
   }
 
   async close(): Promise<void> {

@@ -185,6 +185,17 @@ export class VoicePipeline {
     return Object.fromEntries(Object.entries(figures).filter(([, v]) => v !== undefined));
   }
 
+  /**
+   * The agent's last words before its instance's drain ends the call: what it is saying is cut, the goodbye
+   * is said (not interruptible: the call ends after it) and played out. The caller of this bounds it.
+   */
+  async sayGoodbye(text: string): Promise<void> {
+    if (this.closed) return;
+    const session = this.session;
+    await session.interrupt({ force: true }).await.catch(() => undefined);
+    await session.say(text, { allowInterruptions: false }).waitForPlayout();
+  }
+
   /** Idempotent: the conversation closes (post-processing under way finishes), then the input. */
   async close(): Promise<void> {
     if (this.closed) return;

@@ -1,0 +1,82 @@
+// What the phone path adds per 20 ms frame of a call, both directions, as the telephony service's relay does it
+// (services/telephony/src/calls/phone-relay.ts), on a real nats-server:
+//   in   Twilio's `media` message → JSON.parse → base64 → μ-law decode → one 320-byte PCM frame published on
+//        voice.<id>.in
+//   out  the agent's 320-byte PCM frame (as voice.<id>.out brings it) → μ-law encode → base64 → Twilio's
+//        `media` JSON
+// Prints p50/p99/max per frame in µs, and how many concurrent calls' frames one core could carry at p50.
+// Not measured here: the response a caller feels (issue 46's second figure), which needs the whole pipeline.
+// `node bench/phone.mjs [--frames 20000]` (build first: `npm run build`).
+import { connect } from '@nats-io/transport-node';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { startLocalNats } from '../packages/testkit/dist/index.js';
+import { decodeMulaw, encodeMulaw } from '../services/telephony/dist/index.js';
+
+const { values } = parseArgs({ options: { frames: { type: 'string', default: '20000' } } });
+const FRAMES = Number(values.frames);
+
+const nats = await startLocalNats();
+const nc = await connect({ servers: nats.url });
+try {
+  // a caller's speech-like audio: a tone with a little noise, as μ-law chunks of 160 bytes
+  const pcm = Int16Array.from({ length: 160 * 50 }, (_, i) =>
+    Math.round(6000 * Math.sin((2 * Math.PI * 220 * i) / 8000) + (Math.random() - 0.5) * 800),
+  );
+  const inbound = [];
+  for (let f = 0; f < 50; f++) {
+    const payload = Buffer.from(encodeMulaw(pcm.subarray(f * 160, f * 160 + 160))).toString('base64');
+    inbound.push(
+      JSON.stringify({
+        event: 'media',
+        sequenceNumber: String(f + 3),
+        streamSid: 'MZ00000000000000000000000000000000',
+        media: { track: 'inbound', chunk: String(f), timestamp: String(f * 20), payload },
+      }),
+    );
+  }
+  const subject = 'voice.bench-session.in';
+  const timeIn = [];
+  const timeOut = [];
+  let sink = 0;
+  for (let i = 0; i < FRAMES; i++) {
+    const text = inbound[i % inbound.length];
+    let t = performance.now();
+    const m = JSON.parse(text);
+    const frame = decodeMulaw(Buffer.from(m.media.payload, 'base64'));
+    nc.publish(subject, new Uint8Array(frame.buffer));
+    timeIn.push(performance.now() - t);
+
+    const agent = pcm.subarray((i % 50) * 160, (i % 50) * 160 + 160);
+    t = performance.now();
+    const out = JSON.stringify({
+      event: 'media',
+      streamSid: 'MZ00000000000000000000000000000000',
+      media: { payload: Buffer.from(encodeMulaw(agent)).toString('base64') },
+    });
+    timeOut.push(performance.now() - t);
+    sink += out.length;
+    if (i % 1000 === 999) await nc.flush();
+  }
+  await nc.flush();
+  const q = (xs, p) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+  };
+  const us = (ms) => (ms * 1000).toFixed(1);
+  console.log(`phone path per 20 ms frame (${FRAMES} frames each way, ${sink} bytes of JSON out)`);
+  console.log('| direction | p50 µs | p99 µs | max µs | calls one core carries at p50 |');
+  console.log('|---|---|---|---|---|');
+  for (const [name, xs] of [
+    ['in (Twilio → bus)', timeIn],
+    ['out (bus → Twilio)', timeOut],
+  ]) {
+    const p50 = q(xs, 0.5);
+    console.log(
+      `| ${name} | ${us(p50)} | ${us(q(xs, 0.99))} | ${us(Math.max(...xs))} | ${Math.floor(20 / p50)} |`,
+    );
+  }
+} finally {
+  await nc.close();
+  await nats.dispose();
+}

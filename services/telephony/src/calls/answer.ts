@@ -1,0 +1,89 @@
+import type { BusClient, Logger } from '@vab/bus';
+import { AppError, Subjects } from '@vab/contracts';
+import type { NumberStore } from '../numbers/store.js';
+import { connectStreamTwiml, sayHangupTwiml } from '../twilio/twiml.js';
+import type { CallTokens } from './call-tokens.js';
+
+/** What a caller hears when a call is refused (docs/operations.md › Telephony): a few words, then the line hangs up. */
+export const REFUSALS = {
+  unknownNumber: 'The number you have called is not in service. Goodbye.',
+  notLive: 'This line is not taking calls right now. Please try again later. Goodbye.',
+  busy: 'All our lines are busy. Please call again in a few minutes. Goodbye.',
+  failed: 'We cannot take your call right now. Please try again later. Goodbye.',
+} as const;
+export type Refusal = keyof typeof REFUSALS;
+
+/** The phone line's audio as the voice protocol carries it: 16-bit PCM at μ-law's own rate, 20 ms frames. */
+export const PHONE_AUDIO = { sampleRate: 8000, frameMs: 20 } as const;
+
+/** A voice webhook's parameters that decide its answer (Twilio sends many more). */
+export interface IncomingCall {
+  callSid: string;
+  to: string;
+  from: string;
+}
+
+export interface AnswerDeps {
+  numbers: NumberStore;
+  bus: BusClient;
+  tokens: CallTokens;
+  log: Logger;
+  /** The media socket's URL as the Stream's TwiML names it (and Twilio signs it). */
+  streamUrl: string;
+  requestId: string;
+}
+
+/** Bound on the questions a webhook asks before it answers (Twilio waits 15 s for TwiML). */
+const ASK_TIMEOUT_MS = 5_000;
+const START_TIMEOUT_MS = 10_000;
+
+/** The caller's number as a record keeps it: its last 4 digits. */
+export const maskNumber = (number: string) => `…${number.slice(-4)}`;
+
+/**
+ * A voice webhook's TwiML: the number's agent's live deploy takes the call (a voice session at 8 kHz started
+ * now, its media socket opened with a single-use call token), or the caller hears why not and the line hangs up.
+ * Never an HTTP error: Twilio would play its own "an application error has occurred".
+ */
+export async function answerCall(
+  call: IncomingCall,
+  deps: AnswerDeps,
+): Promise<{ twiml: string; refused?: Refusal; sessionId?: string }> {
+  const refuse = (refused: Refusal) => ({ twiml: sayHangupTwiml(REFUSALS[refused]), refused });
+  const number = await deps.numbers.byNumber(call.to);
+  if (!number) return refuse('unknownNumber');
+  const { agentId } = number;
+  const deploys = await deps.bus.request(
+    Subjects.deploysList,
+    { agentId },
+    { timeoutMs: ASK_TIMEOUT_MS, requestId: deps.requestId },
+  );
+  const live = deploys.find((d) => d.status === 'live');
+  if (!live) return refuse('notLive');
+  let sessionId: string;
+  try {
+    const started = await deps.bus.request(
+      Subjects.voiceSessionStart,
+      { agentId, body: { version: live.version, audio: PHONE_AUDIO, record: true } },
+      { timeoutMs: START_TIMEOUT_MS, requestId: deps.requestId },
+    );
+    sessionId = started.sessionId;
+  } catch (err) {
+    const code = err instanceof AppError ? err.code : undefined;
+    if (code === 'CAPACITY_EXHAUSTED' || code === 'RATE_LIMITED') return refuse('busy');
+    if (code === 'NOT_FOUND' || code === 'AGENT_ARCHIVED') return refuse('notLive');
+    throw err;
+  }
+  const token = deps.tokens.mint({
+    sessionId,
+    agentId,
+    callSid: call.callSid,
+    to: call.to,
+    from: maskNumber(call.from),
+  });
+  deps.log.info({ sessionId, agentId, callSid: call.callSid }, 'phone call answered');
+  return { twiml: connectStreamTwiml(deps.streamUrl, { token }), sessionId };
+}
+
+/** The refusal words for a failure of ours while answering (logged by the caller). */
+export const failedTwiml = () => sayHangupTwiml(REFUSALS.failed);

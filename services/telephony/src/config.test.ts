@@ -1,0 +1,20 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from './config.js';
+
+describe('the telephony configuration', () => {
+  it('needs the Twilio auth token, and names it when it is missing', () => {
+    expect(() => loadConfig({})).toThrow(/TWILIO_AUTH_TOKEN/);
+  });
+
+  it('takes empty optional values as unset, and refuses a PUBLIC_URL that is not http(s)', () => {
+    const c = loadConfig({ TWILIO_AUTH_TOKEN: 't', PUBLIC_URL: '', TWILIO_ACCOUNT_SID: '' });
+    expect(c.PUBLIC_URL).toBeUndefined();
+    expect(c.TWILIO_ACCOUNT_SID).toBeUndefined();
+    expect(c.TELEPHONY_PORT).toBe(8090);
+    expect(c.TWILIO_API_BASE_URL).toBe('https://api.twilio.com');
+    expect(loadConfig({ TWILIO_AUTH_TOKEN: 't', PUBLIC_URL: 'https://phone.example.com/' }).PUBLIC_URL).toBe(
+      'https://phone.example.com',
+    );
+    expect(() => loadConfig({ TWILIO_AUTH_TOKEN: 't', PUBLIC_URL: 'ftp://x' })).toThrow(/PUBLIC_URL/);
+  });
+});

@@ -1,0 +1,52 @@
+import { envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
+import { z } from 'zod';
+
+/** An empty variable counts as unset (compose passes `${X:-}` through as ''). */
+const unsetIfEmpty = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (v === '' ? undefined : v), schema);
+
+export type TelephonyConfig = ReturnType<typeof loadConfig>;
+
+export function loadConfig(env: NodeJS.ProcessEnv) {
+  return load(
+    {
+      ...RedisEnv,
+      ...MetricsEnv,
+      /** The port of Twilio's webhooks and media WebSocket (`/telephony/*`), apart from the builder API's. */
+      TELEPHONY_PORT: envInt(8090),
+      TELEPHONY_HOST: z.string().min(1).default('0.0.0.0'),
+      /**
+       * The public base URL Twilio calls (`https://phone.example.com`): the signed URL of every webhook, and the
+       * Stream URL's (`wss://…`). Unset: the request's Host with `http`/`ws` (local development only).
+       */
+      PUBLIC_URL: unsetIfEmpty(
+        z
+          .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+          .transform((v) => v.replace(/\/+$/, ''))
+          .optional(),
+      ),
+      /** The account's auth token: every webhook's and media socket's signature is checked with it. */
+      TWILIO_AUTH_TOKEN: z.string().min(1, 'must be set: every Twilio request is checked with it'),
+      /** The account a transfer's REST call acts for. Unset: transfers to a number are refused. */
+      TWILIO_ACCOUNT_SID: unsetIfEmpty(
+        z
+          .string()
+          .regex(/^AC[0-9a-fA-F]{32}$/, 'must be a Twilio account SID (AC + 32 hex digits)')
+          .optional(),
+      ),
+      /** Twilio's REST API (a test points it at a stub). */
+      TWILIO_API_BASE_URL: z
+        .url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
+        .transform((v) => v.replace(/\/+$/, ''))
+        .default('https://api.twilio.com'),
+      /** How long the call token in a Stream's TwiML opens its media socket (single use). */
+      CALL_TOKEN_TTL_MS: envInt(30_000, 1000),
+      /** How far ahead of real time a media socket's audio may run before it is closed. */
+      MEDIA_BURST_MS: envInt(2000, 100),
+      /** Webhook requests per minute from one address (IPv4, IPv6 /64), and in all. */
+      WEBHOOK_RATE_PER_ADDRESS: envInt(300, 1),
+      WEBHOOK_RATE_TOTAL: envInt(6000, 1),
+    },
+    env,
+  );
+}

@@ -1,0 +1,178 @@
+import rateLimit from '@fastify/rate-limit';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { safeError, type BusClient, type Logger } from '@vab/bus';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer } from 'ws';
+import { answerCall, failedTwiml } from '../calls/answer.js';
+import type { CallTokens } from '../calls/call-tokens.js';
+import { PhoneRelay, type PhoneRelaySettings } from '../calls/phone-relay.js';
+import type { NumberStore } from '../numbers/store.js';
+import { SIGNATURE_HEADER, validTwilioSignature } from '../twilio/signature.js';
+import { EMPTY_TWIML } from '../twilio/twiml.js';
+
+export const VOICE_PATH = '/telephony/twilio/voice';
+export const STATUS_PATH = '/telephony/twilio/status';
+export const MEDIA_PATH = '/telephony/twilio/media';
+
+export interface TelephonyHttpDeps {
+  nc: NatsConnection;
+  bus: BusClient;
+  numbers: NumberStore;
+  tokens: CallTokens;
+  log: Logger;
+  authToken: string;
+  /** The public base URL Twilio calls (`https://…`), or none: the request's Host (local development). */
+  publicUrl: string | undefined;
+  relay: PhoneRelaySettings;
+  rate: { perAddress: number; total: number };
+}
+
+/** Twilio's form-encoded parameters, in order, as signed. */
+type Form = [string, string][];
+
+/** An address's rate-limit key: IPv4 whole, IPv6 by its /64 (one host's whole allocation). */
+export function addressKey(ip: string): string {
+  if (!ip.includes(':') || ip.startsWith('::ffff:')) return ip.replace(/^::ffff:/, '');
+  const groups = ip.split('::')[0]!.split(':');
+  return `${groups.slice(0, 4).join(':')}::/64`;
+}
+
+/** The URL Twilio called, as it signed it: the public base (or the Host) with the path and query. */
+function calledUrl(
+  req: { url?: string | undefined; headers: IncomingMessage['headers'] },
+  base: string | undefined,
+  scheme: 'http' | 'ws',
+): string {
+  const origin = base
+    ? scheme === 'ws'
+      ? base.replace(/^http/, 'ws')
+      : base
+    : `${scheme}://${req.headers.host ?? 'localhost'}`;
+  return `${origin}${req.url ?? '/'}`;
+}
+
+/**
+ * The telephony service's own HTTP listener (TELEPHONY_PORT): Twilio's voice and status webhooks and the
+ * media WebSocket, every one signature-checked and rate limited per address. Not the builder API: the gateway
+ * stays that edge, and `/api/phone-numbers` reaches this service over the bus.
+ */
+export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.log as FastifyBaseLogger,
+    bodyLimit: 64 * 1024,
+    requestTimeout: 15_000,
+  });
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) =>
+    done(null, [...new URLSearchParams(body as string)]),
+  );
+  await app.register(rateLimit, {
+    max: deps.rate.perAddress,
+    timeWindow: 60_000,
+    keyGenerator: (req) => addressKey(req.ip),
+  });
+  let total = 0;
+  let windowStart = Date.now();
+  app.addHook('onRequest', async (_req, reply) => {
+    const now = Date.now();
+    if (now - windowStart > 60_000) {
+      windowStart = now;
+      total = 0;
+    }
+    if (++total > deps.rate.total) return reply.code(429).send('too many requests');
+  });
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  /** The form of a signed webhook, or a 403 sent (nothing started). */
+  const signedForm = (req: FastifyRequest): Form | undefined => {
+    const form = Array.isArray(req.body) ? (req.body as Form) : [];
+    const signature = req.headers[SIGNATURE_HEADER];
+    const url = calledUrl(req.raw, deps.publicUrl, 'http');
+    return validTwilioSignature(
+      deps.authToken,
+      typeof signature === 'string' ? signature : undefined,
+      url,
+      form,
+    )
+      ? form
+      : undefined;
+  };
+
+  app.post(VOICE_PATH, async (req, reply) => {
+    const form = signedForm(req);
+    if (!form) return reply.code(403).type('text/plain').send('signature check failed');
+    const params = new Map(form);
+    const call = {
+      callSid: params.get('CallSid') ?? '',
+      to: params.get('To') ?? '',
+      from: params.get('From') ?? '',
+    };
+    reply.type('text/xml');
+    try {
+      const answer = await answerCall(call, {
+        numbers: deps.numbers,
+        bus: deps.bus,
+        tokens: deps.tokens,
+        log: deps.log,
+        streamUrl: calledUrl({ url: MEDIA_PATH, headers: req.headers }, deps.publicUrl, 'ws'),
+        requestId: String(req.id),
+      });
+      if (answer.refused)
+        deps.log.info({ callSid: call.callSid, refused: answer.refused }, 'phone call refused');
+      return answer.twiml;
+    } catch (err) {
+      deps.log.error(
+        { code: 'PHONE_ANSWER_FAILED', callSid: call.callSid, err: safeError(err) },
+        'phone call not answered',
+      );
+      return failedTwiml();
+    }
+  });
+
+  app.post(STATUS_PATH, async (req, reply) => {
+    const form = signedForm(req);
+    if (!form) return reply.code(403).type('text/plain').send('signature check failed');
+    const p = new Map(form);
+    deps.log.info(
+      { callSid: p.get('CallSid'), callStatus: p.get('CallStatus'), callDuration: p.get('CallDuration') },
+      'phone call status',
+    );
+    return reply.type('text/xml').send(EMPTY_TWIML);
+  });
+
+  registerMediaSocket(app, deps);
+  return app;
+}
+
+/** The media WebSocket: its upgrade signed over the Stream URL exactly as the TwiML gave it. */
+function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps): void {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 128 * 1024 });
+  let seq = 0;
+  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const refuse = (status: number, text: string) => {
+      socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    };
+    try {
+      if (new URL(req.url ?? '/', 'http://x').pathname !== MEDIA_PATH) return refuse(404, 'Not Found');
+      const signature = req.headers[SIGNATURE_HEADER];
+      const url = calledUrl(req, deps.publicUrl, 'ws');
+      if (!validTwilioSignature(deps.authToken, typeof signature === 'string' ? signature : undefined, url))
+        return refuse(403, 'Forbidden');
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        new PhoneRelay({
+          nc: deps.nc,
+          bus: deps.bus,
+          tokens: deps.tokens,
+          log: deps.log,
+          socket: ws,
+          settings: deps.relay,
+          requestId: `media-${++seq}`,
+        }).open();
+      });
+    } catch (err) {
+      deps.log.error({ code: 'PHONE_RELAY_FAILED', err: safeError(err) }, 'media upgrade failed');
+      socket.destroy();
+    }
+  });
+}

@@ -1,0 +1,29 @@
+import { configOrExit, runProcess } from '@vab/service-kit';
+import { redisTargetOf } from '@vab/storage';
+import { loadConfig } from './config.js';
+import { startTelephonyService } from './service.js';
+
+const config = configOrExit('telephony', () => loadConfig(process.env));
+runProcess({
+  service: 'telephony',
+  config,
+  redis: redisTargetOf(config),
+  start: async ({ nc, redis, log }) => {
+    if (!redis) throw new Error('no Redis connection'); // given above: never
+    const service = await startTelephonyService({
+      nc,
+      redis,
+      log,
+      settings: {
+        authToken: config.TWILIO_AUTH_TOKEN,
+        publicUrl: config.PUBLIC_URL,
+        callTokenTtlMs: config.CALL_TOKEN_TTL_MS,
+        relay: { burstMs: config.MEDIA_BURST_MS },
+        rate: { perAddress: config.WEBHOOK_RATE_PER_ADDRESS, total: config.WEBHOOK_RATE_TOTAL },
+        host: config.TELEPHONY_HOST,
+        port: config.TELEPHONY_PORT,
+      },
+    });
+    return { ready: service.ready, closed: service.closed, stop: (boundMs) => service.stop(boundMs) };
+  },
+});

@@ -1,0 +1,350 @@
+import { connectNats } from '@vab/bus';
+import { createLogger } from '@vab/service-kit';
+import { startTelephonyService, REFUSALS, type TelephonyService } from '@vab/telephony';
+import {
+  lineSink,
+  postTwilioWebhook,
+  speak,
+  startSpeechStub,
+  streamOf,
+  TwilioCaller,
+  voiceFlow as clinicVoiceFlow,
+} from '@vab/testkit';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startOpenAiStub, textOf, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import { api, startStack, type Stack } from '../../helpers/stack.js';
+
+/**
+ * A phone call through Twilio, with a stub Twilio speaking its protocols exactly: the signed voice webhook,
+ * then a Media Stream with espeak-ng speech as μ-law 20 ms frames paced in real time, the agent's audio played
+ * on the stub's own clock and its marks answered as they are reached. LiveKit's pipeline runs for real in the
+ * playground; the models are stubs on loopback.
+ */
+
+const AUTH_TOKEN = 'twilio-auth-token-for-tests-0123';
+const SPOKEN = 'I would like to book an appointment please';
+const REPLY = 'Of course, I can book that for you. Which day suits you?';
+const LONG_REPLY =
+  'Of course, I can help. We have appointments on Monday, Tuesday and Wednesday mornings. On Thursday ' +
+  'afternoon our doctors can see you for a check up, a vaccination or a longer consultation.';
+const LONG_ASK = 'What appointments do you have this week';
+const BARGE_IN = 'Stop. What time is it?';
+
+let stack: Stack;
+let http: ReturnType<typeof api>;
+let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
+let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let telephony: TelephonyService;
+let nc: NatsConnection;
+let utterances: string[] = [];
+let utterancesFrom = 0;
+function willSay(...texts: string[]) {
+  utterances = texts;
+  utterancesFrom = speech.requests.transcriptions.length;
+}
+const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role === 'user').at(-1)?.content);
+
+beforeAll(async () => {
+  chat = await startOpenAiStub((req) =>
+    lastUser(req) === LONG_ASK
+      ? { content: LONG_REPLY }
+      : lastUser(req).includes('appointment')
+        ? { content: REPLY }
+        : { content: `ok: ${lastUser(req)}` },
+  );
+  speech = await startSpeechStub({ transcribe: (i) => utterances[i - utterancesFrom] ?? '' });
+  stack = await startStack({ playground: { VOICE_INPUT_IDLE_MS: 2500, VOICE_CONNECT_TIMEOUT_MS: 5000 } });
+  http = api(stack.baseUrl);
+  const log = createLogger('telephony', 'debug', lineSink(stack.logs));
+  nc = await connectNats({ url: stack.natsUrl, name: 'telephony', service: 'telephony' }, log);
+  telephony = await startTelephonyService({
+    nc,
+    redis: stack.redis,
+    log,
+    settings: {
+      authToken: AUTH_TOKEN,
+      publicUrl: undefined,
+      callTokenTtlMs: 30_000,
+      host: '127.0.0.1',
+      port: 0,
+    },
+  });
+  await telephony.ready;
+});
+afterAll(async () => {
+  if (process.env.VOICE_DEBUG) console.log(stack.logs.filter((l) => /"level":(40|50)/.test(l)).join('\n'));
+  await telephony?.stop(2000);
+  await nc?.drain();
+  await stack?.close();
+  await chat?.close();
+  await speech?.close();
+});
+
+let numberSeq = 0;
+/** An agent with the clinic's voice flow, live, answering a new number. */
+async function liveAgentWithNumber(live = true) {
+  const flow = clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+  const agent = await http.post('/api/agents', { name: 'Phone clinic', flow });
+  expect(agent.status).toBe(201);
+  const agentId = agent.body.id as string;
+  if (live) {
+    const deploy = await http.post(`/api/agents/${agentId}/deploys`);
+    const path = `/api/agents/${agentId}/deploys/${deploy.body.id}`;
+    expect((await http.patch(path, { status: 'building' })).status).toBe(200);
+    expect((await http.patch(path, { status: 'live' })).status).toBe(200);
+  }
+  const number = `+1415555${String(1000 + ++numberSeq)}`;
+  const created = await http.post('/api/phone-numbers', { number, provider: 'twilio', agentId });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  return { agentId, number, phoneNumberId: created.body.id as string };
+}
+
+const voiceUrl = () => `${telephony.url}/telephony/twilio/voice`;
+let callSeq = 0;
+const callParams = (to: string) => ({
+  CallSid: `CA${String(++callSeq).padStart(32, '0')}`,
+  AccountSid: 'AC00000000000000000000000000000000',
+  From: '+14155550123',
+  To: to,
+  CallStatus: 'ringing',
+  Direction: 'inbound',
+});
+
+/** Rings the number as Twilio does and follows the TwiML's Stream. */
+async function ring(to: string) {
+  const params = callParams(to);
+  const answer = await postTwilioWebhook(voiceUrl(), AUTH_TOKEN, params);
+  expect(answer.status).toBe(200);
+  const stream = streamOf(answer.body);
+  expect(stream, answer.body).toBeDefined();
+  return { params, stream: stream!, twiml: answer.body };
+}
+
+describe('phone numbers', () => {
+  it('connects an E.164 number to one agent at a time, moves and disconnects it', async () => {
+    const a = (await http.post('/api/agents', { name: 'A' })).body.id as string;
+    const b = (await http.post('/api/agents', { name: 'B' })).body.id as string;
+    const bad = await http.post('/api/phone-numbers', { number: '555-0100', provider: 'twilio', agentId: a });
+    expect(bad.status).toBe(400);
+    expect(bad.body.code).toBe('VALIDATION_FAILED');
+    const unknownField = await http.post('/api/phone-numbers', {
+      number: '+14155550100',
+      provider: 'twilio',
+      agentId: a,
+      label: 'x',
+    });
+    expect(unknownField.status).toBe(400);
+    const noAgent = await http.post('/api/phone-numbers', {
+      number: '+14155550100',
+      provider: 'twilio',
+      agentId: 'no-such-agent',
+    });
+    expect(noAgent.status).toBe(404);
+
+    const created = await http.post('/api/phone-numbers', {
+      number: '+14155550100',
+      provider: 'twilio',
+      agentId: a,
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ number: '+14155550100', provider: 'twilio', agentId: a });
+    const held = await http.post('/api/phone-numbers', {
+      number: '+14155550100',
+      provider: 'twilio',
+      agentId: b,
+    });
+    expect(held.status).toBe(409);
+    expect(held.body.code).toBe('CONFLICT');
+
+    const moved = await http.patch(`/api/phone-numbers/${created.body.id}`, { agentId: b });
+    expect(moved.status).toBe(200);
+    expect(moved.body.agentId).toBe(b);
+    const listed = await http.get('/api/phone-numbers');
+    expect(listed.body).toContainEqual(expect.objectContaining({ id: created.body.id, agentId: b }));
+
+    expect((await http.delete(`/api/phone-numbers/${created.body.id}`)).status).toBe(200);
+    expect((await http.delete(`/api/phone-numbers/${created.body.id}`)).status).toBe(404);
+    expect((await http.patch(`/api/phone-numbers/${created.body.id}`, { agentId: a })).status).toBe(404);
+    // the number is free again
+    const again = await http.post('/api/phone-numbers', {
+      number: '+14155550100',
+      provider: 'twilio',
+      agentId: b,
+    });
+    expect(again.status).toBe(201);
+    await http.delete(`/api/phone-numbers/${again.body.id}`);
+  });
+});
+
+describe('the voice webhook', () => {
+  it('refuses a missing or wrong signature with 403, starting nothing', async () => {
+    const { number } = await liveAgentWithNumber();
+    const params = callParams(number);
+    expect((await postTwilioWebhook(voiceUrl(), undefined, params)).status).toBe(403);
+    expect((await postTwilioWebhook(voiceUrl(), 'another-token', params)).status).toBe(403);
+    // signed over another URL than the one called
+    expect((await postTwilioWebhook(voiceUrl(), AUTH_TOKEN, params, `${voiceUrl()}?x=1`)).status).toBe(403);
+  });
+
+  it('answers an unknown number and an agent with no live deploy with a few words and a hang-up', async () => {
+    const unknown = await postTwilioWebhook(voiceUrl(), AUTH_TOKEN, callParams('+14155559999'));
+    expect(unknown.status).toBe(200);
+    expect(unknown.body).toContain(`<Say>${REFUSALS.unknownNumber}</Say><Hangup/>`);
+    const { number } = await liveAgentWithNumber(false);
+    const notLive = await postTwilioWebhook(voiceUrl(), AUTH_TOKEN, callParams(number));
+    expect(notLive.status).toBe(200);
+    expect(notLive.body).toContain(`<Say>${REFUSALS.notLive}</Say><Hangup/>`);
+  });
+});
+
+describe('a phone call over the Media Stream', () => {
+  it('greets as μ-law with marks, answers a spoken turn, and ends when the caller hangs up', async () => {
+    willSay(SPOKEN);
+    const said = speak(SPOKEN, { sampleRate: 8000 });
+    const { agentId, number } = await liveAgentWithNumber();
+    const { params, stream } = await ring(number);
+    expect(stream.url).toBe(`${telephony.url.replace(/^http/, 'ws')}/telephony/twilio/media`);
+    const caller = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+    });
+    await caller.opened;
+    // the greeting plays and its mark is answered
+    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    expect(caller.segments[0]!.audibleAt).toBeDefined();
+    expect(caller.received.some((m) => m.event === 'mark')).toBe(true);
+    caller.say(said);
+    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(2), { timeout: 25_000 });
+    caller.hangUp();
+    await caller.closed;
+
+    const sessions = await http.get(`/api/agents/${agentId}/test-sessions`);
+    const session = (sessions.body as { id: string; sessionType?: string }[])[0]!;
+    await vi.waitFor(
+      async () => {
+        const messages = await http.get(`/api/agents/${agentId}/test-sessions/${session.id}/messages`);
+        const m = messages.body as { role: string; content: string }[];
+        expect(m.map((x) => x.role)).toEqual(['assistant', 'user', 'assistant']);
+        expect(m[1]!.content).toBe(SPOKEN);
+        expect(m[2]!.content).toBe(REPLY);
+      },
+      { timeout: 10_000 },
+    );
+  }, 90_000);
+
+  it('sends clear at once on a barge-in, and stores the reply cut where the line stopped playing it', async () => {
+    willSay(LONG_ASK, BARGE_IN);
+    const ask = speak(LONG_ASK, { sampleRate: 8000, voice: 'festival' });
+    const { agentId, number } = await liveAgentWithNumber();
+    const { params, stream } = await ring(number);
+    const caller = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+    });
+    await caller.opened;
+    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    caller.say(ask);
+    // the long answer starts playing; the caller talks over it 1.5 s in (the wait is the barge-in's timing)
+    await vi.waitFor(() => expect(caller.playing).toBe(true), { timeout: 25_000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    caller.say(speak(BARGE_IN, 8000));
+    await vi.waitFor(() => expect(caller.received.some((m) => m.event === 'clear')).toBe(true), {
+      timeout: 15_000,
+    });
+    expect(caller.segments.some((s) => s.cleared)).toBe(true);
+    await vi.waitFor(
+      () => expect(caller.segments.filter((s) => !s.cleared).length).toBeGreaterThanOrEqual(2),
+      {
+        timeout: 25_000,
+      },
+    );
+    caller.hangUp();
+    await caller.closed;
+
+    const sessions = await http.get(`/api/agents/${agentId}/test-sessions`);
+    const sessionId = (sessions.body as { id: string }[])[0]!.id;
+    await vi.waitFor(
+      async () => {
+        const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
+        const m = messages.body as { role: string; content: string }[];
+        expect(m.map((x) => x.role)).toEqual(['assistant', 'user', 'assistant', 'user', 'assistant']);
+        // cut where playback stopped: a start of the long reply, not all of it
+        expect(m[2]!.content.length).toBeLessThan(LONG_REPLY.length * 0.7);
+        expect(LONG_REPLY.startsWith(m[2]!.content)).toBe(true);
+        expect(m[3]!.content).toBe(BARGE_IN);
+        expect(m[4]!.content).toBe(`ok: ${BARGE_IN}`);
+      },
+      { timeout: 10_000 },
+    );
+  }, 120_000);
+
+  it('closes a stream whose call token is forged or used, and an upgrade without a signature', async () => {
+    const { number } = await liveAgentWithNumber();
+    const { params, stream } = await ring(number);
+    const forged = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: { token: stream.parameters.token!.slice(0, -4) + 'AAAA' },
+    });
+    expect((await forged.closed).code).toBe(4401);
+    const unsigned = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+      signature: null,
+    });
+    await expect(unsigned.opened).rejects.toThrow('refused: 403');
+    const first = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+    });
+    await first.opened;
+    const second = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+    });
+    expect((await second.closed).code).toBe(4401);
+    first.hangUp();
+    await first.closed;
+  });
+
+  it('closes a stream that sends audio faster than real time, or garbage, with a reason', async () => {
+    const { number } = await liveAgentWithNumber();
+    const a = await ring(number);
+    const fast = new TwilioCaller({
+      url: a.stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: a.params.CallSid,
+      parameters: a.stream.parameters,
+    });
+    await fast.opened;
+    await vi.waitFor(() => expect(fast.received.length).toBeGreaterThan(0), { timeout: 20_000 });
+    fast.burst(3000);
+    const closed = await fast.closed;
+    expect(closed.code).toBe(4429);
+    expect(closed.reason).toContain('faster than real time');
+
+    const b = await ring(number);
+    const garbage = new TwilioCaller({
+      url: b.stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: b.params.CallSid,
+      parameters: b.stream.parameters,
+    });
+    await garbage.opened;
+    garbage.sendRaw('{"event":"nonsense"}');
+    const closedB = await garbage.closed;
+    expect(closedB.code).toBe(4400);
+  });
+});
