@@ -25,6 +25,7 @@ describe('benchmarks still run', () => {
     ['voice.mjs', ['--frames', '20', '--sessions', '1', '--turns', '1'], /turns measured: \d+ of 1/],
     ['control-flood.mjs', ['--probes', '2'], /start → ready p99 under the flood: [\d.]+× quiet/],
     ['egress-check.mjs', ['--calls', '20'], /new connection per call: .* added at p50 -?[\d.]+ ms/],
+    ['webhooks.mjs', ['--events', '20', '--backlog', '50'], /\| backlog \| 50 \|/],
     ['docs-render.mjs', ['--runs', '1', '--visits', '1'], /\| 1st \(nothing cached\) \| \d+ \/ \d+ \|/],
     ['phone.mjs', ['--frames', '200'], /\| in \(Twilio → bus\) \| [\d.]+ \|/],
   ])(

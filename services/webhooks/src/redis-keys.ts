@@ -13,6 +13,8 @@ export const keys = {
   delivery: (agentId: string, deliveryId: string) => `wh:{${agentId}}:d:${deliveryId}`,
   /** Sorted set: an endpoint's delivery ids by creation time (the newest 1000). */
   log: (agentId: string, webhookId: string) => `wh:{${agentId}}:log:${webhookId}`,
+  /** Sorted set: an endpoint's pending delivery ids by creation time (a recovered endpoint's are hurried). */
+  pending: (agentId: string, webhookId: string) => `wh:{${agentId}}:pending:${webhookId}`,
   /** Set: the deliveries of one call's events (an erased call cancels its pending ones). */
   call: (agentId: string, callId: string) => `wh:{${agentId}}:call:${callId}`,
   /** Sorted set: `<agentId>/<deliveryId>` by when its next attempt is due (or its claim runs out). */

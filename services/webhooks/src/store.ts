@@ -105,14 +105,46 @@ export class WebhookStore {
     return JSON.stringify({ ...(JSON.parse(report) as object), consecutiveFailures: n, lastError });
   }
 
-  /** A delivered attempt: the endpoint fails no more. True when it had been reported failing. */
-  async recordSuccess(agentId: string, webhookId: string): Promise<boolean> {
+  /**
+   * A delivered attempt: the endpoint fails no more. Says whether it had failed attempts in a row (its other
+   * deliveries are then backing off, and can be hurried) and whether it had been reported failing.
+   */
+  async recordSuccess(
+    agentId: string,
+    webhookId: string,
+  ): Promise<{ hadFailed: boolean; wasFailing: boolean }> {
     const r = await this.redis
       .multi()
+      .hget(keys.fails(agentId), webhookId)
       .hdel(keys.fails(agentId), webhookId)
       .hdel(keys.failing(agentId), webhookId)
       .exec();
-    return r?.[1]?.[1] === 1;
+    return { hadFailed: Number(r?.[0]?.[1] ?? 0) > 0, wasFailing: r?.[2]?.[1] === 1 };
+  }
+
+  /**
+   * An endpoint that answers again: its pending deliveries, backing off for up to hours, come due now, in the
+   * order they were made (1 ms apart), instead of each at the end of its own delay. Returns how many.
+   */
+  async hurry(agentId: string, webhookId: string, now: number): Promise<number> {
+    const ids = await storage(() => this.redis.zrange(keys.pending(agentId, webhookId), 0, -1));
+    if (ids.length === 0) return 0;
+    const m = this.redis.multi();
+    // XX LT: only a delivery still scheduled, and only earlier than it was
+    ids.forEach((id, i) => m.zadd(keys.due, 'XX', 'LT', now + i, dueMember(agentId, id)));
+    await storage(() => m.exec());
+    return ids.length;
+  }
+
+  /** A delivery is over (delivered, failed, cancelled): off the schedule and the endpoint's pending set. */
+  async settle(agentId: string, webhookId: string, deliveryId: string): Promise<void> {
+    await storage(() =>
+      this.redis
+        .multi()
+        .zrem(keys.due, dueMember(agentId, deliveryId))
+        .zrem(keys.pending(agentId, webhookId), deliveryId)
+        .exec(),
+    );
   }
 
   // ---- deliveries
@@ -132,6 +164,8 @@ export class WebhookStore {
       .zadd(logKey, rec.createdAt, rec.id)
       .zremrangebyrank(logKey, 0, -LOG_LENGTH - 1);
     m.pexpire(logKey, this.retentionMs);
+    const pendingKey = keys.pending(rec.agentId, rec.webhookId);
+    m.zadd(pendingKey, rec.createdAt, rec.id).pexpire(pendingKey, this.retentionMs);
     if (rec.callId)
       m.sadd(keys.call(rec.agentId, rec.callId), rec.id).pexpire(
         keys.call(rec.agentId, rec.callId),
@@ -171,7 +205,7 @@ export class WebhookStore {
       const next = rec.status === 'pending' ? finish(rec, 'cancelled', now, 'its call was erased') : rec;
       // the body carries the call's data: erased with the call; the record's figures stay
       await this.saveDelivery({ ...next, body: '' });
-      await this.unschedule(agentId, id);
+      await this.settle(agentId, rec.webhookId, id);
     }
     await storage(() => this.redis.del(keys.call(agentId, callId)));
     return n;
@@ -181,6 +215,12 @@ export class WebhookStore {
 
   async schedule(agentId: string, deliveryId: string, at: number): Promise<void> {
     await storage(() => this.redis.zadd(keys.due, at, dueMember(agentId, deliveryId)));
+  }
+
+  /** A delivery pending again (a redelivery by hand): due at `at`, on its endpoint's pending set. */
+  async reopen(rec: DeliveryRecord, at: number): Promise<void> {
+    await storage(() => this.redis.zadd(keys.pending(rec.agentId, rec.webhookId), rec.createdAt, rec.id));
+    await this.schedule(rec.agentId, rec.id, at);
   }
 
   async unschedule(agentId: string, deliveryId: string): Promise<void> {

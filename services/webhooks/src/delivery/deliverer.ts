@@ -102,6 +102,8 @@ export class Deliverer {
       }
       // a full batch may have more behind it; else wait for the poll, a new event or a free slot
       if (claimed.length > 0 && claimed.length === Math.min(free, 100)) continue;
+      // stopped while claiming: no sleep to wake from
+      if (!this.running) break;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, this.o.pollMs);
         this.wake = () => {
@@ -119,14 +121,15 @@ export class Deliverer {
     const metrics = webhooksMetrics();
     const rec = await store.getDelivery(agentId, deliveryId);
     if (!rec || rec.status !== 'pending') {
-      await store.unschedule(agentId, deliveryId);
+      if (rec) await store.settle(agentId, rec.webhookId, deliveryId);
+      else await store.unschedule(agentId, deliveryId);
       return;
     }
     const endpoint = await store.getEndpoint(agentId, rec.webhookId);
     if (!endpoint || !endpoint.enabled) {
       const why = endpoint ? 'its endpoint is disabled' : 'its endpoint was deleted';
       await store.saveDelivery(finish(rec, 'cancelled', this.now(), why));
-      await store.unschedule(agentId, deliveryId);
+      await store.settle(agentId, rec.webhookId, deliveryId);
       metrics.attempts.inc({ outcome: 'cancelled' });
       return;
     }
@@ -146,11 +149,12 @@ export class Deliverer {
     if (result.kind === 'ok') {
       const { lastError: _e, ...clean } = tried;
       await store.saveDelivery(finish(clean, 'delivered', now));
-      await store.unschedule(agentId, deliveryId);
+      await store.settle(agentId, rec.webhookId, deliveryId);
       metrics.attempts.inc({ outcome: 'delivered' });
-      if (await store.recordSuccess(agentId, endpoint.id)) {
-        log.info({ agentId, webhookId: endpoint.id }, 'webhook endpoint recovered');
-      }
+      const was = await store.recordSuccess(agentId, endpoint.id);
+      if (was.wasFailing) log.info({ agentId, webhookId: endpoint.id }, 'webhook endpoint recovered');
+      // it answers again: what waits for it goes now, oldest first, not at the end of each one's backoff
+      if (was.hadFailed && (await store.hurry(agentId, endpoint.id, now)) > 0) this.kick();
       return;
     }
     const elapsed = now - rec.retryFrom;
@@ -166,7 +170,7 @@ export class Deliverer {
       const error =
         result.kind === 'retry' ? `gave up after ${tried.attempts} attempts: ${result.error}` : result.error;
       await store.saveDelivery(finish(tried, 'failed', now, error));
-      await store.unschedule(agentId, deliveryId);
+      await store.settle(agentId, rec.webhookId, deliveryId);
       metrics.attempts.inc({ outcome: 'failed' });
       if (result.kind === 'retry') {
         log.warn(

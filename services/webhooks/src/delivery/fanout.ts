@@ -18,6 +18,9 @@ export const FANOUT_CONSUMER = 'webhooks-fanout';
 
 const nanos = (ms: number) => ms * 1_000_000;
 
+/** Events fanned out at once by one instance. */
+const FANOUT_CONCURRENCY = 16;
+
 export interface StreamSettings {
   maxAgeMs: number;
   replicas: number;
@@ -86,7 +89,15 @@ export class Fanout {
     this.messages = await consumer.consume({ max_messages: 64 });
     const messages = this.messages;
     this.done = (async () => {
-      for await (const m of messages) await this.handle(m);
+      // a few events at once: each is a few Redis round trips, and one at a time they queued behind each other
+      // (an event's delivery left seconds late under a burst on a loaded machine); order is no promise anyway
+      const inFlight = new Set<Promise<void>>();
+      for await (const m of messages) {
+        const p = this.handle(m).finally(() => inFlight.delete(p));
+        inFlight.add(p);
+        if (inFlight.size >= FANOUT_CONCURRENCY) await Promise.race(inFlight);
+      }
+      await Promise.all(inFlight);
     })();
   }
 

@@ -19,7 +19,7 @@ export const webhookDeliveriesRedeliver =
     const { deliveredAt: _d, ...rest } = rec;
     const next = { ...rest, status: 'pending' as const, nextAttemptAt: now, retryFrom: now };
     await deps.store.saveDelivery(next);
-    await deps.store.schedule(agentId, deliveryId, now);
+    await deps.store.reopen(next, now);
     deps.kick();
     return publicDelivery(next);
   };
