@@ -10075,6 +10075,15 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
       /** @description `PAYLOAD_TOO_LARGE` */
       413: {
         headers: {

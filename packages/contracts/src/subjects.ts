@@ -612,7 +612,7 @@ export const contract = {
     errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'LIMIT_EXCEEDED', 'VALIDATION_FAILED'],
     idempotent: true,
   },
-  [Subjects.webhooksList]: { request: AgentIdRef, response: WebhookList, errors: [] },
+  [Subjects.webhooksList]: { request: AgentIdRef, response: WebhookList, errors: ['NOT_FOUND'] },
   [Subjects.webhooksGet]: { request: WebhookRef, response: Webhook, errors: ['NOT_FOUND'] },
   [Subjects.webhooksUpdate]: {
     request: WebhookRef.extend({ update: UpdateWebhookBody }),

@@ -94,8 +94,10 @@ describe('the typed client, as a builder front end uses it', () => {
     );
     expect(transcript.map((m) => m.content)).toEqual(['line 0', 'line 1']);
 
-    // deploy, then live
-    const deploy = await ok(api.POST('/api/agents/{id}/deploys', { params: { path: { id: agent.id } } }));
+    // deploy, then live, as an external deployer moves it (the pipeline leaves an `external` record alone)
+    const deploy = await ok(
+      api.POST('/api/agents/{id}/deploys', { params: { path: { id: agent.id } }, body: { external: true } }),
+    );
     expect(deploy).toMatchObject({ deployNumber: 1, version: 4, status: 'pending' });
     for (const status of ['building', 'live'] as const) {
       await ok(

@@ -1,4 +1,4 @@
-import { ErrorCode } from '@vab/contracts';
+import { ErrorCode, OptionalServiceNames } from '@vab/contracts';
 import { routes } from '@vab/gateway';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -89,7 +89,13 @@ const paramValue = fc.oneof(
 );
 
 const request = fc.record({
-  route: fc.constantFrom(...routes.map((r) => ({ method: r.method, url: r.url }))),
+  // the test stack runs no optional service (telephony): its routes answer 503 by design there, and
+  // tests/integration/voice/telephony.test.ts refuses their bad input against a running one
+  route: fc.constantFrom(
+    ...routes
+      .filter((r) => !OptionalServiceNames.some((svc) => r.subject.startsWith(`${svc}.`)))
+      .map((r) => ({ method: r.method, url: r.url })),
+  ),
   params: fc.dictionary(fc.constantFrom('id', 'sessionId', 'deployId', 'version'), paramValue),
   body,
   ifMatch: fc.option(header, { nil: undefined }),
