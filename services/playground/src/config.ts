@@ -118,6 +118,8 @@ const Env = {
   LOAD_MAX_BEHIND_MS: envInt(500, 0),
   /** …the process's CPU, in percent of one core (a process runs its sessions on one): */
   LOAD_MAX_CPU_PERCENT: envInt(90, 0),
+  /** …each of them past its threshold in every interval for this long (a burst or a start-up is not load): */
+  LOAD_OVER_FOR_MS: envInt(3000, 0),
   LOAD_RECOVER_MS: envInt(5000, 0),
   /** An admitted voice session whose audio falls this far behind real time is ended (`behind real time`). 0: never. */
   SESSION_MAX_BEHIND_MS: envInt(3000, 0),

@@ -8,6 +8,7 @@ const config: LoadConfig = {
   LOAD_MAX_EVENT_LOOP_P99_MS: 100,
   LOAD_MAX_BEHIND_MS: 500,
   LOAD_MAX_CPU_PERCENT: 90,
+  LOAD_OVER_FOR_MS: 0,
   LOAD_RECOVER_MS: 1000,
   SESSION_MAX_BEHIND_MS: 300,
 };
@@ -82,5 +83,27 @@ describe('load-based admission', () => {
       monitor.stop();
       behindRealTime.sessionOf = () => undefined;
     }
+  });
+
+  it('is overloaded only once a measure stayed past its threshold for LOAD_OVER_FOR_MS', () => {
+    let now = 0;
+    const changes: boolean[] = [];
+    const monitor = new LoadMonitor({
+      log: pino({ level: 'silent' }),
+      config: { ...config, LOAD_OVER_FOR_MS: 2000 },
+      onChange: (o) => changes.push(o),
+      tooFarBehind: () => undefined,
+      now: () => now,
+    });
+    // a start-up's burst: two intervals over, then under
+    monitor.judge({ ...quiet, cpuPercent: 150 });
+    now = 1000;
+    monitor.judge({ ...quiet, cpuPercent: 150 });
+    now = 2000;
+    monitor.judge(quiet);
+    expect(changes).toEqual([]);
+    // sustained: over from 3000 to 5000
+    for (now = 3000; now <= 5000; now += 1000) monitor.judge({ ...quiet, eventLoopP99Ms: 300 });
+    expect(changes).toEqual([true]);
   });
 });

@@ -12,6 +12,12 @@ export interface LoadConfig {
   LOAD_MAX_BEHIND_MS: number;
   /** The process's CPU, percent of one core over one interval, past which no new session (0: not checked). */
   LOAD_MAX_CPU_PERCENT: number;
+  /**
+   * A measure past its threshold in every interval for this long before the instance is overloaded, because
+   * a start-up's model loading or one burst put one interval past a threshold and a single instance then
+   * refused every start for LOAD_RECOVER_MS (0: at the first interval past one).
+   */
+  LOAD_OVER_FOR_MS: number;
   /** Every measure back under its threshold for this long before the instance takes sessions again. */
   LOAD_RECOVER_MS: number;
   /** A session whose audio falls this far behind real time is ended (`behind real time`) (0: never). */
@@ -73,7 +79,7 @@ export function overThresholds(sample: LoadSample, config: LoadConfig): string[]
 
 /**
  * Load-based admission (LiveKit's workers' `load_threshold`, for this instance): each interval the process's
- * load is measured; past a threshold the instance is overloaded at once (it leaves the start subjects' queue
+ * load is measured; past a threshold for LOAD_OVER_FOR_MS the instance is overloaded (it leaves the start subjects' queue
  * groups: another instance takes the next session, or the start answers 503 with Retry-After), and takes
  * sessions again only once every measure stayed under its threshold for LOAD_RECOVER_MS (hysteresis: an
  * instance at the edge does not flap in and out of the groups). Sessions already admitted keep going; one
@@ -84,6 +90,7 @@ export class LoadMonitor {
   private timer: NodeJS.Timeout | undefined;
   private overloaded = false;
   private underSince: number | undefined;
+  private overSince: number | undefined;
   /** The last interval's measures (the metrics read them). */
   last: LoadSample = { eventLoopP99Ms: 0, behindMs: 0, cpuPercent: 0 };
 
@@ -130,7 +137,8 @@ export class LoadMonitor {
     const over = overThresholds(sample, config);
     if (over.length > 0) {
       this.underSince = undefined;
-      if (!this.overloaded) {
+      this.overSince ??= now;
+      if (!this.overloaded && now - this.overSince >= config.LOAD_OVER_FOR_MS) {
         this.overloaded = true;
         log.warn(
           { code: 'INSTANCE_OVERLOADED', over, ...rounded(sample) },
@@ -140,6 +148,7 @@ export class LoadMonitor {
       }
       return;
     }
+    this.overSince = undefined;
     if (!this.overloaded) return;
     this.underSince ??= now;
     if (now - this.underSince >= config.LOAD_RECOVER_MS) {
