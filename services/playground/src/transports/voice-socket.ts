@@ -74,9 +74,12 @@ export class VoiceSocketTransport {
       record: body.record,
       requestId,
     });
+    const { sessionId, audio, connectWithinMs } = hosted;
     return {
-      ...hosted,
-      audioPath: `/api/agents/${agentId}/voice-sessions/${hosted.sessionId}/audio`,
+      sessionId,
+      audioPath: `/api/agents/${agentId}/voice-sessions/${sessionId}/audio`,
+      audio,
+      connectWithinMs,
     };
   }
 
