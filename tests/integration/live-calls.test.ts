@@ -1,9 +1,11 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, type BusClient } from '@vab/bus';
 import { AppError, Subjects, type CallSummary, type DeployRecord } from '@vab/contracts';
-import { voiceFlow } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { lastUserText, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../helpers/stack.js';
+import { scriptedHearing } from '../helpers/voice.js';
 
 /**
  * Issue 45's calls in the sessions service, asked over the bus as the playground asks: admission against the
@@ -19,7 +21,13 @@ let bus: BusClient;
 // models at their own base URLs run without a key: this version is ready for callers
 const flow = voiceFlow({ chatURL: 'http://127.0.0.1:9/v1', speechURL: 'http://127.0.0.1:9/v1' });
 
+let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
+let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+const hearing = scriptedHearing();
+
 beforeAll(async () => {
+  chat = await startOpenAiStub((req) => ({ content: `ok: ${lastUserText(req)}` }));
+  speech = await startSpeechStub({ transcribe: hearing.transcribe });
   stack = await startStack();
   http = api(stack.baseUrl);
   nc = await connect({ servers: stack.natsUrl });
@@ -28,6 +36,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await nc?.close();
   await stack?.close();
+  await chat?.close();
+  await speech?.close();
 });
 
 async function liveDeploy(agentId: string, settings: Record<string, unknown>): Promise<DeployRecord> {
@@ -127,4 +137,57 @@ describe('calls', () => {
     // another address is not held back by it
     await admit(deploy.subdomain, 'other-address');
   });
+
+  it('a caller talks to the live version over the voice socket; the call lists as web, hung up by the caller', async () => {
+    const spoken = speak('I would like to book an appointment');
+    hearing.willHear('I would like to book an appointment');
+    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const agentId = (await http.post('/api/agents', { name: 'Front desk', flow: liveFlow })).body
+      .id as string;
+    const deploy = await liveDeploy(agentId, {});
+
+    // no builder token: the page's own call
+    const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ audio: { sampleRate: 16000, frameMs: 20 } }),
+    });
+    const started = (await res.json()) as { callId: string; audioPath: string; audio: unknown };
+    expect(res.status, JSON.stringify(started)).toBe(201);
+    expect(started.audio).toEqual({ sampleRate: 16000, frameMs: 20, frameBytes: 640 });
+    expect(started.audioPath).toMatch(
+      new RegExp(`^/live/${deploy.subdomain}/calls/${started.callId}/audio\\?ticket=`),
+    );
+
+    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
+    await client.ready;
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    client.say(spoken);
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    client.close();
+    await client.closed;
+
+    // the ticket opened one socket: it is used up
+    const again = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
+    await expect(again.ready).rejects.toBeDefined();
+
+    await expect
+      .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).body.status, {
+        timeout: 15_000,
+      })
+      .toBe('ended');
+    const call = (await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).body;
+    expect(call).toMatchObject({
+      channel: 'web',
+      endedReason: 'caller_hung_up',
+      deployId: deploy.id,
+      version: 1,
+    });
+    expect(call.caller.addressHash).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    expect(call.caller.addressHash).not.toContain('127.0.0.1');
+    expect(call.messages.map((m: { role: string }) => m.role)).toEqual(['assistant', 'user', 'assistant']);
+    expect(call.messages[2].content).toBe('ok: I would like to book an appointment');
+    const listed = await http.get(`/api/agents/${agentId}/calls?channel=web`);
+    expect(listed.body.calls.map((c: CallSummary) => c.id)).toContain(started.callId);
+  }, 90_000);
 });

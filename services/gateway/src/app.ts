@@ -29,6 +29,7 @@ import { routes, type AnyRoute } from './route-table.js';
 import { callerOf, DOCS_PREFIX, sessionRateLimit, type SecurityConfig } from './security.js';
 import { createTickets, kvUsedTickets, registerTicketRoute } from './tickets.js';
 import { DEFAULT_VOICE_SOCKET, registerVoiceSocket } from './voice-socket.js';
+import { registerLiveCalls } from './live-calls.js';
 
 export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOUT_MS' | 'READY_TIMEOUT_MS'> &
   Partial<
@@ -139,14 +140,9 @@ export async function buildGateway(deps: {
   const streams = eventStreams(app, { nc, bus, log }, config);
   registerEventsRoute(app, streams);
   registerRecordingRoute(app, { nc, log });
-  registerVoiceSocket(app, {
-    nc,
-    bus,
-    streams,
-    log,
-    settings: DEFAULT_VOICE_SOCKET,
-    upstream: Boolean(config.UPSTREAM_URL),
-  });
+  const upstream = Boolean(config.UPSTREAM_URL);
+  const relay = registerVoiceSocket(app, { nc, bus, streams, log, settings: DEFAULT_VOICE_SOCKET, upstream });
+  registerLiveCalls(app, { bus, tickets, relay, config });
   for (const r of routes) registerRoute(app, r, { bus, config, security, streams });
   registerTicketRoute(app, tickets, { upstream: Boolean(config.UPSTREAM_URL), callerOf });
   if (config.UPSTREAM_URL) {

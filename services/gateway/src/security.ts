@@ -80,6 +80,9 @@ function takeTicket(req: FastifyRequest): void {
   ticketOf.set(req, ticket);
 }
 
+/** The ticket a request carried (taken out of its URL on arrival), for routes that redeem their own (/live). */
+export const ticketOfRequest = (req: FastifyRequest): string | undefined => ticketOf.get(req);
+
 /** What a window of milliseconds reads as in a 429's message. */
 export function windowText(ms: number): string {
   if (ms % 3_600_000 === 0) return ms === 3_600_000 ? 'hour' : `${ms / 3_600_000} hours`;
@@ -121,14 +124,22 @@ export async function registerSecurity(app: FastifyInstance, config: SecurityCon
     reply.headers(isPage(req.url) ? pageHeaders : apiSecurityHeaders);
     done();
   });
-  await app.register(cors, {
+  const corsOptions = {
     origin: config.corsOrigins.length > 0 ? config.corsOrigins : false,
     methods: config.corsMethods ?? ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
     allowedHeaders: ['content-type', 'authorization', 'if-match', 'idempotency-key', 'x-request-id'],
     exposedHeaders: ['etag', 'x-request-id', 'retry-after'],
     // how long a browser may reuse a preflight's answer (seconds): one preflight per path per 10 minutes
     maxAge: 600,
-  });
+  };
+  // a live deploy's calls answer any origin (a widget on any site): the publishable key's allowed origins are
+  // the gate, and a refusal must be readable by the page to be said in words
+  const liveCallsCors = { ...corsOptions, origin: true, methods: ['POST', 'OPTIONS'] };
+  await app.register(
+    cors,
+    () => (req: FastifyRequest, cb: (e: Error | null, o: typeof corsOptions) => void) =>
+      cb(null, isLiveCalls(req.url) ? liveCallsCors : corsOptions),
+  );
 
   // first: the auth hook below uses its store (createRateLimit) for failed attempts
   await app.register(rateLimit, {
@@ -234,6 +245,9 @@ function registerAuth(app: FastifyInstance, config: SecurityConfig): void {
  * The public surface of live deploys (the talk page, the widget, public calls): no builder token there (the
  * API's tokens are builders'); still rate limited per address like every route.
  */
+/** `POST /live/:subdomain/calls` (and its preflight). */
+const isLiveCalls = (url: string) => /^\/live\/[a-z0-9-]+\/calls(\?|$)/.test(url);
+
 const isLive = (url: string) =>
   url === LIVE_PREFIX || url.startsWith(`${LIVE_PREFIX}/`) || url.startsWith(`${LIVE_PREFIX}?`);
 

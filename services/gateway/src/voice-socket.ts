@@ -18,7 +18,7 @@ import {
   voiceInSubject,
   voiceOutSubject,
 } from '@vab/contracts';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
@@ -105,45 +105,60 @@ export function registerVoiceSocket(
     /** An upstream proxy routes every upgrade itself. */
     upstream: boolean;
   },
-): void {
+): RelayVoice {
   if (!deps.upstream) routeUpgrades(app, deps.log);
   const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
+  const relay: RelayVoice = (req, reply, target) => {
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket') {
+      throw new AppError('VALIDATION_FAILED', 'this path is a WebSocket: open it with an upgrade');
+    }
+    const { nc, bus, log } = deps;
+    reply.hijack();
+    const raw = req.raw as UpgradeRequest;
+    const requestId = String(req.id);
+    // one connection's failure ends that connection, never the process
+    const failed = (err: unknown) =>
+      log.error({ code: 'VOICE_RELAY_FAILED', requestId, err: safeError(err) }, 'voice relay failed');
+    try {
+      wss.handleUpgrade(raw, raw.socket, raw[kHead] ?? Buffer.alloc(0), (socket) => {
+        if (!nc || !bus) {
+          socket.close(VoiceCloseCodes.lost, 'this gateway has no bus');
+          return;
+        }
+        try {
+          new VoiceRelay({ ...deps, ...target, nc, bus, socket, requestId }).open();
+        } catch (err) {
+          failed(err);
+          socket.close(VoiceCloseCodes.internal, 'the gateway failed relaying this socket');
+        }
+      });
+    } catch (err) {
+      failed(err);
+      raw.socket.destroy();
+    }
+  };
   app.get(
     '/api/agents/:id/voice-sessions/:sessionId/audio',
     // the ids are checked (400) before anything is done with them: they go into subjects
     { schema: { hide: true, params: TestSessionParams } },
     (req, reply) => {
-      if (req.headers.upgrade?.toLowerCase() !== 'websocket') {
-        throw new AppError('VALIDATION_FAILED', 'this path is a WebSocket: open it with an upgrade');
-      }
       const { id: agentId, sessionId } = req.params as TestSessionParams;
-      const { nc, bus, log } = deps;
-      reply.hijack();
-      const raw = req.raw as UpgradeRequest;
-      const requestId = String(req.id);
-      // one connection's failure ends that connection, never the process
-      const failed = (err: unknown) =>
-        log.error({ code: 'VOICE_RELAY_FAILED', requestId, err: safeError(err) }, 'voice relay failed');
-      try {
-        wss.handleUpgrade(raw, raw.socket, raw[kHead] ?? Buffer.alloc(0), (socket) => {
-          if (!nc || !bus) {
-            socket.close(VoiceCloseCodes.lost, 'this gateway has no bus');
-            return;
-          }
-          try {
-            new VoiceRelay({ ...deps, nc, bus, socket, agentId, sessionId, requestId }).open();
-          } catch (err) {
-            failed(err);
-            socket.close(VoiceCloseCodes.internal, 'the gateway failed relaying this socket');
-          }
-        });
-      } catch (err) {
-        failed(err);
-        raw.socket.destroy();
-      }
+      relay(req, reply, { agentId, sessionId });
     },
   );
+  return relay;
 }
+
+/** Which session a socket is relayed to, and how its end is asked for (a call's: `playground.calls.end`). */
+export interface RelayTarget {
+  agentId: string;
+  sessionId: string;
+  /** Ends the session when the socket goes; default: `playground.voice.end` with the close's reason. */
+  end?: ((reason: string | undefined, requestId: string) => Promise<unknown>) | undefined;
+}
+
+/** Upgrades a request to the voice protocol's socket, relayed to `target` (already authorised by its route). */
+export type RelayVoice = (req: FastifyRequest, reply: FastifyReply, target: RelayTarget) => void;
 
 /** One client's socket, relayed to and from its session's owner. */
 class VoiceRelay {
@@ -184,6 +199,7 @@ class VoiceRelay {
       agentId: string;
       sessionId: string;
       requestId: string;
+      end?: RelayTarget['end'];
     },
   ) {
     this.control.set(VOICE_CONTROL_HEADER, '1');
@@ -440,14 +456,19 @@ class VoiceRelay {
     if (!endSession || !this.format) return;
     const { agentId, sessionId, requestId } = this.deps;
     const reason = this.endReason === undefined ? {} : { reason: this.endReason };
-    await this.deps.bus
-      .request(Subjects.voiceSessionEnd, { agentId, sessionId, ...reason }, { timeoutMs: 10_000, requestId })
-      .catch((err: unknown) =>
-        this.deps.log.warn(
-          { code: 'VOICE_END_FAILED', sessionId, err: safeError(err) },
-          'voice session not ended',
-        ),
-      );
+    const ending = this.deps.end
+      ? this.deps.end(this.endReason, requestId)
+      : this.deps.bus.request(
+          Subjects.voiceSessionEnd,
+          { agentId, sessionId, ...reason },
+          { timeoutMs: 10_000, requestId },
+        );
+    await ending.catch((err: unknown) =>
+      this.deps.log.warn(
+        { code: 'VOICE_END_FAILED', sessionId, err: safeError(err) },
+        'voice session not ended',
+      ),
+    );
   }
 }
 

@@ -9,7 +9,7 @@ import {
   type Served,
 } from '@vab/bus';
 import { idempotency, MemoryIdempotencyStore, type StopMode, type Tracing } from '@vab/service-kit';
-import { AppError, Subjects } from '@vab/contracts';
+import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
 import { createEgressFetch, createHostCheck, type Resolver } from './egress/client.js';
 import { EgressPolicy } from './egress/policy.js';
@@ -25,6 +25,7 @@ import { KeyRule, type KeyEnv } from './models/provider-keys.js';
 import { DeployCheck } from './live/deploy-check.js';
 import { Sealer } from './live/sealing.js';
 import { StoredCredentials } from './live/stored-credentials.js';
+import { LiveCalls } from './live/live-calls.js';
 import { ModelFactory } from './models/model-factory.js';
 import { ReadinessCheck } from './models/readiness.js';
 import { ConversationKit } from './conversation/conversation-kit.js';
@@ -128,20 +129,14 @@ export interface PlaygroundServiceDeps {
  * Serves the playground subjects: flow validation, key status, and sessions — voice (the voice socket, a
  * LiveKit room) and text — hosted together. Stopping it ends every session it holds and stops the reaper.
  */
-/** A subject of issue 45 whose handler has not landed yet (the contracts land first). */
-const notYet = (what: string) => (): Promise<never> =>
-  Promise.reject(new AppError('SERVICE_UNAVAILABLE', `${what} is not available yet`));
-const LIVE_NOT_YET = {
-  'playground.calls.start': notYet('calls'),
-  'playground.calls.end': notYet('calls'),
-};
-
 /** Issue 45's stored credentials (sealed here, opened here) and the deploy pipeline's readiness check. */
 function liveParts(d: {
   bus: BusClient;
   config: PlaygroundServiceConfig;
   readiness: ReadinessCheck;
   env: () => Promise<KeyEnv>;
+  sessions: HostedSessions;
+  voice: VoiceSocketTransport;
 }) {
   const sealer = new Sealer({
     key: d.config.CREDENTIALS_KEY ?? d.config.CREDENTIALS_KEY_FILE,
@@ -149,10 +144,24 @@ function liveParts(d: {
   });
   const credentials = new StoredCredentials({ bus: d.bus, sealer, timeoutMs: d.config.BUS_TIMEOUT_MS });
   const check = new DeployCheck({ ...d, credentials, timeoutMs: d.config.BUS_TIMEOUT_MS });
+  const calls = new LiveCalls({
+    ...d,
+    credentials,
+    instanceId: d.config.INSTANCE_ID,
+    timeoutMs: d.config.BUS_TIMEOUT_MS,
+  });
   const handlers: Pick<
     HandlerTable<'playground'>,
-    'playground.credentials.put' | 'playground.deploys.check'
+    | 'playground.credentials.put'
+    | 'playground.deploys.check'
+    | 'playground.calls.start'
+    | 'playground.calls.end'
   > = {
+    // a call holds a slot of its edge's caller as any session does (the per-address cap is the sessions
+    // service's, at admission)
+    'playground.calls.start': (req, ctx) =>
+      d.sessions.asCaller(ctx.caller, () => calls.start(req, ctx.requestId)),
+    'playground.calls.end': (req, ctx) => calls.end(req.agentId, req.callId, req.reason, ctx.requestId),
     'playground.credentials.put': (req, ctx) => credentials.put(req.agentId, req.body, ctx.requestId),
     'playground.deploys.check': (req, ctx) => check.check(req.agentId, req.version, ctx.requestId),
   };
@@ -235,8 +244,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     'playground.cases.run': (req, ctx) =>
       sessions.asCaller(ctx.caller, () => attempts.run(req, ctx.requestId)),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
-    ...LIVE_NOT_YET,
-    ...liveParts({ bus, config, readiness, env }).handlers,
+    ...liveParts({ bus, config, readiness, env, sessions, voice: voiceSocket }).handlers,
   };
   const served = serve(nc, {
     service: 'playground',

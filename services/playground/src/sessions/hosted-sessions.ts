@@ -280,19 +280,31 @@ export class HostedSessions {
   private async register(opts: OpenOptions, caller: string | undefined): Promise<HostedSession> {
     const { bus, nc, config } = this.deps;
     const redactor = opts.redactor ?? new Redactor([]);
-    const record = opts.agentId
-      ? await TestSessionRecord.create(
-          { nc, bus, log: this.deps.log, timeoutMs: config.BUS_TIMEOUT_MS, recordings: this.deps.recordings },
-          {
+    const recordDeps = {
+      nc,
+      bus,
+      log: this.deps.log,
+      timeoutMs: config.BUS_TIMEOUT_MS,
+      recordings: this.deps.recordings,
+    };
+    const record =
+      opts.call && opts.agentId
+        ? TestSessionRecord.forCall(recordDeps, {
             agentId: opts.agentId,
-            sessionType: opts.sessionType,
+            callId: opts.call.callId,
             version: opts.version ?? null,
-            roomName: opts.roomName,
-            requestId: opts.requestId,
             redactor,
-          },
-        )
-      : undefined;
+          })
+        : opts.agentId
+          ? await TestSessionRecord.create(recordDeps, {
+              agentId: opts.agentId,
+              sessionType: opts.sessionType,
+              version: opts.version ?? null,
+              roomName: opts.roomName,
+              requestId: opts.requestId,
+              redactor,
+            })
+          : undefined;
     const sessionId = opts.sessionId ?? record?.sessionId;
     if (sessionId === undefined) throw new Error('a session needs an id or a test session');
     const log = redactor.logger(this.deps.log, { sessionId, agentId: opts.agentId });
@@ -390,7 +402,7 @@ export class HostedSessions {
     } catch (err) {
       hosted.log.warn({ code: 'SESSION_USAGE_NOT_READ', err: safeError(err) }, 'session usage not read');
     }
-    await hosted.record?.close(usage, hosted.failedTurns);
+    await hosted.record?.close(usage, hosted.failedTurns, hosted.stopReason);
   }
 
   private timer(hosted: HostedSession, name: string, ms: number, reason: string): void {

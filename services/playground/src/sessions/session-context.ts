@@ -88,6 +88,11 @@ export interface OpenOptions {
   redactor?: Redactor | undefined;
   /** false: the start opted out of recording its audio. */
   recordAudio?: boolean;
+  /**
+   * A call of a live deploy (issue 45): recorded as that call (`sessions.calls.*`, admitted already), not as a
+   * test session; its id is the session's.
+   */
+  call?: { callId: string } | undefined;
 }
 
 export interface Started<R> {

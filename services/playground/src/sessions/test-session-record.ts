@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BusClient, Logger } from '@vab/bus';
-import { Subjects, type SessionType, type SessionUsage } from '@vab/contracts';
+import { EndedReason, Subjects, type EndedDetail, type SessionType, type SessionUsage } from '@vab/contracts';
 import { AudioRecording } from '../recording/audio-recording.js';
 import type { EncoderHost } from '../recording/encoder-host.js';
 import type { RecorderThread } from '../recording/recorder-thread.js';
@@ -33,12 +33,52 @@ export interface RecordDeps {
 export class TestSessionRecord {
   /** The duration the record was closed with: the session_ended event reports the same. */
   durationMs: number | undefined;
+  /** Why the session stopped (a call's `endedReason` is read from it). */
+  private stopReason: string | undefined;
 
   private constructor(
     private readonly deps: RecordDeps,
     readonly transcript: TranscriptWriter,
     readonly events: SessionEvents,
+    /** A call's record (issue 45): its audio is not recorded as a test session's. */
+    private readonly isCall = false,
   ) {}
+
+  /**
+   * A call of a live deploy, admitted by the sessions service already (`sessions.calls.admit` made it): its
+   * transcript goes to `sessions.calls.append`, its end to `sessions.calls.end` with the reason it stopped.
+   */
+  static forCall(
+    deps: RecordDeps,
+    opts: { agentId: string; callId: string; version: number | null; redactor: Redactor },
+  ): TestSessionRecord {
+    const { bus, timeoutMs } = deps;
+    const { agentId, callId } = opts;
+    const ask = { timeoutMs, requestId: callId };
+    let record: TestSessionRecord | undefined = undefined;
+    const transcript = new TranscriptWriter({
+      bus,
+      agentId,
+      sessionId: callId,
+      startedAt: Date.now(),
+      log: deps.log,
+      timeoutMs,
+      redactor: opts.redactor,
+      sink: {
+        append: (message) => bus.request(Subjects.callsAppend, { agentId, callId, message }, ask),
+        close: (endedAt, report) =>
+          bus.request(
+            Subjects.callsEnd,
+            { agentId, callId, endedAt, ...endedReasonOf(record?.stopReason), usage: report?.usage ?? [] },
+            ask,
+          ),
+      },
+    });
+    const events = new SessionEvents(deps.nc, agentId, callId, deps.log);
+    events.emit({ type: 'session_started', sessionType: 'voice', version: opts.version });
+    record = new TestSessionRecord(deps, transcript, events, true);
+    return record;
+  }
 
   /** Creates the record on the sessions service, and the session's event stream with its session_started. */
   static async create(
@@ -87,7 +127,7 @@ export class TestSessionRecord {
   /** The session's audio recording (voice), when recordings are on; `log` is the session's. */
   audioRecording(log: Logger): AudioRecording | undefined {
     const { recordings, bus, timeoutMs } = this.deps;
-    if (!recordings) return undefined;
+    if (!recordings || this.isCall) return undefined;
     return new AudioRecording({
       ...recordings,
       bus,
@@ -100,12 +140,44 @@ export class TestSessionRecord {
   }
 
   /** Closes the record with what the session used and the errors it saw (the stats count them). */
-  async close(usage: SessionUsage, failedTurns: number): Promise<void> {
+  async close(usage: SessionUsage, failedTurns: number, stopReason?: string): Promise<void> {
+    this.stopReason ??= stopReason;
     if (usage.length > 0) this.events.emit({ type: 'usage', usage });
     this.durationMs = await this.transcript.close({
       usage,
       errors: this.events.errors,
       ...(failedTurns > 0 ? { failedTurns } : {}),
     });
+  }
+}
+
+/**
+ * A call's `endedReason` from why its session stopped: a reason given as one already (`playground.calls.end`,
+ * the call's own timers), else the session's stop reasons (the client's `end` or silence, an end step, the
+ * session's bounds, a drain, a start that failed).
+ */
+export function endedReasonOf(stopReason: string | undefined): {
+  endedReason: EndedReason;
+  endedDetail?: EndedDetail;
+} {
+  const given = EndedReason.safeParse(stopReason);
+  if (given.success) return { endedReason: given.data };
+  switch (stopReason) {
+    case 'end step':
+      return { endedReason: 'agent_ended' };
+    case 'maximum session length':
+      return { endedReason: 'max_duration' };
+    case 'client never connected':
+      return { endedReason: 'no_connect' };
+    case 'shutdown':
+      return { endedReason: 'drained' };
+    case 'behind real time':
+      return { endedReason: 'instance_lost' };
+    case 'voice pipeline failed':
+    case 'failed start':
+      return { endedReason: 'provider_error', endedDetail: { kind: 'start' } };
+    default:
+      // 'client ended', 'client gone', 'delete' and the gateway's close reasons: the caller's side went away
+      return { endedReason: 'caller_hung_up' };
   }
 }

@@ -11,6 +11,17 @@ export interface TranscriptWriterOptions {
   timeoutMs: number;
   /** The session's credentials, removed from every message before it is stored. */
   redactor?: Redactor | undefined;
+  /**
+   * Where the transcript goes when it is not a test session's (a call's: `sessions.calls.append|end`); the
+   * test session's subjects otherwise.
+   */
+  sink?: TranscriptSink | undefined;
+}
+
+/** A record other than a test session that keeps a transcript and is closed once. */
+export interface TranscriptSink {
+  append(message: SessionMessage): Promise<unknown>;
+  close(endedAt: number, report: CloseReport | undefined): Promise<unknown>;
 }
 
 /**
@@ -36,11 +47,13 @@ export class TranscriptWriter {
     const message = this.opts.redactor ? this.opts.redactor.deep(sent) : sent;
     this.chain = this.chain.then(async () => {
       try {
-        await this.opts.bus.request(
-          Subjects.messagesAppend,
-          { agentId: this.agentId, sessionId: this.sessionId, message },
-          { timeoutMs: this.opts.timeoutMs, requestId: this.sessionId },
-        );
+        if (this.opts.sink) await this.opts.sink.append(message);
+        else
+          await this.opts.bus.request(
+            Subjects.messagesAppend,
+            { agentId: this.agentId, sessionId: this.sessionId, message },
+            { timeoutMs: this.opts.timeoutMs, requestId: this.sessionId },
+          );
       } catch (err) {
         this.opts.log.warn(
           { code: 'MESSAGE_NOT_RECORDED', err: safeError(err), role: message.role, stepId: message.stepId },
@@ -60,16 +73,18 @@ export class TranscriptWriter {
     await this.chain;
     const endedAt = Math.max(Date.now(), this.startedAt);
     try {
-      await this.opts.bus.request(
-        Subjects.testSessionsClose,
-        {
-          agentId: this.agentId,
-          sessionId: this.sessionId,
-          close: { endedAt, durationMs: endedAt - this.startedAt },
-          ...(report ? { report } : {}),
-        },
-        { timeoutMs: this.opts.timeoutMs, requestId: this.sessionId },
-      );
+      if (this.opts.sink) await this.opts.sink.close(endedAt, report);
+      else
+        await this.opts.bus.request(
+          Subjects.testSessionsClose,
+          {
+            agentId: this.agentId,
+            sessionId: this.sessionId,
+            close: { endedAt, durationMs: endedAt - this.startedAt },
+            ...(report ? { report } : {}),
+          },
+          { timeoutMs: this.opts.timeoutMs, requestId: this.sessionId },
+        );
     } catch (err) {
       this.opts.log.warn({ code: 'TEST_SESSION_NOT_CLOSED', err: safeError(err) }, 'test session not closed');
     }

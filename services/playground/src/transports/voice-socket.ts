@@ -8,7 +8,10 @@ import {
   VoiceClientMessage,
   voiceInSubject,
   voiceOutSubject,
+  type ApiKeys,
+  type Flow,
   type Ok,
+  type VoiceAudioFormat,
   type StartVoiceSessionBody,
   type VoiceAttached,
   type VoiceServerMessage,
@@ -58,15 +61,40 @@ export class VoiceSocketTransport {
   ) {}
 
   async start(agentId: string, body: StartVoiceSessionBody, requestId: string): Promise<VoiceSessionStarted> {
-    const { config, models } = this.deps;
     const { flow, version } = await flowToRun(this.deps.bus, agentId, body, {
-      timeoutMs: config.BUS_TIMEOUT_MS,
+      timeoutMs: this.deps.config.BUS_TIMEOUT_MS,
       requestId,
     });
+    const hosted = await this.host({
+      agentId,
+      flow,
+      version,
+      apiKeys: body.apiKeys ?? undefined,
+      audio: body.audio,
+      record: body.record,
+      requestId,
+    });
+    const { sessionId, audio, connectWithinMs } = hosted;
+    return {
+      sessionId,
+      audioPath: `/api/agents/${agentId}/voice-sessions/${sessionId}/audio`,
+      audio,
+      connectWithinMs,
+    };
+  }
+
+  /**
+   * Hosts one voice session on the bus audio (`voice.<id>.in|out`), whoever relays it: a playground voice
+   * session, or a call of a live deploy (`call`: recorded as that call, its id the session's).
+   */
+  async host(opts: HostOptions): Promise<Omit<VoiceSessionStarted, 'audioPath'> & { call: HostedCall }> {
+    const { config, models } = this.deps;
+    const { agentId, flow, version, apiKeys, requestId } = opts;
     const env = await this.deps.env();
-    const runnable = models.require(flow, 'voice', env, body.apiKeys);
-    const { sampleRate, frameMs } = body.audio;
+    const runnable = models.require(flow, 'voice', env, apiKeys);
+    const { sampleRate, frameMs } = opts.audio;
     const frameBytes = ((sampleRate * frameMs) / 1000) * 2;
+    let hostedCall: HostedCall | undefined;
     const { sessionId } = await this.deps.sessions.open(
       {
         sessionType: 'voice',
@@ -75,8 +103,9 @@ export class VoiceSocketTransport {
         requestId,
         failure: 'the voice session could not start',
         // the exact keys in play, out of every text that leaves the session
-        redactor: sessionRedactor(env, body.apiKeys),
-        recordAudio: body.record,
+        redactor: sessionRedactor(env, apiKeys),
+        recordAudio: opts.record,
+        ...(opts.callId ? { sessionId: opts.callId, call: { callId: opts.callId } } : {}),
       },
       async (ctx) => {
         const call = new VoiceCall({
@@ -84,7 +113,7 @@ export class VoiceSocketTransport {
           ctx,
           flow: runnable,
           agentId,
-          apiKeys: body.apiKeys ?? undefined,
+          apiKeys,
           sampleRate,
           frameBytes,
           requestId,
@@ -93,14 +122,28 @@ export class VoiceSocketTransport {
         ctx.onStop(() => call.close());
         ctx.onDrain(() => call.sayGoodbye(runnable.config.agent.drainGoodbye || config.DRAIN_GOODBYE));
         ctx.stopAfter(config.VOICE_CONNECT_TIMEOUT_MS, 'client never connected');
+        hostedCall = {
+          ctx,
+          endAfter: (ms, goodbye, reason) => {
+            const timer = setTimeout(() => {
+              void call
+                .sayGoodbye(goodbye)
+                .catch(() => undefined)
+                .finally(() => ctx.stop(reason));
+            }, ms);
+            timer.unref();
+            ctx.onStop(async () => clearTimeout(timer));
+          },
+        };
         return { result: undefined };
       },
     );
+    if (!hostedCall) throw new Error('the session started without its call');
     return {
       sessionId,
-      audioPath: `/api/agents/${agentId}/voice-sessions/${sessionId}/audio`,
       audio: { sampleRate, frameMs, frameBytes },
       connectWithinMs: config.VOICE_CONNECT_TIMEOUT_MS,
+      call: hostedCall,
     };
   }
 
@@ -111,6 +154,26 @@ export class VoiceSocketTransport {
   }
 }
 
+export interface HostOptions {
+  agentId: string;
+  flow: Flow;
+  /** The agent version it runs; null for a draft flow. */
+  version: number | null;
+  apiKeys: ApiKeys | undefined;
+  audio: VoiceAudioFormat;
+  record?: boolean | undefined;
+  requestId: string;
+  /** A call of a live deploy (admitted already): the session's id, and recorded as that call. */
+  callId?: string | undefined;
+}
+
+/** What a host may do with a session it started. */
+export interface HostedCall {
+  ctx: SessionContext;
+  /** After `ms`, the agent says `goodbye` and the session stops with `reason` (a call's maximum duration). */
+  endAfter(ms: number, goodbye: string, reason: string): void;
+}
+
 interface CallDeps {
   nc: NatsConnection;
   kit: ConversationKit;
@@ -118,7 +181,7 @@ interface CallDeps {
   ctx: SessionContext;
   flow: RunnableFlow;
   agentId: string;
-  apiKeys: StartVoiceSessionBody['apiKeys'];
+  apiKeys: ApiKeys | undefined;
   sampleRate: number;
   frameBytes: number;
   requestId: string;
