@@ -408,8 +408,11 @@ describe('the console with a scripted stream', () => {
   beforeAll(async () => {
     const { default: Fastify } = await import('fastify');
     const { registerConsole } = await import('../../../services/gateway/src/console.js');
+    const { registerLivePage } = await import('../../../services/gateway/src/live-page.js');
     app = Fastify();
     await registerConsole(app);
+    // the console's Talk imports the voice client the live page serves (/live/voice/)
+    await registerLivePage(app);
     app.get('/api/agents', async () => [agent]);
     app.get('/api/agents/:id', async () => ({ ...agent, version: 2, flow }));
     app.get('/api/agents/:id/test-cases', async () => []);
