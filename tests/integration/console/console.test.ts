@@ -409,7 +409,11 @@ describe('the console with a scripted stream', () => {
     const { default: Fastify } = await import('fastify');
     const { registerConsole } = await import('../../../services/gateway/src/console.js');
     const { registerLivePage } = await import('../../../services/gateway/src/live-page.js');
+    const { serializerCompiler, validatorCompiler } = await import('fastify-type-provider-zod');
     app = Fastify();
+    // the live page's routes declare zod schemas, compiled as the gateway compiles them
+    app.setValidatorCompiler(validatorCompiler);
+    app.setSerializerCompiler(serializerCompiler);
     await registerConsole(app);
     // the console's Talk imports the voice client the live page serves (/live/voice/)
     await registerLivePage(app);

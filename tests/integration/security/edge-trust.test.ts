@@ -318,7 +318,9 @@ describe('per-caller session quota (item 9)', () => {
         (await h.get(`/api/agents/${agent}/test-runs/${id}`, a)).body.cases[0].verdict as string;
       // another caller's run goes on; this caller's waits for its slot
       await vi.waitFor(async () => expect(await verdict(theirs)).toBe('passed'), { timeout: 15_000 });
-      expect(await verdict(run)).toBe('queued');
+      // it waits queued (each retry of its start shows `running` for a moment, so the poll looks for queued)
+      await vi.waitFor(async () => expect(await verdict(run)).toBe('queued'), { timeout: 15_000 });
+      expect(await verdict(run)).not.toBe('passed');
       const sessionId = held.body.sessionId as string;
       await h.delete(`/api/agents/${agent}/text-sessions/${sessionId}`, undefined, a);
       await vi.waitFor(async () => expect(await verdict(run)).toBe('passed'), { timeout: 15_000 });

@@ -224,6 +224,8 @@ describe.skipIf(!haveProm)('Prometheus scraping the stack', () => {
         'playground/redis',
         'sessions/nats',
         'sessions/redis',
+        'webhooks/nats',
+        'webhooks/redis',
       ]);
       // the model call of the turn (a provider the table does not know: `other`)
       const model = await query('sum by (kind, provider) (playground_model_call_duration_seconds_count)');
