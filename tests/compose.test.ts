@@ -110,9 +110,16 @@ describe('docker-compose.yml', () => {
     const jobs = Object.fromEntries(
       scrape.scrape_configs.map((j) => [j.job_name, j.dns_sd_configs[0]!] as const),
     );
-    expect(Object.keys(jobs).sort()).toEqual(['agents', 'gateway', 'playground', 'sessions', 'webhooks']);
+    expect(Object.keys(jobs).sort()).toEqual([
+      'agents',
+      'gateway',
+      'playground',
+      'sessions',
+      'telephony',
+      'webhooks',
+    ]);
     expect(jobs.gateway!.port).toBe(Number(compose.services.gateway!.environment?.PORT));
-    for (const svc of ['agents', 'sessions', 'playground', 'webhooks']) {
+    for (const svc of ['agents', 'sessions', 'playground', 'webhooks', 'telephony']) {
       expect(jobs[svc]!.names).toEqual([svc]);
       expect(jobs[svc]!.port).toBe(Number(compose.services[svc]!.environment?.METRICS_PORT));
       expect(compose.services[svc]!.environment?.METRICS_HOST).toBe('0.0.0.0');

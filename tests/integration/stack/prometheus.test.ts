@@ -57,16 +57,23 @@ describe.skipIf(!haveProm)('Prometheus scraping the stack', () => {
 
   beforeAll(async () => {
     [nats, redis, stub] = await Promise.all([startNats(), startRedis(), startOpenAiStub(clinicScript)]);
-    for (const job of ['gateway', 'agents', 'sessions', 'playground', 'webhooks'])
+    for (const job of ['gateway', 'agents', 'sessions', 'playground', 'webhooks', 'telephony'])
       ports[job] = await freePort();
     const common = { NATS_URL: nats.url, REDIS_URL: redis.url, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1' };
-    for (const svc of ['agents', 'sessions', 'playground', 'webhooks'] as const) {
+    for (const svc of ['agents', 'sessions', 'playground', 'webhooks', 'telephony'] as const) {
       procs.push(
         spawnService(svc, {
           ...common,
           METRICS_PORT: String(ports[svc]),
           ...(svc === 'playground' ? { FLOW_EGRESS_ALLOW: '127.0.0.1', ENV_FILE: '/nonexistent/.env' } : {}),
           ...(svc === 'webhooks' ? { WEBHOOK_SECRETS_KEY: '07'.repeat(32) } : {}),
+          ...(svc === 'telephony'
+            ? {
+                TELEPHONY_PORT: String(await freePort()),
+                TELEPHONY_HOST: '127.0.0.1',
+                TWILIO_AUTH_TOKEN: 'prom-test',
+              }
+            : {}),
         }),
       );
     }
@@ -195,13 +202,14 @@ describe.skipIf(!haveProm)('Prometheus scraping the stack', () => {
       );
       expect(active).toBe(1);
       const up = await eventually('up', (r) =>
-        r.length === 5 && r.every((s) => s.value[1] === '1') ? r : undefined,
+        r.length === 6 && r.every((s) => s.value[1] === '1') ? r : undefined,
       );
       expect(up.map((s) => s.metric.job).sort()).toEqual([
         'agents',
         'gateway',
         'playground',
         'sessions',
+        'telephony',
         'webhooks',
       ]);
       // the bus on both sides and Redis under it, each with bounded labels
@@ -224,6 +232,8 @@ describe.skipIf(!haveProm)('Prometheus scraping the stack', () => {
         'playground/redis',
         'sessions/nats',
         'sessions/redis',
+        'telephony/nats',
+        'telephony/redis',
         'webhooks/nats',
         'webhooks/redis',
       ]);
@@ -246,7 +256,7 @@ describe.skipIf(!haveProm)('Prometheus scraping the stack', () => {
     expect(rules.data.groups[0]!.rules.length).toBe(8);
     const series = await (await fetch(`${promUrl}/api/v1/label/__name__/values`)).text();
     expect(series).toContain('playground_turn_figure_seconds_bucket');
-    for (const job of ['gateway', 'agents', 'sessions', 'playground', 'webhooks']) {
+    for (const job of ['gateway', 'agents', 'sessions', 'playground', 'webhooks', 'telephony']) {
       const all = await (
         await fetch(`${promUrl}/api/v1/series?match[]=${encodeURIComponent(`{job="${job}"}`)}`)
       ).text();
