@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CallAnalysis } from './analysis.js';
 import { EpochMs, Id } from './common.js';
 import { DeploySettings } from './deploys.js';
 import { FigureStats, SessionUsage } from './metrics.js';
@@ -105,6 +106,8 @@ export const CallSummary = z.object({
   figures: CallFigures.nullable(),
   /** The call's stereo recording, once stored; null otherwise (refused, not recorded, or not yet). */
   recording: Recording.nullable(),
+  /** Its post-call analysis (issue 47); null until analysed, or when analysis is off. */
+  analysis: CallAnalysis.nullable().default(null),
 });
 export type CallSummary = z.infer<typeof CallSummary>;
 
@@ -131,6 +134,8 @@ export const CallListQuery = z
     deployId: Id.optional(),
     channel: CallChannel.optional(),
     endedReason: EndedReason.optional(),
+    /** The analysis' `success` (calls not analysed match neither). */
+    success: z.enum(['true', 'false']).optional(),
     from: intString('epoch milliseconds').optional(),
     to: intString('epoch milliseconds').optional(),
     cursor: z.string().max(200).optional(),
@@ -147,6 +152,7 @@ export const ListCallsRequest = z.object({
   deployId: Id.optional(),
   channel: CallChannel.optional(),
   endedReason: EndedReason.optional(),
+  success: z.boolean().optional(),
   from: EpochMs.optional(),
   to: EpochMs.optional(),
   cursor: z.string().max(200).optional(),

@@ -17,3 +17,4 @@ export * from './credentials.js';
 export * from './live.js';
 export * from './domain-events.js';
 export * from './webhooks.js';
+export * from './analysis.js';

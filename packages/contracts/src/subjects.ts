@@ -38,6 +38,7 @@ import {
   ListCallsRequest,
   StartCallRequest,
 } from './calls.js';
+import { AnalysisQueued, AnalysisSettings, StoreAnalysisRequest, StoreAnalysisResponse } from './analysis.js';
 import {
   CreatedPublicKey,
   CreatePublicKeyBody,
@@ -146,6 +147,10 @@ export const Subjects = {
   callsErase: 'sessions.calls.erase',
   callSettingsGet: 'sessions.calls.settings.get',
   callSettingsSet: 'sessions.calls.settings.set',
+  analysisSettingsGet: 'sessions.analysis.settings.get',
+  analysisSettingsSet: 'sessions.analysis.settings.set',
+  callsAnalyze: 'sessions.calls.analyze',
+  callsAnalysisStore: 'sessions.calls.analysis.store',
   credentialsStatus: 'sessions.credentials.status',
   credentialsSealed: 'sessions.credentials.sealed',
   credentialsStore: 'sessions.credentials.store',
@@ -416,6 +421,25 @@ export const contract = {
     request: z.object({ agentId: Id, settings: CallSettings.partial() }),
     response: CallSettings,
     errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  [Subjects.analysisSettingsGet]: { request: AgentIdRef, response: AnalysisSettings, errors: ['NOT_FOUND'] },
+  /** Replaces the agent's analysis settings (they apply to calls analysed from now on, re-runs too). */
+  [Subjects.analysisSettingsSet]: {
+    request: z.object({ agentId: Id, settings: AnalysisSettings }),
+    response: AnalysisSettings,
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+  },
+  /** Queues a call's analysis again (after the criteria changed); an active call is a CONFLICT. */
+  [Subjects.callsAnalyze]: {
+    request: CallRef,
+    response: AnalysisQueued,
+    errors: ['NOT_FOUND', 'CONFLICT', 'SERVICE_UNAVAILABLE'],
+  },
+  /** The playground's analysis worker stores a result (at most one per job). */
+  [Subjects.callsAnalysisStore]: {
+    request: StoreAnalysisRequest,
+    response: StoreAnalysisResponse,
+    errors: ['NOT_FOUND'],
   },
   [Subjects.credentialsStatus]: { request: AgentIdRef, response: CredentialStatus, errors: ['NOT_FOUND'] },
   /** The sealed blob, for the playground only (NATS permissions): never routed. */

@@ -48,6 +48,8 @@ const Env = {
   /** Bound on one branch evaluation or structured-output call to the model. */
   LLM_DECISION_TIMEOUT_MS: envInt(15_000, 100),
   WEBHOOK_TIMEOUT_MS: envInt(5000, 100),
+  /** Calls analysed at once by one instance (post-call analysis, issue 47); 0: this instance analyses none. */
+  ANALYSIS_CONCURRENCY: envInt(8, 0),
   /** Bound on connecting to an MCP server, listing its tools, and each tool call. */
   MCP_TIMEOUT_MS: envInt(10_000, 100),
   /**

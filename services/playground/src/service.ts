@@ -26,6 +26,8 @@ import { DeployCheck } from './live/deploy-check.js';
 import { Sealer } from './live/sealing.js';
 import { StoredCredentials } from './live/stored-credentials.js';
 import { LiveCalls } from './live/live-calls.js';
+import { CallAnalyst } from './analysis/call-analyst.js';
+import { AnalysisWorker } from './analysis/analysis-worker.js';
 import { ModelFactory } from './models/model-factory.js';
 import { ReadinessCheck } from './models/readiness.js';
 import { ConversationKit } from './conversation/conversation-kit.js';
@@ -137,6 +139,9 @@ function liveParts(d: {
   env: () => Promise<KeyEnv>;
   sessions: HostedSessions;
   voice: VoiceSocketTransport;
+  models: ModelFactory;
+  nc: NatsConnection;
+  log: Logger;
 }) {
   const sealer = new Sealer({
     key: d.config.CREDENTIALS_KEY ?? d.config.CREDENTIALS_KEY_FILE,
@@ -165,7 +170,45 @@ function liveParts(d: {
     'playground.credentials.put': (req, ctx) => credentials.put(req.agentId, req.body, ctx.requestId),
     'playground.deploys.check': (req, ctx) => check.check(req.agentId, req.version, ctx.requestId),
   };
-  return { credentials, handlers };
+  // post-call analysis (issue 47): here because only this service opens the stored credentials and runs models
+  const analyst = new CallAnalyst({
+    bus: d.bus,
+    models: d.models,
+    credentials,
+    env: d.env,
+    busTimeoutMs: d.config.BUS_TIMEOUT_MS,
+    modelTimeoutMs: d.config.LLM_DECISION_TIMEOUT_MS,
+  });
+  const analysis =
+    d.config.ANALYSIS_CONCURRENCY > 0
+      ? new AnalysisWorker({
+          nc: d.nc,
+          bus: d.bus,
+          analyst,
+          log: d.log,
+          concurrency: d.config.ANALYSIS_CONCURRENCY,
+          // a job's model calls run in parallel, each bounded: well within this
+          ackWaitMs: Math.max(60_000, 4 * d.config.LLM_DECISION_TIMEOUT_MS),
+          busTimeoutMs: d.config.BUS_TIMEOUT_MS,
+        })
+      : undefined;
+  return { credentials, handlers, analysis };
+}
+
+/** Proposes test cases; one answer carries up to 20 proposals: bounded longer than one decision. */
+function caseGenerator(d: {
+  bus: BusClient;
+  readiness: ReadinessCheck;
+  models: ModelFactory;
+  env: () => Promise<KeyEnv>;
+  config: PlaygroundServiceConfig;
+}) {
+  const { config, ...rest } = d;
+  return new CaseGenerator({
+    ...rest,
+    busTimeoutMs: config.BUS_TIMEOUT_MS,
+    modelTimeoutMs: 4 * config.LLM_DECISION_TIMEOUT_MS,
+  });
 }
 
 export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundService {
@@ -198,15 +241,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   const kit = new ConversationKit({ bus, models, env, egressFetch, config });
   const text = new TextTransport({ sessions, bus, models, kit, env, busTimeoutMs: config.BUS_TIMEOUT_MS });
   const attempts = new TestCaseAttempts({ sessions, bus, models, text, kit, env, ...caseTimings(config) });
-  const generator = new CaseGenerator({
-    bus,
-    readiness,
-    models,
-    env,
-    busTimeoutMs: config.BUS_TIMEOUT_MS,
-    // one answer carries up to 20 proposals: longer than one decision
-    modelTimeoutMs: 4 * config.LLM_DECISION_TIMEOUT_MS,
-  });
+  const generator = caseGenerator({ bus, readiness, models, env, config });
   const voiceSocket = new VoiceSocketTransport({ sessions, bus, nc, models, kit, env, config });
   const room = new RoomTransport({
     sessions,
@@ -223,6 +258,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     agents: deps.roomAgents ?? new LiveKitRoomAgents(),
   });
 
+  const live = liveParts({ bus, config, readiness, env, sessions, voice: voiceSocket, models, nc, log });
   const handlers: HandlerTable<'playground'> = {
     'playground.flows.validate': async ({ sessionType, ...flow }) =>
       readiness.validate(flow, sessionType, await env()),
@@ -244,7 +280,7 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     'playground.cases.run': (req, ctx) =>
       sessions.asCaller(ctx.caller, () => attempts.run(req, ctx.requestId)),
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
-    ...liveParts({ bus, config, readiness, env, sessions, voice: voiceSocket }).handlers,
+    ...live.handlers,
   };
   const served = serve(nc, {
     service: 'playground',
@@ -257,14 +293,17 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   return {
     ...served,
     // sessions start only once their events have a stream to go to, and their recordings a bucket
-    ready: Promise.all([served.ready, ensureEventsStream(nc, config, log), recordings?.bucket.ready()]).then(
-      noop,
-    ),
+    ready: Promise.all([
+      served.ready,
+      ensureEventsStream(nc, config, log),
+      recordings?.bucket.ready(),
+      live.analysis?.start(),
+    ]).then(noop),
     sessions,
     room,
     text,
     stop: (timeoutMs, mode: StopMode = 'drain') =>
-      stopService({ served, sessions, room, recordings, log, config }, timeoutMs, mode),
+      stopService({ served, sessions, room, recordings, log, config, ...live }, timeoutMs, mode),
   };
 }
 
@@ -281,6 +320,7 @@ async function stopService(
     sessions: HostedSessions;
     room: RoomTransport;
     recordings: ReturnType<typeof recordingsOf>;
+    analysis: AnalysisWorker | undefined;
     log: Logger;
     config: Pick<PlaygroundServiceConfig, 'DRAIN_TIMEOUT_MS' | 'DRAIN_GOODBYE_MS'>;
   },
@@ -289,6 +329,8 @@ async function stopService(
 ): Promise<void> {
   const { served, sessions, room, recordings, log, config } = parts;
   room.stopReaping();
+  // no new analysis; those in flight finish (or another instance takes them again)
+  await parts.analysis?.stop();
   if (mode === 'now') await Promise.all([served.stop(timeoutMs), sessions.stopAll('shutdown')]);
   else {
     // a drain: no new session from now on (the other instances take them), while the sessions held finish

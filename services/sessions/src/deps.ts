@@ -9,6 +9,8 @@ import type { DeployPipeline } from './live/pipeline.js';
 import type { LiveStore } from './live/credentials-store.js';
 import type { CallsStore } from './live/calls-store.js';
 import type { Recordings } from './recordings.js';
+import type { AnalysisQueue } from './analysis/analysis-queue.js';
+import type { AnalysisSettingsStore } from './analysis/analysis-settings.js';
 
 export interface Deps {
   store: SessionsStore;
@@ -23,6 +25,8 @@ export interface Deps {
   recordings: Recordings;
   liveDeploys: LiveDeploys;
   events: DomainEvents;
+  analysisSettings: AnalysisSettingsStore;
+  analysisQueue: AnalysisQueue;
   /** How many days back agent-wide stats may reach (the retention period, or a year when kept forever). */
   statsMaxDays: number;
 }

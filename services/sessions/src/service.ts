@@ -46,6 +46,12 @@ import { callsList } from './handlers/calls-list.js';
 import { callsGet } from './handlers/calls-get.js';
 import { callsErase } from './handlers/calls-erase.js';
 import { CallsStore } from './live/calls-store.js';
+import { AnalysisQueue } from './analysis/analysis-queue.js';
+import { AnalysisSettingsStore } from './analysis/analysis-settings.js';
+import { analysisSettingsGet } from './handlers/analysis-settings-get.js';
+import { analysisSettingsSet } from './handlers/analysis-settings-set.js';
+import { callsAnalyze } from './handlers/calls-analyze.js';
+import { callsAnalysisStore } from './handlers/calls-analysis-store.js';
 import { LiveStore } from './live/credentials-store.js';
 import { credentialsStatus } from './handlers/credentials-status.js';
 import { credentialsSealed } from './handlers/credentials-sealed.js';
@@ -98,6 +104,10 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.calls.erase': callsErase(deps),
     'sessions.calls.settings.get': callSettingsGet(deps),
     'sessions.calls.settings.set': callSettingsSet(deps),
+    'sessions.analysis.settings.get': analysisSettingsGet(deps),
+    'sessions.analysis.settings.set': analysisSettingsSet(deps),
+    'sessions.calls.analyze': callsAnalyze(deps),
+    'sessions.calls.analysis.store': callsAnalysisStore(deps),
     'sessions.credentials.status': credentialsStatus(deps),
     'sessions.credentials.sealed': credentialsSealed(deps),
     'sessions.credentials.store': credentialsStore(deps),
@@ -168,6 +178,8 @@ export function startSessionsService(deps: {
     pipeline,
     liveDeploys,
     events,
+    analysisSettings: new AnalysisSettingsStore(deps.redis),
+    analysisQueue: new AnalysisQueue(deps.nc),
     live: new LiveStore(deps.redis),
     calls: new CallsStore(deps.redis, deps.liveMaxCallsPerAddress ?? 3),
     callLimits: { maxMessages: limits.maxMessagesPerSession },

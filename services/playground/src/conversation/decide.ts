@@ -72,9 +72,22 @@ export async function extractStructuredOutput(
   fields: SchemaField[],
   timeoutMs: number,
 ): Promise<Record<string, unknown>> {
+  return extractFields(new CaseModelClient(model, timeoutMs), transcript, command, fields);
+}
+
+/**
+ * The one extraction (a `structured_output` step's, a call analysis' data fields): one forced tool call with
+ * the fields as its parameters; throws `ModelAnswerError` when the model does not answer with them.
+ */
+export async function extractFields(
+  client: CaseModelClient,
+  transcript: Turn[],
+  command: string,
+  fields: SchemaField[],
+): Promise<Record<string, unknown>> {
   const parameters = z.object(Object.fromEntries(fields.map((f) => [f.name, fieldSchema(f)])));
   return forcedToolCall(
-    new CaseModelClient(model, timeoutMs),
+    client,
     [
       {
         role: 'system',

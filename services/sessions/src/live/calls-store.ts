@@ -10,6 +10,7 @@ import {
   type EndCallRequest,
   type ListCallsRequest,
   type Recording,
+  type StoreAnalysisRequest,
 } from '@vab/contracts';
 import type { RedisClient } from '@vab/storage';
 
@@ -18,6 +19,10 @@ const ck = {
   calls: (agentId: string) => `ss:{${agentId}}:calls`,
   call: (agentId: string, callId: string) => `ss:{${agentId}}:call:${callId}`,
   messages: (agentId: string, callId: string) => `ss:{${agentId}}:call:${callId}:msg`,
+  /** Its analysis (issue 47), apart from the record so that storing it never races the call's own writes. */
+  analysis: (agentId: string, callId: string) => `ss:{${agentId}}:call:${callId}:analysis`,
+  /** `<requestedAt>:<jobId>` of the job whose analysis is stored. */
+  analysisJob: (agentId: string, callId: string) => `ss:{${agentId}}:call:${callId}:analysis-job`,
   active: (agentId: string, deployId: string) => `ss:{${agentId}}:active:${deployId}`,
   daily: (agentId: string, deployId: string, day: string) => `ss:{${agentId}}:daily:${deployId}:${day}`,
   /** Calls one address holds at once, across agents (own slot on a cluster). */
@@ -41,6 +46,23 @@ redis.call('EXPIRE', KEYS[2], 172800)
 return 'ok'
 `;
 
+/**
+ * KEYS: call, analysis, analysis-job. ARGV: analysis JSON, requestedAt, jobId. Stores a job's analysis unless
+ * the call is gone, this job's result is stored already (a redelivered job), or a later job's is.
+ */
+const STORE_ANALYSIS = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'gone' end
+local last = redis.call('GET', KEYS[3])
+if last then
+  local sep = string.find(last, ':', 1, true)
+  local at = tonumber(string.sub(last, 1, sep - 1))
+  if string.sub(last, sep + 1) == ARGV[3] or at > tonumber(ARGV[2]) then return 'kept' end
+end
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[3], ARGV[2] .. ':' .. ARGV[3])
+return 'stored'
+`;
+
 const utcDay = (at: number) => new Date(at).toISOString().slice(0, 10).replaceAll('-', '');
 
 interface NewCall {
@@ -59,6 +81,7 @@ export class CallsStore {
     private readonly maxPerAddress: number,
   ) {
     redis.defineCommand('ssTakeCallSlot', { numberOfKeys: 2, lua: TAKE_SLOT });
+    redis.defineCommand('ssStoreCallAnalysis', { numberOfKeys: 3, lua: STORE_ANALYSIS });
   }
 
   /** Admits a call against the caps (the address's, the deploy's); a refusal names its cap. */
@@ -116,6 +139,7 @@ export class CallsStore {
       usage: [],
       figures: null,
       recording: null,
+      analysis: null,
     };
     await this.redis.set(ck.call(c.agentId, c.callId), JSON.stringify(call));
     await this.redis.set(`${ck.call(c.agentId, c.callId)}:addr`, c.addressKey ?? '');
@@ -124,9 +148,30 @@ export class CallsStore {
   }
 
   async get(agentId: string, callId: string): Promise<CallSummary> {
-    const raw = await this.redis.get(ck.call(agentId, callId));
-    if (!raw) throw new AppError('NOT_FOUND', `call ${callId} not found`);
-    return CallSummary.parse(JSON.parse(raw));
+    const call = await this.read(agentId, callId);
+    if (!call) throw new AppError('NOT_FOUND', `call ${callId} not found`);
+    return call;
+  }
+
+  /** The record with its analysis; null when there is none. */
+  private async read(agentId: string, callId: string): Promise<CallSummary | null> {
+    const [raw, analysis] = await this.redis.mget(ck.call(agentId, callId), ck.analysis(agentId, callId));
+    if (!raw) return null;
+    return CallSummary.parse({ ...JSON.parse(raw), analysis: analysis ? JSON.parse(analysis) : null });
+  }
+
+  /** Stores a job's analysis (at most one result per job; an older job never replaces a newer's). */
+  async setAnalysis(req: StoreAnalysisRequest): Promise<'stored' | 'kept' | 'gone'> {
+    return (await (
+      this.redis as unknown as { ssStoreCallAnalysis(...a: string[]): Promise<string> }
+    ).ssStoreCallAnalysis(
+      ck.call(req.agentId, req.callId),
+      ck.analysis(req.agentId, req.callId),
+      ck.analysisJob(req.agentId, req.callId),
+      JSON.stringify(req.analysis),
+      String(req.requestedAt),
+      req.jobId,
+    )) as 'stored' | 'kept' | 'gone';
   }
 
   async getWithMessages(agentId: string, callId: string): Promise<Call> {
@@ -191,9 +236,13 @@ export class CallsStore {
           if (id === cursorId) passedCursor = true;
           continue;
         }
-        const raw = await this.redis.get(ck.call(req.agentId, id));
-        if (!raw) continue;
-        const call = CallSummary.parse(JSON.parse(raw));
+        const call = await this.read(req.agentId, id);
+        if (!call) continue;
+        if (
+          req.success !== undefined &&
+          (call.analysis as { success?: unknown } | null)?.success !== req.success
+        )
+          continue;
         if (req.deployId && call.deployId !== req.deployId) continue;
         if (req.channel && call.channel !== req.channel) continue;
         if (req.endedReason && call.endedReason !== req.endedReason) continue;
@@ -214,6 +263,8 @@ export class CallsStore {
       ck.call(agentId, callId),
       ck.messages(agentId, callId),
       `${ck.call(agentId, callId)}:addr`,
+      ck.analysis(agentId, callId),
+      ck.analysisJob(agentId, callId),
     );
     await this.redis.zrem(ck.calls(agentId), callId);
     return call;

@@ -1,0 +1,251 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { busClientOf, type BusClient } from '@vab/bus';
+import { Subjects, type CallSummary, type DeployRecord, type DomainEvent } from '@vab/contracts';
+import { speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  lastUserText,
+  offersTool,
+  startOpenAiStub,
+  type ChatRequest,
+} from '../../services/playground/test/openai-stub.js';
+import { api, startStack, type Stack } from '../helpers/stack.js';
+import { scriptedHearing } from '../helpers/voice.js';
+
+/**
+ * Issue 47's post-call analysis: a web call ends, the playground's worker takes its job from the queue and the
+ * analyst (the stub model, as the simulated callers' judges are stubbed) summarises it, judges the agent's
+ * criteria and extracts its data fields; the call shows the result, the list filters on success, a call too
+ * short to judge is marked so, a re-run follows changed criteria, erasing the call erases its analysis.
+ */
+
+let stack: Stack;
+let http: ReturnType<typeof api>;
+let nc: NatsConnection;
+let bus: BusClient;
+let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
+let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+const hearing = scriptedHearing();
+
+/** The whole user prompt the analyst got (the transcript and the criterion). */
+const promptOf = (req: ChatRequest) => lastUserText(req);
+
+/** The analyst: a booking call passes "booked", anything else fails it; "polite" is never shown: unknown. */
+function analyst(req: ChatRequest) {
+  const prompt = promptOf(req);
+  // the transcript alone (a criterion's own words would say "appointment" too)
+  const booked = /appointment/i.test(prompt.split('\n\nCriterion')[0]!);
+  if (offersTool(req, 'summary'))
+    return {
+      toolCalls: [
+        { name: 'summary', args: { summary: booked ? 'The caller booked.' : 'The caller asked.' } },
+      ],
+    };
+  if (offersTool(req, 'call_verdict')) {
+    if (prompt.includes('Criterion "polite"'))
+      return { toolCalls: [{ name: 'call_verdict', args: { verdict: 'unknown', reason: 'not shown' } }] };
+    return {
+      toolCalls: [
+        {
+          name: 'call_verdict',
+          args: booked
+            ? { verdict: 'passed', reason: 'the caller asked for an appointment (turn 2)' }
+            : { verdict: 'failed', reason: 'no appointment was made' },
+        },
+      ],
+    };
+  }
+  if (offersTool(req, 'extract'))
+    return {
+      toolCalls: [{ name: 'extract', args: { wants_booking: booked, topic: booked ? 'booking' : 'other' } }],
+    };
+  return { content: `ok: ${lastUserText(req)}` };
+}
+
+beforeAll(async () => {
+  chat = await startOpenAiStub(analyst);
+  speech = await startSpeechStub({ transcribe: hearing.transcribe });
+  stack = await startStack();
+  http = api(stack.baseUrl);
+  nc = await connect({ servers: stack.natsUrl });
+  bus = busClientOf(nc);
+}, 60_000);
+afterAll(async () => {
+  await nc?.close();
+  await stack?.close();
+  await chat?.close();
+  await speech?.close();
+});
+
+const ask = { timeoutMs: 5000, requestId: 'test' };
+
+async function liveDeploy(agentId: string): Promise<DeployRecord> {
+  const d = (await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, {})).body;
+  await expect
+    .poll(async () => (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body[0]?.status, {
+      timeout: 30_000,
+    })
+    .toBe('live');
+  return d;
+}
+
+/** A call held over the bus, as the playground holds one: these lines, then the caller hangs up. */
+async function busCall(subdomain: string, lines: { role: 'user' | 'assistant'; content: string }[]) {
+  const admitted = await bus.request(
+    Subjects.callsAdmit,
+    { subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
+    ask,
+  );
+  for (const [i, line] of lines.entries())
+    await bus.request(
+      Subjects.callsAppend,
+      {
+        agentId: admitted.agentId,
+        callId: admitted.callId,
+        message: { ...line, stepId: 'start', timestamp: Date.now() + i },
+      },
+      ask,
+    );
+  await bus.request(
+    Subjects.callsEnd,
+    {
+      agentId: admitted.agentId,
+      callId: admitted.callId,
+      endedAt: Date.now(),
+      endedReason: 'caller_hung_up',
+    },
+    ask,
+  );
+  return admitted.callId;
+}
+
+const analysisOf = async (agentId: string, callId: string) =>
+  (await http.get<CallSummary>(`/api/agents/${agentId}/calls/${callId}`)).body.analysis;
+
+describe('call analysis', () => {
+  it('analyses every ended call off its path: verdicts, summary, data; the list filters on success', async () => {
+    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const agentId = (await http.post('/api/agents', { name: 'Analysed desk', flow: liveFlow })).body
+      .id as string;
+
+    // strict at our edge: an unknown field is refused
+    const bad = await http.put(`/api/agents/${agentId}/analysis`, { enabled: true, summary: true, extra: 1 });
+    expect(bad.status).toBe(400);
+    expect((await http.get(`/api/agents/${agentId}/analysis`)).body).toMatchObject({ enabled: false });
+    const settings = {
+      enabled: true,
+      summary: true,
+      criteria: [{ name: 'booked', description: 'The caller got the appointment they asked for.' }],
+      dataFields: [
+        { name: 'wants_booking', type: 'boolean' },
+        { name: 'topic', type: 'enum', options: ['booking', 'other'] },
+      ],
+      model: null,
+    };
+    expect((await http.put(`/api/agents/${agentId}/analysis`, settings)).status).toBe(200);
+    const deploy = await liveDeploy(agentId);
+
+    const analysed: DomainEvent[] = [];
+    const sub = nc.subscribe(`domain.${agentId}.call.analyzed`, {
+      callback: (_e, m) => void analysed.push(m.json<DomainEvent>()),
+    });
+
+    // a web call: the caller asks for an appointment over the voice socket and hangs up
+    const spoken = speak('I would like to book an appointment');
+    hearing.willHear('I would like to book an appointment');
+    const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ audio: { sampleRate: 16000, frameMs: 20 } }),
+    });
+    const started = (await res.json()) as { callId: string; audioPath: string };
+    expect(res.status, JSON.stringify(started)).toBe(201);
+    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
+    await client.ready;
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    client.say(spoken);
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    client.close();
+    await client.closed;
+
+    // the call closes first; its analysis arrives after
+    await expect
+      .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).body.status, {
+        timeout: 15_000,
+      })
+      .toBe('ended');
+    await expect.poll(() => analysisOf(agentId, started.callId), { timeout: 30_000 }).not.toBeNull();
+    const analysis = await analysisOf(agentId, started.callId);
+    expect(analysis).toMatchObject({
+      summary: 'The caller booked.',
+      criteria: [
+        { name: 'booked', verdict: 'passed', reason: 'the caller asked for an appointment (turn 2)' },
+      ],
+      success: true,
+      data: { wants_booking: true, topic: 'booking' },
+      model: { provider: 'openai' },
+    });
+    expect((analysis as { usage: unknown[] }).usage.length).toBeGreaterThan(0);
+
+    // a call that fails its criterion, and one too short to judge (the caller never spoke)
+    const failing = await busCall(deploy.subdomain, [
+      { role: 'assistant', content: 'Hello, how can I help?' },
+      { role: 'user', content: 'What are your opening hours?' },
+      { role: 'assistant', content: 'We open at nine.' },
+    ]);
+    const short = await busCall(deploy.subdomain, [{ role: 'assistant', content: 'Hello, how can I help?' }]);
+    await expect
+      .poll(() => analysisOf(agentId, failing), { timeout: 30_000 })
+      .toMatchObject({
+        success: false,
+        criteria: [{ name: 'booked', verdict: 'failed' }],
+        data: { wants_booking: false, topic: 'other' },
+      });
+    await expect
+      .poll(() => analysisOf(agentId, short), { timeout: 30_000 })
+      .toMatchObject({ skipped: 'too_short' });
+
+    const ids = async (q: string) =>
+      (await http.get<{ calls: CallSummary[] }>(`/api/agents/${agentId}/calls?${q}`)).body.calls.map(
+        (c) => c.id,
+      );
+    expect(await ids('success=true')).toEqual([started.callId]);
+    expect(await ids('success=false')).toEqual([failing]);
+    expect((await http.get(`/api/agents/${agentId}/calls?success=maybe`)).status).toBe(400);
+
+    // the webhooks service hears of each result (the too-short one too), once per job
+    await vi.waitFor(() => expect(analysed).toHaveLength(3), { timeout: 10_000 });
+    const byCall = Object.fromEntries(analysed.map((e) => [e.data.callId as string, e.data.analysis]));
+    expect(byCall[started.callId]).toMatchObject({ success: true });
+
+    // criteria changed: a re-run follows them (an unknown verdict leaves success open)
+    await http.put(`/api/agents/${agentId}/analysis`, {
+      ...settings,
+      criteria: [...settings.criteria, { name: 'polite', description: 'The agent thanked the caller.' }],
+    });
+    const rerun = await http.post(`/api/agents/${agentId}/calls/${started.callId}/analysis`, {});
+    expect(rerun.status).toBe(202);
+    await expect
+      .poll(() => analysisOf(agentId, started.callId), { timeout: 30_000 })
+      .toMatchObject({
+        criteria: [
+          { name: 'booked', verdict: 'passed' },
+          { name: 'polite', verdict: 'unknown', reason: 'not shown' },
+        ],
+        success: null,
+      });
+
+    // erased: the call and its analysis are gone, and the erasure is an event (its deliveries are cancelled)
+    const erased: DomainEvent[] = [];
+    const sub2 = nc.subscribe(`domain.${agentId}.call.erased`, {
+      callback: (_e, m) => void erased.push(m.json<DomainEvent>()),
+    });
+    expect((await http.delete(`/api/agents/${agentId}/calls/${failing}`)).status).toBe(200);
+    expect((await http.get(`/api/agents/${agentId}/calls/${failing}`)).status).toBe(404);
+    expect((await http.post(`/api/agents/${agentId}/calls/${failing}/analysis`, {})).status).toBe(404);
+    await vi.waitFor(() => expect(erased.map((e) => e.data.callId)).toEqual([failing]), { timeout: 10_000 });
+    expect(await ids('success=false')).toEqual([]);
+    sub.unsubscribe();
+    sub2.unsubscribe();
+  }, 150_000);
+});
