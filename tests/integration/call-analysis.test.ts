@@ -213,6 +213,26 @@ describe('call analysis', () => {
     expect(await ids('success=false')).toEqual([failing]);
     expect((await http.get(`/api/agents/${agentId}/calls?success=maybe`)).status).toBe(400);
 
+    // the deploy's figures from its calls: the judged two split the success rate; the voice call measured turns
+    const stats = (await http.get(`/api/agents/${agentId}/deploys/${deploy.id}/stats`)).body;
+    expect(stats).toMatchObject({
+      deployId: deploy.id,
+      deployNumber: deploy.deployNumber,
+      version: 1,
+      calls: 3,
+      connected: 3,
+      endedReasons: { caller_hung_up: 3 },
+      analysed: 2,
+      passed: 1,
+      failed: 1,
+      successRate: 0.5,
+    });
+    expect(stats.minutes).toBeGreaterThan(0);
+    expect(stats.responseMs.count).toBeGreaterThanOrEqual(1);
+    expect(stats.responseMs.p50).toBeLessThanOrEqual(stats.responseMs.p99);
+    expect(stats.usage.map((u: { kind: string }) => u.kind)).toContain('llm');
+    expect((await http.get(`/api/agents/${agentId}/deploys/nope/stats`)).status).toBe(404);
+
     // the webhooks service hears of each result (the too-short one too), once per job
     await vi.waitFor(() => expect(analysed).toHaveLength(3), { timeout: 10_000 });
     const byCall = Object.fromEntries(analysed.map((e) => [e.data.callId as string, e.data.analysis]));

@@ -233,6 +233,23 @@ export interface paths {
     patch: operations['deploysUpdate'];
     trace?: never;
   };
+  '/api/agents/{id}/deploys/{deployId}/stats': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A deploy's figures from its calls: calls, minutes, ended reasons, success rate, response time, usage */
+    get: operations['deployStats'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/public-keys': {
     parameters: {
       query?: never;
@@ -6337,6 +6354,137 @@ export interface operations {
       };
       /** @description `UNSUPPORTED_MEDIA_TYPE` */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  deployStats: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        deployId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            analysed: number;
+            calls: number;
+            connected: number;
+            deployId: string;
+            deployNumber: number;
+            endedReasons: {
+              [key: string]: number;
+            };
+            failed: number;
+            minutes: number;
+            passed: number;
+            responseMs: {
+              count: number;
+              max: number;
+              mean: number;
+              p50: number;
+              p90: number;
+              p99: number;
+            } | null;
+            successRate: number | null;
+            usage: {
+              cachedTokens: number;
+              completionTokens: number;
+              /** @enum {string} */
+              kind: 'llm' | 'tts' | 'stt';
+              model: string;
+              promptTokens: number;
+              provider: string;
+              sttAudioSeconds: number;
+              ttsCharacters: number;
+            }[];
+            version: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
         headers: {
           [name: string]: unknown;
         };

@@ -18,3 +18,4 @@ export * from './live.js';
 export * from './domain-events.js';
 export * from './webhooks.js';
 export * from './analysis.js';
+export * from './deploy-stats.js';

@@ -39,6 +39,7 @@ import {
   StartCallRequest,
 } from './calls.js';
 import { AnalysisQueued, AnalysisSettings, StoreAnalysisRequest, StoreAnalysisResponse } from './analysis.js';
+import { DeployStats, DeployStatsRequest } from './deploy-stats.js';
 import {
   CreatedPublicKey,
   CreatePublicKeyBody,
@@ -151,6 +152,7 @@ export const Subjects = {
   analysisSettingsSet: 'sessions.analysis.settings.set',
   callsAnalyze: 'sessions.calls.analyze',
   callsAnalysisStore: 'sessions.calls.analysis.store',
+  deployStats: 'sessions.deploys.stats',
   credentialsStatus: 'sessions.credentials.status',
   credentialsSealed: 'sessions.credentials.sealed',
   credentialsStore: 'sessions.credentials.store',
@@ -441,6 +443,8 @@ export const contract = {
     response: StoreAnalysisResponse,
     errors: ['NOT_FOUND'],
   },
+  /** A deploy's figures from its calls (issue 47). */
+  [Subjects.deployStats]: { request: DeployStatsRequest, response: DeployStats, errors: ['NOT_FOUND'] },
   [Subjects.credentialsStatus]: { request: AgentIdRef, response: CredentialStatus, errors: ['NOT_FOUND'] },
   /** The sealed blob, for the playground only (NATS permissions): never routed. */
   [Subjects.credentialsSealed]: { request: AgentIdRef, response: SealedCredentials, errors: ['NOT_FOUND'] },

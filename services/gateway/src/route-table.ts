@@ -321,6 +321,16 @@ const routeTable = [
     toRequest: ({ params, body }) => ({ agentId: params.id, body }),
   }),
   route({
+    method: 'GET',
+    url: '/api/agents/:id/deploys/:deployId/stats',
+    subject: Subjects.deployStats,
+    tag: 'deploys',
+    summary:
+      "A deploy's figures from its calls: calls, minutes, ended reasons, success rate, response time, usage",
+    params: DeployParams,
+    toRequest: ({ params }) => ({ agentId: params.id, deployId: params.deployId }),
+  }),
+  route({
     method: 'PATCH',
     url: '/api/agents/:id/deploys/:deployId',
     subject: Subjects.deploysUpdate,

@@ -52,6 +52,7 @@ import { analysisSettingsGet } from './handlers/analysis-settings-get.js';
 import { analysisSettingsSet } from './handlers/analysis-settings-set.js';
 import { callsAnalyze } from './handlers/calls-analyze.js';
 import { callsAnalysisStore } from './handlers/calls-analysis-store.js';
+import { deploysStats } from './handlers/deploys-stats.js';
 import { LiveStore } from './live/credentials-store.js';
 import { credentialsStatus } from './handlers/credentials-status.js';
 import { credentialsSealed } from './handlers/credentials-sealed.js';
@@ -108,6 +109,7 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.analysis.settings.set': analysisSettingsSet(deps),
     'sessions.calls.analyze': callsAnalyze(deps),
     'sessions.calls.analysis.store': callsAnalysisStore(deps),
+    'sessions.deploys.stats': deploysStats(deps),
     'sessions.credentials.status': credentialsStatus(deps),
     'sessions.credentials.sealed': credentialsSealed(deps),
     'sessions.credentials.store': credentialsStore(deps),

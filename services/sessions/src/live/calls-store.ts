@@ -270,6 +270,15 @@ export class CallsStore {
     return call;
   }
 
+  /** Each turn's `responseMs` of a call (deploy stats pool them across calls). */
+  async responseTimes(agentId: string, callId: string): Promise<number[]> {
+    const raw = await this.redis.lrange(ck.messages(agentId, callId), 0, -1);
+    return raw.flatMap((m) => {
+      const v = SessionMessage.parse(JSON.parse(m)).metrics?.responseMs;
+      return v === undefined ? [] : [v];
+    });
+  }
+
   /** The call's turn figures (p50/p90 over the turns that called a model). */
   private async figures(agentId: string, callId: string): Promise<CallSummary['figures']> {
     const raw = await this.redis.lrange(ck.messages(agentId, callId), 0, -1);
