@@ -4,6 +4,7 @@ import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient } from '@vab/storage';
 import type { FastifyInstance } from 'fastify';
 import { createCallTokens, kvUsedNonces, type CallTokens } from './calls/call-tokens.js';
+import { PhoneCalls } from './calls/phone-calls.js';
 import { DEFAULT_PHONE_RELAY, type PhoneRelaySettings } from './calls/phone-relay.js';
 import { phoneNumbersCreate } from './handlers/phone-numbers-create.js';
 import { phoneNumbersDelete } from './handlers/phone-numbers-delete.js';
@@ -71,6 +72,7 @@ export async function startTelephonyService(deps: {
     bus,
     numbers,
     tokens,
+    calls: new PhoneCalls(redis),
     log,
     authToken: settings.authToken,
     publicUrl: settings.publicUrl,

@@ -11,6 +11,7 @@ import {
   voiceFlow as clinicVoiceFlow,
 } from '@vab/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { Call, CallSummary, Flow } from '@vab/contracts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startOpenAiStub, textOf, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
@@ -82,14 +83,17 @@ afterAll(async () => {
 });
 
 let numberSeq = 0;
-/** An agent with the clinic's voice flow, live, answering a new number. */
-async function liveAgentWithNumber(live = true) {
-  const flow = clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+/** An agent with the clinic's voice flow (or `flow`), live (its deploy's `settings`), answering a new number. */
+async function liveAgentWithNumber(
+  live = true,
+  opts: { flow?: Flow; settings?: Record<string, unknown> } = {},
+) {
+  const flow = opts.flow ?? clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
   const agent = await http.post('/api/agents', { name: 'Phone clinic', flow });
   expect(agent.status).toBe(201);
   const agentId = agent.body.id as string;
   if (live) {
-    const deploy = await http.post(`/api/agents/${agentId}/deploys`);
+    const deploy = await http.post(`/api/agents/${agentId}/deploys`, opts.settings ?? {});
     const path = `/api/agents/${agentId}/deploys/${deploy.body.id}`;
     expect((await http.patch(path, { status: 'building' })).status).toBe(200);
     expect((await http.patch(path, { status: 'live' })).status).toBe(200);
@@ -119,6 +123,27 @@ async function ring(to: string) {
   const stream = streamOf(answer.body);
   expect(stream, answer.body).toBeDefined();
   return { params, stream: stream!, twiml: answer.body };
+}
+
+/** The agent's phone calls, newest first. */
+async function phoneCalls(agentId: string): Promise<CallSummary[]> {
+  const listed = await http.get(`/api/agents/${agentId}/calls?channel=phone`);
+  expect(listed.status).toBe(200);
+  return (listed.body as { calls: CallSummary[] }).calls;
+}
+
+/** The agent's one phone call, once it has ended, with its transcript. */
+async function endedCall(agentId: string): Promise<Call> {
+  let call: Call | undefined;
+  await vi.waitFor(
+    async () => {
+      const [summary] = await phoneCalls(agentId);
+      expect(summary?.status).toBe('ended');
+      call = (await http.get(`/api/agents/${agentId}/calls/${summary!.id}`)).body as Call;
+    },
+    { timeout: 15_000 },
+  );
+  return call!;
 }
 
 describe('phone numbers', () => {
@@ -196,6 +221,35 @@ describe('the voice webhook', () => {
     expect(notLive.status).toBe(200);
     expect(notLive.body).toContain(`<Say>${REFUSALS.notLive}</Say><Hangup/>`);
   });
+
+  it('answers a full deploy with "busy" and a hang-up, the refusal recorded as a busy phone call', async () => {
+    const { agentId, number } = await liveAgentWithNumber(true, { settings: { maxConcurrentCalls: 1 } });
+    const first = await ring(number);
+    const busy = await postTwilioWebhook(voiceUrl(), AUTH_TOKEN, callParams(number));
+    expect(busy.status).toBe(200);
+    expect(busy.body).toContain(`<Say>${REFUSALS.busy}</Say><Hangup/>`);
+    const calls = await phoneCalls(agentId);
+    expect(calls.map((c) => [c.status, c.endedReason, c.endedDetail?.kind ?? null])).toEqual([
+      ['ended', 'busy', 'max_concurrent_calls'],
+      ['active', null, null],
+    ]);
+    expect(calls[0]!.caller).toEqual({ from: '…0123', to: number });
+
+    // Twilio reports the first call over before its stream ever connected: it ends now, never connected
+    const status = await postTwilioWebhook(`${telephony.url}/telephony/twilio/status`, AUTH_TOKEN, {
+      ...first.params,
+      CallStatus: 'completed',
+      CallDuration: '1',
+    });
+    expect(status.status).toBe(200);
+    await vi.waitFor(
+      async () => expect((await phoneCalls(agentId))[1]).toMatchObject({ endedReason: 'no_connect' }),
+      { timeout: 10_000 },
+    );
+    // a status unsigned is refused like a voice webhook
+    const forged = await postTwilioWebhook(`${telephony.url}/telephony/twilio/status`, 'wrong', first.params);
+    expect(forged.status).toBe(403);
+  });
 });
 
 describe('a phone call over the Media Stream', () => {
@@ -221,18 +275,19 @@ describe('a phone call over the Media Stream', () => {
     caller.hangUp();
     await caller.closed;
 
-    const sessions = await http.get(`/api/agents/${agentId}/test-sessions`);
-    const session = (sessions.body as { id: string; sessionType?: string }[])[0]!;
-    await vi.waitFor(
-      async () => {
-        const messages = await http.get(`/api/agents/${agentId}/test-sessions/${session.id}/messages`);
-        const m = messages.body as { role: string; content: string }[];
-        expect(m.map((x) => x.role)).toEqual(['assistant', 'user', 'assistant']);
-        expect(m[1]!.content).toBe(SPOKEN);
-        expect(m[2]!.content).toBe(REPLY);
-      },
-      { timeout: 10_000 },
-    );
+    // a phone call is a call: listed with its channel, the number called, the caller's last 4 digits
+    const call = await endedCall(agentId);
+    expect(call).toMatchObject({
+      channel: 'phone',
+      caller: { from: '…0123', to: number },
+      endedReason: 'caller_hung_up',
+      version: 1,
+    });
+    expect(call.messages.map((x) => x.role)).toEqual(['assistant', 'user', 'assistant']);
+    expect(call.messages[1]!.content).toBe(SPOKEN);
+    expect(call.messages[2]!.content).toBe(REPLY);
+    // no voice test session was made of it
+    expect((await http.get(`/api/agents/${agentId}/test-sessions`)).body).toEqual([]);
   }, 90_000);
 
   it('sends clear at once on a barge-in, and stores the reply cut where the line stopped playing it', async () => {
@@ -266,21 +321,13 @@ describe('a phone call over the Media Stream', () => {
     caller.hangUp();
     await caller.closed;
 
-    const sessions = await http.get(`/api/agents/${agentId}/test-sessions`);
-    const sessionId = (sessions.body as { id: string }[])[0]!.id;
-    await vi.waitFor(
-      async () => {
-        const messages = await http.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`);
-        const m = messages.body as { role: string; content: string }[];
-        expect(m.map((x) => x.role)).toEqual(['assistant', 'user', 'assistant', 'user', 'assistant']);
-        // cut where playback stopped: a start of the long reply, not all of it
-        expect(m[2]!.content.length).toBeLessThan(LONG_REPLY.length * 0.7);
-        expect(LONG_REPLY.startsWith(m[2]!.content)).toBe(true);
-        expect(m[3]!.content).toBe(BARGE_IN);
-        expect(m[4]!.content).toBe(`ok: ${BARGE_IN}`);
-      },
-      { timeout: 10_000 },
-    );
+    const m = (await endedCall(agentId)).messages;
+    expect(m.map((x) => x.role)).toEqual(['assistant', 'user', 'assistant', 'user', 'assistant']);
+    // cut where playback stopped: a start of the long reply, not all of it
+    expect(m[2]!.content.length).toBeLessThan(LONG_REPLY.length * 0.7);
+    expect(LONG_REPLY.startsWith(m[2]!.content)).toBe(true);
+    expect(m[3]!.content).toBe(BARGE_IN);
+    expect(m[4]!.content).toBe(`ok: ${BARGE_IN}`);
   }, 120_000);
 
   it('closes a stream whose call token is forged or used, and an upgrade without a signature', async () => {

@@ -20,6 +20,7 @@ import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { decodeMulaw, encodeMulaw } from '../audio/mulaw.js';
 import type { CallGrant, CallTokens } from './call-tokens.js';
+import type { PhoneCalls } from './phone-calls.js';
 import { isTwilioFormat, TwilioInbound, type TwilioStart } from './twilio-messages.js';
 
 export interface PhoneRelaySettings {
@@ -51,7 +52,7 @@ type Queued = { audio: Uint8Array } | { flush: number };
 
 /**
  * One Twilio media socket: Twilio's protocol on one side, the voice protocol over the bus on the other
- * (`voice.<sessionId>.in|out`, attached at the session's owner like the gateway's voice socket). The caller's
+ * (`voice.<callId>.in|out`, attached at the session's owner like the gateway's voice socket). The caller's
  * μ-law becomes 20 ms PCM frames; the agent's PCM becomes μ-law sent as the line plays it (a lead of 100 ms),
  * each segment followed by a `mark` whose echo is the playback report; a barge-in (`playback_clear`) sends
  * `clear` at once and reports what had played.
@@ -87,6 +88,7 @@ export class PhoneRelay {
       nc: NatsConnection;
       bus: BusClient;
       tokens: CallTokens;
+      calls: PhoneCalls;
       log: Logger;
       socket: WebSocket;
       settings: PhoneRelaySettings;
@@ -185,7 +187,8 @@ export class PhoneRelay {
 
   private async attach(grant: CallGrant): Promise<void> {
     const { nc, bus, settings, requestId } = this.deps;
-    const { sessionId, agentId } = grant;
+    // the call is hosted as the voice session of its id
+    const { callId: sessionId, agentId } = grant;
     this.out = nc.subscribe(voiceOutSubject(sessionId), {
       callback: (_e, msg) =>
         this.guarded(() => this.fromAgent(msg.data, msg.headers?.has(VOICE_CONTROL_HEADER) ?? false)),
@@ -212,7 +215,16 @@ export class PhoneRelay {
     }
     if (this.closed) return void this.endSession();
     this.attached = true;
-    this.deps.log.info({ sessionId, callSid: grant.callSid }, 'phone media attached');
+    this.deps.log.info({ callId: sessionId, callSid: grant.callSid }, 'phone media attached');
+    // the status callback tells a call that never connected by this
+    await this.deps.calls
+      .attached(grant.callSid)
+      .catch((err: unknown) =>
+        this.deps.log.warn(
+          { code: 'REDIS_ERROR', callId: sessionId, err: safeError(err) },
+          'phone call not marked attached',
+        ),
+      );
     this.probe = setInterval(() => void this.probeLive(sessionId), settings.liveProbeMs);
     this.probe.unref();
   }
@@ -230,7 +242,7 @@ export class PhoneRelay {
       return;
     }
     const pcm = decodeMulaw(ulaw);
-    const subject = voiceInSubject(this.grant.sessionId);
+    const subject = voiceInSubject(this.grant.callId);
     let at = 0;
     while (at < pcm.length) {
       const take = Math.min(FRAME_SAMPLES - this.pendingSamples, pcm.length - at);
@@ -252,7 +264,7 @@ export class PhoneRelay {
 
   private publishControl(message: object): void {
     if (!this.grant || !this.attached) return;
-    this.deps.nc.publish(voiceInSubject(this.grant.sessionId), JSON.stringify(message), {
+    this.deps.nc.publish(voiceInSubject(this.grant.callId), JSON.stringify(message), {
       headers: this.control,
     });
   }
@@ -397,20 +409,19 @@ export class PhoneRelay {
     if (endSession) await this.endSession();
   }
 
+  /** The caller's side went (`stop`, a closed or refused socket): the call ends `caller_hung_up`. */
   private async endSession(): Promise<void> {
     if (!this.grant || !this.attached) return;
-    const { agentId, sessionId } = this.grant;
+    const { agentId, callId } = this.grant;
+    this.deps.log.info({ callId, why: this.endReason }, 'phone stream ended');
     await this.deps.bus
       .request(
-        Subjects.voiceSessionEnd,
-        { agentId, sessionId, reason: this.endReason },
+        Subjects.callsHangUp,
+        { agentId, callId, reason: 'caller_hung_up' },
         { timeoutMs: 10_000, requestId: this.deps.requestId },
       )
       .catch((err: unknown) =>
-        this.deps.log.warn(
-          { code: 'VOICE_END_FAILED', sessionId, err: safeError(err) },
-          'voice session not ended',
-        ),
+        this.deps.log.warn({ code: 'VOICE_END_FAILED', callId, err: safeError(err) }, 'phone call not ended'),
       );
   }
 }
