@@ -8027,6 +8027,16 @@ export interface operations {
             | {
                 agentId: string;
                 at: number;
+                digit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'dtmf';
+              }
+            | {
+                agentId: string;
+                at: number;
                 delta: string;
                 id: number;
                 replyId: string;
@@ -8894,6 +8904,16 @@ export interface operations {
                 text: string;
                 /** @enum {string} */
                 type: 'user_turn';
+              }
+            | {
+                agentId: string;
+                at: number;
+                digit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'dtmf';
               }
             | {
                 agentId: string;

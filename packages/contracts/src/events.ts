@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EpochMs, Id, subjectToken } from './common.js';
 import { SessionUsage, TurnMetrics } from './metrics.js';
 import { JsonValue, SessionType } from './sessions.js';
+import { DtmfDigit } from './voice.js';
 
 // ---- events ------------------------------------------------------------------------------------
 
@@ -41,6 +42,8 @@ export const SessionEventPayloads = {
   agent_state: z.object({ state: z.enum(['initializing', 'idle', 'listening', 'thinking', 'speaking']) }),
   /** What the user said: final turns, and a voice session's interim transcripts (`final: false`). */
   user_turn: z.object({ text: z.string(), final: z.boolean(), stepId: StepId }),
+  /** Voice: a key the caller pressed (a phone's DTMF); its user turn `DTMF: <digit>` follows. */
+  dtmf: z.object({ digit: DtmfDigit, stepId: StepId }),
   /** A piece of the agent's reply as the model streams it. */
   agent_reply_delta: z.object({ replyId: z.string().max(100), delta: z.string(), stepId: StepId }),
   /** The agent's whole reply, once it is done (after its deltas). */
@@ -111,6 +114,7 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventOf('step_entered'),
   eventOf('agent_state'),
   eventOf('user_turn'),
+  eventOf('dtmf'),
   eventOf('agent_reply_delta'),
   eventOf('agent_reply'),
   eventOf('tool_called'),

@@ -8,12 +8,19 @@ import {
   startSpeechStub,
   streamOf,
   TwilioCaller,
+  edge,
   voiceFlow as clinicVoiceFlow,
+  withoutEdge,
 } from '@vab/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Call, CallSummary, Flow } from '@vab/contracts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startOpenAiStub, textOf, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import {
+  offersTool,
+  startOpenAiStub,
+  textOf,
+  type ChatRequest,
+} from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 /**
@@ -31,6 +38,7 @@ const LONG_REPLY =
   'afternoon our doctors can see you for a check up, a vaccination or a longer consultation.';
 const LONG_ASK = 'What appointments do you have this week';
 const BARGE_IN = 'Stop. What time is it?';
+const IVR_GREETING = 'Welcome. Press 1 for reservations.';
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
@@ -48,11 +56,21 @@ const lastUser = (req: ChatRequest) => textOf(req.messages.filter((m) => m.role 
 
 beforeAll(async () => {
   chat = await startOpenAiStub((req) =>
-    lastUser(req) === LONG_ASK
-      ? { content: LONG_REPLY }
-      : lastUser(req).includes('appointment')
-        ? { content: REPLY }
-        : { content: `ok: ${lastUser(req)}` },
+    offersTool(req, 'decide')
+      ? // the IVR's branch: the caller pressed 1, or not
+        {
+          toolCalls: [
+            {
+              name: 'decide',
+              args: { choice: lastUser(req).includes('DTMF: 1') ? 'reservations' : 'none yet' },
+            },
+          ],
+        }
+      : lastUser(req) === LONG_ASK
+        ? { content: LONG_REPLY }
+        : lastUser(req).includes('appointment')
+          ? { content: REPLY }
+          : { content: `ok: ${lastUser(req)}` },
   );
   speech = await startSpeechStub({ transcribe: (i) => utterances[i - utterancesFrom] ?? '' });
   stack = await startStack({ playground: { VOICE_INPUT_IDLE_MS: 2500, VOICE_CONNECT_TIMEOUT_MS: 5000 } });
@@ -94,9 +112,16 @@ async function liveAgentWithNumber(
   const agentId = agent.body.id as string;
   if (live) {
     const deploy = await http.post(`/api/agents/${agentId}/deploys`, opts.settings ?? {});
-    const path = `/api/agents/${agentId}/deploys/${deploy.body.id}`;
-    expect((await http.patch(path, { status: 'building' })).status).toBe(200);
-    expect((await http.patch(path, { status: 'live' })).status).toBe(200);
+    expect(deploy.status, JSON.stringify(deploy.body)).toBe(201);
+    // the deploy pipeline checks the version and takes it live
+    await vi.waitFor(
+      async () => {
+        const d = (await http.get(`/api/agents/${agentId}/deploys`)).body as { id: string; status: string }[];
+        const mine = d.find((x) => x.id === deploy.body.id);
+        expect(mine?.status, JSON.stringify(mine)).toBe('live');
+      },
+      { timeout: 30_000 },
+    );
   }
   const number = `+1415555${String(1000 + ++numberSeq)}`;
   const created = await http.post('/api/phone-numbers', { number, provider: 'twilio', agentId });
@@ -288,6 +313,75 @@ describe('a phone call over the Media Stream', () => {
     expect(call.messages[2]!.content).toBe(REPLY);
     // no voice test session was made of it
     expect((await http.get(`/api/agents/${agentId}/test-sessions`)).body).toEqual([]);
+  }, 90_000);
+
+  it('takes a pressed key as a turn that names it: "press 1 for reservations" routes on the digit', async () => {
+    // greeting → a menu (a branch cannot follow start) → reservations when the caller chose them
+    const base = clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const flow: Flow = {
+      nodes: [
+        ...base.nodes.map((n) => (n.id === 'start' ? { ...n, command: IVR_GREETING } : n)),
+        { id: 'menu', nodeType: 'opentalk', command: 'Offer reservations (press 1).' },
+        {
+          id: 'route',
+          nodeType: 'categorize',
+          command: 'Which option did the caller choose?',
+          categories: ['reservations', 'other'],
+        },
+        { id: 'reservations', nodeType: 'opentalk', command: 'Take the reservation.' },
+      ],
+      edges: [
+        ...withoutEdge(base, 'start', 'output').edges,
+        edge('start', 'output', 'menu'),
+        edge('menu', 'output', 'route'),
+        edge('route', 'cat_0', 'reservations'),
+        edge('route', 'cat_1', 'talk'),
+        edge('reservations', 'output', 'end'),
+      ],
+    };
+    willSay();
+    const { agentId, number } = await liveAgentWithNumber(true, { flow });
+    // the call's events as its owner publishes them
+    const events: { type: string; digit?: string; stepId?: string }[] = [];
+    const sub = nc.subscribe(`events.${agentId}.>`, {
+      callback: (_e, msg) => events.push(JSON.parse(new TextDecoder().decode(msg.data))),
+    });
+    const { params, stream } = await ring(number);
+    const caller = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+    });
+    await caller.opened;
+    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    // each key is a turn the agent answers: 0 moves past the greeting, 9 chooses nothing, 1 chooses reservations
+    for (const [i, digit] of ['0', '9', '1'].entries()) {
+      caller.dtmf(digit);
+      await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(i + 2), {
+        timeout: 20_000,
+      });
+    }
+    caller.hangUp();
+    await caller.closed;
+
+    const m = (await endedCall(agentId)).messages;
+    expect(m.map((x) => [x.role, x.content, x.stepId])).toEqual([
+      ['assistant', IVR_GREETING, 'start'],
+      ['user', 'DTMF: 0', 'start'],
+      ['assistant', 'ok: DTMF: 0', 'menu'],
+      ['user', 'DTMF: 9', 'menu'],
+      ['assistant', 'ok: DTMF: 9', 'menu'],
+      ['user', 'DTMF: 1', 'menu'],
+      // the branch took the digit's exit: the reply is the reservations step's
+      ['assistant', 'ok: DTMF: 1', 'reservations'],
+    ]);
+    expect(events.filter((e) => e.type === 'dtmf')).toEqual([
+      expect.objectContaining({ digit: '0', stepId: 'start' }),
+      expect.objectContaining({ digit: '9', stepId: 'menu' }),
+      expect.objectContaining({ digit: '1', stepId: 'menu' }),
+    ]);
+    sub.unsubscribe();
   }, 90_000);
 
   it('sends clear at once on a barge-in, and stores the reply cut where the line stopped playing it', async () => {

@@ -119,6 +119,7 @@ const handlers = {
   recording_started: () => note('info', 'Recording', 'started'),
   step_entered: (ev) => note('step', 'Step', `${ev.stepId} (${ev.stepType})`),
   user_turn: onUserTurn,
+  dtmf: (ev) => note('info', 'Key', `the caller pressed ${ev.digit}`),
   agent_reply_delta: (ev) => {
     const li = replyBubble(ev.replyId);
     stampReply(li, ev);

@@ -284,6 +284,11 @@ export class FlowConversation {
   };
   private toolCalls = 0;
 
+  /** The step the conversation is at. */
+  get stepId(): string {
+    return this.state.stepId;
+  }
+
   get ended(): boolean {
     return this.state.phase === 'ended' || this.closed;
   }

@@ -1,6 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import type { BusClient } from '@vab/bus';
+import { safeError, type BusClient } from '@vab/bus';
 import {
   AppError,
   VOICE_CONTROL_HEADER,
@@ -290,7 +290,27 @@ class VoiceCall {
     if (!parsed.success) return;
     const m = parsed.data;
     if (m.type === 'playback_finished') this.output?.reported(m.playedMs, m.interrupted);
+    else if (m.type === 'dtmf') this.pressed(m.digit);
     else this.deps.ctx.stop('client ended');
+  }
+
+  /**
+   * A key the caller pressed: an event, and a user turn that names it, so the step engine and the model can
+   * route on it ("press 1 for reservations") as on anything said. Whatever the agent was saying is cut, as a
+   * spoken turn cuts it.
+   */
+  private pressed(digit: string): void {
+    const conversation = this.pipeline?.flowConversation;
+    if (!conversation || conversation.ended) return;
+    this.deps.ctx.emit({ type: 'dtmf', digit, stepId: conversation.stepId });
+    try {
+      void this.pipeline!.session.interrupt().await.catch(() => undefined);
+    } catch {
+      // a speech that may not be interrupted (a goodbye) plays on; the turn waits for it
+    }
+    void conversation
+      .userTurn(`DTMF: ${digit}`)
+      .catch((err: unknown) => this.deps.ctx.log.error({ err: safeError(err) }, 'dtmf turn failed'));
   }
 
   private send(message: VoiceServerMessage | Int16Array): void {
