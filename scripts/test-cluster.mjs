@@ -17,6 +17,7 @@ const SUBSET = [
   'tests/integration/api/retention.test.ts',
   'tests/integration/sessions/text-sessions.test.ts',
   'tests/integration/runs/test-runs.test.ts',
+  'tests/integration/api/webhooks.test.ts',
 ];
 
 const cluster = await startLocalRedisCluster();

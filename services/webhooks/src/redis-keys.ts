@@ -13,8 +13,13 @@ export const keys = {
   delivery: (agentId: string, deliveryId: string) => `wh:{${agentId}}:d:${deliveryId}`,
   /** Sorted set: an endpoint's delivery ids by creation time (the newest 1000). */
   log: (agentId: string, webhookId: string) => `wh:{${agentId}}:log:${webhookId}`,
-  /** Sorted set: an endpoint's pending delivery ids by creation time (a recovered endpoint's are hurried). */
+  /** Sorted set: an endpoint's pending delivery ids in the order of their events (DOMAIN_EVENTS' sequence). */
   pending: (agentId: string, webhookId: string) => `wh:{${agentId}}:pending:${webhookId}`,
+  /**
+   * Hash: webhook id → 1 while its deliveries go one at a time, oldest first (from its first failed attempt
+   * until its pending set is empty): a receiver that was down gets its backlog in the order of the events.
+   */
+  serial: (agentId: string) => `wh:{${agentId}}:serial`,
   /** Set: the deliveries of one call's events (an erased call cancels its pending ones). */
   call: (agentId: string, callId: string) => `wh:{${agentId}}:call:${callId}`,
   /** Sorted set: `<agentId>/<deliveryId>` by when its next attempt is due (or its claim runs out). */

@@ -25,7 +25,12 @@ export interface DeliveryRecord extends Delivery {
   callId?: string | undefined;
   /** Retries go on until WEBHOOK_RETRY_FOR_MS after this (the first attempt, or a redelivery by hand). */
   retryFrom: number;
+  /** Its event's place in DOMAIN_EVENTS (the stream's sequence): the order an endpoint's backlog goes in. */
+  seq?: number | undefined;
 }
+
+/** Where a delivery stands in its endpoint's order: its event's sequence (older records: their creation). */
+const orderOf = (rec: DeliveryRecord) => rec.seq ?? rec.createdAt;
 
 /** Deliveries kept per endpoint in its log (the newest). */
 const LOG_LENGTH = 1000;
@@ -38,6 +43,35 @@ const CLAIM_DUE = `
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, m in ipairs(due) do redis.call('ZADD', KEYS[1], ARGV[3], m) end
 return due
+`;
+
+/**
+ * Whether delivery ARGV[2] of endpoint ARGV[1] waits behind an older one: its endpoint goes one at a time
+ * (KEYS[1], the `serial` hash) and the oldest pending (KEYS[2]) is another.
+ */
+const WAITS_BEHIND = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if head == nil or head == ARGV[2] then return 0 end
+return 1
+`;
+
+/**
+ * Delivery ARGV[2] of endpoint ARGV[1] is over: off the endpoint's pending set (KEYS[2]). While the endpoint
+ * goes one at a time (KEYS[1], the `serial` hash) and it was the oldest, the new oldest is next (returned);
+ * with none left, the endpoint goes as before.
+ */
+const SETTLE_PENDING = `
+local was_head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[2]
+redis.call('ZREM', KEYS[2], ARGV[2])
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return false end
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if head == nil then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  return false
+end
+if was_head then return head end
+return false
 `;
 
 export const dueMember = (agentId: string, deliveryId: string) => `${agentId}/${deliveryId}`;
@@ -75,6 +109,7 @@ export class WebhookStore {
         .hdel(keys.endpoints(agentId), id)
         .hdel(keys.fails(agentId), id)
         .hdel(keys.failing(agentId), id)
+        .hdel(keys.serial(agentId), id)
         .exec(),
     );
     return removed?.[0]?.[1] === 1;
@@ -91,6 +126,8 @@ export class WebhookStore {
    * true when this call set it (the caller then tells the builder, once).
    */
   async recordFailure(agentId: string, webhookId: string, after: number, lastError: string, now: number) {
+    // from now on its deliveries go one at a time, oldest first, until its backlog is gone
+    await this.redis.hset(keys.serial(agentId), webhookId, 1);
     const n = await this.redis.hincrby(keys.fails(agentId), webhookId, 1);
     if (n < after) return false;
     const report = JSON.stringify({ since: now, consecutiveFailures: n, lastError });
@@ -105,46 +142,53 @@ export class WebhookStore {
     return JSON.stringify({ ...(JSON.parse(report) as object), consecutiveFailures: n, lastError });
   }
 
-  /**
-   * A delivered attempt: the endpoint fails no more. Says whether it had failed attempts in a row (its other
-   * deliveries are then backing off, and can be hurried) and whether it had been reported failing.
-   */
-  async recordSuccess(
-    agentId: string,
-    webhookId: string,
-  ): Promise<{ hadFailed: boolean; wasFailing: boolean }> {
+  /** A delivered attempt: the endpoint fails no more. Says whether it had been reported failing. */
+  async recordSuccess(agentId: string, webhookId: string): Promise<{ wasFailing: boolean }> {
     const r = await this.redis
       .multi()
-      .hget(keys.fails(agentId), webhookId)
       .hdel(keys.fails(agentId), webhookId)
       .hdel(keys.failing(agentId), webhookId)
       .exec();
-    return { hadFailed: Number(r?.[0]?.[1] ?? 0) > 0, wasFailing: r?.[2]?.[1] === 1 };
+    return { wasFailing: r?.[1]?.[1] === 1 };
   }
 
   /**
-   * An endpoint that answers again: its pending deliveries, backing off for up to hours, come due now, in the
-   * order they were made (1 ms apart), instead of each at the end of its own delay. Returns how many.
+   * Whether a delivery waits behind an older one of its endpoint (the endpoint goes one at a time since an
+   * attempt failed): it is then put off by `recheckMs` (the next in line is scheduled when the one before it
+   * is over; the recheck only covers an instance that died in between).
    */
-  async hurry(agentId: string, webhookId: string, now: number): Promise<number> {
-    const ids = await storage(() => this.redis.zrange(keys.pending(agentId, webhookId), 0, -1));
-    if (ids.length === 0) return 0;
-    const m = this.redis.multi();
-    // XX LT: only a delivery still scheduled, and only earlier than it was
-    ids.forEach((id, i) => m.zadd(keys.due, 'XX', 'LT', now + i, dueMember(agentId, id)));
-    await storage(() => m.exec());
-    return ids.length;
+  async waitsBehind(rec: DeliveryRecord, now: number, recheckMs: number): Promise<boolean> {
+    const behind = (await this.redis.eval(
+      WAITS_BEHIND,
+      2,
+      keys.serial(rec.agentId),
+      keys.pending(rec.agentId, rec.webhookId),
+      rec.webhookId,
+      rec.id,
+    )) as number;
+    if (behind !== 1) return false;
+    await this.schedule(rec.agentId, rec.id, now + recheckMs);
+    return true;
   }
 
-  /** A delivery is over (delivered, failed, cancelled): off the schedule and the endpoint's pending set. */
-  async settle(agentId: string, webhookId: string, deliveryId: string): Promise<void> {
-    await storage(() =>
-      this.redis
-        .multi()
-        .zrem(keys.due, dueMember(agentId, deliveryId))
-        .zrem(keys.pending(agentId, webhookId), deliveryId)
-        .exec(),
-    );
+  /**
+   * A delivery is over (delivered, failed, cancelled): off the schedule and the endpoint's pending set. While
+   * the endpoint goes one at a time, the next in line comes due now: true when one did.
+   */
+  async settle(agentId: string, webhookId: string, deliveryId: string, now = Date.now()): Promise<boolean> {
+    // two slots on a Redis Cluster (the schedule's, the agent's): one command each
+    await storage(() => this.redis.zrem(keys.due, dueMember(agentId, deliveryId)));
+    const next = (await this.redis.eval(
+      SETTLE_PENDING,
+      2,
+      keys.serial(agentId),
+      keys.pending(agentId, webhookId),
+      webhookId,
+      deliveryId,
+    )) as string | null;
+    if (!next) return false;
+    await this.schedule(agentId, next, now);
+    return true;
   }
 
   // ---- deliveries
@@ -165,7 +209,7 @@ export class WebhookStore {
       .zremrangebyrank(logKey, 0, -LOG_LENGTH - 1);
     m.pexpire(logKey, this.retentionMs);
     const pendingKey = keys.pending(rec.agentId, rec.webhookId);
-    m.zadd(pendingKey, rec.createdAt, rec.id).pexpire(pendingKey, this.retentionMs);
+    m.zadd(pendingKey, orderOf(rec), rec.id).pexpire(pendingKey, this.retentionMs);
     if (rec.callId)
       m.sadd(keys.call(rec.agentId, rec.callId), rec.id).pexpire(
         keys.call(rec.agentId, rec.callId),
@@ -219,7 +263,7 @@ export class WebhookStore {
 
   /** A delivery pending again (a redelivery by hand): due at `at`, on its endpoint's pending set. */
   async reopen(rec: DeliveryRecord, at: number): Promise<void> {
-    await storage(() => this.redis.zadd(keys.pending(rec.agentId, rec.webhookId), rec.createdAt, rec.id));
+    await storage(() => this.redis.zadd(keys.pending(rec.agentId, rec.webhookId), orderOf(rec), rec.id));
     await this.schedule(rec.agentId, rec.id, at);
   }
 
@@ -260,7 +304,7 @@ export function finish(
 
 /** What the API shows of a delivery: never its body. */
 export function publicDelivery(rec: DeliveryRecord): Delivery {
-  const { agentId: _a, body: _b, callId: _c, retryFrom: _r, ...shown } = rec;
+  const { agentId: _a, body: _b, callId: _c, retryFrom: _r, seq: _s, ...shown } = rec;
   return shown;
 }
 

@@ -25,6 +25,12 @@ export interface DelivererOptions {
   now?: () => number;
 }
 
+/**
+ * How long a delivery waiting behind an older one of its endpoint is put off. Its turn is scheduled when the
+ * one before it is over; this only bounds the wait when the instance doing that died in between.
+ */
+const WAIT_RECHECK_MS = 300_000;
+
 /** What one attempt came to. */
 type Attempt =
   | { kind: 'ok'; status: number }
@@ -121,15 +127,17 @@ export class Deliverer {
     const metrics = webhooksMetrics();
     const rec = await store.getDelivery(agentId, deliveryId);
     if (!rec || rec.status !== 'pending') {
-      if (rec) await store.settle(agentId, rec.webhookId, deliveryId);
+      if (rec) await this.settle(agentId, rec.webhookId, deliveryId);
       else await store.unschedule(agentId, deliveryId);
       return;
     }
+    // its endpoint failed and goes one at a time, oldest first: this one's turn comes after the older ones
+    if (await store.waitsBehind(rec, this.now(), WAIT_RECHECK_MS)) return;
     const endpoint = await store.getEndpoint(agentId, rec.webhookId);
     if (!endpoint || !endpoint.enabled) {
       const why = endpoint ? 'its endpoint is disabled' : 'its endpoint was deleted';
       await store.saveDelivery(finish(rec, 'cancelled', this.now(), why));
-      await store.settle(agentId, rec.webhookId, deliveryId);
+      await this.settle(agentId, rec.webhookId, deliveryId);
       metrics.attempts.inc({ outcome: 'cancelled' });
       return;
     }
@@ -149,12 +157,11 @@ export class Deliverer {
     if (result.kind === 'ok') {
       const { lastError: _e, ...clean } = tried;
       await store.saveDelivery(finish(clean, 'delivered', now));
-      await store.settle(agentId, rec.webhookId, deliveryId);
-      metrics.attempts.inc({ outcome: 'delivered' });
       const was = await store.recordSuccess(agentId, endpoint.id);
+      // it answers again: what waited behind this one goes now, one at a time in the events' order
+      await this.settle(agentId, rec.webhookId, deliveryId);
+      metrics.attempts.inc({ outcome: 'delivered' });
       if (was.wasFailing) log.info({ agentId, webhookId: endpoint.id }, 'webhook endpoint recovered');
-      // it answers again: what waits for it goes now, oldest first, not at the end of each one's backoff
-      if (was.hadFailed && (await store.hurry(agentId, endpoint.id, now)) > 0) this.kick();
       return;
     }
     const elapsed = now - rec.retryFrom;
@@ -170,7 +177,7 @@ export class Deliverer {
       const error =
         result.kind === 'retry' ? `gave up after ${tried.attempts} attempts: ${result.error}` : result.error;
       await store.saveDelivery(finish(tried, 'failed', now, error));
-      await store.settle(agentId, rec.webhookId, deliveryId);
+      await this.settle(agentId, rec.webhookId, deliveryId);
       metrics.attempts.inc({ outcome: 'failed' });
       if (result.kind === 'retry') {
         log.warn(
@@ -197,6 +204,11 @@ export class Deliverer {
           log.error({ err: safeError(err), agentId, webhookId: endpoint.id }, 'webhook failing not reported'),
         );
     }
+  }
+
+  /** A delivery is over; the next in its endpoint's line, if it has one, is looked at now. */
+  private async settle(agentId: string, webhookId: string, deliveryId: string): Promise<void> {
+    if (await this.o.store.settle(agentId, webhookId, deliveryId, this.now())) this.kick();
   }
 
   /** POSTs the delivery's body, signed, through the egress policy; never follows a redirect. */

@@ -90,7 +90,8 @@ export class Fanout {
     const messages = this.messages;
     this.done = (async () => {
       // a few events at once: each is a few Redis round trips, and one at a time they queued behind each other
-      // (an event's delivery left seconds late under a burst on a loaded machine); order is no promise anyway
+      // (an event's delivery left seconds late under a burst on a loaded machine); the order an endpoint hears
+      // them in comes from each event's stream sequence, not from when its delivery was made
       const inFlight = new Set<Promise<void>>();
       for await (const m of messages) {
         const p = this.handle(m).finally(() => inFlight.delete(p));
@@ -119,7 +120,7 @@ export class Fanout {
       return;
     }
     try {
-      await this.fanOut(event);
+      await this.fanOut(event, m.seq);
       m.ack();
     } catch (err) {
       this.log.error({ err: safeError(err), eventId: event.id }, 'domain event not fanned out');
@@ -127,7 +128,7 @@ export class Fanout {
     }
   }
 
-  private async fanOut(event: DomainEvent): Promise<void> {
+  private async fanOut(event: DomainEvent, seq: number): Promise<void> {
     const callId = callIdOf(event);
     if (event.type === 'call.erased') {
       if (callId) await this.store.cancelCall(event.agentId, callId, Date.now());
@@ -154,6 +155,7 @@ export class Fanout {
         createdAt: now,
         nextAttemptAt: now,
         retryFrom: now,
+        seq,
         body,
         ...(callId ? { callId } : {}),
       });
