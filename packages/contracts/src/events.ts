@@ -66,10 +66,12 @@ export const SessionEventPayloads = {
     stepId: StepId,
   }),
   branch_decided: z.object({ stepId: StepId, exit: z.string().max(200), attempt: z.number().int() }),
+  /** A transfer step ran: to another agent (`targetAgentId`), or a phone call to a number (`targetNumber`). */
   transfer: z.object({
-    targetAgentId: Id,
+    targetAgentId: Id.optional(),
+    targetNumber: z.string().max(20).optional(),
     ok: z.boolean(),
-    /** Why it failed (`missing`, `archived`, `invalid`, `error`). */
+    /** Why it failed (`missing`, `archived`, `invalid`, `unavailable`, `error`). */
     reason: z.string().max(100).optional(),
   }),
   post_processing: z.object({

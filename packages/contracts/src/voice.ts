@@ -92,7 +92,19 @@ export type VoiceServerMessage =
   | { type: 'playback_pause' }
   | { type: 'playback_resume' }
   /** One of the session's events, exactly as its Server-Sent Events stream carries it. */
-  | { type: 'event'; event: unknown };
+  | { type: 'event'; event: unknown }
+  /**
+   * A phone call's edge only (the telephony service), sent as a request: hand the call to a person at this
+   * number (a transfer step's `targetNumber`). Answered with a `PhoneTransferAnswer`; never sent to a web client.
+   */
+  | { type: 'transfer'; targetNumber: string };
+
+/** The telephony relay's answer to a `transfer`: handed over, or why not (`unavailable`: no Twilio account set). */
+export const PhoneTransferAnswer = z.object({
+  ok: z.boolean(),
+  reason: z.enum(['unavailable', 'error']).optional(),
+});
+export type PhoneTransferAnswer = z.infer<typeof PhoneTransferAnswer>;
 
 /** Close codes of the audio socket (4000–4999 are the application's, RFC 6455 § 7.4.2). */
 export const VoiceCloseCodes = {

@@ -1,4 +1,5 @@
 import { connectNats } from '@vab/bus';
+import { parseAllowList } from '@vab/egress';
 import { createLogger } from '@vab/service-kit';
 import { startTelephonyService, REFUSALS, type TelephonyService } from '@vab/telephony';
 import {
@@ -6,6 +7,7 @@ import {
   postTwilioWebhook,
   speak,
   startSpeechStub,
+  startTwilioRestStub,
   streamOf,
   TwilioCaller,
   edge,
@@ -31,6 +33,8 @@ import { api, startStack, type Stack } from '../../helpers/stack.js';
  */
 
 const AUTH_TOKEN = 'twilio-auth-token-for-tests-0123';
+const ACCOUNT_SID = `AC${'0123456789abcdef'.repeat(2)}`;
+const FRONT_DESK = '+14155550199';
 const SPOKEN = 'I would like to book an appointment please';
 const REPLY = 'Of course, I can book that for you. Which day suits you?';
 const LONG_REPLY =
@@ -45,6 +49,9 @@ let http: ReturnType<typeof api>;
 let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 let telephony: TelephonyService;
+let rest: Awaited<ReturnType<typeof startTwilioRestStub>>;
+/** The stream of each Twilio call, so a call update ends it as Twilio does. */
+const streams = new Map<string, TwilioCaller>();
 let nc: NatsConnection;
 let utterances: string[] = [];
 let utterancesFrom = 0;
@@ -77,6 +84,12 @@ beforeAll(async () => {
   http = api(stack.baseUrl);
   const log = createLogger('telephony', 'debug', lineSink(stack.logs));
   nc = await connectNats({ url: stack.natsUrl, name: 'telephony', service: 'telephony' }, log);
+  // a call update ends the call's Media Stream (Twilio sends stop and closes), then dials
+  rest = await startTwilioRestStub({
+    accountSid: ACCOUNT_SID,
+    authToken: AUTH_TOKEN,
+    onCallUpdate: (callSid) => streams.get(callSid)?.hangUp(),
+  });
   telephony = await startTelephonyService({
     nc,
     redis: stack.redis,
@@ -85,6 +98,8 @@ beforeAll(async () => {
       authToken: AUTH_TOKEN,
       publicUrl: undefined,
       callTokenTtlMs: 30_000,
+      // the stub REST API is on loopback: the egress policy lets it through by name only
+      twilio: { accountSid: ACCOUNT_SID, apiBaseUrl: rest.url, egressAllow: parseAllowList('127.0.0.1') },
       host: '127.0.0.1',
       port: 0,
     },
@@ -98,6 +113,7 @@ afterAll(async () => {
   await stack?.close();
   await chat?.close();
   await speech?.close();
+  await rest?.close();
 });
 
 let numberSeq = 0;
@@ -148,6 +164,21 @@ async function ring(to: string) {
   const stream = streamOf(answer.body);
   expect(stream, answer.body).toBeDefined();
   return { params, stream: stream!, twiml: answer.body };
+}
+
+/** A greeting, then at the caller's first turn the call is handed to the front desk's number. */
+function transferFlow(): Flow {
+  const base = clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+  return {
+    nodes: [
+      ...base.nodes.filter((n) => n.id !== 'talk' && n.id !== 'end'),
+      { id: 'desk', nodeType: 'transfer', targetNumber: FRONT_DESK },
+    ],
+    edges: [
+      ...base.edges.filter((e) => e.source !== 'start' && e.source !== 'talk'),
+      edge('start', 'output', 'desk'),
+    ],
+  };
 }
 
 /** The agent's phone calls, newest first. */
@@ -344,7 +375,7 @@ describe('a phone call over the Media Stream', () => {
     // the call's events as its owner publishes them
     const events: { type: string; digit?: string; stepId?: string }[] = [];
     const sub = nc.subscribe(`events.${agentId}.>`, {
-      callback: (_e, msg) => events.push(JSON.parse(new TextDecoder().decode(msg.data))),
+      callback: (_e, msg) => void events.push(JSON.parse(new TextDecoder().decode(msg.data))),
     });
     const { params, stream } = await ring(number);
     const caller = new TwilioCaller({
@@ -383,6 +414,62 @@ describe('a phone call over the Media Stream', () => {
     ]);
     sub.unsubscribe();
   }, 90_000);
+
+  it("hands the call to a person at the number a transfer step names, through Twilio's REST API", async () => {
+    const { agentId, number } = await liveAgentWithNumber(true, { flow: transferFlow() });
+    const { params, stream } = await ring(number);
+    const caller = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+    });
+    streams.set(params.CallSid, caller);
+    await caller.opened;
+    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    const asked = rest.requests.length;
+    // any turn moves past the greeting to the transfer
+    caller.dtmf('0');
+    await caller.closed;
+
+    const update = rest.requests.slice(asked);
+    expect(update).toEqual([
+      {
+        method: 'POST',
+        path: `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/${params.CallSid}.json`,
+        auth: { user: ACCOUNT_SID, password: AUTH_TOKEN },
+        form: {
+          Twiml: `<?xml version="1.0" encoding="UTF-8"?><Response><Dial>${FRONT_DESK}</Dial></Response>`,
+        },
+      },
+    ]);
+    const call = await endedCall(agentId);
+    expect(call).toMatchObject({ endedReason: 'transferred', transferredTo: FRONT_DESK, channel: 'phone' });
+  }, 60_000);
+
+  it('says sorry and ends the call when Twilio refuses the hand-over', async () => {
+    const { agentId, number } = await liveAgentWithNumber(true, { flow: transferFlow() });
+    const { params, stream } = await ring(number);
+    const caller = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid: params.CallSid,
+      parameters: stream.parameters,
+    });
+    await caller.opened;
+    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    rest.failWith(500);
+    try {
+      caller.dtmf('0');
+      // the agent's apology plays, then the session ends and the stream with it
+      await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(2), { timeout: 20_000 });
+      expect((await caller.closed).code).toBe(1000);
+    } finally {
+      rest.failWith(undefined);
+    }
+    const call = await endedCall(agentId);
+    expect(call).toMatchObject({ endedReason: 'agent_ended', transferredTo: null });
+  }, 60_000);
 
   it('sends clear at once on a barge-in, and stores the reply cut where the line stopped playing it', async () => {
     willSay(LONG_ASK, BARGE_IN);

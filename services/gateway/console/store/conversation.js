@@ -144,10 +144,11 @@ const handlers = {
       'Branch',
       `${ev.stepId} → ${exitLabel(ev.stepId, ev.exit)}${ev.attempt > 1 ? ` (attempt ${ev.attempt})` : ''}`,
     ),
-  transfer: (ev) =>
-    ev.ok
-      ? note('ok', 'Transfer', `to agent ${ev.targetAgentId}`)
-      : note('bad', 'Transfer', `to agent ${ev.targetAgentId} failed (${ev.reason ?? 'error'})`),
+  transfer: (ev) => {
+    const to = ev.targetNumber !== undefined ? `to ${ev.targetNumber}` : `to agent ${ev.targetAgentId}`;
+    if (ev.ok) note('ok', 'Transfer', to);
+    else note('bad', 'Transfer', `${to} failed (${ev.reason ?? 'error'})`);
+  },
   post_processing: onPostProcessing,
   turn_metrics: onTurnMetrics,
   error: (ev) => note('bad', `Error ${ev.code}`, ev.message),

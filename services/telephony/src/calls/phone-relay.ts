@@ -1,6 +1,7 @@
 import {
   headers as natsHeaders,
   errors,
+  type Msg,
   type NatsConnection,
   type Subscription,
 } from '@nats-io/transport-node';
@@ -10,6 +11,7 @@ import {
   liveSubject,
   ownerSubject,
   Subjects,
+  type PhoneTransferAnswer,
   VOICE_CONTROL_HEADER,
   VoiceAttached,
   VoiceCloseCodes,
@@ -21,6 +23,7 @@ import type { WebSocket } from 'ws';
 import { decodeMulaw, encodeMulaw } from '../audio/mulaw.js';
 import type { CallGrant, CallTokens } from './call-tokens.js';
 import type { PhoneCalls } from './phone-calls.js';
+import type { TwilioRest } from '../twilio/rest.js';
 import { isTwilioFormat, TwilioInbound, type TwilioStart } from './twilio-messages.js';
 
 export interface PhoneRelaySettings {
@@ -82,6 +85,8 @@ export class PhoneRelay {
   /** Segments flushed whose mark has not come back: id → ms sent. */
   private marks = new Map<number, number>();
   private endReason = 'caller hung up';
+  /** A transfer to a number under way or made: its stream's stop is not the caller hanging up once it is. */
+  private transferring: Promise<PhoneTransferAnswer> | undefined;
 
   constructor(
     private readonly deps: {
@@ -89,6 +94,7 @@ export class PhoneRelay {
       bus: BusClient;
       tokens: CallTokens;
       calls: PhoneCalls;
+      twilio: TwilioRest;
       log: Logger;
       socket: WebSocket;
       settings: PhoneRelaySettings;
@@ -191,7 +197,7 @@ export class PhoneRelay {
     const { callId: sessionId, agentId } = grant;
     this.out = nc.subscribe(voiceOutSubject(sessionId), {
       callback: (_e, msg) =>
-        this.guarded(() => this.fromAgent(msg.data, msg.headers?.has(VOICE_CONTROL_HEADER) ?? false)),
+        this.guarded(() => this.fromAgent(msg.data, msg.headers?.has(VOICE_CONTROL_HEADER) ?? false, msg)),
     });
     try {
       VoiceAttached.parse(
@@ -270,7 +276,7 @@ export class PhoneRelay {
   }
 
   /** What the session's owner sends: the agent's PCM (8 kHz) or a control message of the voice protocol. */
-  private fromAgent(data: Uint8Array, control: boolean): void {
+  private fromAgent(data: Uint8Array, control: boolean, msg: Msg): void {
     if (this.closed) return;
     if (!control) {
       const pcm = new Int16Array(data.byteLength >> 1);
@@ -279,7 +285,15 @@ export class PhoneRelay {
       this.pumpSoon();
       return;
     }
-    const type = (JSON.parse(Buffer.from(data).toString('utf8')) as { type?: unknown }).type;
+    const message = JSON.parse(Buffer.from(data).toString('utf8')) as {
+      type?: unknown;
+      targetNumber?: unknown;
+    };
+    const type = message.type;
+    if (type === 'transfer' && msg.reply) {
+      void this.transfer(String(message.targetNumber), msg);
+      return;
+    }
     if (type === 'playback_flush') {
       this.queue.push({ flush: 0 });
       this.pumpSoon();
@@ -369,6 +383,22 @@ export class PhoneRelay {
     this.publishControl({ type: 'playback_finished', playedMs, interrupted: true });
   }
 
+  /**
+   * The flow's transfer step names a number: Twilio's REST API gives the call a `<Dial>` (the stream then
+   * stops), and the session is answered whether it did. A call handed over is not hung up when its stream
+   * stops: the session ends it `transferred`.
+   */
+  private async transfer(targetNumber: string, msg: Msg): Promise<void> {
+    const grant = this.grant;
+    // Twilio may stop the stream before its REST answer arrives: the stream's end waits for this
+    this.transferring =
+      grant && !this.closed
+        ? this.deps.twilio.dial(grant.callSid, targetNumber)
+        : Promise.resolve({ ok: false, reason: 'error' });
+    const answer = await this.transferring;
+    msg.respond(JSON.stringify(answer));
+  }
+
   private twilio(message: object): void {
     const { socket } = this.deps;
     if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(message));
@@ -412,6 +442,8 @@ export class PhoneRelay {
   /** The caller's side went (`stop`, a closed or refused socket): the call ends `caller_hung_up`. */
   private async endSession(): Promise<void> {
     if (!this.grant || !this.attached) return;
+    // handed over to a number: the session ends the call `transferred`
+    if (this.transferring && (await this.transferring).ok) return;
     const { agentId, callId } = this.grant;
     this.deps.log.info({ callId, why: this.endReason }, 'phone stream ended');
     await this.deps.bus

@@ -9,6 +9,7 @@ import { WebSocketServer } from 'ws';
 import { answerCall, failedTwiml } from '../calls/answer.js';
 import type { CallTokens } from '../calls/call-tokens.js';
 import type { PhoneCalls } from '../calls/phone-calls.js';
+import type { TwilioRest } from '../twilio/rest.js';
 import { PhoneRelay, type PhoneRelaySettings } from '../calls/phone-relay.js';
 import type { NumberStore } from '../numbers/store.js';
 import { SIGNATURE_HEADER, validTwilioSignature } from '../twilio/signature.js';
@@ -24,6 +25,7 @@ export interface TelephonyHttpDeps {
   numbers: NumberStore;
   tokens: CallTokens;
   calls: PhoneCalls;
+  twilio: TwilioRest;
   log: Logger;
   authToken: string;
   /** The public base URL Twilio calls (`https://…`), or none: the request's Host (local development). */
@@ -202,6 +204,7 @@ function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps): voi
           bus: deps.bus,
           tokens: deps.tokens,
           calls: deps.calls,
+          twilio: deps.twilio,
           log: deps.log,
           socket: ws,
           settings: deps.relay,
