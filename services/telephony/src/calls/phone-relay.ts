@@ -222,8 +222,8 @@ export class PhoneRelay {
     if (this.closed) return void this.endSession();
     this.attached = true;
     this.deps.log.info({ callId: sessionId, callSid: grant.callSid }, 'phone media attached');
-    // the status callback tells a call that never connected by this
-    await this.deps.calls
+    // the status callback tells a call that never connected by this (not waited for: the call goes on)
+    void this.deps.calls
       .attached(grant.callSid)
       .catch((err: unknown) =>
         this.deps.log.warn(
