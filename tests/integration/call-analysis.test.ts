@@ -268,4 +268,48 @@ describe('call analysis', () => {
     sub.unsubscribe();
     sub2.unsubscribe();
   }, 150_000);
+
+  it('stores at most one result per job: a redelivered job and an older one leave the newer result', async () => {
+    const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const agentId = (await http.post('/api/agents', { name: 'Stored once', flow })).body.id as string;
+    const deploy = await liveDeploy(agentId);
+    // analysis off: no job of the worker's races these
+    const callId = await busCall(deploy.subdomain, [{ role: 'assistant', content: 'Hello' }]);
+    const result = (summary: string, at: number) => ({
+      summary,
+      criteria: [],
+      success: null,
+      data: {},
+      model: { provider: 'openai', model: 'm' },
+      usage: [],
+      at,
+    });
+    const store = (jobId: string, requestedAt: number, summary: string) =>
+      bus.request(
+        Subjects.callsAnalysisStore,
+        { agentId, callId, jobId, requestedAt, analysis: result(summary, requestedAt) },
+        ask,
+      );
+    const analysed: DomainEvent[] = [];
+    const sub = nc.subscribe(`domain.${agentId}.call.analyzed`, {
+      callback: (_e, m) => void analysed.push(m.json<DomainEvent>()),
+    });
+    expect(await store('job-b', 2000, 'second')).toEqual({ stored: true });
+    // the same job again (its ack was lost, it came back): not stored, no second event
+    expect(await store('job-b', 2000, 'second again')).toEqual({ stored: false });
+    // a job asked for before it, finishing late: the newer result stays
+    expect(await store('job-a', 1000, 'first')).toEqual({ stored: false });
+    expect(await analysisOf(agentId, callId)).toMatchObject({ summary: 'second' });
+    expect(await store('job-c', 3000, 'third')).toEqual({ stored: true });
+    expect(await analysisOf(agentId, callId)).toMatchObject({ summary: 'third' });
+    await vi.waitFor(() => expect(analysed.map((e) => e.data.analysis)).toHaveLength(2), { timeout: 10_000 });
+    sub.unsubscribe();
+    // a call going on is not analysed by hand
+    const active = await bus.request(
+      Subjects.callsAdmit,
+      { subdomain: deploy.subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
+      ask,
+    );
+    expect((await http.post(`/api/agents/${agentId}/calls/${active.callId}/analysis`, {})).status).toBe(409);
+  }, 60_000);
 });
