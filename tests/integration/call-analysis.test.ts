@@ -30,11 +30,19 @@ const hearing = scriptedHearing();
 /** The whole user prompt the analyst got (the transcript and the criterion). */
 const promptOf = (req: ChatRequest) => lastUserText(req);
 
+/** Set: the next summary asked for hangs (its instance is to die while it waits). */
+const hang = { next: false, seen: false };
+
 /** The analyst: a booking call passes "booked", anything else fails it; "polite" is never shown: unknown. */
 function analyst(req: ChatRequest) {
   const prompt = promptOf(req);
   // the transcript alone (a criterion's own words would say "appointment" too)
   const booked = /appointment/i.test(prompt.split('\n\nCriterion')[0]!);
+  if (offersTool(req, 'summary') && hang.next) {
+    hang.next = false;
+    hang.seen = true;
+    return { toolCalls: [{ name: 'summary', args: { summary: 'never read' } }], delayMs: 20_000 };
+  }
   if (offersTool(req, 'summary'))
     return {
       toolCalls: [
@@ -65,7 +73,8 @@ function analyst(req: ChatRequest) {
 beforeAll(async () => {
   chat = await startOpenAiStub(analyst);
   speech = await startSpeechStub({ transcribe: hearing.transcribe });
-  stack = await startStack();
+  // a job left by a dead instance comes back within seconds, not the default minute
+  stack = await startStack({ playground: { ANALYSIS_ACK_WAIT_MS: 3000 } });
   http = api(stack.baseUrl);
   nc = await connect({ servers: stack.natsUrl });
   bus = busClientOf(nc);
@@ -312,4 +321,41 @@ describe('call analysis', () => {
     );
     expect((await http.post(`/api/agents/${agentId}/calls/${active.callId}/analysis`, {})).status).toBe(409);
   }, 60_000);
+
+  // last: it takes the stack's playground instance down
+  it('a job whose instance dies mid-analysis is analysed by another instance, once', async () => {
+    const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const agentId = (await http.post('/api/agents', { name: 'Outlives', flow })).body.id as string;
+    await http.put(`/api/agents/${agentId}/analysis`, {
+      enabled: true,
+      summary: true,
+      criteria: [],
+      dataFields: [],
+      model: null,
+    });
+    const deploy = await liveDeploy(agentId);
+    const analysed: DomainEvent[] = [];
+    const sub = nc.subscribe(`domain.${agentId}.call.analyzed`, {
+      callback: (_e, m) => void analysed.push(m.json<DomainEvent>()),
+    });
+    hang.next = true;
+    const callId = await busCall(deploy.subdomain, [
+      { role: 'assistant', content: 'Hello, how can I help?' },
+      { role: 'user', content: 'What are your opening hours?' },
+    ]);
+    // the instance took the job and waits on its model: it dies there, its job unacknowledged
+    await vi.waitFor(() => expect(hang.seen).toBe(true), { timeout: 15_000 });
+    await stack.services.playground.crash();
+    const other = await stack.addPlayground();
+    try {
+      await expect
+        .poll(() => analysisOf(agentId, callId), { timeout: 30_000 })
+        .toMatchObject({ summary: 'The caller asked.', success: null });
+      await vi.waitFor(() => expect(analysed).toHaveLength(1), { timeout: 10_000 });
+      expect(analysed[0]!.data).toMatchObject({ callId, analysis: { summary: 'The caller asked.' } });
+    } finally {
+      sub.unsubscribe();
+      await other.stop();
+    }
+  }, 90_000);
 });

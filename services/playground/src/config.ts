@@ -50,6 +50,12 @@ const Env = {
   WEBHOOK_TIMEOUT_MS: envInt(5000, 100),
   /** Calls analysed at once by one instance (post-call analysis, issue 47); 0: this instance analyses none. */
   ANALYSIS_CONCURRENCY: envInt(8, 0),
+  /**
+   * A job taken and not acknowledged within this long (its instance died) goes to another instance; it must
+   * exceed one analysis (its model calls run in parallel, each bounded by LLM_DECISION_TIMEOUT_MS). Set when
+   * the queue's consumer is first made.
+   */
+  ANALYSIS_ACK_WAIT_MS: envInt(60_000, 1000),
   /** Bound on connecting to an MCP server, listing its tools, and each tool call. */
   MCP_TIMEOUT_MS: envInt(10_000, 100),
   /**

@@ -187,8 +187,7 @@ function liveParts(d: {
           analyst,
           log: d.log,
           concurrency: d.config.ANALYSIS_CONCURRENCY,
-          // a job's model calls run in parallel, each bounded: well within this
-          ackWaitMs: Math.max(60_000, 4 * d.config.LLM_DECISION_TIMEOUT_MS),
+          ackWaitMs: d.config.ANALYSIS_ACK_WAIT_MS,
           busTimeoutMs: d.config.BUS_TIMEOUT_MS,
         })
       : undefined;

@@ -105,7 +105,12 @@ export class AnalysisWorker {
     this.done = (async () => {
       const inFlight = new Set<Promise<void>>();
       for await (const m of messages) {
-        const p = this.handle(m).finally(() => inFlight.delete(p));
+        // a job whose ack or nak cannot be sent (the connection went) comes back after ack_wait
+        const p = this.handle(m)
+          .catch((err: unknown) =>
+            this.deps.log.warn({ err: safeError(err), seq: m.seq }, 'analysis job left'),
+          )
+          .finally(() => inFlight.delete(p));
         inFlight.add(p);
         if (inFlight.size >= this.deps.concurrency) await Promise.race(inFlight);
       }
