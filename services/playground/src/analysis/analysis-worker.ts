@@ -108,7 +108,10 @@ export class AnalysisWorker {
         // a job whose ack or nak cannot be sent (the connection went) comes back after ack_wait
         const p = this.handle(m)
           .catch((err: unknown) =>
-            this.deps.log.warn({ err: safeError(err), seq: m.seq }, 'analysis job left'),
+            this.deps.log.warn(
+              { code: 'ANALYSIS_JOB_LEFT', err: safeError(err), seq: m.seq },
+              'analysis job left',
+            ),
           )
           .finally(() => inFlight.delete(p));
         inFlight.add(p);
@@ -141,11 +144,14 @@ export class AnalysisWorker {
       const permanent =
         err instanceof AppError && err.code !== 'SERVICE_UNAVAILABLE' && err.code !== 'TIMEOUT';
       if (!permanent && attempt < ANALYSIS_MAX_ATTEMPTS) {
-        log.warn({ err: safeError(err), ...job, attempt }, 'call analysis failed: retried');
+        log.warn(
+          { code: 'ANALYSIS_RETRIED', err: safeError(err), ...job, attempt },
+          'call analysis failed: retried',
+        );
         m.nak(RETRY_DELAYS_MS[attempt - 1] ?? RETRY_DELAYS_MS.at(-1));
         return;
       }
-      log.warn({ err: safeError(err), ...job, attempt }, 'call analysis failed');
+      log.warn({ code: 'ANALYSIS_FAILED', err: safeError(err), ...job, attempt }, 'call analysis failed');
       analysis = {
         failed: {
           code: err instanceof AppError ? err.code : 'MODEL_FAILED',
@@ -168,7 +174,7 @@ export class AnalysisWorker {
       m.ack();
     } catch (err) {
       // not stored: the job comes back (a stored one answers stored: false the next time)
-      log.warn({ err: safeError(err), ...job }, 'call analysis not stored');
+      log.warn({ code: 'ANALYSIS_NOT_STORED', err: safeError(err), ...job }, 'call analysis not stored');
       m.nak(1000);
     }
   }

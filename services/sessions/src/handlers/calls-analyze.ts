@@ -15,7 +15,7 @@ export const callsAnalyze =
       return { queued: true, jobId: job.jobId };
     } catch (err) {
       ctx.log.warn(
-        { err: safeError(err), agentId: req.agentId, callId: req.callId },
+        { code: 'ANALYSIS_NOT_QUEUED', err: safeError(err), agentId: req.agentId, callId: req.callId },
         'call analysis not queued',
       );
       throw new AppError('SERVICE_UNAVAILABLE', 'the analysis queue is unavailable: try again');
