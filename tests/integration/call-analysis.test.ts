@@ -221,6 +221,9 @@ describe('call analysis', () => {
     expect(await ids('success=true')).toEqual([started.callId]);
     expect(await ids('success=false')).toEqual([failing]);
     expect((await http.get(`/api/agents/${agentId}/calls?success=maybe`)).status).toBe(400);
+    expect(await ids('criterion=booked:failed')).toEqual([failing]);
+    expect(await ids('criterion=booked:passed')).toEqual([started.callId]);
+    expect((await http.get(`/api/agents/${agentId}/calls?criterion=booked`)).status).toBe(400);
 
     // the deploy's figures from its calls: the judged two split the success rate; the voice call measured turns
     const stats = (await http.get(`/api/agents/${agentId}/deploys/${deploy.id}/stats`)).body;

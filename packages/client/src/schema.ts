@@ -99,7 +99,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Calls of the live deploys, newest first (filters: deployId, channel, endedReason, success, from, to; cursor) */
+    /** Calls of the live deploys, newest first (filters: deployId, channel, endedReason, success, criterion, from, to; cursor) */
     get: operations['callsList'];
     put?: never;
     post?: never;
@@ -4532,6 +4532,7 @@ export interface operations {
     parameters: {
       query?: {
         channel?: 'web' | 'phone';
+        criterion?: string;
         cursor?: string;
         deployId?: string;
         endedReason?:

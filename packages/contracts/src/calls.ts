@@ -136,6 +136,11 @@ export const CallListQuery = z
     endedReason: EndedReason.optional(),
     /** The analysis' `success` (calls not analysed match neither). */
     success: z.enum(['true', 'false']).optional(),
+    /** `<criterion name>:<passed|failed|unknown>`: calls whose analysis gave that criterion that verdict. */
+    criterion: z
+      .string()
+      .regex(/^[^:]{1,200}:(passed|failed|unknown)$/, 'must be <criterion name>:<passed|failed|unknown>')
+      .optional(),
     from: intString('epoch milliseconds').optional(),
     to: intString('epoch milliseconds').optional(),
     cursor: z.string().max(200).optional(),
@@ -153,6 +158,9 @@ export const ListCallsRequest = z.object({
   channel: CallChannel.optional(),
   endedReason: EndedReason.optional(),
   success: z.boolean().optional(),
+  criterion: z
+    .object({ name: z.string().min(1).max(200), verdict: z.enum(['passed', 'failed', 'unknown']) })
+    .optional(),
   from: EpochMs.optional(),
   to: EpochMs.optional(),
   cursor: z.string().max(200).optional(),

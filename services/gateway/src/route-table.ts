@@ -52,6 +52,12 @@ import {
 import { EXAMPLE_FLOW } from '@vab/flow';
 import type { z } from 'zod';
 
+/** `name:verdict` (the query's regex checked it) as the list's filter; the name may hold no colon. */
+function criterionOf(q: string): { name: string; verdict: 'passed' | 'failed' | 'unknown' } {
+  const at = q.lastIndexOf(':');
+  return { name: q.slice(0, at), verdict: q.slice(at + 1) as 'passed' | 'failed' | 'unknown' };
+}
+
 export interface RouteInput<P, B> {
   params: P;
   /** The query string, as the route's `query` schema let it through (empty without one). */
@@ -579,7 +585,7 @@ const routeTable = [
     subject: Subjects.callsList,
     tag: 'calls',
     summary:
-      'Calls of the live deploys, newest first (filters: deployId, channel, endedReason, success, from, to; cursor)',
+      'Calls of the live deploys, newest first (filters: deployId, channel, endedReason, success, criterion, from, to; cursor)',
     params: AgentIdParams,
     query: CallListQuery,
     toRequest: ({ params, query }) => ({
@@ -590,6 +596,7 @@ const routeTable = [
         ? { endedReason: query.endedReason as RequestOf<'sessions.calls.list'>['endedReason'] }
         : {}),
       ...(query.success !== undefined ? { success: query.success === 'true' } : {}),
+      ...(query.criterion !== undefined ? { criterion: criterionOf(query.criterion) } : {}),
       ...(query.from !== undefined ? { from: Number(query.from) } : {}),
       ...(query.to !== undefined ? { to: Number(query.to) } : {}),
       ...(query.cursor !== undefined ? { cursor: query.cursor } : {}),

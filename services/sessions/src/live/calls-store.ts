@@ -63,6 +63,12 @@ redis.call('SET', KEYS[3], ARGV[2] .. ':' .. ARGV[3])
 return 'stored'
 `;
 
+/** Whether the call's analysis gave the criterion that verdict. */
+function hasVerdict(call: CallSummary, c: { name: string; verdict: string }): boolean {
+  const criteria = call.analysis && 'criteria' in call.analysis ? call.analysis.criteria : [];
+  return criteria.some((v) => v.name === c.name && v.verdict === c.verdict);
+}
+
 const utcDay = (at: number) => new Date(at).toISOString().slice(0, 10).replaceAll('-', '');
 
 interface NewCall {
@@ -243,6 +249,7 @@ export class CallsStore {
           (call.analysis as { success?: unknown } | null)?.success !== req.success
         )
           continue;
+        if (req.criterion && !hasVerdict(call, req.criterion)) continue;
         if (req.deployId && call.deployId !== req.deployId) continue;
         if (req.channel && call.channel !== req.channel) continue;
         if (req.endedReason && call.endedReason !== req.endedReason) continue;
