@@ -109,6 +109,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/agents/{id}/calls/{callId}/recording': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A call's recording: Ogg Opus, the caller on the left and the agent (as played) on the right */
+    get: operations['callRecording'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/conversations': {
     parameters: {
       query?: never;
@@ -4699,6 +4716,102 @@ export interface operations {
       };
       /** @description `TIMEOUT` */
       504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  callRecording: {
+    parameters: {
+      query?: {
+        /** @description A ticket from POST /api/tickets (reusable until it expires) */
+        ticket?: string;
+      };
+      header?: never;
+      path: {
+        callId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The whole recording (`Accept-Ranges: bytes`, `ETag`); its zero is the record's `recording.startedAt` */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/ogg': string;
+        };
+      };
+      /** @description The range asked for (`Content-Range: bytes <first>-<last>/<size>`) */
+      206: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/ogg': string;
+        };
+      };
+      /** @description Not modified (If-None-Match matched the ETag): no body */
+      304: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description `VALIDATION_FAILED` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RANGE_NOT_SATISFIABLE` */
+      416: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
         headers: {
           [name: string]: unknown;
         };

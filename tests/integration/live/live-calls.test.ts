@@ -1,11 +1,11 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, type BusClient } from '@vab/bus';
 import { AppError, Subjects, type CallSummary, type DeployRecord } from '@vab/contracts';
-import { speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
+import { decodeRecording, levelOf, speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { lastUserText, startOpenAiStub } from '../../services/playground/test/openai-stub.js';
-import { api, startStack, type Stack } from '../helpers/stack.js';
-import { scriptedHearing } from '../helpers/voice.js';
+import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
+import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { scriptedHearing } from '../../helpers/voice.js';
 
 /**
  * Issue 45's calls in the sessions service, asked over the bus as the playground asks: admission against the
@@ -189,5 +189,45 @@ describe('calls', () => {
     expect(call.messages[2].content).toBe('ok: I would like to book an appointment');
     const listed = await http.get(`/api/agents/${agentId}/calls?channel=web`);
     expect(listed.body.calls.map((c: CallSummary) => c.id)).toContain(started.callId);
+
+    // recorded as a test session is: stereo Opus, the caller on the left, the agent on the right
+    await expect
+      .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).body.recording, {
+        timeout: 15_000,
+      })
+      .toMatchObject({ durationMs: expect.any(Number), bytes: expect.any(Number) });
+    const { recording } = (await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).body as {
+      recording: { durationMs: number; bytes: number; startedAt: number };
+    };
+    const path = `/api/agents/${agentId}/calls/${started.callId}/recording`;
+    const whole = await fetch(stack.baseUrl + path);
+    const file = new Uint8Array(await whole.arrayBuffer());
+    expect(whole.status).toBe(200);
+    expect(whole.headers.get('content-type')).toBe('audio/ogg');
+    expect(file.byteLength).toBe(recording.bytes);
+    const decoded = await decodeRecording(file);
+    expect(decoded).toMatchObject({ codec: 'opus', channels: 2 });
+    expect(Math.abs(decoded.durationMs - recording.durationMs)).toBeLessThanOrEqual(100);
+    // the caller's speech on the left, the agent's greeting and answer on the right
+    expect(levelOf(decoded.left, decoded.sampleRate, 0, decoded.durationMs)).toBeGreaterThan(100);
+    expect(levelOf(decoded.right, decoded.sampleRate, 0, decoded.durationMs)).toBeGreaterThan(100);
+    // ranges and ETag as a test session's recording
+    const part = await fetch(stack.baseUrl + path, { headers: { range: 'bytes=0-99' } });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe(`bytes 0-99/${recording.bytes}`);
+    expect(Buffer.from(await part.arrayBuffer()).equals(Buffer.from(file.subarray(0, 100)))).toBe(true);
+    const etag = whole.headers.get('etag')!;
+    expect(etag).toMatch(/^"SHA-256=/);
+    expect((await fetch(stack.baseUrl + path, { headers: { 'if-none-match': etag } })).status).toBe(304);
+    // another agent's id never reaches it
+    const other = (await http.post('/api/agents', { name: 'Other desk', flow })).body.id as string;
+    expect(
+      (await fetch(`${stack.baseUrl}/api/agents/${other}/calls/${started.callId}/recording`)).status,
+    ).toBe(404);
+
+    // erased: the call, its transcript and its recording
+    expect((await http.delete(`/api/agents/${agentId}/calls/${started.callId}`)).status).toBe(200);
+    expect((await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).status).toBe(404);
+    expect((await fetch(stack.baseUrl + path)).status).toBe(404);
   }, 90_000);
 });
