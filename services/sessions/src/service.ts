@@ -4,6 +4,7 @@ import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient, WriteConcern } from '@vab/storage';
 import { OwnerSweep } from './owner-sweep.js';
 import { Recordings } from './recordings.js';
+import { CallErasure } from './live/call-erasure.js';
 import { SessionRetention, type RetentionSettings } from './retention.js';
 import { AgentsDirectory } from './agents-directory.js';
 import { DEFAULT_LIMITS, type SessionsLimits } from './config.js';
@@ -161,6 +162,7 @@ export function startSessionsService(deps: {
     log: deps.log,
     checkTimeoutMs: 30_000,
   });
+  const recordings = new Recordings(deps.nc, deps.log);
   const handlerDeps: Deps = {
     store,
     testing,
@@ -171,7 +173,8 @@ export function startSessionsService(deps: {
     live: new LiveStore(deps.redis),
     calls: new CallsStore(deps.redis, deps.liveMaxCallsPerAddress ?? 3),
     callLimits: { maxMessages: limits.maxMessagesPerSession },
-    recordings: new Recordings(deps.nc, deps.log),
+    recordings,
+    callErasure: new CallErasure(deps.nc, recordings, deps.log),
     agents: new AgentsDirectory(deps.nc, limits.agentLookupTimeoutMs),
     redis: deps.redis,
     statsMaxDays: retentionDays > 0 ? retentionDays : 366,

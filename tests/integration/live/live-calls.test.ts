@@ -1,10 +1,19 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, type BusClient } from '@vab/bus';
-import { AppError, Subjects, type CallSummary, type DeployRecord } from '@vab/contracts';
+import { jetstreamManager } from '@nats-io/jetstream';
+import {
+  AppError,
+  EVENTS_STREAM,
+  eventsSubject,
+  Subjects,
+  type CallSummary,
+  type DeployRecord,
+} from '@vab/contracts';
 import { decodeRecording, levelOf, speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { readSse } from '../../helpers/sse.js';
 import { scriptedHearing } from '../../helpers/voice.js';
 
 /**
@@ -159,6 +168,15 @@ describe('calls', () => {
       new RegExp(`^/live/${deploy.subdomain}/calls/${started.callId}/audio\\?ticket=`),
     );
 
+    // the call's live events, as a test session's: followed from its start until it ends
+    const eventsPath = `/api/agents/${agentId}/calls/${started.callId}/events`;
+    const followed = fetch(stack.baseUrl + eventsPath, { headers: { accept: 'text/event-stream' } }).then(
+      (r) => {
+        expect(r.status).toBe(200);
+        return readSse(r, { stopWhen: (f) => f.event === 'session_ended', timeoutMs: 60_000 });
+      },
+    );
+
     const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
     await client.ready;
     await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
@@ -189,6 +207,28 @@ describe('calls', () => {
     expect(call.messages[2].content).toBe('ok: I would like to book an appointment');
     const listed = await http.get(`/api/agents/${agentId}/calls?channel=web`);
     expect(listed.body.calls.map((c: CallSummary) => c.id)).toContain(started.callId);
+
+    const frames = await followed;
+    expect(frames[0]?.event).toBe('session_started');
+    expect(frames.at(-1)?.event).toBe('session_ended');
+    const said = frames.filter((f) => f.event === 'user_turn').map((f) => JSON.parse(f.data).text);
+    expect(said).toContain('I would like to book an appointment');
+    const replies = frames.filter((f) => f.event === 'agent_reply').map((f) => JSON.parse(f.data).text);
+    expect(replies).toContain('ok: I would like to book an appointment');
+    // resumable: after a Last-Event-ID, the events that followed it, to the end
+    const resumeAfter = frames[2]!.id!;
+    const resumed = await readSse(
+      await fetch(stack.baseUrl + eventsPath, {
+        headers: { accept: 'text/event-stream', 'last-event-id': resumeAfter },
+      }),
+      { stopWhen: (f) => f.event === 'session_ended' },
+    );
+    expect(resumed.map((f) => f.id)).toEqual(frames.slice(3).map((f) => f.id));
+    // another agent's id never reaches them
+    const stranger = (await http.post('/api/agents', { name: 'Stranger desk', flow })).body.id as string;
+    expect(
+      (await fetch(`${stack.baseUrl}/api/agents/${stranger}/calls/${started.callId}/events`)).status,
+    ).toBe(404);
 
     // recorded as a test session is: stereo Opus, the caller on the left, the agent on the right
     await expect
@@ -229,5 +269,12 @@ describe('calls', () => {
     expect((await http.delete(`/api/agents/${agentId}/calls/${started.callId}`)).status).toBe(200);
     expect((await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).status).toBe(404);
     expect((await fetch(stack.baseUrl + path)).status).toBe(404);
+    expect((await fetch(stack.baseUrl + eventsPath)).status).toBe(404);
+    // its live events are gone from the stream too (their transcript events held what was said)
+    const jsm = await jetstreamManager(nc);
+    const kept = await jsm.streams
+      .getMessage(EVENTS_STREAM, { last_by_subj: eventsSubject(agentId, started.callId) })
+      .catch(() => null);
+    expect(kept).toBeNull();
   }, 90_000);
 });
