@@ -277,4 +277,42 @@ describe('calls', () => {
       .catch(() => null);
     expect(kept).toBeNull();
   }, 90_000);
+  it("ends a call nobody speaks in with silence_timeout, after the deploy's endCallMessage", async () => {
+    const spoken = speak('What are your opening hours');
+    hearing.willHear('What are your opening hours');
+    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const agentId = (await http.post('/api/agents', { name: 'Quiet line', flow: liveFlow })).body
+      .id as string;
+    // the smallest timeout a deploy takes
+    const deploy = await liveDeploy(agentId, { silenceTimeoutMs: 5000, endCallMessage: 'Goodbye for now.' });
+    const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    const started = (await res.json()) as { callId: string; audioPath: string };
+    expect(res.status, JSON.stringify(started)).toBe(201);
+    // the client streams its microphone as a browser does: silence frames, frame by frame, and one sentence
+    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
+    await client.ready;
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    client.say(spoken);
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    // then nobody speaks: the agent says its goodbye and hangs up
+    const closed = await client.closed;
+    expect(closed.code).toBe(1000);
+    expect(client.segments.length).toBeGreaterThanOrEqual(3);
+    await expect
+      .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).body.status, {
+        timeout: 15_000,
+      })
+      .toBe('ended');
+    const call = (await http.get(`/api/agents/${agentId}/calls/${started.callId}`)).body;
+    expect(call.endedReason).toBe('silence_timeout');
+    // the answer came; the call then lasted at least the timeout beyond it
+    expect(call.messages.map((m: { content: string }) => m.content)).toContain(
+      'ok: What are your opening hours',
+    );
+    expect(call.durationMs).toBeGreaterThanOrEqual(5000);
+  }, 90_000);
 });
