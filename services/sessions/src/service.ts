@@ -5,6 +5,7 @@ import type { RedisClient, WriteConcern } from '@vab/storage';
 import { OwnerSweep } from './owner-sweep.js';
 import { Recordings } from './recordings.js';
 import { CallErasure } from './live/call-erasure.js';
+import { CallRetention, type CallRetentionSettings } from './live/call-retention.js';
 import { SessionRetention, type RetentionSettings } from './retention.js';
 import { AgentsDirectory } from './agents-directory.js';
 import { DEFAULT_LIMITS, type SessionsLimits } from './config.js';
@@ -111,6 +112,7 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
 
 export interface SessionsService extends Served {
   retention: SessionRetention;
+  callRetention: CallRetention;
   ownerSweep: OwnerSweep;
   runner: TestRunner;
 }
@@ -134,6 +136,8 @@ export function startSessionsService(deps: {
   writes?: WriteConcern;
   limits?: Partial<SessionsLimits> | undefined;
   retention?: RetentionSettings;
+  /** Calls past their agent's retention (config: CALL_RETENTION_DAYS, RETENTION_SWEEP_INTERVAL_MS). */
+  callRetention?: CallRetentionSettings;
   testRuns?: Partial<typeof DEFAULT_RUNNER>;
   /** Calls one address may hold at once (LIVE_MAX_CALLS_PER_ADDRESS; 0: no cap). */
   liveMaxCallsPerAddress?: number;
@@ -193,6 +197,7 @@ export function startSessionsService(deps: {
     new Recordings(deps.nc, deps.log),
   );
   retention.start();
+  const callRetention = startCallRetention(handlerDeps, deps.log, deps.callRetention);
   const ownerSweep = new OwnerSweep(
     deps.nc,
     store,
@@ -209,14 +214,28 @@ export function startSessionsService(deps: {
   return {
     ...served,
     retention,
+    callRetention,
     ownerSweep,
     runner,
     stop: async (timeoutMs) => {
       await ownerSweep.stop();
       await retention.stop();
+      await callRetention.stop();
       await runner.stop();
       await served.stop(timeoutMs);
       await pipeline.drain();
     },
   };
+}
+
+/** Calls past their agent's retention go, with their recordings and events (the operator's default: 30 days). */
+function startCallRetention(
+  deps: Deps,
+  log: Logger,
+  settings: CallRetentionSettings = { defaultDays: 30, intervalMs: 3_600_000 },
+): CallRetention {
+  const { calls, live, callErasure: erasure, redis } = deps;
+  const retention = new CallRetention({ calls, live, erasure, redis, log }, settings);
+  retention.start();
+  return retention;
 }

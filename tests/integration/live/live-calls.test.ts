@@ -315,4 +315,51 @@ describe('calls', () => {
     );
     expect(call.durationMs).toBeGreaterThanOrEqual(5000);
   }, 90_000);
+  it("deletes calls past their agent's retention with their recordings and events; others stay", async () => {
+    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    /** A call that connects, hears the greeting and hangs up, once its recording is stored. */
+    const briefCall = async (name: string, settings: Record<string, unknown>) => {
+      const agentId = (await http.post('/api/agents', { name, flow: liveFlow })).body.id as string;
+      if (Object.keys(settings).length > 0)
+        expect((await http.patch(`/api/agents/${agentId}/call-settings`, settings)).status).toBe(200);
+      const deploy = await liveDeploy(agentId, {});
+      const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, { method: 'POST' });
+      const { callId, audioPath } = (await res.json()) as { callId: string; audioPath: string };
+      const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + audioPath });
+      await client.ready;
+      await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+      client.close();
+      await expect
+        .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${callId}`)).body.recording, {
+          timeout: 15_000,
+        })
+        .not.toBeNull();
+      return { agentId, callId };
+    };
+    const short = await briefCall('Short memory', { callRetentionDays: 1 });
+    const kept = await briefCall('Long memory', {});
+    const gone = async ({ agentId, callId }: { agentId: string; callId: string }) => {
+      const base = `${stack.baseUrl}/api/agents/${agentId}/calls/${callId}`;
+      const events = await (
+        await jetstreamManager(nc)
+      ).streams
+        .getMessage(EVENTS_STREAM, { last_by_subj: eventsSubject(agentId, callId) })
+        .catch(() => null);
+      return {
+        call: (await fetch(base)).status,
+        recording: (await fetch(`${base}/recording`)).status,
+        events: events === null ? 'none' : 'kept',
+      };
+    };
+    const sessions = stack.services.sessions.sessions!;
+    const day = 24 * 3600 * 1000;
+
+    // two days on: past the 1 day of the first agent, within the operator's default (30) for the other
+    expect(await sessions.callRetention.sweep(Date.now() + 2 * day)).toBeGreaterThanOrEqual(1);
+    expect(await gone(short)).toEqual({ call: 404, recording: 404, events: 'none' });
+    expect(await gone(kept)).toEqual({ call: 200, recording: 200, events: 'kept' });
+    // past the default too
+    expect(await sessions.callRetention.sweep(Date.now() + 31 * day)).toBeGreaterThanOrEqual(1);
+    expect(await gone(kept)).toEqual({ call: 404, recording: 404, events: 'none' });
+  }, 120_000);
 });
