@@ -45,6 +45,9 @@ export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOU
       | 'REQUEST_RECEIVE_TIMEOUT_MS'
       | 'MAX_CONNECTIONS_PER_ADDRESS'
       | 'LIVE_DOMAIN'
+      | 'CALLER_HASH_KEY'
+      | 'LIVE_KEY_RATE_LIMIT_MAX'
+      | 'RATE_LIMIT_WINDOW_MS'
     >
   > & {
     security?: Partial<SecurityConfig>;
@@ -135,7 +138,7 @@ export async function buildGateway(deps: {
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   await registerConsole(app);
-  await registerLivePage(app);
+  await registerLivePage(app, { bus, timeoutMs: config.REQUEST_TIMEOUT_MS });
   registerOperatorRoutes(app, bus, config.READY_TIMEOUT_MS, config.STACK_ID);
 
   const streams = eventStreams(app, { nc, bus, log }, config);

@@ -58,6 +58,7 @@ import { publicKeysRevoke } from './handlers/public-keys-revoke.js';
 import { callSettingsGet } from './handlers/call-settings-get.js';
 import { callSettingsSet } from './handlers/call-settings-set.js';
 import { publicKeysVerify } from './handlers/public-keys-verify.js';
+import { livePage } from './handlers/live-page.js';
 import { DomainEvents } from './live/domain-events.js';
 import { LiveDeploys } from './live/live-deploys.js';
 import { DeployPipeline } from './live/pipeline.js';
@@ -107,6 +108,7 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.public-keys.list': publicKeysList(deps),
     'sessions.public-keys.revoke': publicKeysRevoke(deps),
     'sessions.public-keys.verify': publicKeysVerify(deps),
+    'sessions.live.page': livePage(deps),
   };
 }
 

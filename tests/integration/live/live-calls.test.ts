@@ -10,7 +10,9 @@ import {
   type DeployRecord,
 } from '@vab/contracts';
 import { decodeRecording, levelOf, speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
+import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { addressKey } from '../../../services/gateway/src/address.js';
 import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 import { readSse } from '../../helpers/sse.js';
@@ -33,11 +35,12 @@ const flow = voiceFlow({ chatURL: 'http://127.0.0.1:9/v1', speechURL: 'http://12
 let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 const hearing = scriptedHearing();
+const CALLER_HASH_KEY = randomBytes(32).toString('hex');
 
 beforeAll(async () => {
   chat = await startOpenAiStub((req) => ({ content: `ok: ${lastUserText(req)}` }));
   speech = await startSpeechStub({ transcribe: hearing.transcribe });
-  stack = await startStack();
+  stack = await startStack({ gateway: { CALLER_HASH_KEY, LIVE_KEY_RATE_LIMIT_MAX: 2 } });
   http = api(stack.baseUrl);
   nc = await connect({ servers: stack.natsUrl });
   bus = busClientOf(nc);
@@ -201,8 +204,10 @@ describe('calls', () => {
       deployId: deploy.id,
       version: 1,
     });
-    expect(call.caller.addressHash).toMatch(/^[A-Za-z0-9_-]{32}$/);
-    expect(call.caller.addressHash).not.toContain('127.0.0.1');
+    // the address as an HMAC under the operator's key: never the address, nor a bare hash anyone can redo
+    expect(call.caller.addressHash).toBe(
+      createHmac('sha256', CALLER_HASH_KEY).update(addressKey('127.0.0.1')).digest('base64url').slice(0, 32),
+    );
     expect(call.messages.map((m: { role: string }) => m.role)).toEqual(['assistant', 'user', 'assistant']);
     expect(call.messages[2].content).toBe('ok: I would like to book an appointment');
     const listed = await http.get(`/api/agents/${agentId}/calls?channel=web`);
@@ -362,4 +367,56 @@ describe('calls', () => {
     expect(await sessions.callRetention.sweep(Date.now() + 31 * day)).toBeGreaterThanOrEqual(1);
     expect(await gone(kept)).toEqual({ call: 404, recording: 404, events: 'none' });
   }, 120_000);
+  it('per publishable key: 429 past LIVE_KEY_RATE_LIMIT_MAX; livePage off: no page, key-less calls refused', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Widget desk', flow })).body.id as string;
+    const deploy = await liveDeploy(agentId, {});
+    const origin = 'https://shop.example.com';
+    const keyOf = async () =>
+      (await http.post(`/api/agents/${agentId}/public-keys`, { allowedOrigins: [origin] })).body
+        .key as string;
+    const [key, otherKey] = [await keyOf(), await keyOf()];
+    const start = async (headers: Record<string, string>) => {
+      const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: '{}',
+      });
+      const body = (await res.json()) as { callId?: string; code?: string; retryAfterSeconds?: number };
+      // hung up at once: the address's cap of calls at once is not what this test meets
+      if (body.callId)
+        await bus.request(
+          Subjects.callsHangUp,
+          { agentId, callId: body.callId, reason: 'caller_hung_up' },
+          { timeoutMs: 5000, requestId: 'test' },
+        );
+      return { status: res.status, body, retryAfter: res.headers.get('retry-after') };
+    };
+    const withKey = (k: string) => ({ authorization: `Bearer ${k}`, origin });
+
+    // the stack allows 2 calls per key per window: the third is refused, saying when to retry
+    expect((await start(withKey(key))).status).toBe(201);
+    expect((await start(withKey(key))).status).toBe(201);
+    const limited = await start(withKey(key));
+    expect(limited.status).toBe(429);
+    expect(limited.body.code).toBe('RATE_LIMITED');
+    expect(Number(limited.retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(limited.body.retryAfterSeconds).toBe(Number(limited.retryAfter));
+    // another key of the agent, and the page's own key-less calls, are not held back by it
+    expect((await start(withKey(otherKey))).status).toBe(201);
+    expect((await start({})).status).toBe(201);
+    expect((await fetch(`${stack.baseUrl}/live/${deploy.subdomain}`)).status).toBe(200);
+
+    // the builder turns the page off: no page, and a call needs a key
+    const off = await http.patch(`/api/agents/${agentId}/call-settings`, { livePage: false });
+    expect(off.body).toMatchObject({ livePage: false });
+    expect((await fetch(`${stack.baseUrl}/live/${deploy.subdomain}`)).status).toBe(404);
+    const keyless = await start({});
+    expect(keyless.status).toBe(401);
+    expect(keyless.body.code).toBe('UNAUTHORIZED');
+    expect((await start(withKey(otherKey))).status).toBe(201);
+    // and on again
+    await http.patch(`/api/agents/${agentId}/call-settings`, { livePage: true });
+    expect((await fetch(`${stack.baseUrl}/live/${deploy.subdomain}`)).status).toBe(200);
+    expect((await start({})).status).toBe(201);
+  });
 });
