@@ -4830,6 +4830,16 @@ export interface operations {
             | {
                 agentId: string;
                 at: number;
+                digit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'dtmf';
+              }
+            | {
+                agentId: string;
+                at: number;
                 delta: string;
                 id: number;
                 replyId: string;
@@ -4898,7 +4908,8 @@ export interface operations {
                 ok: boolean;
                 reason?: string;
                 sessionId: string;
-                targetAgentId: string;
+                targetAgentId?: string;
+                targetNumber?: string;
                 /** @enum {string} */
                 type: 'transfer';
               }
