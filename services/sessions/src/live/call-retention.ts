@@ -4,6 +4,7 @@ import { storage, type RedisClient } from '@vab/storage';
 import type { CallErasure } from './call-erasure.js';
 import type { CallsStore } from './calls-store.js';
 import type { LiveStore } from './credentials-store.js';
+import type { SessionsStore } from '../store.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** One instance sweeps per interval: the others find the lock taken and skip. Its own slot on a cluster. */
@@ -29,6 +30,7 @@ export class CallRetention {
   constructor(
     private readonly deps: {
       calls: CallsStore;
+      store: SessionsStore;
       live: LiveStore;
       erasure: CallErasure;
       redis: RedisClient;
@@ -56,13 +58,13 @@ export class CallRetention {
   }
 
   private async sweepAll(now: number): Promise<number> {
-    const { calls, live } = this.deps;
+    const { store, live } = this.deps;
     let removed = 0;
-    for (const agentId of await calls.agentsWithCalls()) {
+    // a call needs a live deploy, and a deployed agent keeps its subdomain: these are every agent with calls
+    for (const agentId of await store.deployedAgents()) {
       const days = (await live.callSettings(agentId)).callRetentionDays ?? this.settings.defaultDays;
       if (days === 0) continue;
       removed += await this.sweepAgent(agentId, now - days * DAY_MS);
-      await calls.forgetIfNone(agentId);
     }
     return removed;
   }
