@@ -339,9 +339,11 @@ describe('calls', () => {
           timeout: 15_000,
         })
         .not.toBeNull();
-      return { agentId, callId };
+      return { agentId, callId, subdomain: deploy.subdomain };
     };
     const short = await briefCall('Short memory', { callRetentionDays: 1 });
+    // a call still going on when the sweep comes is left until it ends
+    const ongoing = await admit(short.subdomain, 'retention-caller');
     const kept = await briefCall('Long memory', {});
     const gone = async ({ agentId, callId }: { agentId: string; callId: string }) => {
       const base = `${stack.baseUrl}/api/agents/${agentId}/calls/${callId}`;
@@ -362,6 +364,8 @@ describe('calls', () => {
     // two days on: past the 1 day of the first agent, within the operator's default (30) for the other
     expect(await sessions.callRetention.sweep(Date.now() + 2 * day)).toBeGreaterThanOrEqual(1);
     expect(await gone(short)).toEqual({ call: 404, recording: 404, events: 'none' });
+    const stillOn = await http.get(`/api/agents/${short.agentId}/calls/${ongoing.callId}`);
+    expect(stillOn.body.status).toBe('active');
     expect(await gone(kept)).toEqual({ call: 200, recording: 200, events: 'kept' });
     // past the default too
     expect(await sessions.callRetention.sweep(Date.now() + 31 * day)).toBeGreaterThanOrEqual(1);
