@@ -20,6 +20,8 @@ const ck = {
   messages: (agentId: string, callId: string) => `ss:{${agentId}}:call:${callId}:msg`,
   active: (agentId: string, deployId: string) => `ss:{${agentId}}:active:${deployId}`,
   daily: (agentId: string, deployId: string, day: string) => `ss:{${agentId}}:daily:${deployId}:${day}`,
+  /** The agents that have calls, for the retention sweep (own slot on a cluster). */
+  agents: 'ss:{calls}:agents',
   /** Calls one address holds at once, across agents (own slot on a cluster). */
   address: (addressKey: string) => `ss:{addr}:${addressKey}`,
 };
@@ -120,6 +122,7 @@ export class CallsStore {
     await this.redis.set(ck.call(c.agentId, c.callId), JSON.stringify(call));
     await this.redis.set(`${ck.call(c.agentId, c.callId)}:addr`, c.addressKey ?? '');
     await this.redis.zadd(ck.calls(c.agentId), now, c.callId);
+    await this.redis.sadd(ck.agents, c.agentId);
     return call;
   }
 
@@ -217,6 +220,21 @@ export class CallsStore {
     );
     await this.redis.zrem(ck.calls(agentId), callId);
     return call;
+  }
+
+  /** The agents that have (or had) calls: the retention sweep visits them. */
+  async agentsWithCalls(): Promise<string[]> {
+    return this.redis.smembers(ck.agents);
+  }
+
+  /** Up to `limit` of the agent's calls that started before `before`, oldest first. */
+  async startedBefore(agentId: string, before: number, limit: number): Promise<string[]> {
+    return this.redis.zrangebyscore(ck.calls(agentId), '-inf', `(${before}`, 'LIMIT', 0, limit);
+  }
+
+  /** An agent with no call left leaves the sweep's list (a new call puts it back). */
+  async forgetIfNone(agentId: string): Promise<void> {
+    if ((await this.redis.zcard(ck.calls(agentId))) === 0) await this.redis.srem(ck.agents, agentId);
   }
 
   /** The call's turn figures (p50/p90 over the turns that called a model). */
