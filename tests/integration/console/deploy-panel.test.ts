@@ -264,6 +264,11 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     await expect
       .poll(() => page.locator('#log li.agent').allTextContents())
       .toEqual(['Hello, how can I help?']);
+    // its recording beside it (hung up after the greeting: the agent's channel has it)
+    await page.locator('#recording:visible').waitFor();
+    expect(await page.locator('#recording').getAttribute('src')).toBe(
+      `/api/agents/${agentId}/calls/${started.callId}/recording`,
+    );
     expect(await page.locator('#conv-info').textContent()).toMatch(/^· call [\w-]{8}… · version 1$/);
     expect(await page.locator('#status').textContent()).toBe(`Replaying call ${started.callId}`);
     // a call is production data: no replay case is made of it
@@ -272,12 +277,8 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
 
     // the stored key never reached the page
     expect(await page.content()).not.toContain(STORED_KEY);
-    // what the browser logged: the refused origin's 400 and, until calls have an events route, its 404
-    // (the page then shows the call's transcript from its record)
-    expect(refused).toEqual([
-      `400 ${stack.baseUrl}/api/agents/${agentId}/public-keys`,
-      `404 ${stack.baseUrl}/api/agents/${agentId}/calls/${started.callId}/events`,
-    ]);
+    // what the browser logged: the refused origin's 400, nothing else
+    expect(refused).toEqual([`400 ${stack.baseUrl}/api/agents/${agentId}/public-keys`]);
     expect(problems).toEqual(
       refused.map(() => expect.stringMatching(/^console error: Failed to load resource/)),
     );
