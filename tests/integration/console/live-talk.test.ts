@@ -11,6 +11,7 @@ import {
   speak,
   startOpenAiStub,
   startSpeechStub,
+  VoiceClient,
   voiceFlow,
 } from '@vab/testkit';
 import { randomBytes } from 'node:crypto';
@@ -54,6 +55,8 @@ const ANSWER_MS = 20_000;
  */
 const HANG_UP_MS = 5000;
 const DEPLOY_MS = 30_000;
+/** An answer of the gateway's comes within its REQUEST_TIMEOUT_MS (its default). */
+const REQUEST_TIMEOUT_MS = 5000;
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
@@ -367,5 +370,57 @@ describe('the widget on another origin', () => {
     expect(await refusedOn(siteOrigin, key)).toBe(
       'This site may not call this agent: this key may not start calls of this agent from this origin',
     );
+  }, 60_000);
+});
+
+describe('the talk page when the deploy is full', () => {
+  it('says the agent is busy, counts down its Retry-After, and the refusal lists as a busy call', async () => {
+    const live = (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`, bearer)).body[0]!;
+    expect(
+      (await http.patch(`/api/agents/${agentId}/deploys/${live.id}`, { maxConcurrentCalls: 1 }, bearer))
+        .status,
+    ).toBe(200);
+    // another caller holds the one line (a start without Origin is our own page's)
+    const res = await fetch(`${stack.baseUrl}/live/${subdomain}/calls`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ audio: { sampleRate: 16000, frameMs: 20 } }),
+    });
+    expect(res.status).toBe(201);
+    const held = (await res.json()) as { callId: string; audioPath: string };
+    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + held.audioPath });
+    const { page, problems } = await watchedPage(browser);
+    try {
+      await client.ready;
+      await page.goto(`${stack.baseUrl}/live/${subdomain}`);
+      const talk = page.locator('section.vab-talk');
+      await expect.poll(() => stateOf(talk)).toBe('idle');
+      await talk.locator('button.call').click();
+      await expect.poll(() => stateOf(talk)).toBe('busy');
+      expect(await talk.locator('.state').textContent()).toBe('Busy');
+      expect(await talk.locator('.status').textContent()).toMatch(
+        /^The agent is busy right now\. Try again in [1-5] s\. \(.+\)$/,
+      );
+      expect(await talk.locator('button.call').isDisabled()).toBe(true);
+      // the button comes back once the server's Retry-After (5 s for a deploy's cap) has passed
+      await expect
+        .poll(() => talk.locator('.status').textContent(), { timeout: 5000 + REQUEST_TIMEOUT_MS })
+        .toMatch(/^The agent was busy \(.+\)\. Try again now\.$/);
+      expect(await talk.locator('button.call').isEnabled()).toBe(true);
+      // the missed call is recorded for the builder
+      const busy = await http.get<CallList>(`/api/agents/${agentId}/calls?endedReason=busy`, bearer);
+      expect(busy.body.calls).toHaveLength(1);
+      expect(busy.body.calls[0]).toMatchObject({
+        channel: 'web',
+        endedDetail: { kind: 'max_concurrent_calls' },
+      });
+      // the browser's own line for the 429 is all that went wrong
+      expect(problems).toEqual([expect.stringMatching(/status of 429/)]);
+    } finally {
+      await page.close();
+      client.close();
+      await client.closed;
+      await http.patch(`/api/agents/${agentId}/deploys/${live.id}`, { maxConcurrentCalls: 10 }, bearer);
+    }
   }, 60_000);
 });
