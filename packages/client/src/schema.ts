@@ -56,24 +56,6 @@ export interface paths {
     patch: operations['agentsUpdate'];
     trace?: never;
   };
-  '/api/agents/{id}/analysis': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    /** The agent's post-call analysis settings: summary, success criteria, data fields, the model */
-    get: operations['analysisSettingsGet'];
-    /** Set the agent's post-call analysis (every call ended from now on is analysed while enabled) */
-    put: operations['analysisSettingsSet'];
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
-    trace?: never;
-  };
   '/api/agents/{id}/call-settings': {
     parameters: {
       query?: never;
@@ -99,7 +81,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Calls of the live deploys, newest first (filters: deployId, channel, endedReason, success, criterion, from, to; cursor) */
+    /** Calls of the live deploys, newest first (filters: deployId, channel, endedReason, from, to; cursor) */
     get: operations['callsList'];
     put?: never;
     post?: never;
@@ -127,17 +109,34 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
-  '/api/agents/{id}/calls/{callId}/analysis': {
+  '/api/agents/{id}/calls/{callId}/events': {
     parameters: {
       query?: never;
       header?: never;
       path?: never;
       cookie?: never;
     };
-    get?: never;
+    /** A call's events as Server-Sent Events (as a session's): everything after Last-Event-ID, then live until it ends */
+    get: operations['callEvents'];
     put?: never;
-    /** Analyse an ended call again with the agent's analysis settings as they are now (queued) */
-    post: operations['callsAnalyze'];
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/calls/{callId}/recording': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A call's recording: Ogg Opus, the caller on the left and the agent (as played) on the right */
+    get: operations['callRecording'];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -231,23 +230,6 @@ export interface paths {
     head?: never;
     /** An external deployer's move (pending → building → live | failed), or call settings changes */
     patch: operations['deploysUpdate'];
-    trace?: never;
-  };
-  '/api/agents/{id}/deploys/{deployId}/stats': {
-    parameters: {
-      query?: never;
-      header?: never;
-      path?: never;
-      cookie?: never;
-    };
-    /** A deploy's figures from its calls: calls, minutes, ended reasons, success rate, response time, usage */
-    get: operations['deployStats'];
-    put?: never;
-    post?: never;
-    delete?: never;
-    options?: never;
-    head?: never;
-    patch?: never;
     trace?: never;
   };
   '/api/agents/{id}/public-keys': {
@@ -4006,300 +3988,6 @@ export interface operations {
       };
     };
   };
-  analysisSettingsGet: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description Success */
-      200: {
-        headers: {
-          /** @description The request id (the caller’s, or made here) */
-          'X-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': {
-            criteria: {
-              description: string;
-              name: string;
-            }[];
-            dataFields: {
-              description?: string;
-              name: string;
-              options?: string[];
-              /** @enum {string} */
-              type: 'string' | 'int' | 'float' | 'boolean' | 'list' | 'enum';
-            }[];
-            enabled: boolean;
-            model: {
-              baseURL?: string;
-              model?: string;
-              provider: string;
-              temperature?: number;
-            } | null;
-            summary: boolean;
-          };
-        };
-      };
-      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `UNAUTHORIZED` */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `NOT_FOUND` */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `PAYLOAD_TOO_LARGE` */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `RATE_LIMITED` */
-      429: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `INTERNAL` */
-      500: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `SERVICE_UNAVAILABLE` */
-      503: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `TIMEOUT` */
-      504: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-    };
-  };
-  analysisSettingsSet: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody: {
-      content: {
-        /**
-         * @example {
-         *       "enabled": true,
-         *       "summary": true,
-         *       "criteria": [
-         *         {
-         *           "name": "booked",
-         *           "description": "The agent booked an appointment the caller agreed to."
-         *         }
-         *       ],
-         *       "dataFields": [
-         *         {
-         *           "name": "caller_name",
-         *           "type": "string",
-         *           "description": "The caller's name"
-         *         }
-         *       ],
-         *       "model": null
-         *     }
-         */
-        'application/json': {
-          criteria: {
-            description: string;
-            name: string;
-          }[];
-          dataFields: {
-            description?: string;
-            name: string;
-            options?: string[];
-            /** @enum {string} */
-            type: 'string' | 'int' | 'float' | 'boolean' | 'list' | 'enum';
-          }[];
-          enabled: boolean;
-          model: {
-            baseURL?: string;
-            model?: string;
-            provider: string;
-            temperature?: number;
-          } | null;
-          summary: boolean;
-        };
-      };
-    };
-    responses: {
-      /** @description Success */
-      200: {
-        headers: {
-          /** @description The request id (the caller’s, or made here) */
-          'X-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': {
-            criteria: {
-              description: string;
-              name: string;
-            }[];
-            dataFields: {
-              description?: string;
-              name: string;
-              options?: string[];
-              /** @enum {string} */
-              type: 'string' | 'int' | 'float' | 'boolean' | 'list' | 'enum';
-            }[];
-            enabled: boolean;
-            model: {
-              baseURL?: string;
-              model?: string;
-              provider: string;
-              temperature?: number;
-            } | null;
-            summary: boolean;
-          };
-        };
-      };
-      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `UNAUTHORIZED` */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `NOT_FOUND` */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `AGENT_ARCHIVED` */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `PAYLOAD_TOO_LARGE` */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `UNSUPPORTED_MEDIA_TYPE` */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `RATE_LIMITED` */
-      429: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `INTERNAL` */
-      500: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `SERVICE_UNAVAILABLE` */
-      503: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `TIMEOUT` */
-      504: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-    };
-  };
   callSettingsGet: {
     parameters: {
       query?: never;
@@ -4532,7 +4220,6 @@ export interface operations {
     parameters: {
       query?: {
         channel?: 'web' | 'phone';
-        criterion?: string;
         cursor?: string;
         deployId?: string;
         endedReason?:
@@ -4549,7 +4236,6 @@ export interface operations {
           | 'no_connect';
         from?: string;
         limit?: string;
-        success?: 'true' | 'false';
         to?: string;
       };
       header?: never;
@@ -4571,52 +4257,6 @@ export interface operations {
           'application/json': {
             calls: {
               agentId: string;
-              /** @default null */
-              analysis:
-                | (
-                    | {
-                        at: number;
-                        criteria: {
-                          name: string;
-                          reason: string;
-                          /** @enum {string} */
-                          verdict: 'passed' | 'failed' | 'unknown';
-                        }[];
-                        data: {
-                          [key: string]: unknown;
-                        };
-                        model: {
-                          model: string;
-                          provider: string;
-                        };
-                        success: boolean | null;
-                        summary: string | null;
-                        usage: {
-                          cachedTokens?: number;
-                          completionTokens?: number;
-                          /** @enum {string} */
-                          kind: 'llm' | 'tts' | 'stt';
-                          model: string;
-                          promptTokens?: number;
-                          provider: string;
-                          sttAudioSeconds?: number;
-                          ttsCharacters?: number;
-                        }[];
-                      }
-                    | {
-                        at: number;
-                        /** @enum {string} */
-                        skipped: 'too_short';
-                      }
-                    | {
-                        at: number;
-                        failed: {
-                          code: string;
-                          message: string;
-                        };
-                      }
-                  )
-                | null;
               caller: {
                 addressHash?: string;
                 from?: string;
@@ -4813,52 +4453,6 @@ export interface operations {
         content: {
           'application/json': {
             agentId: string;
-            /** @default null */
-            analysis:
-              | (
-                  | {
-                      at: number;
-                      criteria: {
-                        name: string;
-                        reason: string;
-                        /** @enum {string} */
-                        verdict: 'passed' | 'failed' | 'unknown';
-                      }[];
-                      data: {
-                        [key: string]: unknown;
-                      };
-                      model: {
-                        model: string;
-                        provider: string;
-                      };
-                      success: boolean | null;
-                      summary: string | null;
-                      usage: {
-                        cachedTokens?: number;
-                        completionTokens?: number;
-                        /** @enum {string} */
-                        kind: 'llm' | 'tts' | 'stt';
-                        model: string;
-                        promptTokens?: number;
-                        provider: string;
-                        sttAudioSeconds?: number;
-                        ttsCharacters?: number;
-                      }[];
-                    }
-                  | {
-                      at: number;
-                      /** @enum {string} */
-                      skipped: 'too_short';
-                    }
-                  | {
-                      at: number;
-                      failed: {
-                        code: string;
-                        message: string;
-                      };
-                    }
-                )
-              | null;
             caller: {
               addressHash?: string;
               from?: string;
@@ -5150,9 +4744,12 @@ export interface operations {
       };
     };
   };
-  callsAnalyze: {
+  callEvents: {
     parameters: {
-      query?: never;
+      query?: {
+        lastEventId?: string;
+        ticket?: string;
+      };
       header?: never;
       path: {
         callId: string;
@@ -5160,28 +4757,234 @@ export interface operations {
       };
       cookie?: never;
     };
-    requestBody?: {
-      content: {
-        'application/json': Record<string, never> | null;
-      };
-    };
+    requestBody?: never;
     responses: {
-      /** @description Success */
-      202: {
+      /** @description An event stream: `id: <event id>`, `event: <type>`, `data: <event JSON>`; `: ping` heartbeats */
+      200: {
         headers: {
-          /** @description The request id (the caller’s, or made here) */
-          'X-Request-Id'?: string;
           [name: string]: unknown;
         };
         content: {
-          'application/json': {
-            jobId: string;
-            /** @enum {boolean} */
-            queued: true;
-          };
+          'text/event-stream':
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                sessionType: 'voice' | 'text' | 'test';
+                /** @enum {string} */
+                type: 'session_started';
+                version: number | null;
+              }
+            | {
+                agentId: string;
+                at: number;
+                durationMs: number;
+                id: number;
+                reason: string;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'session_ended';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sampleRate: number;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'recording_started';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                stepType: string;
+                /** @enum {string} */
+                type: 'step_entered';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                state: 'initializing' | 'idle' | 'listening' | 'thinking' | 'speaking';
+                /** @enum {string} */
+                type: 'agent_state';
+              }
+            | {
+                agentId: string;
+                at: number;
+                final: boolean;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                text: string;
+                /** @enum {string} */
+                type: 'user_turn';
+              }
+            | {
+                agentId: string;
+                at: number;
+                digit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'dtmf';
+              }
+            | {
+                agentId: string;
+                at: number;
+                delta: string;
+                id: number;
+                replyId: string;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'agent_reply_delta';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                replyId: string;
+                sessionId: string;
+                stepId: string;
+                text: string;
+                /** @enum {string} */
+                type: 'agent_reply';
+              }
+            | {
+                agentId: string;
+                /** @description Any JSON value */
+                arguments: unknown;
+                at: number;
+                callId: string;
+                id: number;
+                name: string;
+                sessionId: string;
+                /** @enum {string} */
+                source: 'mcp' | 'flow';
+                stepId: string;
+                /** @enum {string} */
+                type: 'tool_called';
+              }
+            | {
+                agentId: string;
+                at: number;
+                callId: string;
+                durationMs: number;
+                error?: string;
+                id: number;
+                name: string;
+                result?: string;
+                sessionId: string;
+                /** @enum {string} */
+                source: 'mcp' | 'flow';
+                stepId: string;
+                /** @enum {string} */
+                type: 'tool_result';
+              }
+            | {
+                agentId: string;
+                at: number;
+                attempt: number;
+                exit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'branch_decided';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                ok: boolean;
+                reason?: string;
+                sessionId: string;
+                targetAgentId?: string;
+                targetNumber?: string;
+                /** @enum {string} */
+                type: 'transfer';
+              }
+            | {
+                agentId: string;
+                at: number;
+                error?: string;
+                id: number;
+                /** @enum {string} */
+                kind: 'structured_output' | 'webhook';
+                ok: boolean;
+                output?: {
+                  [key: string]: unknown;
+                };
+                sessionId: string;
+                status?: number;
+                stepId: string;
+                /** @enum {string} */
+                type: 'post_processing';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                metrics: {
+                  e2eLatencyMs?: number;
+                  endOfTurnDelayMs?: number;
+                  llmDurationMs?: number;
+                  llmTtftMs?: number;
+                  responseMs?: number;
+                  toolMs?: number;
+                  transcriptionDelayMs?: number;
+                  ttsTtfbMs?: number;
+                  turnMs?: number;
+                };
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'turn_metrics';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'usage';
+                usage: {
+                  cachedTokens?: number;
+                  completionTokens?: number;
+                  /** @enum {string} */
+                  kind: 'llm' | 'tts' | 'stt';
+                  model: string;
+                  promptTokens?: number;
+                  provider: string;
+                  sttAudioSeconds?: number;
+                  ttsCharacters?: number;
+                }[];
+              }
+            | {
+                agentId: string;
+                at: number;
+                code: string;
+                id: number;
+                kind?: string;
+                message: string;
+                nodeId?: string;
+                sessionId: string;
+                stepId?: string;
+                /** @enum {string} */
+                type: 'error';
+              };
         };
       };
-      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      /** @description `VALIDATION_FAILED` */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5208,44 +5011,8 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `CONFLICT` */
-      409: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `PAYLOAD_TOO_LARGE` */
-      413: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `UNSUPPORTED_MEDIA_TYPE` */
-      415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
       /** @description `RATE_LIMITED` */
       429: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `INTERNAL` */
-      500: {
         headers: {
           [name: string]: unknown;
         };
@@ -5262,8 +5029,95 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description `TIMEOUT` */
-      504: {
+    };
+  };
+  callRecording: {
+    parameters: {
+      query?: {
+        /** @description A ticket from POST /api/tickets (reusable until it expires) */
+        ticket?: string;
+      };
+      header?: never;
+      path: {
+        callId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The whole recording (`Accept-Ranges: bytes`, `ETag`); its zero is the record's `recording.startedAt` */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/ogg': string;
+        };
+      };
+      /** @description The range asked for (`Content-Range: bytes <first>-<last>/<size>`) */
+      206: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/ogg': string;
+        };
+      };
+      /** @description Not modified (If-None-Match matched the ETag): no body */
+      304: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description `VALIDATION_FAILED` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RANGE_NOT_SATISFIABLE` */
+      416: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
         headers: {
           [name: string]: unknown;
         };
@@ -6357,137 +6211,6 @@ export interface operations {
       };
       /** @description `UNSUPPORTED_MEDIA_TYPE` */
       415: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `RATE_LIMITED` */
-      429: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `INTERNAL` */
-      500: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `SERVICE_UNAVAILABLE` */
-      503: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `TIMEOUT` */
-      504: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-    };
-  };
-  deployStats: {
-    parameters: {
-      query?: never;
-      header?: never;
-      path: {
-        deployId: string;
-        id: string;
-      };
-      cookie?: never;
-    };
-    requestBody?: never;
-    responses: {
-      /** @description Success */
-      200: {
-        headers: {
-          /** @description The request id (the caller’s, or made here) */
-          'X-Request-Id'?: string;
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': {
-            agentId: string;
-            analysed: number;
-            calls: number;
-            connected: number;
-            deployId: string;
-            deployNumber: number;
-            endedReasons: {
-              [key: string]: number;
-            };
-            failed: number;
-            minutes: number;
-            passed: number;
-            responseMs: {
-              count: number;
-              max: number;
-              mean: number;
-              p50: number;
-              p90: number;
-              p99: number;
-            } | null;
-            successRate: number | null;
-            usage: {
-              cachedTokens: number;
-              completionTokens: number;
-              /** @enum {string} */
-              kind: 'llm' | 'tts' | 'stt';
-              model: string;
-              promptTokens: number;
-              provider: string;
-              sttAudioSeconds: number;
-              ttsCharacters: number;
-            }[];
-            version: number;
-          };
-        };
-      };
-      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
-      400: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `UNAUTHORIZED` */
-      401: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `NOT_FOUND` */
-      404: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          'application/json': components['schemas']['Error'];
-        };
-      };
-      /** @description `PAYLOAD_TOO_LARGE` */
-      413: {
         headers: {
           [name: string]: unknown;
         };

@@ -4,7 +4,7 @@ import { SessionUsage } from './metrics.js';
 import { CaseModel, Criterion } from './sessions.js';
 
 /**
- * Post-call analysis (issue 47, docs/decisions/0033-post-call-analysis.md): per agent, what is asked of every
+ * Post-call analysis (issue 47, docs/decisions/0034-post-call-analysis.md): per agent, what is asked of every
  * ended call (a summary, success criteria judged as a test case's criteria, data fields extracted as a flow's
  * `structured_output` node extracts them) and the model that does it, under the key rule with the agent's
  * stored credentials. Worked off the call's path, from the JetStream work queue `CALL_ANALYSIS`.

@@ -34,6 +34,8 @@ import {
   CallSettings,
   CallStarted,
   EndCallRequest,
+  LivePageAnswer,
+  LivePageRequest,
   EndedReason,
   ListCallsRequest,
   StartCallRequest,
@@ -160,6 +162,7 @@ export const Subjects = {
   publicKeysList: 'sessions.public-keys.list',
   publicKeysRevoke: 'sessions.public-keys.revoke',
   publicKeysVerify: 'sessions.public-keys.verify',
+  livePage: 'sessions.live.page',
   statsVersion: 'sessions.stats.version',
   statsAgent: 'sessions.stats.agent',
   sessionsHealth: 'sessions.health',
@@ -405,7 +408,7 @@ export const contract = {
   [Subjects.callsAdmit]: {
     request: AdmitCallRequest,
     response: AdmittedCall,
-    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CAPACITY_EXHAUSTED', 'RATE_LIMITED'],
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CAPACITY_EXHAUSTED', 'RATE_LIMITED', 'UNAUTHORIZED'],
   },
   [Subjects.callsAppend]: {
     request: AppendCallMessageRequest,
@@ -469,6 +472,8 @@ export const contract = {
     response: VerifiedPublicKey,
     errors: ['UNAUTHORIZED'],
   },
+  /** The gateway, serving `/live/:subdomain`: does the subdomain's agent keep its public page on? */
+  [Subjects.livePage]: { request: LivePageRequest, response: LivePageAnswer, errors: [] },
   [Subjects.deployGateGet]: { request: AgentIdRef, response: DeployGate, errors: ['NOT_FOUND'] },
   [Subjects.deployGateSet]: {
     request: z.object({ agentId: Id, gate: DeployGate }),
@@ -592,6 +597,7 @@ export const contract = {
       'MISSING_CREDENTIALS',
       'CAPACITY_EXHAUSTED',
       'RATE_LIMITED',
+      'UNAUTHORIZED',
       'UPSTREAM_FAILED',
     ],
     timeoutMs: 30_000,

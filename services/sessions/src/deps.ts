@@ -11,6 +11,7 @@ import type { CallsStore } from './live/calls-store.js';
 import type { Recordings } from './recordings.js';
 import type { AnalysisQueue } from './analysis/analysis-queue.js';
 import type { AnalysisSettingsStore } from './analysis/analysis-settings.js';
+import type { CallErasure } from './live/call-erasure.js';
 
 export interface Deps {
   store: SessionsStore;
@@ -23,6 +24,8 @@ export interface Deps {
   calls: CallsStore;
   callLimits: { maxMessages: number };
   recordings: Recordings;
+  /** A call's recording and live events, removed with the call. */
+  callErasure: CallErasure;
   liveDeploys: LiveDeploys;
   events: DomainEvents;
   analysisSettings: AnalysisSettingsStore;

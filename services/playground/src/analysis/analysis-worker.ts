@@ -76,7 +76,7 @@ export async function ensureAnalysisQueue(nc: NatsConnection, ackWaitMs: number)
 }
 
 /**
- * Works the analysis queue (docs/decisions/0033-post-call-analysis.md): a few jobs at once per instance; each
+ * Works the analysis queue (docs/decisions/0034-post-call-analysis.md): a few jobs at once per instance; each
  * result is stored on the call (at most once per job) and only then acknowledged, so an instance that dies
  * mid-analysis leaves its job to another. A call whose analysis cannot run (no key, a flow that no longer
  * compiles) or whose model kept failing gets a `failed` analysis rather than none.

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 const nanos = (ms: number) => ms * 1_000_000;
 
 /**
- * The work queue of call analyses (docs/decisions/0033-post-call-analysis.md): a JetStream stream with
+ * The work queue of call analyses (docs/decisions/0034-post-call-analysis.md): a JetStream stream with
  * WorkQueue retention (a job is gone once a worker acknowledges it), made here when missing with the same
  * settings the playground's worker makes it with. A job waits at most a week.
  */

@@ -3,7 +3,7 @@ import type { RedisClient } from '@vab/storage';
 
 const key = (agentId: string) => `ss:{${agentId}}:analysis-settings`;
 
-/** Per agent, beside its flow: what every ended call's analysis asks (docs/decisions/0033-post-call-analysis.md). */
+/** Per agent, beside its flow: what every ended call's analysis asks (docs/decisions/0034-post-call-analysis.md). */
 export class AnalysisSettingsStore {
   constructor(private readonly redis: RedisClient) {}
 
