@@ -56,6 +56,24 @@ export interface paths {
     patch: operations['agentsUpdate'];
     trace?: never;
   };
+  '/api/agents/{id}/analysis': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The agent's post-call analysis settings: summary, success criteria, data fields, the model */
+    get: operations['analysisSettingsGet'];
+    /** Set the agent's post-call analysis (every call ended from now on is analysed while enabled) */
+    put: operations['analysisSettingsSet'];
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/call-settings': {
     parameters: {
       query?: never;
@@ -81,7 +99,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Calls of the live deploys, newest first (filters: deployId, channel, endedReason, from, to; cursor) */
+    /** Calls of the live deploys, newest first (filters: deployId, channel, endedReason, success, criterion, from, to; cursor) */
     get: operations['callsList'];
     put?: never;
     post?: never;
@@ -104,6 +122,23 @@ export interface paths {
     post?: never;
     /** Erase a call, its transcript and its recording (a caller asked to be forgotten) */
     delete: operations['callsErase'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/calls/{callId}/analysis': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Analyse an ended call again with the agent's analysis settings as they are now (queued) */
+    post: operations['callsAnalyze'];
+    delete?: never;
     options?: never;
     head?: never;
     patch?: never;
@@ -230,6 +265,23 @@ export interface paths {
     head?: never;
     /** An external deployer's move (pending → building → live | failed), or call settings changes */
     patch: operations['deploysUpdate'];
+    trace?: never;
+  };
+  '/api/agents/{id}/deploys/{deployId}/stats': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A deploy's figures from its calls: calls, minutes, ended reasons, success rate, response time, usage */
+    get: operations['deployStats'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
     trace?: never;
   };
   '/api/agents/{id}/public-keys': {
@@ -3988,6 +4040,300 @@ export interface operations {
       };
     };
   };
+  analysisSettingsGet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            criteria: {
+              description: string;
+              name: string;
+            }[];
+            dataFields: {
+              description?: string;
+              name: string;
+              options?: string[];
+              /** @enum {string} */
+              type: 'string' | 'int' | 'float' | 'boolean' | 'list' | 'enum';
+            }[];
+            enabled: boolean;
+            model: {
+              baseURL?: string;
+              model?: string;
+              provider: string;
+              temperature?: number;
+            } | null;
+            summary: boolean;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  analysisSettingsSet: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "enabled": true,
+         *       "summary": true,
+         *       "criteria": [
+         *         {
+         *           "name": "booked",
+         *           "description": "The agent booked an appointment the caller agreed to."
+         *         }
+         *       ],
+         *       "dataFields": [
+         *         {
+         *           "name": "caller_name",
+         *           "type": "string",
+         *           "description": "The caller's name"
+         *         }
+         *       ],
+         *       "model": null
+         *     }
+         */
+        'application/json': {
+          criteria: {
+            description: string;
+            name: string;
+          }[];
+          dataFields: {
+            description?: string;
+            name: string;
+            options?: string[];
+            /** @enum {string} */
+            type: 'string' | 'int' | 'float' | 'boolean' | 'list' | 'enum';
+          }[];
+          enabled: boolean;
+          model: {
+            baseURL?: string;
+            model?: string;
+            provider: string;
+            temperature?: number;
+          } | null;
+          summary: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            criteria: {
+              description: string;
+              name: string;
+            }[];
+            dataFields: {
+              description?: string;
+              name: string;
+              options?: string[];
+              /** @enum {string} */
+              type: 'string' | 'int' | 'float' | 'boolean' | 'list' | 'enum';
+            }[];
+            enabled: boolean;
+            model: {
+              baseURL?: string;
+              model?: string;
+              provider: string;
+              temperature?: number;
+            } | null;
+            summary: boolean;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   callSettingsGet: {
     parameters: {
       query?: never;
@@ -4220,6 +4566,7 @@ export interface operations {
     parameters: {
       query?: {
         channel?: 'web' | 'phone';
+        criterion?: string;
         cursor?: string;
         deployId?: string;
         endedReason?:
@@ -4236,6 +4583,7 @@ export interface operations {
           | 'no_connect';
         from?: string;
         limit?: string;
+        success?: 'true' | 'false';
         to?: string;
       };
       header?: never;
@@ -4257,6 +4605,52 @@ export interface operations {
           'application/json': {
             calls: {
               agentId: string;
+              /** @default null */
+              analysis:
+                | (
+                    | {
+                        at: number;
+                        criteria: {
+                          name: string;
+                          reason: string;
+                          /** @enum {string} */
+                          verdict: 'passed' | 'failed' | 'unknown';
+                        }[];
+                        data: {
+                          [key: string]: unknown;
+                        };
+                        model: {
+                          model: string;
+                          provider: string;
+                        };
+                        success: boolean | null;
+                        summary: string | null;
+                        usage: {
+                          cachedTokens?: number;
+                          completionTokens?: number;
+                          /** @enum {string} */
+                          kind: 'llm' | 'tts' | 'stt';
+                          model: string;
+                          promptTokens?: number;
+                          provider: string;
+                          sttAudioSeconds?: number;
+                          ttsCharacters?: number;
+                        }[];
+                      }
+                    | {
+                        at: number;
+                        /** @enum {string} */
+                        skipped: 'too_short';
+                      }
+                    | {
+                        at: number;
+                        failed: {
+                          code: string;
+                          message: string;
+                        };
+                      }
+                  )
+                | null;
               caller: {
                 addressHash?: string;
                 from?: string;
@@ -4453,6 +4847,52 @@ export interface operations {
         content: {
           'application/json': {
             agentId: string;
+            /** @default null */
+            analysis:
+              | (
+                  | {
+                      at: number;
+                      criteria: {
+                        name: string;
+                        reason: string;
+                        /** @enum {string} */
+                        verdict: 'passed' | 'failed' | 'unknown';
+                      }[];
+                      data: {
+                        [key: string]: unknown;
+                      };
+                      model: {
+                        model: string;
+                        provider: string;
+                      };
+                      success: boolean | null;
+                      summary: string | null;
+                      usage: {
+                        cachedTokens?: number;
+                        completionTokens?: number;
+                        /** @enum {string} */
+                        kind: 'llm' | 'tts' | 'stt';
+                        model: string;
+                        promptTokens?: number;
+                        provider: string;
+                        sttAudioSeconds?: number;
+                        ttsCharacters?: number;
+                      }[];
+                    }
+                  | {
+                      at: number;
+                      /** @enum {string} */
+                      skipped: 'too_short';
+                    }
+                  | {
+                      at: number;
+                      failed: {
+                        code: string;
+                        message: string;
+                      };
+                    }
+                )
+              | null;
             caller: {
               addressHash?: string;
               from?: string;
@@ -4649,6 +5089,129 @@ export interface operations {
           'application/json': {
             /** @enum {boolean} */
             ok: true;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `CONFLICT` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  callsAnalyze: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        callId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        'application/json': Record<string, never> | null;
+      };
+    };
+    responses: {
+      /** @description Success */
+      202: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            jobId: string;
+            /** @enum {boolean} */
+            queued: true;
           };
         };
       };
@@ -6211,6 +6774,137 @@ export interface operations {
       };
       /** @description `UNSUPPORTED_MEDIA_TYPE` */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  deployStats: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        deployId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            agentId: string;
+            analysed: number;
+            calls: number;
+            connected: number;
+            deployId: string;
+            deployNumber: number;
+            endedReasons: {
+              [key: string]: number;
+            };
+            failed: number;
+            minutes: number;
+            passed: number;
+            responseMs: {
+              count: number;
+              max: number;
+              mean: number;
+              p50: number;
+              p90: number;
+              p99: number;
+            } | null;
+            successRate: number | null;
+            usage: {
+              cachedTokens: number;
+              completionTokens: number;
+              /** @enum {string} */
+              kind: 'llm' | 'tts' | 'stt';
+              model: string;
+              promptTokens: number;
+              provider: string;
+              sttAudioSeconds: number;
+              ttsCharacters: number;
+            }[];
+            version: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
         headers: {
           [name: string]: unknown;
         };
