@@ -11,6 +11,7 @@ export const WarningCode = z.enum([
   'BODY_LIMIT_ABOVE_BUS_PAYLOAD',
   'ENV_FILE_UNREADABLE',
   'IDEMPOTENCY_STORE_MISSING',
+  'CALLER_HASH_KEY_UNSET',
   // infrastructure
   'NATS_STATUS',
   'NATS_INTERNALS_CHANGED',
@@ -23,6 +24,8 @@ export const WarningCode = z.enum([
   // retention
   'VERSION_RETENTION_SKIPPED',
   'SESSION_RETENTION_FAILED',
+  'CALL_RETENTION_FAILED',
+  'CALL_EVENTS_NOT_REMOVED',
   'SESSIONS_ORPHANED',
   'OWNER_SWEEP_FAILED',
   // test runs and deploys
