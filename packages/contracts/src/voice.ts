@@ -151,6 +151,11 @@ export const VoiceAttachRequest = z.object({
   sessionId: Id,
   /** This socket's id: a second attach with another id is refused while this one holds the session. */
   connectionId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  /**
+   * The attacher answers `voice-relay.<connectionId>` (the gateway's relay): its owner probes it, and takes the
+   * client for detached (resumable) when it is gone. Without it (a phone call's Media Stream), nothing is probed.
+   */
+  relay: z.literal(true).optional(),
   /** A dropped client's socket takes its session back (its last `ready`'s token). */
   resume: VoiceResumeToken.optional(),
 });

@@ -274,7 +274,13 @@ class VoiceRelay {
       this.format = VoiceAttached.parse(
         await this.deps.bus.requestTo(
           ownerSubject(sessionId, 'attach'),
-          { agentId, sessionId, connectionId: this.connectionId, ...(resume ? { resume } : {}) },
+          {
+            agentId,
+            sessionId,
+            connectionId: this.connectionId,
+            relay: true,
+            ...(resume ? { resume } : {}),
+          },
           {
             timeoutMs: this.deps.settings.attachTimeoutMs,
             requestId: this.deps.requestId,

@@ -224,7 +224,7 @@ class VoiceCall {
    * The gateway's socket takes the session: one client at a time, on its own agent's path only; or a client
    * whose socket dropped takes it back with its resume token, through any gateway.
    */
-  async attach({ agentId, connectionId, resume }: VoiceAttachRequest): Promise<VoiceAttached> {
+  async attach({ agentId, connectionId, resume, relay }: VoiceAttachRequest): Promise<VoiceAttached> {
     const { ctx } = this.deps;
     // another agent's id with this session's: as for any session that does not exist (nothing says it does)
     if (agentId !== this.deps.agentId)
@@ -243,7 +243,8 @@ class VoiceCall {
       ctx.stop('voice pipeline failed');
       throw err;
     }
-    this.watchRelay();
+    // a relay that answers its probe (the gateway's): its death leaves the session waiting for a resume
+    if (relay) this.watchRelay();
     this.sendReady();
     return { sampleRate: this.deps.sampleRate, frameBytes: this.deps.frameBytes };
   }
@@ -256,6 +257,7 @@ class VoiceCall {
       throw new AppError('UNAUTHORIZED', 'not a resume token of this voice session (or not its latest)');
     this.connectionId = connectionId;
     this.detached = false;
+    if (this.relayCheck === undefined) this.watchRelay();
     this.relayMisses = 0;
     ctx.cancelStop();
     // its silence is counted from now, not from when its gateway died
