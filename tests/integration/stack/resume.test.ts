@@ -1,6 +1,7 @@
 import type { DeployRecord } from '@vab/contracts';
 import {
   freePort,
+  launchChromium,
   speak,
   startLocalNats,
   startLocalRedis,
@@ -8,6 +9,7 @@ import {
   VoiceClient,
   voiceFlow,
 } from '@vab/testkit';
+import { createServer, connect as tcpConnect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
 import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
@@ -38,8 +40,10 @@ let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 let chatURL: string;
 const hearing = scriptedHearing();
 
+const spawned: ServiceProcess[] = [];
 async function start(svc: string, extra: Record<string, string> = {}): Promise<ServiceProcess> {
   const p = spawnService(svc, { ...env, ...extra });
+  spawned.push(p);
   cleanup.push(async () => {
     p.child.kill('SIGKILL');
     await p.exited;
@@ -56,9 +60,41 @@ async function startGateway() {
   return gateway;
 }
 
-/** A gateway other than `a` still running. */
-const liveGateway = (a: (typeof gateways)[number]) =>
-  gateways.find((g) => g !== a && g.process.child.exitCode === null && g.process.child.signalCode === null)!;
+/**
+ * A load balancer in front of the gateways, as production has: new connections go to `target`; a connection
+ * whose gateway died is cut (the browser sees its socket drop, 1006), and the next goes to the new target.
+ */
+async function balancer(): Promise<{ url: string; target: { port: number }; close(): Promise<void> }> {
+  const target = { port: 0 };
+  const open = new Set<Socket>();
+  const server = createServer((client) => {
+    open.add(client);
+    const upstream = tcpConnect(target.port, '127.0.0.1');
+    client.pipe(upstream).pipe(client);
+    const cut = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+    };
+    client.on('error', cut).on('close', cut);
+    upstream.on('error', cut).on('close', cut);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    target,
+    close: async () => {
+      for (const c of open) c.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/** A gateway other than `a` still running (a new one when there is none: a test run alone). */
+const liveGateway = async (a: (typeof gateways)[number]) =>
+  gateways.find((g) => g !== a && g.process.child.exitCode === null && g.process.child.signalCode === null) ??
+  (await startGateway());
 
 async function send(base: string, method: string, path: string, body?: unknown) {
   const res = await fetch(`${base}${path}`, {
@@ -172,7 +208,7 @@ describe('resume on another gateway (issue 50)', () => {
 
   it('a detached session no one resumes ends `gateway_lost` after the resume window', async () => {
     const a = await startGateway();
-    const b = liveGateway(a);
+    const b = await liveGateway(a);
     const agentId = (
       await send(a.base, 'POST', '/api/agents', {
         name: 'Abandoned',
@@ -204,7 +240,7 @@ describe('resume on another gateway (issue 50)', () => {
 
   it('a public call resumes too, with its token instead of a new ticket', async () => {
     const a = await startGateway();
-    const b = liveGateway(a);
+    const b = await liveGateway(a);
     const agentId = (
       await send(a.base, 'POST', '/api/agents', {
         name: 'Front desk',
@@ -258,5 +294,64 @@ describe('resume on another gateway (issue 50)', () => {
       SECOND,
       `ok: ${SECOND}`,
     ]);
+  }, 180_000);
+
+  it('the live page resumes by itself in Chromium when its gateway dies', async () => {
+    const a = await startGateway();
+    const b = await liveGateway(a);
+    const lb = await balancer();
+    cleanup.push(() => lb.close());
+    lb.target.port = Number(new URL(a.base).port);
+    const agentId = (
+      await send(a.base, 'POST', '/api/agents', {
+        name: 'Clinic page',
+        flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
+      })
+    ).body.id as string;
+    const deploy = (await send(a.base, 'POST', `/api/agents/${agentId}/deploys`, {})).body as DeployRecord;
+    await expect
+      .poll(async () => (await send(a.base, 'GET', `/api/agents/${agentId}/deploys`)).body[0]?.status, {
+        timeout: 30_000,
+      })
+      .toBe('live');
+    // Chromium's fake microphone: a tone, sent as the caller's audio (the session hears it, nothing is said)
+    const browser = await launchChromium({
+      args: ['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream'],
+    });
+    cleanup.push(() => browser.close());
+    const page = await browser.newPage();
+    await page.goto(`${lb.url}/live/${deploy.subdomain}`);
+    const talk = page.locator('section.vab-talk');
+    await page.click('button.call');
+    await expect.poll(() => talk.getAttribute('data-call-id'), { timeout: 30_000 }).toBeTruthy();
+    const callId = (await talk.getAttribute('data-call-id'))!;
+    // the greeting played in the page: the call is under way
+    await expect
+      .poll(async () => Number(await talk.getAttribute('data-heard-samples')), { timeout: 30_000 })
+      .toBeGreaterThan(0);
+    const heardBefore = Number(await talk.getAttribute('data-heard-samples'));
+
+    lb.target.port = Number(new URL(b.base).port);
+    a.process.child.kill('SIGKILL');
+    await a.process.exited;
+    // the page took its call back on the other gateway by itself, within the product's bound
+    const playground = () => spawned.find((p) => p.output().includes('"msg":"voice client resumed"'));
+    await expect
+      .poll(() => playground()?.output().includes(callId) ?? false, { timeout: RESUME_WITHIN_MS + 2000 })
+      .toBe(true);
+    await expect.poll(() => talk.getAttribute('data-state'), { timeout: 10_000 }).not.toBe('error');
+    // and the call goes on: still in progress, the page still playing what the agent says when it speaks
+    const call = await send(b.base, 'GET', `/api/agents/${agentId}/calls/${callId}`);
+    expect(call.body.status).not.toBe('ended');
+    expect(Number(await talk.getAttribute('data-heard-samples'))).toBeGreaterThanOrEqual(heardBefore);
+    await page.click('button.call');
+    await expect
+      .poll(async () => (await send(b.base, 'GET', `/api/agents/${agentId}/calls/${callId}`)).body.status, {
+        timeout: 15_000,
+      })
+      .toBe('ended');
+    expect((await send(b.base, 'GET', `/api/agents/${agentId}/calls/${callId}`)).body.endedReason).toBe(
+      'caller_hung_up',
+    );
   }, 180_000);
 });
