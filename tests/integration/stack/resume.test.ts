@@ -39,6 +39,7 @@ const gateways: { process: ServiceProcess; base: string }[] = [];
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 let chatURL: string;
 const hearing = scriptedHearing();
+let playground: ServiceProcess;
 
 const spawned: ServiceProcess[] = [];
 async function start(svc: string, extra: Record<string, string> = {}): Promise<ServiceProcess> {
@@ -135,8 +136,9 @@ beforeAll(async () => {
   );
   env = { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '5000', LOG_LEVEL: 'info' };
   await start('agents');
-  await start('sessions');
-  await start('playground', {
+  // the owner sweep often: a lost instance's calls end within about two of its intervals
+  await start('sessions', { OWNER_SWEEP_INTERVAL_MS: '1000', OWNER_SWEEP_GRACE_MS: '1000' });
+  playground = await start('playground', {
     FLOW_EGRESS_ALLOW: '127.0.0.1',
     ENV_FILE: '/nonexistent/.env',
     MAX_SESSIONS_PER_CALLER: '0',
@@ -353,5 +355,65 @@ describe('resume on another gateway (issue 50)', () => {
     expect((await send(b.base, 'GET', `/api/agents/${agentId}/calls/${callId}`)).body.endedReason).toBe(
       'caller_hung_up',
     );
+  }, 180_000);
+});
+
+describe('an instance lost mid-call (kill -9, issue 50)', () => {
+  it('the caller is closed 4503 within 5 s and someone alive ends the call `instance_lost`, its transcript kept', async () => {
+    const a =
+      gateways.find((g) => g.process.child.exitCode === null && g.process.child.signalCode === null) ??
+      (await startGateway());
+    const agentId = (
+      await send(a.base, 'POST', '/api/agents', {
+        name: 'Lost instance',
+        flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
+      })
+    ).body.id as string;
+    const deploy = (await send(a.base, 'POST', `/api/agents/${agentId}/deploys`, {})).body as DeployRecord;
+    await expect
+      .poll(async () => (await send(a.base, 'GET', `/api/agents/${agentId}/deploys`)).body[0]?.status, {
+        timeout: 30_000,
+      })
+      .toBe('live');
+    const first = speak(FIRST);
+    hearing.willHear(FIRST);
+    const started = await send(a.base, 'POST', `/live/${deploy.subdomain}/calls`, {});
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const { callId, audioPath } = started.body as { callId: string; audioPath: string };
+    const client = new VoiceClient({ url: wsOf(a.base) + audioPath });
+    await client.ready;
+    client.say(first);
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    // the caller's turn stored before the kill
+    const messagesOf = async () =>
+      ((await send(a.base, 'GET', `/api/agents/${agentId}/calls/${callId}`)).body.messages ?? []) as {
+        content: string;
+      }[];
+    await expect
+      .poll(async () => (await messagesOf()).map((m) => m.content), { timeout: 15_000 })
+      .toContain(FIRST);
+    const before = await messagesOf();
+
+    let closedAt = 0;
+    void client.closed.then(() => (closedAt = Date.now()));
+    const killedAt = Date.now();
+    playground.child.kill('SIGKILL');
+    await playground.exited;
+    await expect.poll(() => closedAt, { timeout: 5000, interval: 50 }).toBeGreaterThan(0);
+    expect((await client.closed).code).toBe(4503);
+    // the sessions service notices the instance gone (two sweeps, 1 s apart here) and ends the call
+    await expect
+      .poll(async () => (await send(a.base, 'GET', `/api/agents/${agentId}/calls/${callId}`)).body.status, {
+        timeout: 15_000,
+      })
+      .toBe('ended');
+    const call = (await send(a.base, 'GET', `/api/agents/${agentId}/calls/${callId}`)).body;
+    console.log(`[kill -9 playground] call ended instance_lost ${Date.now() - killedAt} ms after the kill`);
+    expect(call.endedReason).toBe('instance_lost');
+    // ended when its instance was first found gone, not when the sweep got round to it
+    expect(call.endedAt).toBeGreaterThanOrEqual(call.startedAt);
+    expect(call.endedAt).toBeLessThanOrEqual(Date.now());
+    // what was stored before the kill is kept, readable
+    expect(call.messages.slice(0, before.length)).toEqual(before);
   }, 180_000);
 });
