@@ -2378,13 +2378,15 @@ export interface components {
     } & {
       [key: string]: unknown;
     };
-    /** @description Hands off: the session goes on with the target agent's flow (its agent node and start step). A missing or archived target: the agent apologizes and the session ends. Handles: in `in`; out —. */
+    /** @description Hands off: to another agent (`targetAgentId`), the session goes on with its flow (its agent node and start step); to a phone number (`targetNumber`, a phone call only), Twilio dials it and the call ends `transferred`. One of the two is set. A missing or archived agent, a number on a call that is not a phone call, or a hand-over Twilio refuses: the agent apologizes and the session ends. Handles: in `in`; out —. */
     TransferNode: {
       id: string;
       /** @constant */
       nodeType: 'transfer';
-      /** @description The id of the stored agent to hand the session to. */
-      targetAgentId: string;
+      /** @description The id of the stored agent to hand the session to (or set `targetNumber`). */
+      targetAgentId?: string;
+      /** @description A phone number (E.164: `+` and up to 15 digits) a phone call is handed to (or set `targetAgentId`): Twilio dials it and the call ends `transferred`. On a call that is not a phone call the transfer fails. */
+      targetNumber?: string;
     } & {
       [key: string]: unknown;
     };
@@ -8027,6 +8029,16 @@ export interface operations {
             | {
                 agentId: string;
                 at: number;
+                digit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'dtmf';
+              }
+            | {
+                agentId: string;
+                at: number;
                 delta: string;
                 id: number;
                 replyId: string;
@@ -8095,7 +8107,8 @@ export interface operations {
                 ok: boolean;
                 reason?: string;
                 sessionId: string;
-                targetAgentId: string;
+                targetAgentId?: string;
+                targetNumber?: string;
                 /** @enum {string} */
                 type: 'transfer';
               }
@@ -8898,6 +8911,16 @@ export interface operations {
             | {
                 agentId: string;
                 at: number;
+                digit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'dtmf';
+              }
+            | {
+                agentId: string;
+                at: number;
                 delta: string;
                 id: number;
                 replyId: string;
@@ -8966,7 +8989,8 @@ export interface operations {
                 ok: boolean;
                 reason?: string;
                 sessionId: string;
-                targetAgentId: string;
+                targetAgentId?: string;
+                targetNumber?: string;
                 /** @enum {string} */
                 type: 'transfer';
               }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EpochMs, Id, subjectToken } from './common.js';
 import { SessionUsage, TurnMetrics } from './metrics.js';
 import { JsonValue, SessionType } from './sessions.js';
+import { DtmfDigit } from './voice.js';
 
 // ---- events ------------------------------------------------------------------------------------
 
@@ -41,6 +42,8 @@ export const SessionEventPayloads = {
   agent_state: z.object({ state: z.enum(['initializing', 'idle', 'listening', 'thinking', 'speaking']) }),
   /** What the user said: final turns, and a voice session's interim transcripts (`final: false`). */
   user_turn: z.object({ text: z.string(), final: z.boolean(), stepId: StepId }),
+  /** Voice: a key the caller pressed (a phone's DTMF); its user turn `DTMF: <digit>` follows. */
+  dtmf: z.object({ digit: DtmfDigit, stepId: StepId }),
   /** A piece of the agent's reply as the model streams it. */
   agent_reply_delta: z.object({ replyId: z.string().max(100), delta: z.string(), stepId: StepId }),
   /** The agent's whole reply, once it is done (after its deltas). */
@@ -63,10 +66,12 @@ export const SessionEventPayloads = {
     stepId: StepId,
   }),
   branch_decided: z.object({ stepId: StepId, exit: z.string().max(200), attempt: z.number().int() }),
+  /** A transfer step ran: to another agent (`targetAgentId`), or a phone call to a number (`targetNumber`). */
   transfer: z.object({
-    targetAgentId: Id,
+    targetAgentId: Id.optional(),
+    targetNumber: z.string().max(20).optional(),
     ok: z.boolean(),
-    /** Why it failed (`missing`, `archived`, `invalid`, `error`). */
+    /** Why it failed (`missing`, `archived`, `invalid`, `unavailable`, `error`). */
     reason: z.string().max(100).optional(),
   }),
   post_processing: z.object({
@@ -111,6 +116,7 @@ export const SessionEvent = z.discriminatedUnion('type', [
   eventOf('step_entered'),
   eventOf('agent_state'),
   eventOf('user_turn'),
+  eventOf('dtmf'),
   eventOf('agent_reply_delta'),
   eventOf('agent_reply'),
   eventOf('tool_called'),

@@ -54,6 +54,10 @@ export const VoiceSessionStarted = z.object({
 });
 export type VoiceSessionStarted = z.infer<typeof VoiceSessionStarted>;
 
+/** One key of a phone's keypad, as DTMF carries it (A–D: the fourth column some keypads have). */
+export const DtmfDigit = z.string().regex(/^[0-9*#A-D]$/, 'must be one DTMF digit: 0-9, *, #, A-D');
+export type DtmfDigit = z.infer<typeof DtmfDigit>;
+
 /** JSON messages a client sends on the audio socket (binary messages are its microphone's PCM). */
 export const VoiceClientMessage = z.discriminatedUnion('type', [
   /**
@@ -69,6 +73,11 @@ export const VoiceClientMessage = z.discriminatedUnion('type', [
     .strict(),
   /** Ends the session (closing the socket does too). */
   z.object({ type: z.literal('end') }).strict(),
+  /**
+   * A key the caller pressed (a phone's DTMF; the telephony service relays Twilio's `dtmf`): a `dtmf` session
+   * event and a user turn `DTMF: <digit>`, so the flow's steps and the model can act on it.
+   */
+  z.object({ type: z.literal('dtmf'), digit: DtmfDigit }).strict(),
 ]);
 export type VoiceClientMessage = z.infer<typeof VoiceClientMessage>;
 
@@ -95,7 +104,19 @@ export type VoiceServerMessage =
   | { type: 'playback_pause' }
   | { type: 'playback_resume' }
   /** One of the session's events, exactly as its Server-Sent Events stream carries it. */
-  | { type: 'event'; event: unknown };
+  | { type: 'event'; event: unknown }
+  /**
+   * A phone call's edge only (the telephony service), sent as a request: hand the call to a person at this
+   * number (a transfer step's `targetNumber`). Answered with a `PhoneTransferAnswer`; never sent to a web client.
+   */
+  | { type: 'transfer'; targetNumber: string };
+
+/** The telephony relay's answer to a `transfer`: handed over, or why not (`unavailable`: no Twilio account set). */
+export const PhoneTransferAnswer = z.object({
+  ok: z.boolean(),
+  reason: z.enum(['unavailable', 'error']).optional(),
+});
+export type PhoneTransferAnswer = z.infer<typeof PhoneTransferAnswer>;
 
 /** Close codes of the audio socket (4000–4999 are the application's, RFC 6455 § 7.4.2). */
 export const VoiceCloseCodes = {

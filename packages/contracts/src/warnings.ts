@@ -61,6 +61,7 @@ export const WarningCode = z.enum([
   'MCP_TOOL_FAILED',
   'STRUCTURED_OUTPUT_FAILED',
   'WEBHOOK_REFUSED',
+  'TELEPHONY_EGRESS_REFUSED',
   'WEBHOOK_FAILED',
   // LiveKit rooms
   'ROOM_REAPED',

@@ -83,12 +83,14 @@ export interface EgressClientOptions {
   refusal?: Refusal | undefined;
 }
 
-/** Whose connection was refused: a flow's (the playground) or a webhook delivery's. */
-export type Refusal = 'flow' | 'webhook';
+/** Whose connection was refused: a flow's (the playground), a webhook delivery's, or Twilio's REST API's. */
+export type Refusal = 'flow' | 'webhook' | 'telephony';
 
 function logRefusal(log: Logger, refusal: Refusal | undefined, host: string, range: string): void {
   if (refusal === 'webhook')
     log.warn({ code: 'WEBHOOK_EGRESS_REFUSED', host, range }, 'webhook egress refused');
+  else if (refusal === 'telephony')
+    log.warn({ code: 'TELEPHONY_EGRESS_REFUSED', host, range }, 'telephony egress refused');
   else log.warn({ code: 'FLOW_EGRESS_REFUSED', host, range }, 'flow egress refused');
 }
 

@@ -367,6 +367,18 @@ describe('compile: every problem, each with its code and node or edge', () => {
       'PARAM_MISSING',
       'transfer',
     ],
+    [
+      'transfer to a number and an agent at once',
+      () => withNode(fullFlow(), 'transfer', { targetNumber: '+14155550100' }),
+      'PARAM_OUT_OF_RANGE',
+      'transfer',
+    ],
+    [
+      'transfer to a number that is not E.164',
+      () => withNode(fullFlow(), 'transfer', { targetAgentId: undefined, targetNumber: '415-555-0100' }),
+      'PARAM_OUT_OF_RANGE',
+      'transfer',
+    ],
     ['start without command', () => withNode(fullFlow(), 'start', { command: '' }), 'PARAM_MISSING', 'start'],
     [
       'webhook with a bad url',

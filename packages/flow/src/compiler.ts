@@ -258,6 +258,30 @@ function postOf(g: Graph, endId: string): PostStep[] {
   ];
 }
 
+/** A transfer names one target: an agent (`targetAgentId`) or a phone number (`targetNumber`). */
+function transferStep(g: Graph, n: Node): Step {
+  const { targetAgentId, targetNumber } = g.params(n, 'transfer');
+  const number = blankToUndefined(n.targetNumber);
+  if (targetAgentId && number !== undefined)
+    g.add('PARAM_OUT_OF_RANGE', 'transfer takes `targetAgentId` or `targetNumber`, not both', {
+      nodeId: n.id,
+    });
+  if (targetNumber && !targetAgentId) return { kind: 'transfer', id: n.id, targetNumber };
+  // a number set wrong is reported by its param; neither set at all is a missing target (named without the
+  // params' quotes: neither param is required on its own, as the flow reference says)
+  if (!targetAgentId && number === undefined)
+    g.add(
+      'PARAM_MISSING',
+      'transfer needs a target: an agent (targetAgentId) or a phone number (targetNumber)',
+      {
+        nodeId: n.id,
+      },
+    );
+  return { kind: 'transfer', id: n.id, targetAgentId: targetAgentId ?? '' };
+}
+
+const blankToUndefined = (v: unknown) => (v === '' || v === null || v === undefined ? undefined : v);
+
 function categorizeStep(g: Graph, n: Node): Step {
   const { command, categories } = g.params(n, 'categorize');
   for (const e of g.from(n.id)) {
@@ -291,7 +315,7 @@ const STEP_READERS: Record<Step['kind'], (g: Graph, n: Node) => Step> = {
     },
   }),
   categorize: categorizeStep,
-  transfer: (g, n) => ({ kind: 'transfer', id: n.id, ...g.params(n, 'transfer') }),
+  transfer: transferStep,
   end: (g, n) => ({ kind: 'end', id: n.id, ...g.params(n, 'end'), post: postOf(g, n.id) }),
 };
 

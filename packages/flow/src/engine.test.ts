@@ -266,7 +266,21 @@ describe('transfer', () => {
     expect(r.state.phase).toBe('transferring');
   });
 
-  it.each(['missing', 'archived'] as const)(
+  it('to a phone number: asks the runtime to hand the call over to it', () => {
+    const flow = compiled(
+      withNode(fullFlow(), 'transfer', { targetAgentId: undefined, targetNumber: '+14155550100' }),
+    );
+    expect(flow.steps.transfer).toEqual({ kind: 'transfer', id: 'transfer', targetNumber: '+14155550100' });
+    const r = run(flow, toTransfer);
+    expect(r.perEvent.at(-1)).toContainEqual({
+      type: 'transfer_to_number',
+      stepId: 'transfer',
+      targetNumber: '+14155550100',
+    });
+    expect(r.state.phase).toBe('transferring');
+  });
+
+  it.each(['missing', 'archived', 'unavailable'] as const)(
     'to a %s agent: apologizes, then ends with no post-processing',
     (reason) => {
       const flow = compiled();

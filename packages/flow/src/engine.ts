@@ -7,8 +7,12 @@ import type { BranchStep, CompiledFlow, PostStep, Step, StepKind } from './types
  * so it is tested exhaustively without a model, and the voice and text runtimes share it.
  */
 
-/** Why a transfer's target cannot take over: not stored, archived, not runnable here, or not loaded. */
-export type TransferFailureReason = 'missing' | 'archived' | 'invalid' | 'error';
+/**
+ * Why a transfer's target cannot take over: not stored, archived, not runnable here, or not loaded; for a phone
+ * number, `unavailable` (the call is not a phone call, or the operator set no Twilio account) or `error` (the
+ * hand-over failed).
+ */
+export type TransferFailureReason = 'missing' | 'archived' | 'invalid' | 'unavailable' | 'error';
 
 export type EngineEvent =
   | { type: 'session_started'; at: number }
@@ -47,6 +51,8 @@ export type EngineAction =
     }
   | { type: 'schedule_timer'; stepId: string; dueAt: number }
   | { type: 'transfer'; stepId: string; targetAgentId: string }
+  /** Hand the phone call to a person at this number (E.164); the call ends `transferred` once it is. */
+  | { type: 'transfer_to_number'; stepId: string; targetNumber: string }
   | { type: 'end_session'; reason: 'completed' | 'transfer_failed' }
   | { type: 'run_post_processing'; steps: PostStep[] };
 
@@ -159,7 +165,11 @@ function enter(
       return { state: next, actions };
     case 'transfer':
       next.phase = 'transferring';
-      actions.push({ type: 'transfer', stepId, targetAgentId: step.targetAgentId });
+      actions.push(
+        step.targetNumber !== undefined
+          ? { type: 'transfer_to_number', stepId, targetNumber: step.targetNumber }
+          : { type: 'transfer', stepId, targetAgentId: step.targetAgentId },
+      );
       return { state: next, actions };
     case 'end':
       next.phase = 'closing';

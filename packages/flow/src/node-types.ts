@@ -124,8 +124,10 @@ const NODE_TYPES: Readonly<Record<string, NodeType>> = {
     in: ['in'],
     out: [],
     description:
-      "Hands off: the session goes on with the target agent's flow (its agent node and start step). A " +
-      'missing or archived target: the agent apologizes and the session ends.',
+      'Hands off: to another agent (`targetAgentId`), the session goes on with its flow (its agent node and ' +
+      'start step); to a phone number (`targetNumber`, a phone call only), Twilio dials it and the call ends ' +
+      '`transferred`. One of the two is set. A missing or archived agent, a number on a call that is not a ' +
+      'phone call, or a hand-over Twilio refuses: the agent apologizes and the session ends.',
   },
   end: {
     role: 'step',

@@ -86,6 +86,9 @@ const textMap = () =>
     .transform((m) => m ?? {})
     .catch({});
 
+/** A phone number as E.164 writes it: `+`, a country code that does not start with 0, up to 15 digits in all. */
+const E164 = /^\+[1-9][0-9]{6,14}$/;
+
 const BCP47 = /^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$/;
 const language = () =>
   unset(
@@ -313,8 +316,22 @@ export const PARAMS = {
       ).catch(({ value }) => (isTextList(value) ? value : [])),
     ),
   }),
+  // one of the two is set (the compiler checks): an agent of ours, or a person at a phone number
   transfer: z.object({
-    targetAgentId: d('The id of the stored agent to hand the session to.', text({ required: true })),
+    targetAgentId: d(
+      'The id of the stored agent to hand the session to (or set `targetNumber`).',
+      optionalText(),
+    ),
+    targetNumber: d(
+      'A phone number (E.164: `+` and up to 15 digits) a phone call is handed to (or set `targetAgentId`): ' +
+        'Twilio dials it and the call ends `transferred`. On a call that is not a phone call the transfer fails.',
+      unset(
+        z
+          .string({ error: '`{key}` must be text' })
+          .regex(E164, '`{key}` must be an E.164 phone number such as +14155550100')
+          .optional(),
+      ).catch(undefined),
+    ),
   }),
   end: z.object({
     command: command('The goodbye, or the instruction to make one from.'),

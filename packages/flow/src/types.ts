@@ -82,7 +82,9 @@ export type Step =
       llm?: LlmConfig | undefined;
       exits: string[];
     }
-  | { kind: 'transfer'; id: string; targetAgentId: string }
+  /** To another agent of ours (a handoff), or to a person at a phone number (a phone call only). */
+  | { kind: 'transfer'; id: string; targetAgentId: string; targetNumber?: undefined }
+  | { kind: 'transfer'; id: string; targetNumber: string; targetAgentId?: undefined }
   | { kind: 'end'; id: string; command: string; isLiteral: boolean; post: PostStep[] };
 
 export type StepKind = Step['kind'];

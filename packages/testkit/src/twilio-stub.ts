@@ -1,5 +1,7 @@
 import { createHmac } from 'node:crypto';
+import { createServer } from 'node:http';
 import { WebSocket } from 'ws';
+import { listenOnLoopback } from './ports.js';
 
 /**
  * Twilio, as a phone call reaches a voice app through it: the signed voice webhook (form-encoded, signed as
@@ -290,4 +292,68 @@ export class TwilioCaller {
       for (const name of marks) this.sendJson({ event: 'mark', streamSid: this.streamSid, mark: { name } });
     }
   }
+}
+
+/** One request Twilio's REST API got: its path, basic auth (account SID and token) and form. */
+export interface TwilioRestRequest {
+  method: string;
+  path: string;
+  /** The basic auth's user and password, decoded (undefined: none sent). */
+  auth: { user: string; password: string } | undefined;
+  form: Record<string, string>;
+}
+
+/**
+ * Twilio's REST API for a call update (`POST /2010-04-01/Accounts/{AccountSid}/Calls/{CallSid}.json`, form
+ * `Twiml=…`, basic auth): answers as Twilio does (200 and the call's JSON; 401 without the account's auth;
+ * `failWith` answers a status instead), and tells `onCallUpdate` so a test's stream can end as Twilio ends it.
+ */
+export async function startTwilioRestStub(opts: {
+  accountSid: string;
+  authToken: string;
+  onCallUpdate?: (callSid: string, twiml: string) => void;
+}) {
+  const requests: TwilioRestRequest[] = [];
+  let failStatus: number | undefined;
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => {
+      const header = req.headers.authorization;
+      const decoded = header?.startsWith('Basic ')
+        ? Buffer.from(header.slice(6), 'base64').toString('utf8')
+        : undefined;
+      const colon = decoded?.indexOf(':') ?? -1;
+      const auth =
+        decoded !== undefined && colon >= 0
+          ? { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) }
+          : undefined;
+      const form = Object.fromEntries(new URLSearchParams(body));
+      const path = req.url ?? '/';
+      requests.push({ method: req.method ?? '', path, auth, form });
+      const json = (status: number, value: object) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(value));
+      };
+      const m = /^\/2010-04-01\/Accounts\/([^/]+)\/Calls\/([^/]+)\.json$/.exec(path);
+      if (req.method !== 'POST' || !m)
+        return json(404, { code: 20404, message: 'The requested resource was not found' });
+      if (auth?.user !== opts.accountSid || auth.password !== opts.authToken || m[1] !== opts.accountSid)
+        return json(401, { code: 20003, message: 'Authenticate' });
+      if (failStatus !== undefined)
+        return json(failStatus, { code: 20500, message: 'Internal Server Error' });
+      json(200, { sid: m[2], account_sid: m[1], status: 'in-progress' });
+      opts.onCallUpdate?.(m[2]!, form.Twiml ?? '');
+    });
+  });
+  const port = await listenOnLoopback(server);
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    /** Answer every call update with this status from now on (undefined: succeed again). */
+    failWith(status: number | undefined) {
+      failStatus = status;
+    },
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
 }

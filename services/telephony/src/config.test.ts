@@ -17,4 +17,14 @@ describe('the telephony configuration', () => {
     );
     expect(() => loadConfig({ TWILIO_AUTH_TOKEN: 't', PUBLIC_URL: 'ftp://x' })).toThrow(/PUBLIC_URL/);
   });
+
+  it('reads the internal hosts the REST calls to Twilio may reach, and names a bad entry', () => {
+    expect(loadConfig({ TWILIO_AUTH_TOKEN: 't' }).TWILIO_EGRESS_ALLOW).toEqual([]);
+    expect(
+      loadConfig({ TWILIO_AUTH_TOKEN: 't', TWILIO_EGRESS_ALLOW: '127.0.0.1' }).TWILIO_EGRESS_ALLOW,
+    ).toHaveLength(1);
+    expect(() => loadConfig({ TWILIO_AUTH_TOKEN: 't', TWILIO_EGRESS_ALLOW: '10.0.0.0/99' })).toThrow(
+      /TWILIO_EGRESS_ALLOW/,
+    );
+  });
 });

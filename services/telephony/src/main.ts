@@ -18,6 +18,11 @@ runProcess({
         authToken: config.TWILIO_AUTH_TOKEN,
         publicUrl: config.PUBLIC_URL,
         callTokenTtlMs: config.CALL_TOKEN_TTL_MS,
+        twilio: {
+          accountSid: config.TWILIO_ACCOUNT_SID,
+          apiBaseUrl: config.TWILIO_API_BASE_URL,
+          egressAllow: config.TWILIO_EGRESS_ALLOW,
+        },
         relay: { burstMs: config.MEDIA_BURST_MS },
         rate: { perAddress: config.WEBHOOK_RATE_PER_ADDRESS, total: config.WEBHOOK_RATE_TOTAL },
         host: config.TELEPHONY_HOST,

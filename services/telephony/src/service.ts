@@ -2,8 +2,11 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, serve, type BusClient, type HandlerTable, type Logger, type Served } from '@vab/bus';
 import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient } from '@vab/storage';
+import { createEgressFetch, EgressPolicy, type AllowEntry } from '@vab/egress';
 import type { FastifyInstance } from 'fastify';
 import { createCallTokens, kvUsedNonces, type CallTokens } from './calls/call-tokens.js';
+import { PhoneCalls } from './calls/phone-calls.js';
+import { TwilioRest } from './twilio/rest.js';
 import { DEFAULT_PHONE_RELAY, type PhoneRelaySettings } from './calls/phone-relay.js';
 import { phoneNumbersCreate } from './handlers/phone-numbers-create.js';
 import { phoneNumbersDelete } from './handlers/phone-numbers-delete.js';
@@ -29,6 +32,8 @@ export function telephonyHandlers(
 
 export interface TelephonySettings {
   authToken: string;
+  /** Twilio's REST API, for a transfer to a number: the account (unset: none), its base URL, what it may reach. */
+  twilio?: { accountSid: string | undefined; apiBaseUrl: string; egressAllow: AllowEntry[] };
   publicUrl: string | undefined;
   callTokenTtlMs: number;
   relay?: Partial<PhoneRelaySettings>;
@@ -71,6 +76,8 @@ export async function startTelephonyService(deps: {
     bus,
     numbers,
     tokens,
+    calls: new PhoneCalls(redis),
+    twilio: twilioRest(settings, log),
     log,
     authToken: settings.authToken,
     publicUrl: settings.publicUrl,
@@ -88,4 +95,27 @@ export async function startTelephonyService(deps: {
       await Promise.all([served.stop(boundMs), http.close()]);
     },
   };
+}
+
+/** Bound on one REST call to Twilio (connect, headers, body pauses). */
+const TWILIO_REST_TIMEOUT_MS = 10_000;
+
+function twilioRest(settings: TelephonySettings, log: Logger): TwilioRest {
+  const t = settings.twilio ?? {
+    accountSid: undefined,
+    apiBaseUrl: 'https://api.twilio.com',
+    egressAllow: [],
+  };
+  const fetch = createEgressFetch({
+    policy: new EgressPolicy(t.egressAllow),
+    timeoutMs: TWILIO_REST_TIMEOUT_MS,
+    maxResponseBytes: 64 * 1024,
+    log,
+    refusal: 'telephony',
+  });
+  return new TwilioRest(
+    { accountSid: t.accountSid, authToken: settings.authToken, apiBaseUrl: t.apiBaseUrl },
+    fetch,
+    log,
+  );
 }

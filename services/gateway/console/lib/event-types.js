@@ -9,6 +9,7 @@ export const EVENT_TYPES = [
   'step_entered',
   'agent_state',
   'user_turn',
+  'dtmf',
   'agent_reply_delta',
   'agent_reply',
   'tool_called',

@@ -119,6 +119,7 @@ const handlers = {
   recording_started: () => note('info', 'Recording', 'started'),
   step_entered: (ev) => note('step', 'Step', `${ev.stepId} (${ev.stepType})`),
   user_turn: onUserTurn,
+  dtmf: (ev) => note('info', 'Key', `the caller pressed ${ev.digit}`),
   agent_reply_delta: (ev) => {
     const li = replyBubble(ev.replyId);
     stampReply(li, ev);
@@ -143,10 +144,11 @@ const handlers = {
       'Branch',
       `${ev.stepId} → ${exitLabel(ev.stepId, ev.exit)}${ev.attempt > 1 ? ` (attempt ${ev.attempt})` : ''}`,
     ),
-  transfer: (ev) =>
-    ev.ok
-      ? note('ok', 'Transfer', `to agent ${ev.targetAgentId}`)
-      : note('bad', 'Transfer', `to agent ${ev.targetAgentId} failed (${ev.reason ?? 'error'})`),
+  transfer: (ev) => {
+    const to = ev.targetNumber !== undefined ? `to ${ev.targetNumber}` : `to agent ${ev.targetAgentId}`;
+    if (ev.ok) note('ok', 'Transfer', to);
+    else note('bad', 'Transfer', `${to} failed (${ev.reason ?? 'error'})`);
+  },
   post_processing: onPostProcessing,
   turn_metrics: onTurnMetrics,
   error: (ev) => note('bad', `Error ${ev.code}`, ev.message),

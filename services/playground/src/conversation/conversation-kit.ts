@@ -14,7 +14,7 @@ import {
 import type { EgressFetch } from '../egress/client.js';
 import type { KeyEnv } from '../models/provider-keys.js';
 import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
-import { FlowConversation, type TransferTarget } from './conversation.js';
+import { FlowConversation, type NumberTransfer, type TransferTarget } from './conversation.js';
 import type { ConversationMode } from './conversation-mode.js';
 import { openFlowRuntime, type FlowAgent } from './flow-runtime.js';
 import type { McpOptions, ToolObserver } from './mcp.js';
@@ -35,6 +35,8 @@ export interface TransportSide {
   onStepChange?(change: StepChange): void;
   /** Voice: the figures the transport measures from the audio, for the turn just answered. */
   audioFigures?: () => Partial<TurnMetrics>;
+  /** A phone call's transport: hands the call to a person at a number (a transfer step's `targetNumber`). */
+  transferToNumber?: ((targetNumber: string) => Promise<NumberTransfer>) | undefined;
 }
 
 export interface ConverseOptions extends TransportSide {
@@ -100,6 +102,7 @@ export class ConversationKit {
       emit: opts.emit,
       lastEventId: opts.lastEventId,
       onEnded: opts.onEnded,
+      transferToNumber: opts.transferToNumber,
       log,
       branchTimeoutMs: config.LLM_DECISION_TIMEOUT_MS,
       loadTransferTarget: (agentId) =>

@@ -41,6 +41,7 @@ function observeModelCall(m: { type: string; durationMs?: number; metadata?: { m
 }
 
 export type TransferTarget = { ok: true; flow: FlowRuntime } | { ok: false; reason: TransferFailureReason };
+export type NumberTransfer = { ok: true } | { ok: false; reason: TransferFailureReason };
 
 export interface ConversationDeps {
   flow: FlowRuntime;
@@ -52,6 +53,11 @@ export interface ConversationDeps {
   startSession(agent: FlowAgent): Promise<void>;
   /** Another stored agent's flow, checked and opened, for a transfer step. */
   loadTransferTarget(agentId: string): Promise<TransferTarget>;
+  /**
+   * Hands the call to a person at a phone number (a phone call's transport only): resolves once it is handed
+   * over (the transport then ends the session, `transferred`), or with why not. Absent: `unavailable`.
+   */
+  transferToNumber?(targetNumber: string): Promise<NumberTransfer>;
   /** Every transcript message, with the step that was current. Must not throw. */
   record(message: SessionMessage): void;
   /** Adds an event to the session's stream. Must not throw. */
@@ -283,6 +289,11 @@ export class FlowConversation {
     },
   };
   private toolCalls = 0;
+
+  /** The step the conversation is at. */
+  get stepId(): string {
+    return this.state.stepId;
+  }
 
   get ended(): boolean {
     return this.state.phase === 'ended' || this.closed;
@@ -544,6 +555,25 @@ export class FlowConversation {
       this.deps.log.info({ targetAgentId: a.targetAgentId }, 'transferred');
       this.deps.emit({ type: 'transfer', targetAgentId: a.targetAgentId, ok: true });
       pass.queue.push(...this.feed({ type: 'session_started', at: this.now() }));
+    },
+    transfer_to_number: async (a, pass) => {
+      const outcome: NumberTransfer = this.deps.transferToNumber
+        ? await this.deps.transferToNumber(a.targetNumber)
+        : { ok: false, reason: 'unavailable' };
+      if (!outcome.ok) {
+        this.deps.log.warn(
+          { code: 'TRANSFER_FAILED', reason: outcome.reason },
+          'transfer to a number failed',
+        );
+        this.deps.emit({ type: 'transfer', targetNumber: a.targetNumber, ok: false, reason: outcome.reason });
+        pass.queue.push(
+          ...this.feed({ type: 'transfer_failed', at: this.now(), stepId: a.stepId, reason: outcome.reason }),
+        );
+        return;
+      }
+      // the call is with the person now: the transport ends the session (`transferred`); nothing more is said
+      this.deps.log.info({}, 'transferred to a number');
+      this.deps.emit({ type: 'transfer', targetNumber: a.targetNumber, ok: true });
     },
     end_session: (a, pass) => {
       this.deps.log.info({ reason: a.reason }, 'conversation ended');

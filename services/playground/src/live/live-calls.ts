@@ -60,6 +60,7 @@ export class LiveCalls {
         audio: req.audio,
         requestId,
         callId,
+        phone: req.channel === 'phone',
       });
       hosted.call.endAfter(settings.maxCallDurationMs, settings.endCallMessage, 'max_duration');
       return {

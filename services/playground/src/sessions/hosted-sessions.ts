@@ -76,6 +76,8 @@ interface HostedSession {
   recordClosed: Promise<void> | undefined;
   /** Why it stops (the first reason given). */
   stopReason: string | undefined;
+  /** Where a call stopped `transferred` went (the number), given with that stop. */
+  transferredTo: string | undefined;
   /** What it says before a drain ends it. */
   goodbye: ((boundMs: number) => Promise<void>) | undefined;
   /** Turns (the greeting included) whose answer said a model failed: reported with the record. */
@@ -94,6 +96,11 @@ interface HostedSession {
    * the session's span, so a session is one trace; each turn's own request links to it.
    */
   startedIn: SpanContext | undefined;
+}
+
+/** More about a stop, for the call it ends: where a `transferred` call went. */
+export interface StopDetail {
+  transferredTo?: string | undefined;
 }
 
 /**
@@ -322,6 +329,7 @@ export class HostedSessions {
       usage: undefined,
       recordClosed: undefined,
       stopReason: undefined,
+      transferredTo: undefined,
       goodbye: undefined,
       failedTurns: 0,
       cleanups: [],
@@ -375,7 +383,7 @@ export class HostedSessions {
       onDrain: (goodbye) => {
         hosted.goodbye = goodbye;
       },
-      stop: (reason) => void this.stop(hosted.sessionId, reason),
+      stop: (reason, end) => void this.stop(hosted.sessionId, reason, end),
       stopAfter: (ms, reason) => this.timer(hosted, 'stop-after', ms, reason),
       cancelStop: () => clearTimeout(hosted.timers.get('stop-after')),
       answerOwner: (verb, schema, handler) => {
@@ -402,7 +410,7 @@ export class HostedSessions {
     } catch (err) {
       hosted.log.warn({ code: 'SESSION_USAGE_NOT_READ', err: safeError(err) }, 'session usage not read');
     }
-    await hosted.record?.close(usage, hosted.failedTurns, hosted.stopReason);
+    await hosted.record?.close(usage, hosted.failedTurns, hosted.stopReason, hosted.transferredTo);
   }
 
   private timer(hosted: HostedSession, name: string, ms: number, reason: string): void {
@@ -457,10 +465,13 @@ export class HostedSessions {
   }
 
   /** The one way a session ends. Idempotent: a second call waits for the first. */
-  stop(sessionId: string, reason: string): Promise<void> {
+  stop(sessionId: string, reason: string, end?: StopDetail): Promise<void> {
     const hosted = this.sessions.get(sessionId);
     if (!hosted) return Promise.resolve();
-    hosted.stopReason ??= reason;
+    if (hosted.stopReason === undefined) {
+      hosted.stopReason = reason;
+      hosted.transferredTo = end?.transferredTo;
+    }
     hosted.stopping ??= (async () => {
       for (const t of hosted.timers.values()) clearTimeout(t);
       for (const s of hosted.subs) s.unsubscribe();

@@ -47,8 +47,11 @@ export interface SessionContext {
    * off after `boundMs`.
    */
   onDrain(goodbye: (boundMs: number) => Promise<void>): void;
-  /** Stops the session (idempotent): the transport's signal that its agent or room is gone. */
-  stop(reason: string): void;
+  /**
+   * Stops the session (idempotent): the transport's signal that its agent or room is gone. `end`: more about
+   * it for a call's record (where a `transferred` call went).
+   */
+  stop(reason: string, end?: { transferredTo?: string | undefined }): void;
   /** Stops it after `ms` unless called again first (e.g. the last user left the room). */
   stopAfter(ms: number, reason: string): void;
   /** Cancels a `stopAfter` (e.g. the client connected in time). */

@@ -35,6 +35,8 @@ export class TestSessionRecord {
   durationMs: number | undefined;
   /** Why the session stopped (a call's `endedReason` is read from it). */
   private stopReason: string | undefined;
+  /** Where a call that stopped `transferred` went. */
+  private transferredTo: string | undefined;
 
   private constructor(
     private readonly deps: RecordDeps,
@@ -69,7 +71,14 @@ export class TestSessionRecord {
         close: (endedAt, report) =>
           bus.request(
             Subjects.callsEnd,
-            { agentId, callId, endedAt, ...endedReasonOf(record?.stopReason), usage: report?.usage ?? [] },
+            {
+              agentId,
+              callId,
+              endedAt,
+              ...endedReasonOf(record?.stopReason),
+              ...(record?.transferredTo !== undefined ? { transferredTo: record.transferredTo } : {}),
+              usage: report?.usage ?? [],
+            },
             ask,
           ),
       },
@@ -140,8 +149,16 @@ export class TestSessionRecord {
   }
 
   /** Closes the record with what the session used and the errors it saw (the stats count them). */
-  async close(usage: SessionUsage, failedTurns: number, stopReason?: string): Promise<void> {
-    this.stopReason ??= stopReason;
+  async close(
+    usage: SessionUsage,
+    failedTurns: number,
+    stopReason?: string,
+    transferredTo?: string,
+  ): Promise<void> {
+    if (this.stopReason === undefined) {
+      this.stopReason = stopReason;
+      this.transferredTo = transferredTo;
+    }
     if (usage.length > 0) this.events.emit({ type: 'usage', usage });
     this.durationMs = await this.transcript.close({
       usage,

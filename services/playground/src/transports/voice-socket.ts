@@ -1,11 +1,12 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { errors, headers as natsHeaders } from '@nats-io/transport-node';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { BusClient } from '@vab/bus';
+import { safeError, type BusClient } from '@vab/bus';
 import {
   AppError,
   VOICE_CONTROL_HEADER,
   VoiceAttachRequest,
+  PhoneTransferAnswer,
   VoiceClientMessage,
   voiceInSubject,
   voiceOutSubject,
@@ -27,6 +28,7 @@ import { sessionRedactor } from '../sessions/redactor.js';
 import { flowToRun } from '../conversation/flow-to-run.js';
 import { VoicePipeline } from '../voice/voice-pipeline.js';
 import { BusAudioInput, BusAudioOutput } from '../voice/bus-audio.js';
+import type { NumberTransfer } from '../conversation/conversation.js';
 
 export interface VoiceSocketConfig {
   BUS_TIMEOUT_MS: number;
@@ -123,6 +125,7 @@ export class VoiceSocketTransport {
           sampleRate,
           frameBytes,
           requestId,
+          phone: opts.phone === true,
         });
         ctx.answerOwner('attach', VoiceAttachRequest, async (req) => call.attach(req));
         ctx.onStop(() => call.close());
@@ -171,6 +174,8 @@ export interface HostOptions {
   requestId: string;
   /** A call of a live deploy (admitted already): the session's id, and recorded as that call. */
   callId?: string | undefined;
+  /** A phone call: its edge (the telephony service) can hand it to a number (a transfer step's `targetNumber`). */
+  phone?: boolean | undefined;
 }
 
 /** What a host may do with a session it started. */
@@ -191,7 +196,11 @@ interface CallDeps {
   sampleRate: number;
   frameBytes: number;
   requestId: string;
+  phone: boolean;
 }
+
+/** Bound on the phone edge handing a call over (its REST call to Twilio is bounded at 10 s). */
+const TRANSFER_TIMEOUT_MS = 15_000;
 
 /** One voice session's audio, pipeline and figures, once its client attached. */
 class VoiceCall {
@@ -358,6 +367,7 @@ class VoiceCall {
       apiKeys: this.deps.apiKeys ?? undefined,
       requestId: this.deps.requestId,
       input,
+      transferToNumber: (targetNumber) => this.transferToNumber(targetNumber),
       output: (hooks) => {
         this.output = new BusAudioOutput({
           sampleRate,
@@ -396,7 +406,27 @@ class VoiceCall {
     if (!parsed.success) return;
     const m = parsed.data;
     if (m.type === 'playback_finished') this.output?.reported(m.playedMs, m.interrupted);
+    else if (m.type === 'dtmf') this.pressed(m.digit);
     else this.deps.ctx.stop('client ended');
+  }
+
+  /**
+   * A key the caller pressed: an event, and a user turn that names it, so the step engine and the model can
+   * route on it ("press 1 for reservations") as on anything said. Whatever the agent was saying is cut, as a
+   * spoken turn cuts it.
+   */
+  private pressed(digit: string): void {
+    const conversation = this.pipeline?.flowConversation;
+    if (!conversation || conversation.ended) return;
+    this.deps.ctx.emit({ type: 'dtmf', digit, stepId: conversation.stepId });
+    try {
+      void this.pipeline!.session.interrupt().await.catch(() => undefined);
+    } catch {
+      // a speech that may not be interrupted (a goodbye) plays on; the turn waits for it
+    }
+    void conversation
+      .userTurn(`DTMF: ${digit}`)
+      .catch((err: unknown) => this.deps.ctx.log.error({ err: safeError(err) }, 'dtmf turn failed'));
   }
 
   private send(message: VoiceServerMessage | Int16Array): void {
@@ -409,6 +439,30 @@ class VoiceCall {
         headers: this.controlHeaders,
       });
     }
+  }
+
+  /**
+   * A transfer step's number: a phone call's edge hands the call over (Twilio dials the number and the agent's
+   * stream ends), and the call ends `transferred` to it. Any other session cannot: `unavailable`.
+   */
+  private async transferToNumber(targetNumber: string): Promise<NumberTransfer> {
+    const { ctx, nc } = this.deps;
+    if (!this.deps.phone || this.closed) return { ok: false, reason: 'unavailable' };
+    const ask: VoiceServerMessage = { type: 'transfer', targetNumber };
+    let answer: PhoneTransferAnswer;
+    try {
+      const reply = await nc.request(voiceOutSubject(ctx.sessionId), encoder.encode(JSON.stringify(ask)), {
+        timeout: TRANSFER_TIMEOUT_MS,
+        headers: this.controlHeaders,
+      });
+      answer = PhoneTransferAnswer.parse(JSON.parse(decoder.decode(reply.data)));
+    } catch (err) {
+      ctx.log.warn({ code: 'TRANSFER_FAILED', err: safeError(err) }, 'phone edge did not hand the call over');
+      return { ok: false, reason: 'error' };
+    }
+    if (!answer.ok) return { ok: false, reason: answer.reason ?? 'error' };
+    ctx.stop('transferred', { transferredTo: targetNumber });
+    return { ok: true };
   }
 
   /** The goodbye before a drain ends the session (nothing when no client ever attached). */

@@ -3,7 +3,7 @@ import type { ApiKeys, CaseMocks, SessionEventInput, SessionMessage, TurnMetrics
 import type { SessionContext } from '../sessions/hosted-sessions.js';
 import type { RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
-import type { ConversationKit } from '../conversation/conversation-kit.js';
+import type { ConversationKit, TransportSide } from '../conversation/conversation-kit.js';
 import { SPOKEN } from '../conversation/conversation-mode.js';
 import { spokenTextTransforms } from '../conversation/spoken-text.js';
 import { sharedVad, turnHandlingOf } from '../models/voice-models.js';
@@ -21,6 +21,8 @@ export interface VoicePipelineOptions {
   output(hooks: PlaybackHooks): voice.AudioOutput;
   /** A test case's mocks. */
   mocks?: CaseMocks | undefined;
+  /** A phone call: hands it to a person at a number (a transfer step's `targetNumber`). */
+  transferToNumber?: TransportSide['transferToNumber'];
   /** Sees every event and recorded message of the session too (a test attempt reads its observation so). */
   observe?: {
     event?(event: SessionEventInput): void;
@@ -109,6 +111,7 @@ export class VoicePipeline {
       requestId: this.opts.requestId,
       audioFigures: () => this.takeFigures(),
       mocks: this.opts.mocks,
+      transferToNumber: this.opts.transferToNumber,
     });
     this.conversation = conv;
     ctx.usageFrom(() => conv.usage());

@@ -3,6 +3,7 @@ import { AppError, Subjects } from '@vab/contracts';
 import type { NumberStore } from '../numbers/store.js';
 import { connectStreamTwiml, sayHangupTwiml } from '../twilio/twiml.js';
 import type { CallTokens } from './call-tokens.js';
+import type { PhoneCalls } from './phone-calls.js';
 
 /** What a caller hears when a call is refused (docs/operations.md › Telephony): a few words, then the line hangs up. */
 export const REFUSALS = {
@@ -27,62 +28,59 @@ export interface AnswerDeps {
   numbers: NumberStore;
   bus: BusClient;
   tokens: CallTokens;
+  calls: PhoneCalls;
   log: Logger;
   /** The media socket's URL as the Stream's TwiML names it (and Twilio signs it). */
   streamUrl: string;
   requestId: string;
 }
 
-/** Bound on the questions a webhook asks before it answers (Twilio waits 15 s for TwiML). */
-const ASK_TIMEOUT_MS = 5_000;
+/** Bound on starting the call (Twilio waits 15 s for TwiML; the start's own bound is 30 s). */
 const START_TIMEOUT_MS = 10_000;
 
 /** The caller's number as a record keeps it: its last 4 digits. */
 export const maskNumber = (number: string) => `…${number.slice(-4)}`;
 
 /**
- * A voice webhook's TwiML: the number's agent's live deploy takes the call (a voice session at 8 kHz started
- * now, its media socket opened with a single-use call token), or the caller hears why not and the line hangs up.
- * Never an HTTP error: Twilio would play its own "an application error has occurred".
+ * A voice webhook's TwiML: the number's agent's live deploy takes the call (`playground.calls.start` with
+ * `channel: 'phone'`: admitted against the deploy's caps, hosted at 8 kHz, recorded as a call), its media socket
+ * opened with a single-use call token; or the caller hears why not and the line hangs up. A refusal at a cap is
+ * recorded by the admission as a `busy` call. Never an HTTP error: Twilio would play its own "an application
+ * error has occurred".
  */
 export async function answerCall(
   call: IncomingCall,
   deps: AnswerDeps,
-): Promise<{ twiml: string; refused?: Refusal; sessionId?: string }> {
+): Promise<{ twiml: string; refused?: Refusal; callId?: string }> {
   const refuse = (refused: Refusal) => ({ twiml: sayHangupTwiml(REFUSALS[refused]), refused });
   const number = await deps.numbers.byNumber(call.to);
   if (!number) return refuse('unknownNumber');
-  const { agentId } = number;
-  const deploys = await deps.bus.request(
-    Subjects.deploysList,
-    { agentId },
-    { timeoutMs: ASK_TIMEOUT_MS, requestId: deps.requestId },
-  );
-  const live = deploys.find((d) => d.status === 'live');
-  if (!live) return refuse('notLive');
-  let sessionId: string;
+  const from = maskNumber(call.from);
+  let started: { callId: string; agentId: string };
   try {
-    const started = await deps.bus.request(
-      Subjects.voiceSessionStart,
-      { agentId, body: { version: live.version, audio: PHONE_AUDIO, record: true } },
+    started = await deps.bus.request(
+      Subjects.callsStart,
+      {
+        agentId: number.agentId,
+        channel: 'phone',
+        caller: { from, to: call.to },
+        transport: 'bus',
+        audio: PHONE_AUDIO,
+      },
       { timeoutMs: START_TIMEOUT_MS, requestId: deps.requestId },
     );
-    sessionId = started.sessionId;
   } catch (err) {
     const code = err instanceof AppError ? err.code : undefined;
     if (code === 'CAPACITY_EXHAUSTED' || code === 'RATE_LIMITED') return refuse('busy');
+    // nothing live (no deploy, or the agent archived): the admission answers NOT_FOUND
     if (code === 'NOT_FOUND' || code === 'AGENT_ARCHIVED') return refuse('notLive');
     throw err;
   }
-  const token = deps.tokens.mint({
-    sessionId,
-    agentId,
-    callSid: call.callSid,
-    to: call.to,
-    from: maskNumber(call.from),
-  });
-  deps.log.info({ sessionId, agentId, callSid: call.callSid }, 'phone call answered');
-  return { twiml: connectStreamTwiml(deps.streamUrl, { token }), sessionId };
+  const { callId, agentId } = started;
+  await deps.calls.answered(call.callSid, { agentId, callId });
+  const token = deps.tokens.mint({ callId, agentId, callSid: call.callSid, to: call.to, from });
+  deps.log.info({ callId, agentId, callSid: call.callSid }, 'phone call answered');
+  return { twiml: connectStreamTwiml(deps.streamUrl, { token }), callId };
 }
 
 /** The refusal words for a failure of ours while answering (logged by the caller). */

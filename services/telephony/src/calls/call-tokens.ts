@@ -15,9 +15,9 @@ export const CALL_TOKENS_BUCKET = 'telephony-call-tokens';
 
 const VERSION = 't1';
 
-/** What a call token says: the hosted session (`sessionId`) of which agent, for which Twilio call. */
+/** What a call token says: the call (`callId`, hosted as the voice session of that id) of which agent, for which Twilio call. */
 export const CallGrant = z.object({
-  sessionId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  callId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
   agentId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
   callSid: z.string().max(64),
   /** The number called (E.164) and the caller's last 4 digits: what the call's record may keep. */

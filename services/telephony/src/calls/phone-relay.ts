@@ -1,6 +1,7 @@
 import {
   headers as natsHeaders,
   errors,
+  type Msg,
   type NatsConnection,
   type Subscription,
 } from '@nats-io/transport-node';
@@ -10,6 +11,7 @@ import {
   liveSubject,
   ownerSubject,
   Subjects,
+  type PhoneTransferAnswer,
   VOICE_CONTROL_HEADER,
   VoiceAttached,
   VoiceCloseCodes,
@@ -20,6 +22,8 @@ import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { decodeMulaw, encodeMulaw } from '../audio/mulaw.js';
 import type { CallGrant, CallTokens } from './call-tokens.js';
+import type { PhoneCalls } from './phone-calls.js';
+import type { TwilioRest } from '../twilio/rest.js';
 import { isTwilioFormat, TwilioInbound, type TwilioStart } from './twilio-messages.js';
 
 export interface PhoneRelaySettings {
@@ -51,7 +55,7 @@ type Queued = { audio: Uint8Array } | { flush: number };
 
 /**
  * One Twilio media socket: Twilio's protocol on one side, the voice protocol over the bus on the other
- * (`voice.<sessionId>.in|out`, attached at the session's owner like the gateway's voice socket). The caller's
+ * (`voice.<callId>.in|out`, attached at the session's owner like the gateway's voice socket). The caller's
  * μ-law becomes 20 ms PCM frames; the agent's PCM becomes μ-law sent as the line plays it (a lead of 100 ms),
  * each segment followed by a `mark` whose echo is the playback report; a barge-in (`playback_clear`) sends
  * `clear` at once and reports what had played.
@@ -81,12 +85,16 @@ export class PhoneRelay {
   /** Segments flushed whose mark has not come back: id → ms sent. */
   private marks = new Map<number, number>();
   private endReason = 'caller hung up';
+  /** A transfer to a number under way or made: its stream's stop is not the caller hanging up once it is. */
+  private transferring: Promise<PhoneTransferAnswer> | undefined;
 
   constructor(
     private readonly deps: {
       nc: NatsConnection;
       bus: BusClient;
       tokens: CallTokens;
+      calls: PhoneCalls;
+      twilio: TwilioRest;
       log: Logger;
       socket: WebSocket;
       settings: PhoneRelaySettings;
@@ -185,10 +193,11 @@ export class PhoneRelay {
 
   private async attach(grant: CallGrant): Promise<void> {
     const { nc, bus, settings, requestId } = this.deps;
-    const { sessionId, agentId } = grant;
+    // the call is hosted as the voice session of its id
+    const { callId: sessionId, agentId } = grant;
     this.out = nc.subscribe(voiceOutSubject(sessionId), {
       callback: (_e, msg) =>
-        this.guarded(() => this.fromAgent(msg.data, msg.headers?.has(VOICE_CONTROL_HEADER) ?? false)),
+        this.guarded(() => this.fromAgent(msg.data, msg.headers?.has(VOICE_CONTROL_HEADER) ?? false, msg)),
     });
     try {
       VoiceAttached.parse(
@@ -212,7 +221,16 @@ export class PhoneRelay {
     }
     if (this.closed) return void this.endSession();
     this.attached = true;
-    this.deps.log.info({ sessionId, callSid: grant.callSid }, 'phone media attached');
+    this.deps.log.info({ callId: sessionId, callSid: grant.callSid }, 'phone media attached');
+    // the status callback tells a call that never connected by this (not waited for: the call goes on)
+    void this.deps.calls
+      .attached(grant.callSid)
+      .catch((err: unknown) =>
+        this.deps.log.warn(
+          { code: 'REDIS_ERROR', callId: sessionId, err: safeError(err) },
+          'phone call not marked attached',
+        ),
+      );
     this.probe = setInterval(() => void this.probeLive(sessionId), settings.liveProbeMs);
     this.probe.unref();
   }
@@ -230,7 +248,7 @@ export class PhoneRelay {
       return;
     }
     const pcm = decodeMulaw(ulaw);
-    const subject = voiceInSubject(this.grant.sessionId);
+    const subject = voiceInSubject(this.grant.callId);
     let at = 0;
     while (at < pcm.length) {
       const take = Math.min(FRAME_SAMPLES - this.pendingSamples, pcm.length - at);
@@ -252,13 +270,13 @@ export class PhoneRelay {
 
   private publishControl(message: object): void {
     if (!this.grant || !this.attached) return;
-    this.deps.nc.publish(voiceInSubject(this.grant.sessionId), JSON.stringify(message), {
+    this.deps.nc.publish(voiceInSubject(this.grant.callId), JSON.stringify(message), {
       headers: this.control,
     });
   }
 
   /** What the session's owner sends: the agent's PCM (8 kHz) or a control message of the voice protocol. */
-  private fromAgent(data: Uint8Array, control: boolean): void {
+  private fromAgent(data: Uint8Array, control: boolean, msg: Msg): void {
     if (this.closed) return;
     if (!control) {
       const pcm = new Int16Array(data.byteLength >> 1);
@@ -267,7 +285,15 @@ export class PhoneRelay {
       this.pumpSoon();
       return;
     }
-    const type = (JSON.parse(Buffer.from(data).toString('utf8')) as { type?: unknown }).type;
+    const message = JSON.parse(Buffer.from(data).toString('utf8')) as {
+      type?: unknown;
+      targetNumber?: unknown;
+    };
+    const type = message.type;
+    if (type === 'transfer' && msg.reply) {
+      void this.transfer(String(message.targetNumber), msg);
+      return;
+    }
     if (type === 'playback_flush') {
       this.queue.push({ flush: 0 });
       this.pumpSoon();
@@ -357,6 +383,22 @@ export class PhoneRelay {
     this.publishControl({ type: 'playback_finished', playedMs, interrupted: true });
   }
 
+  /**
+   * The flow's transfer step names a number: Twilio's REST API gives the call a `<Dial>` (the stream then
+   * stops), and the session is answered whether it did. A call handed over is not hung up when its stream
+   * stops: the session ends it `transferred`.
+   */
+  private async transfer(targetNumber: string, msg: Msg): Promise<void> {
+    const grant = this.grant;
+    // Twilio may stop the stream before its REST answer arrives: the stream's end waits for this
+    this.transferring =
+      grant && !this.closed
+        ? this.deps.twilio.dial(grant.callSid, targetNumber)
+        : Promise.resolve({ ok: false, reason: 'error' });
+    const answer = await this.transferring;
+    msg.respond(JSON.stringify(answer));
+  }
+
   private twilio(message: object): void {
     const { socket } = this.deps;
     if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(message));
@@ -397,20 +439,21 @@ export class PhoneRelay {
     if (endSession) await this.endSession();
   }
 
+  /** The caller's side went (`stop`, a closed or refused socket): the call ends `caller_hung_up`. */
   private async endSession(): Promise<void> {
     if (!this.grant || !this.attached) return;
-    const { agentId, sessionId } = this.grant;
+    // handed over to a number: the session ends the call `transferred`
+    if (this.transferring && (await this.transferring).ok) return;
+    const { agentId, callId } = this.grant;
+    this.deps.log.info({ callId, why: this.endReason }, 'phone stream ended');
     await this.deps.bus
       .request(
-        Subjects.voiceSessionEnd,
-        { agentId, sessionId, reason: this.endReason },
+        Subjects.callsHangUp,
+        { agentId, callId, reason: 'caller_hung_up' },
         { timeoutMs: 10_000, requestId: this.deps.requestId },
       )
       .catch((err: unknown) =>
-        this.deps.log.warn(
-          { code: 'VOICE_END_FAILED', sessionId, err: safeError(err) },
-          'voice session not ended',
-        ),
+        this.deps.log.warn({ code: 'VOICE_END_FAILED', callId, err: safeError(err) }, 'phone call not ended'),
       );
   }
 }

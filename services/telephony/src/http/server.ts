@@ -1,12 +1,15 @@
 import rateLimit from '@fastify/rate-limit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
+import { Subjects } from '@vab/contracts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { answerCall, failedTwiml } from '../calls/answer.js';
 import type { CallTokens } from '../calls/call-tokens.js';
+import type { PhoneCalls } from '../calls/phone-calls.js';
+import type { TwilioRest } from '../twilio/rest.js';
 import { PhoneRelay, type PhoneRelaySettings } from '../calls/phone-relay.js';
 import type { NumberStore } from '../numbers/store.js';
 import { SIGNATURE_HEADER, validTwilioSignature } from '../twilio/signature.js';
@@ -21,6 +24,8 @@ export interface TelephonyHttpDeps {
   bus: BusClient;
   numbers: NumberStore;
   tokens: CallTokens;
+  calls: PhoneCalls;
+  twilio: TwilioRest;
   log: Logger;
   authToken: string;
   /** The public base URL Twilio calls (`https://…`), or none: the request's Host (local development). */
@@ -114,6 +119,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
         numbers: deps.numbers,
         bus: deps.bus,
         tokens: deps.tokens,
+        calls: deps.calls,
         log: deps.log,
         streamUrl: calledUrl({ url: MEDIA_PATH, headers: req.headers }, deps.publicUrl, 'ws'),
         requestId: String(req.id),
@@ -134,15 +140,48 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
     const form = signedForm(req);
     if (!form) return reply.code(403).type('text/plain').send('signature check failed');
     const p = new Map(form);
-    deps.log.info(
-      { callSid: p.get('CallSid'), callStatus: p.get('CallStatus'), callDuration: p.get('CallDuration') },
-      'phone call status',
-    );
+    const callSid = p.get('CallSid') ?? '';
+    const callStatus = p.get('CallStatus') ?? '';
+    deps.log.info({ callSid, callStatus, callDuration: p.get('CallDuration') }, 'phone call status');
+    try {
+      await recordStatus(deps, callSid, callStatus, String(req.id));
+    } catch (err) {
+      // Twilio retries nothing on an error of ours: logged, and the call ends by its own bounds
+      deps.log.error(
+        { code: 'PHONE_STATUS_FAILED', callSid, err: safeError(err) },
+        'phone call status not recorded',
+      );
+    }
     return reply.type('text/xml').send(EMPTY_TWIML);
   });
 
   registerMediaSocket(app, deps);
   return app;
+}
+
+/** Twilio's final call statuses: the call is over on Twilio's side. */
+const FINAL_STATUSES = new Set(['completed', 'busy', 'failed', 'no-answer', 'canceled']);
+
+/**
+ * What a status callback changes: a call Twilio reports over ends now (the first end stands, so a call its
+ * stream or flow ended already keeps its reason): `no_connect` when its media stream never attached (the caller
+ * hung up before the stream connected, or Twilio could not open it), else `caller_hung_up` (the stream's end may
+ * not have reached us). Without this a call that never connected would wait out VOICE_CONNECT_TIMEOUT_MS.
+ */
+async function recordStatus(
+  deps: TelephonyHttpDeps,
+  callSid: string,
+  callStatus: string,
+  requestId: string,
+): Promise<void> {
+  if (!FINAL_STATUSES.has(callStatus)) return;
+  const call = await deps.calls.get(callSid);
+  if (!call) return;
+  await deps.bus.request(
+    Subjects.callsHangUp,
+    { agentId: call.agentId, callId: call.callId, reason: call.attached ? 'caller_hung_up' : 'no_connect' },
+    { timeoutMs: 10_000, requestId },
+  );
 }
 
 /** The media WebSocket: its upgrade signed over the Stream URL exactly as the TwiML gave it. */
@@ -164,6 +203,8 @@ function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps): voi
           nc: deps.nc,
           bus: deps.bus,
           tokens: deps.tokens,
+          calls: deps.calls,
+          twilio: deps.twilio,
           log: deps.log,
           socket: ws,
           settings: deps.relay,
