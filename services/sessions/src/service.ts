@@ -211,6 +211,11 @@ export function startSessionsService(deps: {
       batch: 500,
     },
     deps.log,
+    Date.now,
+    {
+      store: handlerDeps.calls,
+      ended: (call) => events.publish(call.agentId, 'call.ended', { call }),
+    },
   );
   ownerSweep.start();
   return {
