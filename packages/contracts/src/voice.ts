@@ -83,7 +83,19 @@ export type VoiceClientMessage = z.infer<typeof VoiceClientMessage>;
 
 /** JSON messages the server sends on the audio socket besides the agent's PCM (binary messages). */
 export type VoiceServerMessage =
-  | { type: 'ready'; sessionId: string; sampleRate: number; frameBytes: number }
+  | {
+      type: 'ready';
+      sessionId: string;
+      sampleRate: number;
+      frameBytes: number;
+      /**
+       * Reopens this session's socket on any gateway (`?resume=`) after this one dropped: signed by the session's
+       * owner, bound to the session, replaced by the next `ready` (single use).
+       */
+      resumeToken: string;
+      /** How long the session waits, silent, for a dropped client to resume before it ends (`gateway_lost`). */
+      resumeWithinMs: number;
+    }
   /** The agent's segment is complete: report `playback_finished` once it has played out. */
   | { type: 'playback_flush' }
   /** Stop playing and drop what is buffered (the user interrupted): report what was played. */
@@ -112,6 +124,7 @@ export const VoiceCloseCodes = {
   ended: 1000,
   /** A frame of the wrong size, a JSON message that is not one of VoiceClientMessage, or garbage. */
   badInput: 4400,
+  /** Not allowed in; or a `resume` token that is not this session's current one. */
   unauthorized: 4401,
   notFound: 4404,
   /** A second client on a session that has one. */
@@ -133,6 +146,25 @@ export const voiceInSubject = (sessionId: string) => `voice.${subjectToken(sessi
 /** The agent's PCM (no headers), or a JSON VoiceServerMessage (header `Voice-Control: 1`). */
 export const voiceOutSubject = (sessionId: string) => `voice.${subjectToken(sessionId, 'a session id')}.out`;
 export const VOICE_CONTROL_HEADER = 'Voice-Control';
+/**
+ * A relay's own subject (`voice-relay.<connectionId>`): the session's owner asks it, often, whether the gateway
+ * relaying the socket is still there (no responders: it died, and the session waits for a resume).
+ */
+export const voiceRelaySubject = (connectionId: string) =>
+  `voice-relay.${subjectToken(connectionId, 'a connection id')}`;
+
+/**
+ * A resume token (`ready`'s `resumeToken`): `r1.<agentId>.<generation>.<signature>`. The owner alone checks the
+ * signature; the agent's id in it lets a public call's socket (whose single-use ticket named the agent) be
+ * reopened without a new ticket.
+ */
+export const VoiceResumeToken = z
+  .string()
+  .max(256)
+  .regex(/^r1\.[A-Za-z0-9_-]{1,64}\.[0-9]{1,9}\.[A-Za-z0-9_-]{43}$/, 'not a resume token');
+export type VoiceResumeToken = z.infer<typeof VoiceResumeToken>;
+/** The agent a resume token names (unverified: its owner checks the token). */
+export const agentOfResumeToken = (token: VoiceResumeToken): string => token.split('.')[1] ?? '';
 
 /** The gateway's socket attaches to the session at its owner (`playground.owner.<id>.attach`). */
 export const VoiceAttachRequest = z.object({
@@ -140,7 +172,19 @@ export const VoiceAttachRequest = z.object({
   sessionId: Id,
   /** This socket's id: a second attach with another id is refused while this one holds the session. */
   connectionId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  /**
+   * The attacher answers `voice-relay.<connectionId>` (the gateway's relay): its owner probes it, and takes the
+   * client for detached (resumable) when it is gone. Without it (a phone call's Media Stream), nothing is probed.
+   */
+  relay: z.literal(true).optional(),
+  /** A dropped client's socket takes its session back (its last `ready`'s token). */
+  resume: VoiceResumeToken.optional(),
 });
 export type VoiceAttachRequest = z.infer<typeof VoiceAttachRequest>;
-export const VoiceAttached = z.object({ sampleRate: z.number().int(), frameBytes: z.number().int() });
+export const VoiceAttached = z.object({
+  sampleRate: z.number().int(),
+  frameBytes: z.number().int(),
+  /** On a resume: the session's last event then (the client had those; it is sent the ones after). */
+  lastEventId: z.number().int().nonnegative().optional(),
+});
 export type VoiceAttached = z.infer<typeof VoiceAttached>;

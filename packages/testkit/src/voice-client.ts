@@ -33,6 +33,8 @@ export class VoiceClient {
   readonly connectedAt = Date.now();
   closed: Promise<{ code: number; reason: string }>;
   ready: Promise<void>;
+  /** The server's `ready` (its resume token: a new socket with `?resume=` takes the session back). */
+  readyMessage: { sessionId: string; resumeToken: string; resumeWithinMs: number } | undefined;
   private readonly rate: number;
   private readonly frameSamples: number;
   private queue: Int16Array[] = [];
@@ -69,6 +71,7 @@ export class VoiceClient {
           );
         const m = JSON.parse(data.toString('utf8')) as { type: string; event?: { type: string } };
         if (m.type === 'ready') {
+          this.readyMessage = m as never;
           this.start();
           resolve();
         } else if (m.type === 'event') this.events.push(m.event as never);

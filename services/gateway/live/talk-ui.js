@@ -163,6 +163,8 @@ export function mountTalk(root, opts) {
         setState('listening');
         say('Connected: talk now.');
       },
+      // its gateway died: the call reconnects by itself with its resume token (a moment of silence)
+      onResuming: () => call === c && say('Reconnecting…'),
       onEvent: (ev) => call === c && onEvent(ev),
       onFigures: (f) => {
         box.dataset.heardSamples = String(f.heardSamples);

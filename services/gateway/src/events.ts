@@ -396,6 +396,8 @@ export class EventStreams {
     target: { agentId: string; sessionId: string },
     reader: FeedReader,
     requestId: string,
+    /** The events up to this id are not sent (a resumed client had them). */
+    after = 0,
   ): Promise<() => void> {
     const last = await this.lastStored(eventsSubject(target.agentId, target.sessionId));
     let feed = this.feedFor(target, requestId, { after: 0, last });
@@ -404,7 +406,7 @@ export class EventStreams {
       feed = this.feedFor(target, requestId, { after: 0, last });
       await feed.ready;
     }
-    feed.attach(reader, 0);
+    feed.attach(reader, after);
     return () => feed.detach(reader);
   }
 

@@ -5,6 +5,7 @@ import {
   LiveCallParams,
   LiveCallStarted,
   LiveParams,
+  agentOfResumeToken,
   PUBLIC_KEY_PREFIX,
   StartLiveCallBody,
   Subjects,
@@ -14,7 +15,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { addressKey } from './address.js';
 import { ticketOfRequest, windowText } from './security.js';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
-import type { RelayVoice } from './voice-socket.js';
+import { resumeOf, type RelayVoice } from './voice-socket.js';
 
 /**
  * A caller's address as the calls keep it and the per-address cap counts it (IPv4, IPv6 /64): an HMAC keyed
@@ -97,6 +98,28 @@ function keyGate(
 }
 
 /**
+ * The agent a call's socket is relayed to: the one its single-use ticket names; or, for a caller whose socket
+ * dropped (its gateway died) and who reopens it with its resume token instead, the one the token names, which
+ * the call's owner checks (signed by it, bound to this call, its latest alone).
+ */
+async function agentOfCallSocket(
+  req: FastifyRequest,
+  resume: string | undefined,
+  tickets: Tickets,
+): Promise<string> {
+  if (resume !== undefined) return agentOfResumeToken(resume);
+  const ticket = ticketOfRequest(req);
+  const path = req.url.split('?')[0] ?? '';
+  const redeemed = typeof ticket === 'string' ? await tickets.redeem(ticket, path) : false;
+  if (!redeemed || redeemed.caller === undefined)
+    throw new AppError(
+      'UNAUTHORIZED',
+      'open the call with the audioPath its start answered (a single-use ticket)',
+    );
+  return redeemed.caller;
+}
+
+/**
  * `POST /live/:subdomain/calls` (no builder token: our page, or a publishable key from its allowed origins)
  * starts a call of the live deploy on a playground instance, and `…/calls/:callId/audio?ticket=` is its voice
  * socket, relayed exactly as a voice session's. The ticket (single use, short-lived) is the only way in, and
@@ -173,19 +196,13 @@ export function registerLiveCalls(
     { schema: { hide: true, params: LiveCallParams } },
     async (req, reply) => {
       const { callId } = req.params as LiveCallParams;
-      const ticket = ticketOfRequest(req);
-      const path = req.url.split('?')[0] ?? '';
-      const redeemed = typeof ticket === 'string' ? await deps.tickets.redeem(ticket, path) : false;
-      if (!redeemed || redeemed.caller === undefined)
-        throw new AppError(
-          'UNAUTHORIZED',
-          'open the call with the audioPath its start answered (a single-use ticket)',
-        );
-      const agentId = redeemed.caller;
+      const resume = resumeOf(req);
+      const agentId = await agentOfCallSocket(req, resume, deps.tickets);
       const { bus } = deps;
       deps.relay(req, reply, {
         agentId,
         sessionId: callId,
+        resume,
         // the socket went: the caller hung up (the agent's own ends were told by the playground first)
         end: (_reason, requestId) =>
           bus

@@ -17,6 +17,8 @@ import {
   VoiceCloseCodes,
   voiceInSubject,
   voiceOutSubject,
+  voiceRelaySubject,
+  VoiceResumeToken,
 } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
@@ -143,16 +145,30 @@ export function registerVoiceSocket(
     { schema: { hide: true, params: TestSessionParams } },
     (req, reply) => {
       const { id: agentId, sessionId } = req.params as TestSessionParams;
-      relay(req, reply, { agentId, sessionId });
+      relay(req, reply, { agentId, sessionId, resume: resumeOf(req) });
     },
   );
   return relay;
+}
+
+/**
+ * The `resume` query parameter of a socket's upgrade: a dropped client's token (its last `ready`'s), checked by
+ * the session's owner; a value that is not one is refused here (400).
+ */
+export function resumeOf(req: FastifyRequest): VoiceResumeToken | undefined {
+  const value = (req.query as Record<string, unknown> | undefined)?.resume;
+  if (value === undefined) return undefined;
+  const parsed = VoiceResumeToken.safeParse(value);
+  if (!parsed.success) throw new AppError('VALIDATION_FAILED', '`resume` is not a resume token');
+  return parsed.data;
 }
 
 /** Which session a socket is relayed to, and how its end is asked for (a call's: `playground.calls.end`). */
 export interface RelayTarget {
   agentId: string;
   sessionId: string;
+  /** A dropped client takes its session back (docs/api.md › Resuming a voice socket). */
+  resume?: VoiceResumeToken | undefined;
   /** Ends the session when the socket goes; default: `playground.voice.end` with the close's reason. */
   end?: ((reason: string | undefined, requestId: string) => Promise<unknown>) | undefined;
 }
@@ -166,6 +182,8 @@ class VoiceRelay {
   private readonly inSubject: string;
   private readonly outSubject: string;
   private out: Subscription | undefined;
+  /** Answers the owner's "are you there" (`voice-relay.<connectionId>`): gone with this gateway. */
+  private presence: Subscription | undefined;
   private stopEvents: (() => void) | undefined;
   private ownerCheck: NodeJS.Timeout | undefined;
   /** Probes in a row that found no instance holding the session. */
@@ -200,6 +218,7 @@ class VoiceRelay {
       sessionId: string;
       requestId: string;
       end?: RelayTarget['end'];
+      resume?: VoiceResumeToken | undefined;
     },
   ) {
     this.control.set(VOICE_CONTROL_HEADER, '1');
@@ -225,25 +244,43 @@ class VoiceRelay {
   }
 
   private async attach(): Promise<void> {
-    const { nc, sessionId, agentId } = this.deps;
+    const { nc, sessionId, agentId, resume } = this.deps;
     try {
+      this.presence = nc.subscribe(voiceRelaySubject(this.connectionId), {
+        callback: (_e, msg) => {
+          msg.respond();
+        },
+      });
       // before attaching: the owner's first messages (ready, the greeting's audio) must not be missed
       this.out = nc.subscribe(this.outSubject, {
         callback: (_e, msg) =>
           this.guarded(() => this.toClient(msg.data, msg.headers?.has(VOICE_CONTROL_HEADER) ?? false)),
       });
-      this.stopEvents = await this.deps.streams?.follow(
-        { agentId, sessionId },
-        {
-          push: (_id, _frame, json) => this.guarded(() => this.event(json)),
-          finish: (closing) => this.guarded(() => this.ended(closing)),
-        },
-        this.deps.requestId,
-      );
+      const follow = (after: number) =>
+        this.deps.streams?.follow(
+          { agentId, sessionId },
+          {
+            // a feed still catching up pushes its older events to every reader: this one skips what it had
+            push: (id, _frame, json) => {
+              if (id > after) this.guarded(() => this.event(json));
+            },
+            finish: (closing) => this.guarded(() => this.ended(closing)),
+          },
+          this.deps.requestId,
+          after,
+        );
+      // a resumed client had the events up to its drop: it is sent the ones after the owner's last at the resume
+      if (resume === undefined) this.stopEvents = await follow(0);
       this.format = VoiceAttached.parse(
         await this.deps.bus.requestTo(
           ownerSubject(sessionId, 'attach'),
-          { agentId, sessionId, connectionId: this.connectionId },
+          {
+            agentId,
+            sessionId,
+            connectionId: this.connectionId,
+            relay: true,
+            ...(resume ? { resume } : {}),
+          },
           {
             timeoutMs: this.deps.settings.attachTimeoutMs,
             requestId: this.deps.requestId,
@@ -251,6 +288,12 @@ class VoiceRelay {
           },
         ),
       );
+      if (resume !== undefined) {
+        const stop = await follow(this.format.lastEventId ?? 0);
+        // the client left meanwhile: release() ran before this reader existed
+        if (this.closed) stop?.();
+        else this.stopEvents = stop;
+      }
       this.frameMs = (this.format.frameBytes / 2 / this.format.sampleRate) * 1000;
       if (!this.closed) this.watchOwner();
     } catch (err) {
@@ -262,7 +305,9 @@ class VoiceRelay {
             ? VoiceCloseCodes.taken
             : e?.code === 'VALIDATION_FAILED'
               ? VoiceCloseCodes.badInput
-              : VoiceCloseCodes.lost;
+              : e?.code === 'UNAUTHORIZED'
+                ? VoiceCloseCodes.unauthorized
+                : VoiceCloseCodes.lost;
       this.close(code, e?.message ?? 'the voice session could not be reached', false);
     } finally {
       // the client left while this socket was being attached: nothing of it may stay behind (and a session
@@ -434,7 +479,10 @@ class VoiceRelay {
     void this.finish(endSession, told);
   }
 
-  /** The socket is gone: the session ends with it (one client per session, no resuming). */
+  /**
+   * The socket is gone: the session ends with it (one client per session). Only a gateway that dies leaves its
+   * session waiting for a resume: its owner notices the relay gone (docs/api.md › Resuming a voice socket).
+   */
   private async finish(endSession = true, reason?: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -447,6 +495,7 @@ class VoiceRelay {
   /** Unsubscribes, stops following, and ends the session if it was attached (again after a late attach). */
   private async release(endSession: boolean): Promise<void> {
     try {
+      this.presence?.unsubscribe();
       this.out?.unsubscribe();
       this.stopEvents?.();
     } catch (err) {

@@ -89,6 +89,13 @@ const Env = {
   VOICE_CONNECT_TIMEOUT_MS: envInt(15_000, 100),
   /** No audio from a voice client for this long (it sends silence, not nothing): it is gone, the session ends. */
   VOICE_INPUT_IDLE_MS: envInt(5000, 100),
+  /**
+   * A voice client whose gateway died (its relay stopped answering) may resume on another gateway within this;
+   * the session waits, silent, then ends `gateway_lost` (docs/api.md › Resuming).
+   */
+  VOICE_RESUME_WINDOW_MS: envInt(15_000, 0),
+  /** How often a voice session's owner asks its relay whether it is there (two misses in a row: it is gone). */
+  VOICE_RELAY_CHECK_MS: envInt(1000, 50),
   /** How long the agent waits for a client's playback report beyond the audio's own length. */
   VOICE_PLAYBACK_ACK_GRACE_MS: envInt(2000, 50),
   /** A simulated voice caller waits this long for the agent to answer before it goes on (a silent agent). */

@@ -2,6 +2,7 @@ import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { safeError, type Logger } from '@vab/bus';
 import { AppError, liveSubject } from '@vab/contracts';
 import { storage, type RedisClient } from '@vab/storage';
+import type { CallSummary, EndCallRequest } from '@vab/contracts';
 import type { SessionsStore } from './store.js';
 
 /** One instance sweeps per interval: the others find the lock taken and skip. Its own slot on a cluster. */
@@ -26,9 +27,22 @@ export interface OwnerSweepSettings {
  * closes it, with the time of the first miss as its end. A probe that times out proves nothing and is
  * asked again next time.
  */
+/** Calls are swept too: an active call whose instance is gone ends `instance_lost`, and `ended` tells it. */
+export interface CallSweep {
+  /** The calls store (live/calls-store.ts), as much of it as the sweep uses. */
+  store: {
+    openCallsBefore(before: number, batch: number): Promise<{ agentId: string; callId: string }[]>;
+    forgetOpenCall(agentId: string, callId: string): Promise<void>;
+    end(req: EndCallRequest): Promise<CallSummary | null>;
+  };
+  ended(call: CallSummary): Promise<unknown>;
+}
+
 export class OwnerSweep {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<number> | undefined;
+  /** When a call's instance was first found gone (this sweeper's memory: another one starts over). */
+  private readonly callLostAt = new Map<string, number>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -37,6 +51,7 @@ export class OwnerSweep {
     private readonly settings: OwnerSweepSettings,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
+    private readonly calls?: CallSweep,
   ) {}
 
   start(): void {
@@ -74,6 +89,54 @@ export class OwnerSweep {
     }
     if (closed > 0)
       this.log.warn({ code: 'SESSIONS_ORPHANED', closed }, 'closed sessions whose owner is gone');
+    return closed + (await this.sweepCalls(now));
+  }
+
+  /**
+   * Active calls whose instance is gone (kill -9, a lost machine: no one ended them) end `instance_lost`, at
+   * the time of the first miss, as sessions close: one miss marks, a second at least half an interval later ends.
+   */
+  private async sweepCalls(now: number): Promise<number> {
+    if (!this.calls) return 0;
+    const { store, ended } = this.calls;
+    const open = await store.openCallsBefore(now - this.settings.graceMs, this.settings.batch);
+    const verdicts = await Promise.all(open.map((c) => this.ownerAlive(c.callId)));
+    let closed = 0;
+    for (const [i, c] of open.entries()) {
+      const alive = verdicts[i];
+      const key = `${c.agentId}/${c.callId}`;
+      if (alive === undefined) continue;
+      if (alive) {
+        this.callLostAt.delete(key);
+        continue;
+      }
+      const since = this.callLostAt.get(key) ?? now;
+      this.callLostAt.set(key, since);
+      if (now - since < this.settings.intervalMs / 2) continue;
+      try {
+        const call = await store.end({
+          agentId: c.agentId,
+          callId: c.callId,
+          endedAt: since,
+          endedReason: 'instance_lost',
+          usage: [],
+        });
+        this.callLostAt.delete(key);
+        if (call) {
+          closed++;
+          await ended(call);
+        }
+      } catch (err) {
+        if (err instanceof AppError && err.code === 'NOT_FOUND')
+          await store.forgetOpenCall(c.agentId, c.callId);
+        else
+          this.log.warn(
+            { code: 'OWNER_SWEEP_FAILED', err: safeError(err), callId: c.callId },
+            'owner sweep could not end a call',
+          );
+      }
+    }
+    if (closed > 0) this.log.warn({ code: 'CALLS_ORPHANED', closed }, 'ended calls whose instance is gone');
     return closed;
   }
 

@@ -210,23 +210,11 @@ export function startSessionsService(deps: {
     deps.redis,
     deps.retention ?? { testSessionDays: 0, intervalMs: 3_600_000 },
     deps.log,
-    new Recordings(deps.nc, deps.log),
+    recordings,
   );
   retention.start();
   const callRetention = startCallRetention(handlerDeps, deps.log, deps.callRetention);
-  const ownerSweep = new OwnerSweep(
-    deps.nc,
-    store,
-    deps.redis,
-    {
-      intervalMs: deps.ownerSweep?.intervalMs ?? 10_000,
-      graceMs: deps.ownerSweep?.graceMs ?? 10_000,
-      probeTimeoutMs: 1_000,
-      batch: 500,
-    },
-    deps.log,
-  );
-  ownerSweep.start();
+  const ownerSweep = startOwnerSweep(deps, handlerDeps);
   return {
     ...served,
     retention,
@@ -242,6 +230,29 @@ export function startSessionsService(deps: {
       await pipeline.drain();
     },
   };
+}
+
+/** Sessions and calls whose playground instance is gone are closed (and a call's end is told). */
+function startOwnerSweep(deps: Parameters<typeof startSessionsService>[0], handlerDeps: Deps): OwnerSweep {
+  const ownerSweep = new OwnerSweep(
+    deps.nc,
+    handlerDeps.store,
+    deps.redis,
+    {
+      intervalMs: deps.ownerSweep?.intervalMs ?? 10_000,
+      graceMs: deps.ownerSweep?.graceMs ?? 10_000,
+      probeTimeoutMs: 1_000,
+      batch: 500,
+    },
+    deps.log,
+    Date.now,
+    {
+      store: handlerDeps.calls,
+      ended: (call) => handlerDeps.events.publish(call.agentId, 'call.ended', { call }),
+    },
+  );
+  ownerSweep.start();
+  return ownerSweep;
 }
 
 /** Calls past their agent's retention go, with their recordings and events (the operator's default: 30 days). */

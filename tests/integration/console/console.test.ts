@@ -415,8 +415,12 @@ describe('the console with a scripted stream', () => {
     app.setValidatorCompiler(validatorCompiler);
     app.setSerializerCompiler(serializerCompiler);
     await registerConsole(app);
-    // the console's Talk imports the voice client the live page serves (/live/voice/)
-    await registerLivePage(app);
+    // the console's Talk imports the voice client the live page serves (/live/voice/); the page itself is not
+    // asked for here, so nothing answers its bus question
+    const noBus = {
+      request: () => Promise.reject(new Error('no bus in the scripted console')),
+    } as unknown as import('@vab/bus').BusClient;
+    await registerLivePage(app, { bus: noBus, timeoutMs: 1000 });
     app.get('/api/agents', async () => [agent]);
     app.get('/api/agents/:id', async () => ({ ...agent, version: 2, flow }));
     app.get('/api/agents/:id/test-cases', async () => []);

@@ -107,6 +107,15 @@ function handlersOf(t) {
       store.agentState('listening');
       setStatus(`Voice session ${t.sessionId}: talk now`);
     },
+    onResuming() {
+      if (current()) setStatus(`Voice session ${t.sessionId}: the connection dropped, reconnecting…`);
+    },
+    // a resume opens the socket again, with a new ticket when tokens are on (the first one is used up)
+    async resumeUrl(url) {
+      const ticket = await ticketFor(url.pathname);
+      if (ticket) url.searchParams.set('ticket', ticket);
+      return url;
+    },
     onEvent(ev) {
       if (current()) store.event(ev);
     },

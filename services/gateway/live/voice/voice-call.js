@@ -15,6 +15,10 @@ const PLAYER_WORKLET = new URL('./player-worklet.js', import.meta.url).href;
 export const CALL_AUDIO = { sampleRate: 16000, frameMs: 20 };
 /** After the socket closes, the agent's last words still play out; then the audio is let go. */
 const DRAIN_LIMIT_MS = 15_000;
+/** Between tries to resume a dropped socket: doubled each time up to the last (within the server's window). */
+const RESUME_DELAYS_MS = [0, 250, 500, 1000, 2000];
+/** A socket dropped with no close frame: its gateway died (or the network went), and the session waits. */
+const DROPPED = 1006;
 
 /** The protocol's playback messages, as the player worklet takes them. */
 const PLAYBACK = {
@@ -27,7 +31,10 @@ const PLAYBACK = {
 /**
  * @typedef {{ sampleRate: number, frameBytes: number }} AudioFormat
  * @typedef {object} CallHandlers
- * @property {() => void} [onReady] the server's `ready`: the agent listens
+ * @property {() => void} [onReady] the server's `ready`: the agent listens (again, after a resume)
+ * @property {() => void} [onResuming] the socket dropped (its gateway died): the call reconnects by itself
+ * @property {(url: URL) => Promise<URL | string> | URL | string} [resumeUrl] the URL a resume opens (the
+ *   same path with `?resume=`), with what the page adds to it (the console: a new ticket)
  * @property {(event: any) => void} [onEvent] one of the call's events (`agent_state`, `user_turn`, …)
  * @property {(playedMs: number) => void} [onInterrupted] the caller cut a reply: this much of it was heard
  * @property {(code: number, reason: string) => void} [onClose] the socket closed: the call is over (its last
@@ -57,6 +64,14 @@ export class VoiceCall {
     this.player = null;
     this.ready = false;
     this.closed = false;
+    /** The hang-up was asked for: a drop after it is not resumed. */
+    this.ending = false;
+    /** @type {URL | null} the socket's URL without its ticket (a resume adds its token) */
+    this.baseUrl = null;
+    /** @type {{ token: string, withinMs: number } | null} the last `ready`'s resume token */
+    this.resumable = null;
+    /** @type {{ deadline: number, tries: number } | null} while reconnecting after a drop */
+    this.resuming = null;
     /** @type {CallFigures} */
     this.figures = { heardSamples: 0, renderedSamples: 0, outputRate: 0, sentFrames: 0, playing: false };
   }
@@ -85,10 +100,17 @@ export class VoiceCall {
     const wsUrl = new URL(url);
     if (wsUrl.protocol === 'https:') wsUrl.protocol = 'wss:';
     else if (wsUrl.protocol === 'http:') wsUrl.protocol = 'ws:';
+    this.baseUrl = new URL(wsUrl);
+    this.baseUrl.search = '';
+    this.openSocket(wsUrl);
+    this.connectAudio(format);
+  }
+
+  /** @param {URL} wsUrl */
+  openSocket(wsUrl) {
     const socket = new WebSocket(wsUrl);
     socket.binaryType = 'arraybuffer';
     this.socket = socket;
-    this.connectAudio(format);
     socket.onmessage = (e) => {
       if (this.socket !== socket) return;
       if (typeof e.data !== 'string') {
@@ -100,12 +122,68 @@ export class VoiceCall {
     socket.onclose = (e) => {
       if (this.socket !== socket) return;
       this.socket = null;
+      const wasReady = this.ready;
       this.ready = false;
-      // the microphone stops now; the agent's last words play out (the player reports an empty queue)
-      this.stopMic();
-      this.handlers.onClose?.(e.code, e.reason);
-      setTimeout(() => this.close(), DRAIN_LIMIT_MS);
+      // its gateway died: the session waits for this call on any gateway (docs/api.md › Resuming)
+      if (!this.closed && !this.ending && this.resumable && this.resumeMayGoOn(e.code, wasReady)) {
+        if (!this.resuming) {
+          this.resuming = { deadline: Date.now() + this.resumable.withinMs, tries: 0 };
+          this.handlers.onResuming?.();
+        }
+        this.tryResume();
+        return;
+      }
+      this.over(e.code, e.reason);
     };
+  }
+
+  /**
+   * The call is over (its socket closed for good): the microphone stops now; the agent's last words play out
+   * (the player reports an empty queue).
+   * @param {number} code
+   * @param {string} reason
+   */
+  over(code, reason) {
+    this.resuming = null;
+    this.stopMic();
+    this.handlers.onClose?.(code, reason);
+    setTimeout(() => this.close(), DRAIN_LIMIT_MS);
+  }
+
+  /**
+   * Whether a close is one to resume after: a drop of a socket that was ready, or, while resuming, a try that
+   * failed to connect (no gateway answered yet) within the window. A try refused by the session (4401: not
+   * its token, 4404: it ended) ends the call with that close.
+   * @param {number} code
+   * @param {boolean} wasReady
+   */
+  resumeMayGoOn(code, wasReady) {
+    if (wasReady) return code === DROPPED;
+    return this.resuming !== null && code === DROPPED && Date.now() < this.resuming.deadline;
+  }
+
+  /** One try to reopen the socket with the last token, after a delay that grows with the tries. */
+  tryResume() {
+    const r = this.resuming;
+    const token = this.resumable?.token;
+    if (!r || !token || !this.baseUrl) return;
+    const delay = RESUME_DELAYS_MS[Math.min(r.tries, RESUME_DELAYS_MS.length - 1)] ?? 0;
+    r.tries++;
+    const base = this.baseUrl;
+    setTimeout(() => {
+      if (this.closed || this.resuming !== r) return;
+      const url = new URL(base);
+      url.searchParams.set('resume', token);
+      Promise.resolve(this.handlers.resumeUrl ? this.handlers.resumeUrl(url) : url)
+        .then((u) => {
+          if (!this.closed && this.resuming === r) this.openSocket(new URL(u));
+        })
+        .catch(() => {
+          // the page could not add its part (a ticket): a later try may
+          if (Date.now() < r.deadline) this.tryResume();
+          else this.over(DROPPED, 'the call could not be resumed');
+        });
+    }, delay);
   }
 
   /** @param {AudioFormat} format */
@@ -154,6 +232,8 @@ export class VoiceCall {
   onControl(m) {
     if (m.type === 'ready') {
       this.ready = true;
+      this.resuming = null;
+      this.resumable = m.resumeToken ? { token: m.resumeToken, withinMs: m.resumeWithinMs ?? 0 } : null;
       this.handlers.onReady?.();
       return;
     }
@@ -173,6 +253,7 @@ export class VoiceCall {
 
   /** Hang up: the call ends (the server closes the socket once it has; its last audio still plays). */
   end() {
+    this.ending = true;
     this.send({ type: 'end' });
   }
 

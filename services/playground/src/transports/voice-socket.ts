@@ -1,6 +1,7 @@
 import { voice } from '@livekit/agents';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { headers as natsHeaders } from '@nats-io/transport-node';
+import { errors, headers as natsHeaders } from '@nats-io/transport-node';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { safeError, type BusClient } from '@vab/bus';
 import {
   AppError,
@@ -10,6 +11,7 @@ import {
   VoiceClientMessage,
   voiceInSubject,
   voiceOutSubject,
+  voiceRelaySubject,
   type ApiKeys,
   type Flow,
   type Ok,
@@ -35,6 +37,10 @@ export interface VoiceSocketConfig {
   VOICE_CONNECT_TIMEOUT_MS: number;
   /** No audio from the client for this long: it is gone, and the session ends. */
   VOICE_INPUT_IDLE_MS: number;
+  /** A client whose relay (gateway) is gone may resume within this; then the session ends `gateway_lost`. */
+  VOICE_RESUME_WINDOW_MS: number;
+  /** How often the owner asks the relay whether it is there. */
+  VOICE_RELAY_CHECK_MS: number;
   /** How long the agent waits for the client's playback report beyond the audio's own length. */
   VOICE_PLAYBACK_ACK_GRACE_MS: number;
   /** What the agent says before a drain ends its session, when the flow sets none. */
@@ -213,18 +219,33 @@ class VoiceCall {
   private ending = false;
   private closed = false;
   private readonly controlHeaders = natsHeaders();
+  /**
+   * Signs this session's resume tokens: the owner alone issues and checks them, so no secret is shared with
+   * the gateways, and a token dies with the instance that made it (as its session does).
+   */
+  private readonly resumeKey = randomBytes(32);
+  /** Which attach the current token belongs to: each `ready` carries a new one, the last one alone resumes. */
+  private generation = 0;
+  private relayCheck: NodeJS.Timeout | undefined;
+  private relayMisses = 0;
+  /** The relay is gone: the session waits for a resume (silence meanwhile), up to the resume window. */
+  private detached = false;
 
   constructor(private readonly deps: CallDeps) {
     this.controlHeaders.set(VOICE_CONTROL_HEADER, '1');
   }
 
-  /** The gateway's socket takes the session: one client at a time, on its own agent's path only. */
-  async attach({ agentId, connectionId }: VoiceAttachRequest): Promise<VoiceAttached> {
+  /**
+   * The gateway's socket takes the session: one client at a time, on its own agent's path only; or a client
+   * whose socket dropped takes it back with its resume token, through any gateway.
+   */
+  async attach({ agentId, connectionId, resume, relay }: VoiceAttachRequest): Promise<VoiceAttached> {
     const { ctx } = this.deps;
     // another agent's id with this session's: as for any session that does not exist (nothing says it does)
     if (agentId !== this.deps.agentId)
       throw new AppError('NOT_FOUND', 'no voice session with this id is running');
     if (this.closed) throw new AppError('NOT_FOUND', 'the voice session has ended');
+    if (resume !== undefined) return this.resume(resume, connectionId);
     if (this.connectionId !== undefined) {
       throw new AppError('CONFLICT', 'another client is connected to this voice session');
     }
@@ -237,13 +258,96 @@ class VoiceCall {
       ctx.stop('voice pipeline failed');
       throw err;
     }
-    this.send({
-      type: 'ready',
-      sessionId: ctx.sessionId,
+    // a relay that answers its probe (the gateway's): its death leaves the session waiting for a resume
+    if (relay) this.watchRelay();
+    this.sendReady();
+    return { sampleRate: this.deps.sampleRate, frameBytes: this.deps.frameBytes };
+  }
+
+  /** A dropped client's socket, on whichever gateway: the session goes on with it, from where it is now. */
+  private resume(token: string, connectionId: string): VoiceAttached {
+    const { ctx } = this.deps;
+    // only a session that has had a client has a token; the last one issued alone is good
+    if (this.connectionId === undefined || !this.tokenValid(token))
+      throw new AppError('UNAUTHORIZED', 'not a resume token of this voice session (or not its latest)');
+    this.connectionId = connectionId;
+    this.detached = false;
+    if (this.relayCheck === undefined) this.watchRelay();
+    this.relayMisses = 0;
+    ctx.cancelStop();
+    // its silence is counted from now, not from when its gateway died
+    this.lastInputAt = Date.now();
+    ctx.log.info({ sessionId: ctx.sessionId }, 'voice client resumed');
+    this.sendReady();
+    return {
       sampleRate: this.deps.sampleRate,
       frameBytes: this.deps.frameBytes,
+      lastEventId: ctx.lastEventId(),
+    };
+  }
+
+  private sendReady(): void {
+    this.generation++;
+    this.send({
+      type: 'ready',
+      sessionId: this.deps.ctx.sessionId,
+      sampleRate: this.deps.sampleRate,
+      frameBytes: this.deps.frameBytes,
+      resumeToken: this.token(this.generation),
+      resumeWithinMs: this.deps.config.VOICE_RESUME_WINDOW_MS,
     });
-    return { sampleRate: this.deps.sampleRate, frameBytes: this.deps.frameBytes };
+  }
+
+  private signature(generation: number): Buffer {
+    const { agentId, ctx } = this.deps;
+    return createHmac('sha256', this.resumeKey)
+      .update(`vab-voice-resume\n${agentId}\n${ctx.sessionId}\n${generation}`)
+      .digest();
+  }
+
+  private token(generation: number): string {
+    return `r1.${this.deps.agentId}.${generation}.${this.signature(generation).toString('base64url')}`;
+  }
+
+  private tokenValid(token: string): boolean {
+    const [, agentId, generation, mac] = token.split('.');
+    if (agentId !== this.deps.agentId || Number(generation) !== this.generation || !mac) return false;
+    const presented = Buffer.from(mac, 'base64url');
+    const expected = this.signature(this.generation);
+    return presented.length === expected.length && timingSafeEqual(presented, expected);
+  }
+
+  /**
+   * A gateway that dies (kill -9, a lost machine) says nothing: the owner asks the relay's own subject, often.
+   * NATS answers "no responders" at once when no one holds it; a timeout proves nothing (a busy gateway);
+   * two misses in a row detach the client: the session waits, silent, for a resume within the window.
+   */
+  private watchRelay(): void {
+    const { nc, config, ctx } = this.deps;
+    this.relayCheck = setInterval(() => {
+      const connectionId = this.connectionId;
+      if (this.detached || connectionId === undefined || this.closed) return;
+      nc.request(voiceRelaySubject(connectionId), undefined, { timeout: config.VOICE_RELAY_CHECK_MS }).then(
+        () => {
+          if (this.connectionId === connectionId) this.relayMisses = 0;
+        },
+        (err: unknown) => {
+          const gone =
+            (err instanceof errors.RequestError && err.isNoResponders()) ||
+            err instanceof errors.NoRespondersError;
+          // a resume meanwhile: the probe was of the relay before it
+          if (!gone || this.connectionId !== connectionId || this.detached) return;
+          if (++this.relayMisses < 2) return;
+          this.detached = true;
+          ctx.log.info(
+            { sessionId: ctx.sessionId, resumeWithinMs: config.VOICE_RESUME_WINDOW_MS },
+            'voice client detached: its gateway is gone',
+          );
+          ctx.stopAfter(config.VOICE_RESUME_WINDOW_MS, 'gateway_lost');
+        },
+      );
+    }, config.VOICE_RELAY_CHECK_MS);
+    this.relayCheck.unref();
   }
 
   private async startPipeline(): Promise<void> {
@@ -255,7 +359,9 @@ class VoiceCall {
     this.lastInputAt = Date.now();
     this.idleCheck = setInterval(
       () => {
-        if (Date.now() - this.lastInputAt > config.VOICE_INPUT_IDLE_MS) ctx.stop('client gone');
+        // a detached client sends nothing until it resumes: the resume window bounds that wait, not this
+        if (!this.detached && Date.now() - this.lastInputAt > config.VOICE_INPUT_IDLE_MS)
+          ctx.stop('client gone');
       },
       Math.min(1000, config.VOICE_INPUT_IDLE_MS),
     );
@@ -323,6 +429,8 @@ class VoiceCall {
     });
     this.silenceCheck = setInterval(
       () => {
+        // waiting for a resume (its gateway died): that silence is the network's, not the call's
+        if (this.detached && quietSince !== undefined) quietSince = Date.now();
         if (quietSince !== undefined && Date.now() - quietSince >= silence.ms)
           this.endWith(silence.goodbye, silence.reason);
       },
@@ -424,6 +532,7 @@ class VoiceCall {
     if (this.closed) return;
     clearInterval(this.idleCheck);
     clearInterval(this.silenceCheck);
+    clearInterval(this.relayCheck);
     this.output?.close();
     await this.pipeline?.close();
     this.closed = true;

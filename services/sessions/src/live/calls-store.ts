@@ -25,6 +25,11 @@ const ck = {
   analysisJob: (agentId: string, callId: string) => `ss:{${agentId}}:call:${callId}:analysis-job`,
   active: (agentId: string, deployId: string) => `ss:{${agentId}}:active:${deployId}`,
   daily: (agentId: string, deployId: string, day: string) => `ss:{${agentId}}:daily:${deployId}:${day}`,
+  /**
+   * Every active call, across agents (`<agentId>/<callId>`, scored by its start): the owner sweep asks their
+   * instances whether they still hold them. The sweep's own slot on a cluster.
+   */
+  open: 'ss:{open}:calls',
   /** Calls one address holds at once, across agents (own slot on a cluster). */
   address: (addressKey: string) => `ss:{addr}:${addressKey}`,
 };
@@ -150,6 +155,7 @@ export class CallsStore {
     await this.redis.set(ck.call(c.agentId, c.callId), JSON.stringify(call));
     await this.redis.set(`${ck.call(c.agentId, c.callId)}:addr`, c.addressKey ?? '');
     await this.redis.zadd(ck.calls(c.agentId), now, c.callId);
+    if (!busy) await this.redis.zadd(ck.open, now, `${c.agentId}/${c.callId}`);
     return call;
   }
 
@@ -204,6 +210,7 @@ export class CallsStore {
     const addressKey = await this.redis.get(`${ck.call(req.agentId, req.callId)}:addr`);
     await this.redis.zrem(ck.active(req.agentId, call.deployId), req.callId);
     if (addressKey) await this.redis.zrem(ck.address(addressKey), `${req.agentId}/${req.callId}`);
+    await this.redis.zrem(ck.open, `${req.agentId}/${req.callId}`);
     if (call.status === 'ended') return null;
     const endedAt = Math.max(req.endedAt, call.startedAt);
     const ended: CallSummary = {
@@ -219,6 +226,20 @@ export class CallsStore {
     };
     await this.redis.set(ck.call(req.agentId, req.callId), JSON.stringify(ended));
     return ended;
+  }
+
+  /** Active calls started before `before`, the oldest first (the owner sweep's). */
+  async openCallsBefore(before: number, batch: number): Promise<{ agentId: string; callId: string }[]> {
+    const members = await this.redis.zrangebyscore(ck.open, '-inf', before, 'LIMIT', 0, batch);
+    return members.flatMap((m) => {
+      const [agentId, callId] = m.split('/');
+      return agentId && callId ? [{ agentId, callId }] : [];
+    });
+  }
+
+  /** A call no longer to sweep (erased, or its record gone). */
+  async forgetOpenCall(agentId: string, callId: string): Promise<void> {
+    await this.redis.zrem(ck.open, `${agentId}/${callId}`);
   }
 
   async setRecording(agentId: string, callId: string, recording: Recording): Promise<void> {
