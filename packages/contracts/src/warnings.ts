@@ -27,6 +27,7 @@ export const WarningCode = z.enum([
   'CALL_RETENTION_FAILED',
   'CALL_EVENTS_NOT_REMOVED',
   'SESSIONS_ORPHANED',
+  'CALLS_ORPHANED',
   'OWNER_SWEEP_FAILED',
   // test runs and deploys
   'DEPLOY_GATE_OVERRIDDEN',
