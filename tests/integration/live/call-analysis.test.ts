@@ -8,9 +8,9 @@ import {
   offersTool,
   startOpenAiStub,
   type ChatRequest,
-} from '../../services/playground/test/openai-stub.js';
-import { api, startStack, type Stack } from '../helpers/stack.js';
-import { scriptedHearing } from '../helpers/voice.js';
+} from '../../../services/playground/test/openai-stub.js';
+import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { scriptedHearing } from '../../helpers/voice.js';
 
 /**
  * Issue 47's post-call analysis: a web call ends, the playground's worker takes its job from the queue and the
