@@ -261,8 +261,8 @@ function startCallRetention(
   log: Logger,
   settings: CallRetentionSettings = { defaultDays: 30, intervalMs: 3_600_000 },
 ): CallRetention {
-  const { calls, store, live, callErasure: erasure, redis } = deps;
-  const retention = new CallRetention({ calls, store, live, erasure, redis, log }, settings);
+  const { calls, store, live, callErasure: erasure, events, redis } = deps;
+  const retention = new CallRetention({ calls, store, live, erasure, events, redis, log }, settings);
   retention.start();
   return retention;
 }

@@ -3,6 +3,8 @@ import { busClientOf, type BusClient } from '@vab/bus';
 import { jetstreamManager } from '@nats-io/jetstream';
 import {
   AppError,
+  DOMAIN_EVENTS_STREAM,
+  domainEventSubject,
   EVENTS_STREAM,
   eventsSubject,
   Subjects,
@@ -364,6 +366,13 @@ describe('calls', () => {
     // two days on: past the 1 day of the first agent, within the operator's default (30) for the other
     expect(await sessions.callRetention.sweep(Date.now() + 2 * day)).toBeGreaterThanOrEqual(1);
     expect(await gone(short)).toEqual({ call: 404, recording: 404, events: 'none' });
+    // as an erasure by hand: the webhooks service hears of it (and cancels the call's pending deliveries)
+    const erased = await (
+      await jetstreamManager(nc)
+    ).streams.getMessage(DOMAIN_EVENTS_STREAM, {
+      last_by_subj: domainEventSubject(short.agentId, 'call.erased'),
+    });
+    expect(erased?.json<{ data: { callId: string } }>().data.callId).toBe(short.callId);
     const stillOn = await http.get(`/api/agents/${short.agentId}/calls/${ongoing.callId}`);
     expect(stillOn.body.status).toBe('active');
     expect(await gone(kept)).toEqual({ call: 200, recording: 200, events: 'kept' });

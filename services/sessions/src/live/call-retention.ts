@@ -3,6 +3,7 @@ import { AppError } from '@vab/contracts';
 import { storage, type RedisClient } from '@vab/storage';
 import type { CallErasure } from './call-erasure.js';
 import type { CallsStore } from './calls-store.js';
+import type { DomainEvents } from './domain-events.js';
 import type { LiveStore } from './credentials-store.js';
 import type { SessionsStore } from '../store.js';
 
@@ -33,6 +34,8 @@ export class CallRetention {
       store: SessionsStore;
       live: LiveStore;
       erasure: CallErasure;
+      /** Tells who listens that a call is gone (the webhooks service cancels its pending deliveries). */
+      events: DomainEvents;
       redis: RedisClient;
       log: Logger;
     },
@@ -70,7 +73,7 @@ export class CallRetention {
   }
 
   private async sweepAgent(agentId: string, before: number): Promise<number> {
-    const { calls, erasure } = this.deps;
+    const { calls, erasure, events } = this.deps;
     let removed = 0;
     let skipped = 0;
     for (;;) {
@@ -81,6 +84,7 @@ export class CallRetention {
         try {
           const call = await calls.erase(agentId, callId);
           await erasure.remove(agentId, [callId], call.recording ? [callId] : []);
+          await events.publish(agentId, 'call.erased', { callId });
           removed++;
         } catch (err) {
           // still going on (its end comes later), or gone already: the next sweep sees it again
