@@ -261,6 +261,7 @@ class VoiceCall {
       apiKeys: this.deps.apiKeys ?? undefined,
       requestId: this.deps.requestId,
       input,
+      phone: this.deps.phone,
       transferToNumber: (targetNumber) => this.transferToNumber(targetNumber),
       output: (hooks) => {
         this.output = new BusAudioOutput({
