@@ -110,7 +110,10 @@ export interface StackOptions {
   upstream?: { url: string; timeoutMs?: number };
   /** The gateway's event stream settings (heartbeat, per-client limit, buffer bound). */
   events?: Partial<EventStreamSettings>;
-  /** Other gateway settings (PUBLIC_URL, UPSTREAM_FORWARD_AUTHORIZATION, TICKET_TTL_MS, LIVE_DOMAIN). */
+  /**
+   * Other gateway settings (PUBLIC_URL, UPSTREAM_FORWARD_AUTHORIZATION, TICKET_TTL_MS, LIVE_DOMAIN,
+   * CALLER_HASH_KEY, LIVE_KEY_RATE_LIMIT_MAX).
+   */
   gateway?: Partial<
     Pick<
       GatewayAppConfig,
@@ -120,6 +123,8 @@ export interface StackOptions {
       | 'REQUEST_RECEIVE_TIMEOUT_MS'
       | 'MAX_CONNECTIONS_PER_ADDRESS'
       | 'LIVE_DOMAIN'
+      | 'CALLER_HASH_KEY'
+      | 'LIVE_KEY_RATE_LIMIT_MAX'
     >
   >;
   /**

@@ -67,6 +67,11 @@ describe('serve + BusClient', () => {
       handlers: partialTable({
         'agents.lookup': async (req) => {
           if (req.id === 'gone') throw new AppError('NOT_FOUND', 'agent gone not found');
+          if (req.id === 'full')
+            throw new AppError('CAPACITY_EXHAUSTED', 'the deploy is full', {
+              retryAfterSeconds: 5,
+              capacity: 'deploy',
+            });
           return { id: req.id, exists: true, archived: false };
         },
       }),
@@ -74,6 +79,16 @@ describe('serve + BusClient', () => {
     const bus = new BusClient(nc);
     const opts = { timeoutMs: 2000, requestId: 'r1' };
     try {
+      // everything the error says of itself crosses: a service that passes it on (the playground, for the
+      // sessions' admission) gives the gateway the same status (a deploy's cap: 429, not the server's 503)
+      const full = await bus.request('agents.lookup', { id: 'full' }, opts).catch((e: unknown) => e);
+      expect(full).toBeInstanceOf(AppError);
+      expect((full as AppError).toBody()).toEqual({
+        code: 'CAPACITY_EXHAUSTED',
+        message: 'the deploy is full',
+        retryAfterSeconds: 5,
+        capacity: 'deploy',
+      });
       await expect(bus.request('agents.lookup', { id: 'ok' }, opts)).resolves.toMatchObject({ exists: true });
       await expect(bus.request('agents.lookup', { id: 'gone' }, opts)).rejects.toMatchObject({
         code: 'NOT_FOUND',

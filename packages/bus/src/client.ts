@@ -245,6 +245,9 @@ function errorFromReply(data: Uint8Array): AppError {
       issues: body.issues,
       details: body.details,
       ...(body.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: body.retryAfterSeconds }),
+      // whose capacity is spent decides the HTTP status (a deploy's caps 429, the server's 503): an error
+      // passed on by a service in the middle (the playground, for the sessions' admission) must keep it
+      ...(body.capacity === undefined ? {} : { capacity: body.capacity }),
     });
   } catch {
     return new AppError('INTERNAL', 'malformed error reply from service');

@@ -109,6 +109,40 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/agents/{id}/calls/{callId}/events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A call's events as Server-Sent Events (as a session's): everything after Last-Event-ID, then live until it ends */
+    get: operations['callEvents'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/calls/{callId}/recording': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** A call's recording: Ogg Opus, the caller on the left and the agent (as played) on the right */
+    get: operations['callRecording'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/conversations': {
     parameters: {
       query?: never;
@@ -4701,6 +4735,389 @@ export interface operations {
       };
       /** @description `TIMEOUT` */
       504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  callEvents: {
+    parameters: {
+      query?: {
+        lastEventId?: string;
+        ticket?: string;
+      };
+      header?: never;
+      path: {
+        callId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description An event stream: `id: <event id>`, `event: <type>`, `data: <event JSON>`; `: ping` heartbeats */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'text/event-stream':
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                sessionType: 'voice' | 'text' | 'test';
+                /** @enum {string} */
+                type: 'session_started';
+                version: number | null;
+              }
+            | {
+                agentId: string;
+                at: number;
+                durationMs: number;
+                id: number;
+                reason: string;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'session_ended';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sampleRate: number;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'recording_started';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                stepType: string;
+                /** @enum {string} */
+                type: 'step_entered';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                state: 'initializing' | 'idle' | 'listening' | 'thinking' | 'speaking';
+                /** @enum {string} */
+                type: 'agent_state';
+              }
+            | {
+                agentId: string;
+                at: number;
+                final: boolean;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                text: string;
+                /** @enum {string} */
+                type: 'user_turn';
+              }
+            | {
+                agentId: string;
+                at: number;
+                digit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'dtmf';
+              }
+            | {
+                agentId: string;
+                at: number;
+                delta: string;
+                id: number;
+                replyId: string;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'agent_reply_delta';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                replyId: string;
+                sessionId: string;
+                stepId: string;
+                text: string;
+                /** @enum {string} */
+                type: 'agent_reply';
+              }
+            | {
+                agentId: string;
+                /** @description Any JSON value */
+                arguments: unknown;
+                at: number;
+                callId: string;
+                id: number;
+                name: string;
+                sessionId: string;
+                /** @enum {string} */
+                source: 'mcp' | 'flow';
+                stepId: string;
+                /** @enum {string} */
+                type: 'tool_called';
+              }
+            | {
+                agentId: string;
+                at: number;
+                callId: string;
+                durationMs: number;
+                error?: string;
+                id: number;
+                name: string;
+                result?: string;
+                sessionId: string;
+                /** @enum {string} */
+                source: 'mcp' | 'flow';
+                stepId: string;
+                /** @enum {string} */
+                type: 'tool_result';
+              }
+            | {
+                agentId: string;
+                at: number;
+                attempt: number;
+                exit: string;
+                id: number;
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'branch_decided';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                ok: boolean;
+                reason?: string;
+                sessionId: string;
+                targetAgentId?: string;
+                targetNumber?: string;
+                /** @enum {string} */
+                type: 'transfer';
+              }
+            | {
+                agentId: string;
+                at: number;
+                error?: string;
+                id: number;
+                /** @enum {string} */
+                kind: 'structured_output' | 'webhook';
+                ok: boolean;
+                output?: {
+                  [key: string]: unknown;
+                };
+                sessionId: string;
+                status?: number;
+                stepId: string;
+                /** @enum {string} */
+                type: 'post_processing';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                metrics: {
+                  e2eLatencyMs?: number;
+                  endOfTurnDelayMs?: number;
+                  llmDurationMs?: number;
+                  llmTtftMs?: number;
+                  responseMs?: number;
+                  toolMs?: number;
+                  transcriptionDelayMs?: number;
+                  ttsTtfbMs?: number;
+                  turnMs?: number;
+                };
+                sessionId: string;
+                stepId: string;
+                /** @enum {string} */
+                type: 'turn_metrics';
+              }
+            | {
+                agentId: string;
+                at: number;
+                id: number;
+                sessionId: string;
+                /** @enum {string} */
+                type: 'usage';
+                usage: {
+                  cachedTokens?: number;
+                  completionTokens?: number;
+                  /** @enum {string} */
+                  kind: 'llm' | 'tts' | 'stt';
+                  model: string;
+                  promptTokens?: number;
+                  provider: string;
+                  sttAudioSeconds?: number;
+                  ttsCharacters?: number;
+                }[];
+              }
+            | {
+                agentId: string;
+                at: number;
+                code: string;
+                id: number;
+                kind?: string;
+                message: string;
+                nodeId?: string;
+                sessionId: string;
+                stepId?: string;
+                /** @enum {string} */
+                type: 'error';
+              };
+        };
+      };
+      /** @description `VALIDATION_FAILED` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  callRecording: {
+    parameters: {
+      query?: {
+        /** @description A ticket from POST /api/tickets (reusable until it expires) */
+        ticket?: string;
+      };
+      header?: never;
+      path: {
+        callId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The whole recording (`Accept-Ranges: bytes`, `ETag`); its zero is the record's `recording.startedAt` */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/ogg': string;
+        };
+      };
+      /** @description The range asked for (`Content-Range: bytes <first>-<last>/<size>`) */
+      206: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'audio/ogg': string;
+        };
+      };
+      /** @description Not modified (If-None-Match matched the ETag): no body */
+      304: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description `VALIDATION_FAILED` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RANGE_NOT_SATISFIABLE` */
+      416: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
         headers: {
           [name: string]: unknown;
         };

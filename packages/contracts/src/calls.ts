@@ -169,6 +169,14 @@ export const CallSettings = z
 export type CallSettings = z.infer<typeof CallSettings>;
 export const DEFAULT_CALL_SETTINGS: CallSettings = { callRetentionDays: null, livePage: true };
 
+/** `sessions.live.page`: the gateway asks before it serves a subdomain's talk page. */
+export const LivePageRequest = z.object({ subdomain: z.string().min(1).max(100) });
+export type LivePageRequest = z.infer<typeof LivePageRequest>;
+
+/** false: the subdomain's agent turned its page off (`livePage: false`); true otherwise (nothing live included). */
+export const LivePageAnswer = z.object({ page: z.boolean() });
+export type LivePageAnswer = z.infer<typeof LivePageAnswer>;
+
 // ---- starting a call (edges → playground → sessions) ---------------------------------------------------
 
 /**

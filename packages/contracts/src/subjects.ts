@@ -34,6 +34,8 @@ import {
   CallSettings,
   CallStarted,
   EndCallRequest,
+  LivePageAnswer,
+  LivePageRequest,
   EndedReason,
   ListCallsRequest,
   StartCallRequest,
@@ -153,6 +155,7 @@ export const Subjects = {
   publicKeysList: 'sessions.public-keys.list',
   publicKeysRevoke: 'sessions.public-keys.revoke',
   publicKeysVerify: 'sessions.public-keys.verify',
+  livePage: 'sessions.live.page',
   statsVersion: 'sessions.stats.version',
   statsAgent: 'sessions.stats.agent',
   sessionsHealth: 'sessions.health',
@@ -398,7 +401,7 @@ export const contract = {
   [Subjects.callsAdmit]: {
     request: AdmitCallRequest,
     response: AdmittedCall,
-    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CAPACITY_EXHAUSTED', 'RATE_LIMITED'],
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CAPACITY_EXHAUSTED', 'RATE_LIMITED', 'UNAUTHORIZED'],
   },
   [Subjects.callsAppend]: {
     request: AppendCallMessageRequest,
@@ -441,6 +444,8 @@ export const contract = {
     response: VerifiedPublicKey,
     errors: ['UNAUTHORIZED'],
   },
+  /** The gateway, serving `/live/:subdomain`: does the subdomain's agent keep its public page on? */
+  [Subjects.livePage]: { request: LivePageRequest, response: LivePageAnswer, errors: [] },
   [Subjects.deployGateGet]: { request: AgentIdRef, response: DeployGate, errors: ['NOT_FOUND'] },
   [Subjects.deployGateSet]: {
     request: z.object({ agentId: Id, gate: DeployGate }),
@@ -564,6 +569,7 @@ export const contract = {
       'MISSING_CREDENTIALS',
       'CAPACITY_EXHAUSTED',
       'RATE_LIMITED',
+      'UNAUTHORIZED',
       'UPSTREAM_FAILED',
     ],
     timeoutMs: 30_000,

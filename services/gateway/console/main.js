@@ -23,6 +23,9 @@ import './panels/build.js';
 import './panels/tests.js';
 import './panels/text.js';
 import './panels/talk.js';
+import './panels/deploy.js';
+import './panels/credentials.js';
+import './panels/calls.js';
 
 setTokenPrompt(askToken);
 // the views first: a panel's first events find them listening (the timeline before the conversation, which

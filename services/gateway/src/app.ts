@@ -5,6 +5,7 @@ import { busClientOf, type BusClient, type Logger } from '@vab/bus';
 import { createAccessLog, processMetrics, type AccessLog } from '@vab/service-kit';
 import {
   AppError,
+  CallParams,
   Headers,
   healthSubjectOf,
   IfMatch,
@@ -44,6 +45,9 @@ export type AppConfig = Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'REQUEST_TIMEOU
       | 'REQUEST_RECEIVE_TIMEOUT_MS'
       | 'MAX_CONNECTIONS_PER_ADDRESS'
       | 'LIVE_DOMAIN'
+      | 'CALLER_HASH_KEY'
+      | 'LIVE_KEY_RATE_LIMIT_MAX'
+      | 'RATE_LIMIT_WINDOW_MS'
     >
   > & {
     security?: Partial<SecurityConfig>;
@@ -134,7 +138,7 @@ export async function buildGateway(deps: {
   app.get('/openapi.json', { schema: { hide: true } }, async () => document);
 
   await registerConsole(app);
-  await registerLivePage(app);
+  await registerLivePage(app, { bus, timeoutMs: config.REQUEST_TIMEOUT_MS });
   registerOperatorRoutes(app, bus, config.READY_TIMEOUT_MS, config.STACK_ID);
 
   const streams = eventStreams(app, { nc, bus, log }, config);
@@ -350,8 +354,24 @@ function closeConnectionsWhenAnswered(app: FastifyInstance): void {
 /** Whether a request asks for the Server-Sent Events form of a route that has one. */
 const wantsEvents = (req: FastifyRequest) => /\btext\/event-stream\b/.test(req.headers.accept ?? '');
 
-/** A session's events as Server-Sent Events: not a request/reply route, so not in the route table. */
+/**
+ * A session's events as Server-Sent Events: not a request/reply route, so not in the route table. A call's
+ * (issue 45) are the same stream (the call is hosted as a voice session whose id is the call's): one route
+ * each, one machinery.
+ */
 function registerEventsRoute(app: FastifyInstance, streams: EventStreams | undefined): void {
+  const errors = errorResponses(
+    'VALIDATION_FAILED',
+    'UNAUTHORIZED',
+    'NOT_FOUND',
+    'RATE_LIMITED',
+    'SERVICE_UNAVAILABLE',
+  );
+  const ok = {
+    description:
+      'An event stream: `id: <event id>`, `event: <type>`, `data: <event JSON>`; `: ping` heartbeats',
+    content: { 'text/event-stream': { schema: SessionEvent } },
+  };
   app.route({
     method: 'GET',
     url: '/api/agents/:id/test-sessions/:sessionId/events',
@@ -362,26 +382,32 @@ function registerEventsRoute(app: FastifyInstance, streams: EventStreams | undef
       tags: ['test-sessions'],
       params: TestSessionParams,
       querystring: SessionEventsQuery,
-      response: {
-        200: {
-          description:
-            'An event stream: `id: <event id>`, `event: <type>`, `data: <event JSON>`; `: ping` heartbeats',
-          content: { 'text/event-stream': { schema: SessionEvent } },
-        },
-        ...errorResponses(
-          'VALIDATION_FAILED',
-          'UNAUTHORIZED',
-          'NOT_FOUND',
-          'RATE_LIMITED',
-          'SERVICE_UNAVAILABLE',
-        ),
-      },
+      response: { 200: ok, ...errors },
     },
     handler: async (req, reply) => {
       if (!streams) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
       const params = req.params as TestSessionParams;
       const after = lastEventIdOf(req, req.query as SessionEventsQuery);
       await streams.serve(req, reply, { agentId: params.id, sessionId: params.sessionId, after });
+    },
+  });
+  app.route({
+    method: 'GET',
+    url: '/api/agents/:id/calls/:callId/events',
+    schema: {
+      operationId: 'callEvents',
+      summary:
+        "A call's events as Server-Sent Events (as a session's): everything after Last-Event-ID, then live until it ends",
+      tags: ['calls'],
+      params: CallParams,
+      querystring: SessionEventsQuery,
+      response: { 200: ok, ...errors },
+    },
+    handler: async (req, reply) => {
+      if (!streams) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
+      const params = req.params as CallParams;
+      const after = lastEventIdOf(req, req.query as SessionEventsQuery);
+      await streams.serve(req, reply, { agentId: params.id, sessionId: params.callId, call: true, after });
     },
   });
 }

@@ -83,6 +83,17 @@ const Env = {
     )
     .transform((v) => v.toLowerCase())
     .optional(),
+  /**
+   * The key of the HMAC that keeps a live caller's address as `caller.addressHash` (and counts it for the
+   * per-address cap): the same on every gateway, at least 32 characters. Unset: a random key per start (hashes
+   * change at every restart and differ between gateways; a warning says so).
+   */
+  CALLER_HASH_KEY: z
+    .string()
+    .min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)')
+    .optional(),
+  /** Calls one publishable key may start per RATE_LIMIT_WINDOW_MS, whatever the address (429 past it). */
+  LIVE_KEY_RATE_LIMIT_MAX: envInt(60, 1),
   /** Not a setting: a common misspelling of API_TOKENS, refused so the API is never left open by it. */
   API_TOKEN: z.string().optional(),
 };

@@ -64,6 +64,16 @@ export function lastEventIdOf(req: FastifyRequest, query: { lastEventId?: string
   return parsed.data;
 }
 
+/**
+ * Whose events a stream reads: a test session's, or a call's (`call`: the call's id is its session's, and its
+ * record is the call's).
+ */
+export interface EventsTarget {
+  agentId: string;
+  sessionId: string;
+  call?: boolean;
+}
+
 /** One SSE frame. */
 const frame = (event: SessionEvent) =>
   `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
@@ -210,7 +220,7 @@ export class EventStreams {
    * session a client recorded), or its instance is gone without ending it (`lost`).
    */
   private async ownerState(
-    target: { agentId: string; sessionId: string },
+    target: EventsTarget,
     sent: number,
     requestId: string,
   ): Promise<'alive' | 'closed' | 'lost'> {
@@ -220,10 +230,23 @@ export class EventStreams {
       () => undefined,
     );
     if (newest && newest.id > sent) return 'alive';
-    const record = await this.deps.bus
-      .request(Subjects.testSessionsGet, target, { timeoutMs: this.deps.requestTimeoutMs, requestId })
-      .catch(() => undefined);
-    return record?.status === 'closed' ? 'closed' : 'lost';
+    const closed = await this.closedRecord(target, requestId).catch(() => false);
+    return closed ? 'closed' : 'lost';
+  }
+
+  /**
+   * Whether the stream's record (a test session's, or a call's: issue 45) has ended; NOT_FOUND for none of
+   * this agent's.
+   */
+  private async closedRecord(target: EventsTarget, requestId: string): Promise<boolean> {
+    const { agentId, sessionId } = target;
+    const ask = { timeoutMs: this.deps.requestTimeoutMs, requestId };
+    if (target.call) {
+      const call = await this.deps.bus.request(Subjects.callsGet, { agentId, callId: sessionId }, ask);
+      return call.status === 'ended';
+    }
+    const session = await this.deps.bus.request(Subjects.testSessionsGet, { agentId, sessionId }, ask);
+    return session.status === 'closed';
   }
 
   private takeSlot(req: FastifyRequest, reply: FastifyReply): () => void {
@@ -254,7 +277,7 @@ export class EventStreams {
    * session when it reaches back far enough, else a new one (shared when the session has none).
    */
   private feedFor(
-    target: { agentId: string; sessionId: string },
+    target: EventsTarget,
     requestId: string,
     start: { after: number; last: { id: number; seq: number } | undefined },
   ): SessionFeed {
@@ -289,16 +312,12 @@ export class EventStreams {
   async serve(
     req: FastifyRequest,
     reply: FastifyReply,
-    target: { agentId: string; sessionId: string; after: number },
+    target: EventsTarget & { after: number },
   ): Promise<void> {
-    const { bus, settings } = this.deps;
+    const { settings } = this.deps;
     const { agentId, sessionId } = target;
     const requestId = String(req.id);
-    await bus.request(
-      Subjects.testSessionsGet,
-      { agentId, sessionId },
-      { timeoutMs: this.deps.requestTimeoutMs, requestId },
-    );
+    await this.closedRecord(target, requestId);
     const release = this.takeSlot(req, reply);
     const res = reply.raw;
     // a client that leaves while its stream is set up (a socket destroyed or half-closed right after its

@@ -10,21 +10,27 @@ import {
   Subjects,
 } from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { createHash } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { addressKey } from './address.js';
-import { ticketOfRequest } from './security.js';
+import { ticketOfRequest, windowText } from './security.js';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
 import type { RelayVoice } from './voice-socket.js';
 
 /**
- * A caller's address as the calls keep it and the per-address cap counts it (IPv4, IPv6 /64): hashed, never
- * the raw address. The same on every gateway (the cap is counted across them).
+ * A caller's address as the calls keep it and the per-address cap counts it (IPv4, IPv6 /64): an HMAC keyed
+ * with the operator's CALLER_HASH_KEY, never the raw address, nor a bare hash of it (the IPv4 space is small
+ * enough to hash whole: a bare sha256 would give every address back). The same on every gateway that shares
+ * the key (the cap is counted across them).
  */
-const addressHashOf = (ip: string) =>
-  createHash('sha256')
-    .update(`vab-live-caller:${addressKey(ip)}`)
-    .digest('base64url')
-    .slice(0, 32);
+function addressHasher(app: FastifyInstance, configured: string | undefined): (ip: string) => string {
+  if (!configured)
+    app.log.warn(
+      { code: 'CALLER_HASH_KEY_UNSET' },
+      "CALLER_HASH_KEY is not set: callers' address hashes change at every restart and differ between gateways",
+    );
+  const key = configured ?? randomBytes(32).toString('hex');
+  return (ip) => createHmac('sha256', key).update(addressKey(ip)).digest('base64url').slice(0, 32);
+}
 
 /** Whether a key-less call comes from our own page: no Origin (not a browser's cross-origin call), ours, or the live domain's. */
 function ownOrigin(req: FastifyRequest, subdomain: string, liveDomain: string | undefined): boolean {
@@ -40,6 +46,57 @@ function ownOrigin(req: FastifyRequest, subdomain: string, liveDomain: string | 
 }
 
 /**
+ * Who starts a call: the publishable key it carries (verified for the agent and the request's `Origin`, and
+ * counted per key: LIVE_KEY_RATE_LIMIT_MAX per RATE_LIMIT_WINDOW_MS, in the rate limits' store, shared across
+ * gateways with Redis, so a key copied off a site starts no more calls from many addresses), or none from our
+ * own page. Resolves to the key's id (undefined: key-less).
+ */
+function keyGate(
+  app: FastifyInstance,
+  config: {
+    LIVE_DOMAIN?: string | undefined;
+    LIVE_KEY_RATE_LIMIT_MAX?: number;
+    RATE_LIMIT_WINDOW_MS?: number;
+  },
+) {
+  const windowMs = config.RATE_LIMIT_WINDOW_MS ?? 60_000;
+  const max = config.LIVE_KEY_RATE_LIMIT_MAX ?? 60;
+  const keyIdOf = new WeakMap<FastifyRequest, string>();
+  const perKey = app.createRateLimit({
+    max,
+    timeWindow: windowMs,
+    keyGenerator: (req) => `pk:${keyIdOf.get(req) ?? ''}`,
+  });
+  return async (
+    req: FastifyRequest,
+    subdomain: string,
+    verify: (key: string, origin: string | undefined) => Promise<{ keyId: string }>,
+  ): Promise<string | undefined> => {
+    const auth = req.headers.authorization;
+    const key = auth?.startsWith('Bearer ') ? auth.slice(7).trim() : undefined;
+    if (key === undefined) {
+      if (!ownOrigin(req, subdomain, config.LIVE_DOMAIN))
+        throw new AppError('UNAUTHORIZED', 'a call from another site needs a publishable key of this agent');
+      return undefined;
+    }
+    if (!key.startsWith(PUBLIC_KEY_PREFIX))
+      throw new AppError('UNAUTHORIZED', 'a live call takes a publishable key (pk_…), or none from its page');
+    const { keyId } = await verify(key, req.headers.origin);
+    keyIdOf.set(req, keyId);
+    const counted = await perKey(req);
+    if (!counted.isAllowed && counted.isExceeded) {
+      const seconds = Math.max(1, Math.ceil(counted.ttl / 1000));
+      throw new AppError(
+        'RATE_LIMITED',
+        `too many calls with this publishable key: at most ${max} per ${windowText(windowMs)}; retry in ${seconds} seconds`,
+        { retryAfterSeconds: seconds },
+      );
+    }
+    return keyId;
+  };
+}
+
+/**
  * `POST /live/:subdomain/calls` (no builder token: our page, or a publishable key from its allowed origins)
  * starts a call of the live deploy on a playground instance, and `…/calls/:callId/audio?ticket=` is its voice
  * socket, relayed exactly as a voice session's. The ticket (single use, short-lived) is the only way in, and
@@ -51,10 +108,18 @@ export function registerLiveCalls(
     bus: BusClient | undefined;
     tickets: Tickets;
     relay: RelayVoice;
-    config: { LIVE_DOMAIN?: string | undefined; REQUEST_TIMEOUT_MS: number };
+    config: {
+      LIVE_DOMAIN?: string | undefined;
+      REQUEST_TIMEOUT_MS: number;
+      CALLER_HASH_KEY?: string | undefined;
+      LIVE_KEY_RATE_LIMIT_MAX?: number | undefined;
+      RATE_LIMIT_WINDOW_MS?: number | undefined;
+    };
   },
 ): void {
   const timeoutMs = deps.config.REQUEST_TIMEOUT_MS;
+  const addressHashOf = addressHasher(app, deps.config.CALLER_HASH_KEY);
+  const keyOf = keyGate(app, deps.config);
   app.post(
     `${LIVE_PREFIX}/:subdomain/calls`,
     { schema: { hide: true, params: LiveParams } },
@@ -69,24 +134,13 @@ export function registerLiveCalls(
         });
       }
       const requestId = String(req.id);
-      const auth = req.headers.authorization;
-      const key = auth?.startsWith('Bearer ') ? auth.slice(7).trim() : undefined;
-      let keyId: string | undefined;
-      if (key !== undefined) {
-        if (!key.startsWith(PUBLIC_KEY_PREFIX))
-          throw new AppError(
-            'UNAUTHORIZED',
-            'a live call takes a publishable key (pk_…), or none from its page',
-          );
-        const verified = await bus.request(
+      const keyId = await keyOf(req, subdomain, (key, origin) =>
+        bus.request(
           Subjects.publicKeysVerify,
-          { key, subdomain, ...(req.headers.origin ? { origin: req.headers.origin } : {}) },
+          { key, subdomain, ...(origin ? { origin } : {}) },
           { timeoutMs, requestId },
-        );
-        keyId = verified.keyId;
-      } else if (!ownOrigin(req, subdomain, deps.config.LIVE_DOMAIN)) {
-        throw new AppError('UNAUTHORIZED', 'a call from another site needs a publishable key of this agent');
-      }
+        ),
+      );
       const hash = addressHashOf(req.ip);
       const started = await bus.request(
         Subjects.callsStart,

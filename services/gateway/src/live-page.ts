@@ -3,7 +3,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { LIVE_PREFIX, LiveParams } from '@vab/contracts';
+import type { BusClient } from '@vab/bus';
+import { AppError, LIVE_PREFIX, LiveParams, Subjects } from '@vab/contracts';
 
 /**
  * The talk page's policy: everything from this origin, nothing from elsewhere, no inline script or style. Its
@@ -44,9 +45,12 @@ function assetHeaders(reply: FastifyReply, path: string): void {
  * The public talk page and the widget (docs/api.md, "The talk page and the widget"): `GET /live/:subdomain`
  * answers the page (the same HTML for every subdomain: the page reads its own from its URL), the folder's
  * files are served under /live/ for the page and for other sites (widget.js). No token: /live is public,
- * rate limited per address like everything (security.ts).
+ * rate limited per address like everything (security.ts). A page its builder turned off answers 404.
  */
-export async function registerLivePage(app: FastifyInstance): Promise<void> {
+export async function registerLivePage(
+  app: FastifyInstance,
+  deps: { bus: BusClient; timeoutMs: number },
+): Promise<void> {
   const page = readFileSync(`${LIVE_DIR}index.html`);
   await app.register(fastifyStatic, {
     root: LIVE_DIR,
@@ -59,15 +63,23 @@ export async function registerLivePage(app: FastifyInstance): Promise<void> {
     // the page is its route's (below); the checker's files are not served
     globIgnore: ['**/*.d.ts', '**/tsconfig.json', '**/index.html'],
   });
-  app.get(`${LIVE_PREFIX}/:subdomain`, { schema: { hide: true, params: LiveParams } }, async (_req, reply) =>
-    reply
+  app.get(`${LIVE_PREFIX}/:subdomain`, { schema: { hide: true, params: LiveParams } }, async (req, reply) => {
+    const { subdomain } = req.params as LiveParams;
+    // the builder turned the page off (call settings `livePage: false`): it is not there
+    const { page: on } = await deps.bus.request(
+      Subjects.livePage,
+      { subdomain },
+      { timeoutMs: deps.timeoutMs, requestId: String(req.id) },
+    );
+    if (!on) throw new AppError('NOT_FOUND', 'no page here');
+    return reply
       .header('content-type', 'text/html; charset=utf-8')
       .header('content-security-policy', LIVE_PAGE_CSP)
       .header('permissions-policy', LIVE_PAGE_PERMISSIONS)
       .header('referrer-policy', 'no-referrer')
       .header('cache-control', 'no-cache')
-      .send(page),
-  );
+      .send(page);
+  });
 }
 
 /**

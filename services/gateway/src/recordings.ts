@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { Objm, type ObjectResult, type ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
-import { AppError, RECORDINGS_BUCKET, recordingObject, TestSessionParams } from '@vab/contracts';
+import { AppError, CallParams, RECORDINGS_BUCKET, recordingObject, TestSessionParams } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorResponses } from './openapi.js';
 import { z } from 'zod';
@@ -124,68 +124,90 @@ export function registerRecordingRoute(
       bucket = undefined;
       throw err;
     }));
-  app.route({
-    method: 'GET',
-    url: '/api/agents/:id/test-sessions/:sessionId/recording',
-    schema: {
+  // a test session's and a call's (issue 45): the same object naming (`<agentId>/<id>.ogg`), the same answers
+  for (const of of [
+    {
+      url: '/api/agents/:id/test-sessions/:sessionId/recording',
       operationId: 'sessionRecording',
       summary:
         "A voice session's recording: Ogg Opus, the user on the left and the agent (as played) on the right",
-      tags: ['test-sessions'],
-      params: TestSessionParams,
-      querystring: RecordingQuery,
-      response: RESPONSES,
+      tag: 'test-sessions',
+      params: TestSessionParams as z.ZodType,
+      idOf: (p: unknown) => ({
+        agentId: (p as TestSessionParams).id,
+        id: (p as TestSessionParams).sessionId,
+      }),
+      what: 'test session',
     },
-    handler: async (req: FastifyRequest, reply: FastifyReply) => {
-      if (!deps) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
-      const { id, sessionId } = req.params as TestSessionParams;
-      const missing = () =>
-        new AppError(
-          'NOT_FOUND',
-          `no recording of test session ${sessionId} (none was made, or not yet stored)`,
-        );
-      let result: ObjectResult | null;
-      try {
-        result = await (await open(deps.nc)).get(recordingObject(id, sessionId));
-      } catch (err) {
-        // no bucket yet: no voice session was ever recorded here
-        if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) throw missing();
-        throw new AppError('SERVICE_UNAVAILABLE', 'the recordings store is unavailable', { cause: err });
-      }
-      if (!result) throw missing();
-      void result.error.then((err) => {
-        if (err)
-          deps.log.warn({ code: 'RECORDING_READ_FAILED', err: safeError(err) }, 'recording read failed');
-      });
-      const { size, digest } = result.info;
-      const etag = `"${digest}"`;
-      void reply
-        .header('accept-ranges', 'bytes')
-        .header('etag', etag)
-        .header('cache-control', 'private, no-cache')
-        .type('audio/ogg');
-      const drop = () => void result.data.cancel().catch(() => undefined);
-      if (noneMatch(req.headers['if-none-match'], etag)) {
-        drop();
-        return reply.code(304).send();
-      }
-      // If-Range compares strongly: a weak tag never matches, and the whole file is sent
-      const ifRange = req.headers['if-range'];
-      const range = ifRange === undefined || ifRange === etag ? parseRange(req.headers.range, size) : null;
-      if (range === 'unsatisfiable') {
-        drop();
-        void reply.header('content-range', `bytes */${size}`);
-        throw new AppError('RANGE_NOT_SATISFIABLE', `the recording has ${size} bytes`);
-      }
-      if (range) {
+    {
+      url: '/api/agents/:id/calls/:callId/recording',
+      operationId: 'callRecording',
+      summary: "A call's recording: Ogg Opus, the caller on the left and the agent (as played) on the right",
+      tag: 'calls',
+      params: CallParams as z.ZodType,
+      idOf: (p: unknown) => ({ agentId: (p as CallParams).id, id: (p as CallParams).callId }),
+      what: 'call',
+    },
+  ]) {
+    app.route({
+      method: 'GET',
+      url: of.url,
+      schema: {
+        operationId: of.operationId,
+        summary: of.summary,
+        tags: [of.tag],
+        params: of.params,
+        querystring: RecordingQuery,
+        response: RESPONSES,
+      },
+      handler: async (req: FastifyRequest, reply: FastifyReply) => {
+        if (!deps) throw new AppError('SERVICE_UNAVAILABLE', 'this gateway has no bus');
+        const { agentId, id } = of.idOf(req.params);
+        const missing = () =>
+          new AppError('NOT_FOUND', `no recording of ${of.what} ${id} (none was made, or not yet stored)`);
+        let result: ObjectResult | null;
+        try {
+          result = await (await open(deps.nc)).get(recordingObject(agentId, id));
+        } catch (err) {
+          // no bucket yet: no voice session was ever recorded here
+          if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) throw missing();
+          throw new AppError('SERVICE_UNAVAILABLE', 'the recordings store is unavailable', { cause: err });
+        }
+        if (!result) throw missing();
+        void result.error.then((err) => {
+          if (err)
+            deps.log.warn({ code: 'RECORDING_READ_FAILED', err: safeError(err) }, 'recording read failed');
+        });
+        const { size, digest } = result.info;
+        const etag = `"${digest}"`;
         void reply
-          .code(206)
-          .header('content-range', `bytes ${range.start}-${range.end}/${size}`)
-          .header('content-length', range.end - range.start + 1);
-      } else {
-        void reply.header('content-length', size);
-      }
-      return reply.send(Readable.from(slice(result, range)));
-    },
-  });
+          .header('accept-ranges', 'bytes')
+          .header('etag', etag)
+          .header('cache-control', 'private, no-cache')
+          .type('audio/ogg');
+        const drop = () => void result.data.cancel().catch(() => undefined);
+        if (noneMatch(req.headers['if-none-match'], etag)) {
+          drop();
+          return reply.code(304).send();
+        }
+        // If-Range compares strongly: a weak tag never matches, and the whole file is sent
+        const ifRange = req.headers['if-range'];
+        const range = ifRange === undefined || ifRange === etag ? parseRange(req.headers.range, size) : null;
+        if (range === 'unsatisfiable') {
+          drop();
+          void reply.header('content-range', `bytes */${size}`);
+          throw new AppError('RANGE_NOT_SATISFIABLE', `the recording has ${size} bytes`);
+        }
+        if (range) {
+          void reply
+            .code(206)
+            .header('content-range', `bytes ${range.start}-${range.end}/${size}`)
+            .header('content-length', range.end - range.start + 1);
+        } else {
+          void reply.header('content-length', size);
+        }
+        return reply.send(Readable.from(slice(result, range)));
+      },
+    });
+  }
 }

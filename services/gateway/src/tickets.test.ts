@@ -17,6 +17,19 @@ describe('tickets', () => {
     expect(await tickets.redeem(ticket, '/api/agents/1/events')).toBe(false);
   });
 
+  it("open a recording (a test session's or a call's) for every seek, an event stream once", async () => {
+    const tickets = createTickets({ apiTokens: ['a'], ttlMs: 30_000, used: memory() });
+    for (const path of ['/api/agents/1/test-sessions/s/recording', '/api/agents/1/calls/c/recording']) {
+      const { ticket } = tickets.mint(path);
+      expect(await tickets.redeem(ticket, path)).toBeTruthy();
+      expect(await tickets.redeem(ticket, path), path).toBeTruthy();
+    }
+    const events = '/api/agents/1/calls/c/events';
+    const { ticket } = tickets.mint(events);
+    expect(await tickets.redeem(ticket, events)).toBeTruthy();
+    expect(await tickets.redeem(ticket, events)).toBe(false);
+  });
+
   it('expire after their lifetime', async () => {
     let now = 1_000_000;
     const tickets = createTickets({ apiTokens: ['a'], ttlMs: 30_000, used: memory(), now: () => now });

@@ -152,6 +152,8 @@ export const TICKET_PATHS: readonly { pattern: string; opener: string; reusable?
     reusable: true,
   },
   { pattern: '/api/agents/:id/voice-sessions/:sessionId/audio', opener: 'a WebSocket' },
+  { pattern: '/api/agents/:id/calls/:callId/events', opener: 'an EventSource' },
+  { pattern: '/api/agents/:id/calls/:callId/recording', opener: 'an <audio> element', reusable: true },
 ];
 
 const ticketPatterns = TICKET_PATHS.map(

@@ -42,7 +42,12 @@ const Env = {
   OWNER_SWEEP_GRACE_MS: envInt(10_000, 0),
   /** Calls one caller's address (IPv4, IPv6 /64) may hold at once, across agents; 0: no cap (issue 45). */
   LIVE_MAX_CALLS_PER_ADDRESS: envInt(3, 0),
-  /** How often one instance (a lock picks it) sweeps for test sessions past their retention. */
+  /**
+   * Days a call (its transcript, recording and events) is kept when its agent's `callRetentionDays` is null;
+   * 0: kept forever (issue 45).
+   */
+  CALL_RETENTION_DAYS: envInt(30, 0),
+  /** How often one instance (a lock picks it) sweeps for test sessions (and calls) past their retention. */
   RETENTION_SWEEP_INTERVAL_MS: envInt(3_600_000, 1000),
 };
 

@@ -9,6 +9,7 @@ import type { DeployPipeline } from './live/pipeline.js';
 import type { LiveStore } from './live/credentials-store.js';
 import type { CallsStore } from './live/calls-store.js';
 import type { Recordings } from './recordings.js';
+import type { CallErasure } from './live/call-erasure.js';
 
 export interface Deps {
   store: SessionsStore;
@@ -21,6 +22,8 @@ export interface Deps {
   calls: CallsStore;
   callLimits: { maxMessages: number };
   recordings: Recordings;
+  /** A call's recording and live events, removed with the call. */
+  callErasure: CallErasure;
   liveDeploys: LiveDeploys;
   events: DomainEvents;
   /** How many days back agent-wide stats may reach (the retention period, or a year when kept forever). */

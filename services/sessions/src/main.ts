@@ -14,5 +14,9 @@ runBusService('sessions', config, (deps) =>
       testSessionDays: config.TEST_SESSION_RETENTION_DAYS,
       intervalMs: config.RETENTION_SWEEP_INTERVAL_MS,
     },
+    callRetention: {
+      defaultDays: config.CALL_RETENTION_DAYS,
+      intervalMs: config.RETENTION_SWEEP_INTERVAL_MS,
+    },
   }),
 );

@@ -4,6 +4,8 @@ import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient, WriteConcern } from '@vab/storage';
 import { OwnerSweep } from './owner-sweep.js';
 import { Recordings } from './recordings.js';
+import { CallErasure } from './live/call-erasure.js';
+import { CallRetention, type CallRetentionSettings } from './live/call-retention.js';
 import { SessionRetention, type RetentionSettings } from './retention.js';
 import { AgentsDirectory } from './agents-directory.js';
 import { DEFAULT_LIMITS, type SessionsLimits } from './config.js';
@@ -56,6 +58,7 @@ import { publicKeysRevoke } from './handlers/public-keys-revoke.js';
 import { callSettingsGet } from './handlers/call-settings-get.js';
 import { callSettingsSet } from './handlers/call-settings-set.js';
 import { publicKeysVerify } from './handlers/public-keys-verify.js';
+import { livePage } from './handlers/live-page.js';
 import { DomainEvents } from './live/domain-events.js';
 import { LiveDeploys } from './live/live-deploys.js';
 import { DeployPipeline } from './live/pipeline.js';
@@ -105,11 +108,13 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.public-keys.list': publicKeysList(deps),
     'sessions.public-keys.revoke': publicKeysRevoke(deps),
     'sessions.public-keys.verify': publicKeysVerify(deps),
+    'sessions.live.page': livePage(deps),
   };
 }
 
 export interface SessionsService extends Served {
   retention: SessionRetention;
+  callRetention: CallRetention;
   ownerSweep: OwnerSweep;
   runner: TestRunner;
 }
@@ -133,6 +138,8 @@ export function startSessionsService(deps: {
   writes?: WriteConcern;
   limits?: Partial<SessionsLimits> | undefined;
   retention?: RetentionSettings;
+  /** Calls past their agent's retention (config: CALL_RETENTION_DAYS, RETENTION_SWEEP_INTERVAL_MS). */
+  callRetention?: CallRetentionSettings;
   testRuns?: Partial<typeof DEFAULT_RUNNER>;
   /** Calls one address may hold at once (LIVE_MAX_CALLS_PER_ADDRESS; 0: no cap). */
   liveMaxCallsPerAddress?: number;
@@ -161,6 +168,7 @@ export function startSessionsService(deps: {
     log: deps.log,
     checkTimeoutMs: 30_000,
   });
+  const recordings = new Recordings(deps.nc, deps.log);
   const handlerDeps: Deps = {
     store,
     testing,
@@ -171,7 +179,8 @@ export function startSessionsService(deps: {
     live: new LiveStore(deps.redis),
     calls: new CallsStore(deps.redis, deps.liveMaxCallsPerAddress ?? 3),
     callLimits: { maxMessages: limits.maxMessagesPerSession },
-    recordings: new Recordings(deps.nc, deps.log),
+    recordings,
+    callErasure: new CallErasure(deps.nc, recordings, deps.log),
     agents: new AgentsDirectory(deps.nc, limits.agentLookupTimeoutMs),
     redis: deps.redis,
     statsMaxDays: retentionDays > 0 ? retentionDays : 366,
@@ -190,6 +199,7 @@ export function startSessionsService(deps: {
     new Recordings(deps.nc, deps.log),
   );
   retention.start();
+  const callRetention = startCallRetention(handlerDeps, deps.log, deps.callRetention);
   const ownerSweep = new OwnerSweep(
     deps.nc,
     store,
@@ -206,14 +216,28 @@ export function startSessionsService(deps: {
   return {
     ...served,
     retention,
+    callRetention,
     ownerSweep,
     runner,
     stop: async (timeoutMs) => {
       await ownerSweep.stop();
       await retention.stop();
+      await callRetention.stop();
       await runner.stop();
       await served.stop(timeoutMs);
       await pipeline.drain();
     },
   };
+}
+
+/** Calls past their agent's retention go, with their recordings and events (the operator's default: 30 days). */
+function startCallRetention(
+  deps: Deps,
+  log: Logger,
+  settings: CallRetentionSettings = { defaultDays: 30, intervalMs: 3_600_000 },
+): CallRetention {
+  const { calls, store, live, callErasure: erasure, redis } = deps;
+  const retention = new CallRetention({ calls, store, live, erasure, redis, log }, settings);
+  retention.start();
+  return retention;
 }

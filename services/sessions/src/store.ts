@@ -625,4 +625,9 @@ export class SessionsStore {
   async agentOfSubdomain(subdomain: string): Promise<string | null> {
     return storage(() => this.redis.hget(keys.subdomains, subdomain));
   }
+
+  /** Every agent that was ever deployed (it has a subdomain): the only ones that can have calls. */
+  async deployedAgents(): Promise<string[]> {
+    return [...new Set(await storage(() => this.redis.hvals(keys.subdomains)))];
+  }
 }

@@ -248,4 +248,32 @@ describe('RECORDINGS=off', () => {
     expect((await h.get(`/api/agents/${agentId}/test-sessions/${sessionId}/recording`)).status).toBe(404);
     expect(client.events.some((e) => e.type === 'recording_started')).toBe(false);
   }, 60_000);
+
+  it('records no call of a live deploy either', async () => {
+    const h = authed(api(off.baseUrl));
+    const agentId = (await h.post('/api/agents', { name: 'Unrecorded line', flow: voiceFlow() })).body
+      .id as string;
+    expect((await h.post(`/api/agents/${agentId}/deploys`, {})).status).toBe(201);
+    await expect
+      .poll(async () => (await h.get(`/api/agents/${agentId}/deploys`)).body[0]?.status, { timeout: 30_000 })
+      .toBe('live');
+    const { subdomain } = (await h.get(`/api/agents/${agentId}/deploys`)).body[0] as { subdomain: string };
+    const res = await fetch(`${off.baseUrl}/live/${subdomain}/calls`, { method: 'POST' });
+    const { callId, audioPath } = (await res.json()) as { callId: string; audioPath: string };
+    expect(res.status).toBe(201);
+    const client = new VoiceClient({ url: off.baseUrl.replace(/^http/, 'ws') + audioPath });
+    await client.ready;
+    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    client.send({ type: 'end' });
+    await client.closed;
+    // a recording starts before the greeting plays: none started
+    expect(client.events.some((e) => e.type === 'recording_started')).toBe(false);
+    await expect
+      .poll(async () => (await h.get(`/api/agents/${agentId}/calls/${callId}`)).body.status, {
+        timeout: 15_000,
+      })
+      .toBe('ended');
+    expect((await h.get(`/api/agents/${agentId}/calls/${callId}`)).body.recording).toBeNull();
+    expect((await h.get(`/api/agents/${agentId}/calls/${callId}/recording`)).status).toBe(404);
+  }, 90_000);
 });

@@ -77,11 +77,19 @@ export async function call(method, path, body, init = {}) {
   }
 }
 
+/** How many of an error's `issues` its message names (a body can have many; the first say what to fix). */
+const ISSUES_SHOWN = 3;
+
 export async function errorOf(res) {
   const text = await res.text();
   try {
     const e = JSON.parse(text);
-    return new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? text);
+    // a refused body's `issues` say which field and why: "invalid body" alone says neither
+    const issues = Array.isArray(e.issues)
+      ? e.issues.slice(0, ISSUES_SHOWN).map((i) => (i.path ? `${i.path}: ${i.message}` : String(i.message)))
+      : [];
+    const message = [e.message ?? text, ...issues].join('; ');
+    return new ApiError(res.status, e.code ?? `HTTP_${res.status}`, message);
   } catch {
     return new ApiError(res.status, `HTTP_${res.status}`, text || res.statusText);
   }

@@ -1,12 +1,24 @@
 // @ts-check
-// Deploy: put a version live (the deploy pipeline moves it building → live, or failed with its issues), roll
-// back by deploying an older version, the live version with its talk page's link and the widget's snippet,
-// and the publishable keys the widget is used with (created, listed, revoked). docs/api.md, "The console".
+// Deploy: put a version live with its call settings (the deploy pipeline moves it building → live, or failed
+// with its issues), roll back by deploying an older version, change the live deploy's settings, the live
+// version with its talk page's link and the widget's snippet, and the publishable keys the widget is used with
+// (created, listed, revoked). docs/api.md, "The console".
 
 import { agentPath, enc, json } from '../lib/api.js';
+import { DEFAULT_DEPLOY_SETTINGS } from '../lib/live-contracts.js';
 import { store } from '../store/store.js';
 import { $, el, setStatus, showError, time } from '../ui/dom.js';
 import { definePanel } from '../ui/panel.js';
+
+/**
+ * The API's own shapes (packages/client/src/schema.ts, made from the contracts), for the checker only.
+ * @typedef {import('../../../../packages/client/src/schema.ts').components['schemas']['DeployRecord']} DeployRecord
+ * @typedef {import('../../../../packages/client/src/schema.ts').operations} Ops
+ * @typedef {Ops['publicKeysList']['responses'][200]['content']['application/json']} PublicKeyList
+ * @typedef {Ops['publicKeysCreate']['responses'][201]['content']['application/json']} CreatedPublicKey
+ * @typedef {NonNullable<Ops['deploysCreate']['requestBody']>['content']['application/json']} CreateDeployBody
+ * @typedef {Pick<DeployRecord, 'maxConcurrentCalls' | 'dailyCallCap' | 'maxCallDurationMs' | 'silenceTimeoutMs' | 'endCallMessage'>} DeploySettings
+ */
 
 /** How often a deploy in progress is asked for, and for how long at most (its readiness check's own bound). */
 const DEPLOY_POLL_MS = 500;
@@ -14,38 +26,136 @@ const DEPLOY_WATCH_MS = 60_000;
 /** A deploy on its way: the pipeline has not decided yet. */
 const MOVING = new Set(['pending', 'building']);
 
+/**
+ * The settings form's fields: the contract's names, with the unit the form shows (seconds for durations) and
+ * whether an empty field means "none" (null: no daily cap, no silence timeout).
+ * @type {{ key: keyof DeploySettings, id: string, label: string, scale: number, nullable: boolean, min: number, max: number }[]}
+ */
+const NUMBER_FIELDS = [
+  {
+    key: 'maxConcurrentCalls',
+    id: 'set-max-concurrent',
+    label: 'Calls at once',
+    scale: 1,
+    nullable: false,
+    min: 1,
+    max: 1000,
+  },
+  {
+    key: 'dailyCallCap',
+    id: 'set-daily-cap',
+    label: 'Calls a day (empty: no cap)',
+    scale: 1,
+    nullable: true,
+    min: 1,
+    max: 1_000_000,
+  },
+  {
+    key: 'maxCallDurationMs',
+    id: 'set-max-duration',
+    label: 'Longest call (s)',
+    scale: 1000,
+    nullable: false,
+    min: 10,
+    max: 4 * 3600,
+  },
+  {
+    key: 'silenceTimeoutMs',
+    id: 'set-silence',
+    label: 'End after silence (s; empty: never)',
+    scale: 1000,
+    nullable: true,
+    min: 5,
+    max: 3600,
+  },
+];
+
 /** The page's link and the widget's snippet point at this origin: the gateway that serves the console. */
 const pageUrl = (subdomain) => `${window.location.origin}/live/${enc(subdomain)}`;
 const snippetOf = (subdomain, key) =>
   `<script src="${window.location.origin}/live/widget.js" data-agent="${subdomain}" ` +
   `data-key="${key ?? '<publishable key>'}" defer></script>`;
 
-/** The deploys as last loaded (newest first), and the key last created (shown once, in the snippet). */
+/** @type {DeployRecord[]} the deploys as last loaded (newest first) */
 let deploys = [];
+/** The key last created (shown once, in the snippet), and its id (revoked: it leaves the snippet). */
 let newKey = '';
+let newKeyId = '';
+
+const liveDeploy = () => deploys.find((d) => d.status === 'live');
+
+/** @param {DeploySettings} s the settings, in a line */
+function settingsLine(s) {
+  const parts = [
+    `${s.maxConcurrentCalls} at once`,
+    s.dailyCallCap === null ? 'no daily cap' : `${s.dailyCallCap} a day`,
+    `calls up to ${Math.round(s.maxCallDurationMs / 1000)} s`,
+    s.silenceTimeoutMs === null
+      ? 'no silence timeout'
+      : `${Math.round(s.silenceTimeoutMs / 1000)} s of silence ends one`,
+  ];
+  return parts.join(' · ');
+}
+
+/** @param {DeploySettings} s the settings shown in the form (the live deploy's, or the defaults) */
+function fillSettings(s) {
+  for (const f of NUMBER_FIELDS) {
+    const v = s[f.key];
+    $(f.id).value = v === null || v === undefined ? '' : String(Number(v) / f.scale);
+  }
+  $('set-end-message').value = s.endCallMessage;
+}
+
+/** @returns {DeploySettings} the form's settings (the browser has checked each field's bounds) */
+function settingsOfForm() {
+  /** @type {Record<string, unknown>} */
+  const out = {};
+  for (const f of NUMBER_FIELDS) {
+    const raw = $(f.id).value.trim();
+    out[f.key] =
+      raw === '' ? (f.nullable ? null : DEFAULT_DEPLOY_SETTINGS[f.key]) : Math.round(Number(raw) * f.scale);
+  }
+  out.endCallMessage = $('set-end-message').value;
+  return /** @type {DeploySettings} */ (out);
+}
+
+/** @param {DeployRecord} d @returns {DeploySettings} */
+const settingsOf = (d) => ({
+  maxConcurrentCalls: d.maxConcurrentCalls,
+  dailyCallCap: d.dailyCallCap,
+  maxCallDurationMs: d.maxCallDurationMs,
+  silenceTimeoutMs: d.silenceTimeoutMs,
+  endCallMessage: d.endCallMessage,
+});
 
 function renderLive() {
-  const live = deploys.find((d) => d.status === 'live');
+  const live = liveDeploy();
   const line = $('deploy-live');
+  $('deploy-apply').hidden = !live;
   if (!live) {
     line.replaceChildren('Not live: no deploy answers callers.');
+    delete line.dataset.version;
     $('widget-snippet').textContent = '';
     $('widget-box').hidden = true;
     return;
   }
   const link = el(
     'a',
-    { href: pageUrl(live.subdomain), target: '_blank', rel: 'noopener' },
+    { href: pageUrl(live.subdomain), target: '_blank', rel: 'noopener', id: 'live-link' },
     pageUrl(live.subdomain),
   );
-  line.replaceChildren(`Live: version ${live.version} (deploy #${live.deployNumber}) · `, link);
+  line.replaceChildren(
+    `Live: version ${live.version} (deploy #${live.deployNumber}) · `,
+    link,
+    el('span', { class: 'muted live-settings' }, ` · ${settingsLine(live)}`),
+  );
   line.dataset.version = String(live.version);
   $('widget-snippet').textContent = snippetOf(live.subdomain, newKey || undefined);
   $('widget-box').hidden = false;
 }
 
 function renderDeploys() {
-  const live = deploys.find((d) => d.status === 'live');
+  const live = liveDeploy();
   $('deploys').replaceChildren(
     ...deploys.slice(0, 8).map((d) => {
       // a failed deploy's reason and the readiness issues a public caller's start would meet
@@ -67,7 +177,8 @@ function renderDeploys() {
       // roll back: the version of a deploy that was live before, deployed again (seconds: no new build)
       if (live && d.status === 'superseded' && d.version !== live.version) {
         const back = el('button', { type: 'button', class: 'small rollback' }, `Roll back to v${d.version}`);
-        back.addEventListener('click', () => void deploy(d.version));
+        // a rollback changes the version only: the callers' caps stay those of the live deploy
+        back.addEventListener('click', () => void deploy(d.version, settingsOf(live)));
         item.append(' ', back);
       }
       return item;
@@ -88,19 +199,26 @@ function renderVersions() {
 async function loadDeploys(agentId, signal = store.agentSignal) {
   deploys = await json('GET', `${agentPath(agentId)}/deploys`, undefined, { signal });
   renderDeploys();
+  // the Calls panel's deploy filter lists them
+  store.emit('deploys', deploys);
 }
 
 /**
- * Deploys `version` (a rollback is an older one) and follows it until the pipeline decides: live, or failed
- * with its readiness issues.
+ * Deploys `version` with `settings` (a rollback: an older version with the live deploy's settings) and
+ * follows it until the pipeline decides: live, or failed with its readiness issues.
+ * @param {number} version
+ * @param {DeploySettings} settings
  */
-async function deploy(version) {
+async function deploy(version, settings) {
   const agentId = store.agentId;
   if (!agentId) return;
   const signal = store.agentSignal;
   $('deploy').disabled = true;
   try {
-    const created = await json('POST', `${agentPath(agentId)}/deploys`, { version }, { signal });
+    /** @type {CreateDeployBody} */
+    const body = { version, ...settings };
+    /** @type {DeployRecord} */
+    const created = await json('POST', `${agentPath(agentId)}/deploys`, body, { signal });
     setStatus(`Deploy #${created.deployNumber} of v${version}: ${created.status}`);
     const until = Date.now() + DEPLOY_WATCH_MS;
     let current = created;
@@ -111,6 +229,7 @@ async function deploy(version) {
     }
     await loadDeploys(agentId, signal);
     current = deploys.find((d) => d.id === created.id) ?? current;
+    if (current.status === 'live') fillSettings(current);
     setStatus(
       `Deploy #${current.deployNumber} of v${version}: ${current.status}`,
       current.status === 'failed',
@@ -122,9 +241,24 @@ async function deploy(version) {
   }
 }
 
+/** The form's settings on the live deploy (`PATCH`): the next call on every instance has them. */
+async function applyToLive() {
+  const live = liveDeploy();
+  const agentId = store.agentId;
+  if (!live || !agentId || !$('deploy-form').reportValidity()) return;
+  try {
+    await json('PATCH', `${agentPath(agentId)}/deploys/${enc(live.id)}`, settingsOfForm());
+    setStatus(`Deploy #${live.deployNumber}: settings changed for its next calls`);
+    await loadDeploys(agentId);
+  } catch (err) {
+    showError(err, 'Changing the settings');
+  }
+}
+
 // ---- publishable keys ---------------------------------------------------------------------------------
 
 async function loadKeys(agentId, signal = store.agentSignal) {
+  /** @type {PublicKeyList} */
   const { keys } = await json('GET', `${agentPath(agentId)}/public-keys`, undefined, { signal });
   $('keys-list').replaceChildren(
     ...keys.map((k) => {
@@ -132,7 +266,7 @@ async function loadKeys(agentId, signal = store.agentSignal) {
       const item = el(
         'li',
         { 'data-key-id': k.id, 'data-revoked': String(revoked) },
-        el('code', {}, `${k.prefix}…`),
+        el('code', {}, k.prefix),
         k.label ? ` ${k.label}` : '',
         ` · ${k.allowedOrigins.join(', ')}`,
         revoked ? ` · revoked ${time(k.revokedAt)}` : '',
@@ -156,17 +290,24 @@ async function createKey(event) {
     .value.split(/[\s,]+/)
     .map((o) => o.trim())
     .filter(Boolean);
+  const label = $('key-label').value.trim();
   try {
-    const created = await json('POST', `${agentPath(agentId)}/public-keys`, { allowedOrigins });
+    /** @type {CreatedPublicKey} */
+    const created = await json('POST', `${agentPath(agentId)}/public-keys`, {
+      allowedOrigins,
+      ...(label ? { label } : {}),
+    });
     newKey = created.key;
-    // the key is shown once (only its id is kept): copied from here, or from the snippet
+    newKeyId = created.id;
+    // the key is shown once (only its hash is kept): copied from here, or from the snippet
     $('new-key').replaceChildren(
       'New key (copy it now, it is not shown again): ',
       el('code', {}, created.key),
     );
     $('new-key').hidden = false;
     $('key-origins').value = '';
-    setStatus(`Publishable key ${created.id} created`);
+    $('key-label').value = '';
+    setStatus(`Publishable key ${created.prefix} created`);
     renderLive();
     await loadKeys(agentId);
   } catch (err) {
@@ -177,19 +318,70 @@ async function createKey(event) {
 async function revokeKey(agentId, keyId) {
   try {
     await json('DELETE', `${agentPath(agentId)}/public-keys/${enc(keyId)}`);
-    setStatus(`Publishable key ${keyId} revoked`);
+    if (keyId === newKeyId) {
+      // a revoked key in the snippet would only be copied into a page that cannot call
+      newKey = '';
+      newKeyId = '';
+      $('new-key').hidden = true;
+      renderLive();
+    }
+    setStatus('Publishable key revoked: pages using it can no longer call');
     await loadKeys(agentId);
   } catch (err) {
     showError(err, 'Revoking the key');
   }
 }
 
+// ---- the section --------------------------------------------------------------------------------------
+
+function settingsBox() {
+  const fields = NUMBER_FIELDS.map((f) =>
+    el(
+      'label',
+      { for: f.id, class: 'setting' },
+      f.label,
+      el('input', {
+        id: f.id,
+        type: 'number',
+        min: String(f.min),
+        max: String(f.max),
+        step: '1',
+        ...(f.nullable ? {} : { required: '' }),
+      }),
+    ),
+  );
+  return el(
+    'details',
+    { id: 'deploy-settings' },
+    el('summary', {}, 'Call settings'),
+    ...fields,
+    el(
+      'label',
+      { for: 'set-end-message', class: 'setting' },
+      'Goodbye at the longest call (empty: hang up)',
+      el('input', { id: 'set-end-message', type: 'text', maxlength: '500' }),
+    ),
+    el(
+      'button',
+      { type: 'button', id: 'deploy-apply', class: 'small', hidden: '' },
+      'Apply to the live deploy',
+    ),
+  );
+}
+
 definePanel({
   name: 'deploy',
   title: 'Deploy',
   mount(section, heading) {
-    const deployButton = el('button', { type: 'button', id: 'deploy', class: 'small' }, 'Deploy');
+    const deployButton = el('button', { type: 'submit', id: 'deploy', class: 'small' }, 'Deploy');
     const versionSelect = el('select', { id: 'deploy-version', 'aria-label': 'Version to deploy' });
+    // one form: the browser checks the settings' bounds before a deploy goes
+    const deployForm = el(
+      'form',
+      { id: 'deploy-form' },
+      el('div', { class: 'row between' }, heading, el('div', { class: 'row' }, versionSelect, deployButton)),
+      settingsBox(),
+    );
     const keyForm = el(
       'form',
       { id: 'key-form', class: 'key-form' },
@@ -201,12 +393,14 @@ definePanel({
         placeholder: 'https://www.example.com',
         required: '',
       }),
+      el('label', { for: 'key-label' }, 'Label (optional)'),
+      el('input', { id: 'key-label', type: 'text', maxlength: '100' }),
       el('button', { type: 'submit', class: 'small' }, 'Create key'),
     );
     section.append(
-      el('div', { class: 'row between' }, heading, el('div', { class: 'row' }, versionSelect, deployButton)),
+      deployForm,
       el('p', { id: 'deploy-live', class: 'deploy-live', 'aria-live': 'polite' }),
-      el('ol', { id: 'deploys', class: 'deploys' }),
+      el('ul', { id: 'deploys', class: 'deploys' }),
       el(
         'details',
         { id: 'widget-box', hidden: '' },
@@ -221,16 +415,28 @@ definePanel({
     store.on('agent', (agent) => {
       deploys = [];
       newKey = '';
+      newKeyId = '';
       $('deploys').replaceChildren();
       $('keys-list').replaceChildren();
       $('new-key').hidden = true;
+      fillSettings(DEFAULT_DEPLOY_SETTINGS);
       renderVersions();
       renderLive();
       if (!agent) return;
-      loadDeploys(agent.id).catch((err) => showError(err, 'Loading the deploys'));
+      loadDeploys(agent.id)
+        .then(() => {
+          // the form starts from what callers have now
+          const live = liveDeploy();
+          if (live) fillSettings(live);
+        })
+        .catch((err) => showError(err, 'Loading the deploys'));
       loadKeys(agent.id).catch((err) => showError(err, 'Loading the publishable keys'));
     });
-    deployButton.addEventListener('click', () => void deploy(Number($('deploy-version').value)));
+    deployForm.addEventListener('submit', (e) => {
+      e.preventDefault();
+      void deploy(Number($('deploy-version').value), settingsOfForm());
+    });
+    $('deploy-apply').addEventListener('click', () => void applyToLive());
     keyForm.addEventListener('submit', (e) => void createKey(e));
   },
 });

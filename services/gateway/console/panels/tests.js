@@ -154,8 +154,9 @@ definePanel({
     store.on('reset', () => {
       $('add-case').disabled = true;
     });
-    store.on('session', () => {
-      $('add-case').disabled = false;
+    store.on('session', (s) => {
+      // a replay case is made from a test session's record; a call is production data, kept apart
+      $('add-case').disabled = s.kind === 'call';
     });
     runButton.addEventListener('click', () => void runTests());
     $('add-case').addEventListener('click', () => void addCase());

@@ -31,6 +31,9 @@ async function follow(s, signal, attempt = 0) {
     const ticket = await ticketFor(path, signal);
     if (ticket) params.set('ticket', ticket);
   } catch (err) {
+    // no ticket for that stream (a gateway whose calls have no events route refuses its path): a closed
+    // session is still shown, from its record
+    if (!signal.aborted && (await closedSession(s, signal))) return;
     showError(err, 'Opening the events stream');
     return;
   }

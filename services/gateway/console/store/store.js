@@ -38,6 +38,7 @@ import { plural, setStatus, showError } from '../ui/dom.js';
  * - `stream-open`, `stream-failed`: the session's events stream opened, or could not be had
  * - `sessions`: the past sessions changed; `attempts`: test-run attempts learned (`store.attempts`)
  * - `stats`: the figures changed (a turn was counted)
+ * - `deploys` (deploys[]): the chosen agent's deploys, as last loaded (newest first)
  */
 class SessionStore extends EventTarget {
   agentId = '';
@@ -221,7 +222,7 @@ class SessionStore extends EventTarget {
    */
   async open(s) {
     const signal = this.reset();
-    setStatus(`Replaying session ${s.id}`);
+    setStatus(`Replaying ${s.sessionType === 'call' ? 'call' : 'session'} ${s.id}`);
     try {
       this.setFlow(await this.flowOf(s.agentId, s.version ?? undefined, signal));
     } catch (err) {

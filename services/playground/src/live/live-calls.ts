@@ -16,7 +16,8 @@ import type { StoredCredentials } from './stored-credentials.js';
  * Calls of a live deploy (issue 45), hosted exactly like a voice session (the same transport, the bus audio
  * `voice.<callId>.in|out`): admitted by the sessions service (the deploy's caps, the pinned version), run on
  * that version with the agent's stored credentials (as a start's `apiKeys`: the key rule applies), recorded
- * as the call, and ended after the deploy's `maxCallDurationMs` with its `endCallMessage`.
+ * as the call, and ended after the deploy's `maxCallDurationMs`, or once nobody spoke for its
+ * `silenceTimeoutMs`, with its `endCallMessage`.
  */
 export class LiveCalls {
   constructor(
@@ -63,6 +64,8 @@ export class LiveCalls {
         phone: req.channel === 'phone',
       });
       hosted.call.endAfter(settings.maxCallDurationMs, settings.endCallMessage, 'max_duration');
+      if (settings.silenceTimeoutMs !== null)
+        hosted.call.endWhenSilent(settings.silenceTimeoutMs, settings.endCallMessage, 'silence_timeout');
       return {
         callId,
         agentId,

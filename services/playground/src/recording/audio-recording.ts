@@ -29,6 +29,11 @@ export interface AudioRecordingDeps {
   emit(event: SessionEventInput, at: number): void;
   log: Logger;
   timeoutMs: number;
+  /**
+   * Names the stored recording on its record; default: the test session's (`sessions.test-sessions.recording`).
+   * A call's is `sessions.calls.recording`.
+   */
+  named?: ((recording: Recording) => Promise<unknown>) | undefined;
 }
 
 /**
@@ -96,12 +101,16 @@ export class AudioRecording {
       }
       const { bytes } = await bucket.put(agentId, sessionId, file);
       const recording: Recording = { durationMs, bytes, startedAt };
-      // the session's id as the request's, as for its transcript: the lines are found by the session
-      await bus.request(
-        Subjects.testSessionsRecording,
-        { agentId, sessionId, recording },
-        { timeoutMs: this.deps.timeoutMs, requestId: sessionId },
-      );
+      if (this.deps.named) {
+        await this.deps.named(recording);
+      } else {
+        // the session's id as the request's, as for its transcript: the lines are found by the session
+        await bus.request(
+          Subjects.testSessionsRecording,
+          { agentId, sessionId, recording },
+          { timeoutMs: this.deps.timeoutMs, requestId: sessionId },
+        );
+      }
     } catch (err) {
       log.warn({ code: 'RECORDING_NOT_STORED', err: safeError(err) }, 'recording not stored');
     } finally {

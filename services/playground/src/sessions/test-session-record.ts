@@ -1,6 +1,13 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BusClient, Logger } from '@vab/bus';
-import { EndedReason, Subjects, type EndedDetail, type SessionType, type SessionUsage } from '@vab/contracts';
+import {
+  EndedReason,
+  Subjects,
+  type EndedDetail,
+  type Recording,
+  type SessionType,
+  type SessionUsage,
+} from '@vab/contracts';
 import { AudioRecording } from '../recording/audio-recording.js';
 import type { EncoderHost } from '../recording/encoder-host.js';
 import type { RecorderThread } from '../recording/recorder-thread.js';
@@ -42,7 +49,7 @@ export class TestSessionRecord {
     private readonly deps: RecordDeps,
     readonly transcript: TranscriptWriter,
     readonly events: SessionEvents,
-    /** A call's record (issue 45): its audio is not recorded as a test session's. */
+    /** A call's record (issue 45): its recording is named on the call (`sessions.calls.recording`). */
     private readonly isCall = false,
   ) {}
 
@@ -136,15 +143,27 @@ export class TestSessionRecord {
   /** The session's audio recording (voice), when recordings are on; `log` is the session's. */
   audioRecording(log: Logger): AudioRecording | undefined {
     const { recordings, bus, timeoutMs } = this.deps;
-    if (!recordings || this.isCall) return undefined;
+    if (!recordings) return undefined;
+    const { agentId, sessionId } = this.transcript;
     return new AudioRecording({
       ...recordings,
       bus,
-      agentId: this.transcript.agentId,
-      sessionId: this.transcript.sessionId,
+      agentId,
+      sessionId,
       emit: (event, at) => this.events.emit(event, at),
       log,
       timeoutMs,
+      // the call's id as the request's, as for its transcript
+      ...(this.isCall
+        ? {
+            named: (recording: Recording) =>
+              bus.request(
+                Subjects.callsRecording,
+                { agentId, callId: sessionId, recording },
+                { timeoutMs, requestId: sessionId },
+              ),
+          }
+        : {}),
     });
   }
 

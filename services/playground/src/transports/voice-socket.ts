@@ -1,3 +1,4 @@
+import { voice } from '@livekit/agents';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { safeError, type BusClient } from '@vab/bus';
@@ -128,15 +129,11 @@ export class VoiceSocketTransport {
         hostedCall = {
           ctx,
           endAfter: (ms, goodbye, reason) => {
-            const timer = setTimeout(() => {
-              void call
-                .sayGoodbye(goodbye)
-                .catch(() => undefined)
-                .finally(() => ctx.stop(reason));
-            }, ms);
+            const timer = setTimeout(() => call.endWith(goodbye, reason), ms);
             timer.unref();
             ctx.onStop(async () => clearTimeout(timer));
           },
+          endWhenSilent: (ms, goodbye, reason) => call.endWhenSilent(ms, goodbye, reason),
         };
         return { result: undefined };
       },
@@ -177,6 +174,11 @@ export interface HostedCall {
   ctx: SessionContext;
   /** After `ms`, the agent says `goodbye` and the session stops with `reason` (a call's maximum duration). */
   endAfter(ms: number, goodbye: string, reason: string): void;
+  /**
+   * Once nobody has spoken (neither the caller nor the agent) for `ms` since the client attached, the agent
+   * says `goodbye` and the session stops with `reason` (a call's silence timeout).
+   */
+  endWhenSilent(ms: number, goodbye: string, reason: string): void;
 }
 
 interface CallDeps {
@@ -205,6 +207,10 @@ class VoiceCall {
   private pipeline: VoicePipeline | undefined;
   private lastInputAt = Date.now();
   private idleCheck: NodeJS.Timeout | undefined;
+  /** A call's silence timeout, once set (`endWhenSilent`); watched from the attach. */
+  private silence: { ms: number; goodbye: string; reason: string } | undefined;
+  private silenceCheck: NodeJS.Timeout | undefined;
+  private ending = false;
   private closed = false;
   private readonly controlHeaders = natsHeaders();
 
@@ -274,7 +280,56 @@ class VoiceCall {
         return this.output;
       },
     });
+    this.watchSilence();
     await this.pipeline.start();
+  }
+
+  /** The agent says `goodbye` (none when empty), then the session stops with `reason`. Once. */
+  endWith(goodbye: string, reason: string): void {
+    if (this.ending) return;
+    this.ending = true;
+    clearInterval(this.silenceCheck);
+    const said = goodbye.trim() === '' ? Promise.resolve() : this.sayGoodbye(goodbye);
+    void said.catch(() => undefined).finally(() => this.deps.ctx.stop(reason));
+  }
+
+  endWhenSilent(ms: number, goodbye: string, reason: string): void {
+    this.silence = { ms, goodbye, reason };
+    this.watchSilence();
+  }
+
+  /**
+   * A call's silence timeout: silent while the caller is not speaking (LiveKit's VAD) and the agent neither
+   * speaks nor prepares a reply (`thinking`: a slow model is no silence of the call's). Checked a few times
+   * per timeout, at most every second.
+   */
+  private watchSilence(): void {
+    const silence = this.silence;
+    const session = this.pipeline?.session;
+    if (!silence || !session || this.silenceCheck) return;
+    let callerSpeaking = false;
+    let agentBusy = false;
+    let quietSince: number | undefined = Date.now();
+    const changed = () => {
+      if (callerSpeaking || agentBusy) quietSince = undefined;
+      else quietSince ??= Date.now();
+    };
+    session.on(voice.AgentSessionEventTypes.UserStateChanged, (ev) => {
+      callerSpeaking = ev.newState === 'speaking';
+      changed();
+    });
+    session.on(voice.AgentSessionEventTypes.AgentStateChanged, (ev) => {
+      agentBusy = ev.newState === 'speaking' || ev.newState === 'thinking';
+      changed();
+    });
+    this.silenceCheck = setInterval(
+      () => {
+        if (quietSince !== undefined && Date.now() - quietSince >= silence.ms)
+          this.endWith(silence.goodbye, silence.reason);
+      },
+      Math.min(1000, Math.ceil(silence.ms / 4)),
+    );
+    this.silenceCheck.unref();
   }
 
   /**
@@ -369,6 +424,7 @@ class VoiceCall {
   async close(): Promise<void> {
     if (this.closed) return;
     clearInterval(this.idleCheck);
+    clearInterval(this.silenceCheck);
     this.output?.close();
     await this.pipeline?.close();
     this.closed = true;

@@ -21,6 +21,12 @@ export const callsAdmit =
     if ((await agents.lookup(agentId, ctx.requestId)).archived) throw nothingLive;
     const deploy = await store.liveDeploy(agentId);
     if (!deploy) throw nothingLive;
+    // the builder turned the page off: a web call needs one of the agent's publishable keys (the widget's)
+    if (req.channel === 'web' && req.keyId === undefined && !(await live.callSettings(agentId)).livePage)
+      throw new AppError(
+        'UNAUTHORIZED',
+        "this agent's page is off: a call needs one of its publishable keys",
+      );
     const call = {
       agentId,
       callId: randomUUID(),

@@ -219,6 +219,11 @@ export class CallsStore {
     return call;
   }
 
+  /** Up to `limit` of the agent's calls that started before `before`, oldest first. */
+  async startedBefore(agentId: string, before: number, limit: number): Promise<string[]> {
+    return this.redis.zrangebyscore(ck.calls(agentId), '-inf', `(${before}`, 'LIMIT', 0, limit);
+  }
+
   /** The call's turn figures (p50/p90 over the turns that called a model). */
   private async figures(agentId: string, callId: string): Promise<CallSummary['figures']> {
     const raw = await this.redis.lrange(ck.messages(agentId, callId), 0, -1);

@@ -11,7 +11,7 @@ import {
 import { voiceFlow } from '@vab/testkit';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, startStack, type Stack } from '../helpers/stack.js';
+import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 /**
  * Issue 45's deploy pipeline, on a real stack: a deploy moves by itself (`pending` → `building` → `live` or
