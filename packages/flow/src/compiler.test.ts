@@ -174,6 +174,12 @@ describe('compile: a runnable flow', () => {
       minEndpointingDelay: 800,
       preemptiveGeneration: false,
     });
+    // what the node named, so a phone call replaces only the defaults
+    expect(tuned.config.agent.turnSet).toEqual([
+      'turnDetection',
+      'minEndpointingDelay',
+      'preemptiveGeneration',
+    ]);
     expect(tuned.config.providers.stt).toMatchObject({
       baseURL: 'https://speech.example/v1',
       mode: 'realtime',

@@ -12,6 +12,7 @@ import type {
   Step,
   SttConfig,
   TtsConfig,
+  TurnSettings,
 } from './types.js';
 
 /** A node as the compiler reads it: its type a string ('' when the builder sent none). */
@@ -146,6 +147,19 @@ function readEdge(g: Graph, edge: SimpleEdge, index: number): void {
 
 // ---- phase 3: the agent, its models and tools ----
 
+/** The turn settings an agent node may name (a phone call replaces the defaults of the others). */
+const TURN_KEYS = [
+  'allowInterruptions',
+  'turnDetection',
+  'minEndpointingDelay',
+  'maxEndpointingDelay',
+  'minInterruptionDuration',
+  'minInterruptionWords',
+  'falseInterruptionTimeout',
+  'resumeFalseInterruption',
+  'preemptiveGeneration',
+] as const satisfies readonly (keyof TurnSettings)[];
+
 function readAgent(g: Graph): { node: Node | undefined; agent: CompiledFlow['agent'] } {
   const agents = g.ofRole('agent');
   if (agents.length === 0) g.add('NO_AGENT', 'the flow needs one agent node');
@@ -163,6 +177,8 @@ function readAgent(g: Graph): { node: Node | undefined; agent: CompiledFlow['age
           ...g.params(node, 'framework'),
         }
       : { id: node.id, ...g.params(node, 'agent') };
+  const turnSet = TURN_KEYS.filter((k) => node[k] !== undefined && node[k] !== null && node[k] !== '');
+  if (turnSet.length > 0) Object.assign(agent, { turnSet });
   if (agent.maxEndpointingDelay < agent.minEndpointingDelay) {
     g.add('PARAM_OUT_OF_RANGE', '`maxEndpointingDelay` must be at least `minEndpointingDelay`', {
       nodeId: node.id,

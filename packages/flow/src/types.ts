@@ -113,6 +113,11 @@ export interface CompiledFlow {
     language: string;
     /** Said before a voice call is ended by its instance's drain (empty: the server's own). */
     drainGoodbye: string;
+    /**
+     * The turn settings the agent node names itself; the others are defaults, which a channel may replace with
+     * its own (a phone line's). Absent: none named.
+     */
+    turnSet?: readonly (keyof TurnSettings)[];
   } & TurnSettings;
   providers: { llm: LlmConfig; tts: TtsConfig; stt: SttConfig };
   tools: McpConfig[];

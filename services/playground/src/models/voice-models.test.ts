@@ -8,10 +8,11 @@ import {
 } from '@livekit/agents';
 import local from '@livekit/local-inference';
 import { AudioFrame } from '@livekit/rtc-node';
-import { concat, silence, speak } from '@vab/testkit';
 import { describe, expect, it, vi } from 'vitest';
 import { VAD_OPTIONS } from './native-vad.js';
-import { prewarmVoiceModels, SessionVad } from './voice-models.js';
+import { compile } from '@vab/flow';
+import { concat, fullFlow, silence, speak, withNode } from '@vab/testkit';
+import { PHONE_TURN_DEFAULTS, phoneTurnSettings, prewarmVoiceModels, SessionVad } from './voice-models.js';
 
 initializeLogger({ pretty: false, level: 'error' });
 
@@ -250,3 +251,29 @@ async function eventsOf(stream: AsyncIterable<VADEvent>, n: number) {
 }
 
 const checksum = (data: Int16Array) => data.reduce((h, v) => (h * 31 + v) | 0, 7);
+
+describe('a phone call’s turn settings', () => {
+  const agentOf = (params: Record<string, unknown>) => {
+    const r = compile(withNode(fullFlow(), 'agent', params));
+    if (!r.ok) throw new Error(JSON.stringify(r.issues));
+    return r.config.agent;
+  };
+
+  it('take the phone’s defaults where the agent node names none', () => {
+    const phone = phoneTurnSettings(agentOf({}));
+    expect(phone).toMatchObject(PHONE_TURN_DEFAULTS);
+    expect(phone.minEndpointingDelay).toBe(600);
+    expect(phone.minInterruptionDuration).toBe(700);
+  });
+
+  it('keep what the builder set on the node, and max ≥ min', () => {
+    const phone = phoneTurnSettings(agentOf({ minEndpointingDelay: 500, minInterruptionDuration: '300' }));
+    expect(phone).toMatchObject({
+      minEndpointingDelay: 500,
+      minInterruptionDuration: 300,
+      falseInterruptionTimeout: 1500,
+    });
+    const long = phoneTurnSettings(agentOf({ minEndpointingDelay: 2500, maxEndpointingDelay: 2500 }));
+    expect(long).toMatchObject({ minEndpointingDelay: 2500, maxEndpointingDelay: 2500 });
+  });
+});

@@ -188,6 +188,37 @@ export const localEotExecutor = {
 type TurnHandling = voice.AgentOptions<unknown>['turnHandling'];
 
 /**
+ * A phone line's turn settings where the agent node names none (docs/api.md, "Phone-grade turn handling").
+ * Why each differs from the web defaults: an 8 kHz line's recognizer finalizes later and callers pause longer
+ * between phrases (read a card number, think), so the turn waits a little more before it may end
+ * (600 ms, not 500); line noise and the agent's own echo (a speakerphone, no echo cancellation on our side of
+ * the PSTN) must not cut the agent, so an interruption needs 700 ms of speech, not 500, and a false one
+ * resumes sooner (1.5 s). The VAD keeps its settings: it hears the line resampled to its 16 kHz, where the
+ * phone's narrow band lowers no speech probability enough to need other thresholds, and it is shared by the
+ * process's sessions.
+ */
+export const PHONE_TURN_DEFAULTS: Readonly<Partial<TurnSettings>> = {
+  minEndpointingDelay: 600,
+  maxEndpointingDelay: 3000,
+  minInterruptionDuration: 700,
+  falseInterruptionTimeout: 1500,
+};
+
+/** The agent's turn settings for a phone call: the phone's defaults where the node names none of its own. */
+export function phoneTurnSettings<T extends TurnSettings & { turnSet?: readonly (keyof TurnSettings)[] }>(
+  agent: T,
+): T {
+  const named = new Set(agent.turnSet ?? []);
+  const out: T = { ...agent };
+  for (const [k, v] of Object.entries(PHONE_TURN_DEFAULTS) as [keyof TurnSettings, never][]) {
+    if (!named.has(k)) out[k] = v;
+  }
+  // a named minimum above the phone's maximum keeps the node's rule (max ≥ min)
+  if (out.maxEndpointingDelay < out.minEndpointingDelay) out.maxEndpointingDelay = out.minEndpointingDelay;
+  return out;
+}
+
+/**
  * LiveKit's turn handling from the agent node's settings: the end-of-turn model actually running (a detector
  * per session, the model shared), endpointing delays, VAD interruptions with their minimum duration and
  * words, false-interruption resume, preemptive generation.

@@ -373,6 +373,7 @@ class VoiceCall {
       apiKeys: this.deps.apiKeys ?? undefined,
       requestId: this.deps.requestId,
       input,
+      phone: this.deps.phone,
       transferToNumber: (targetNumber) => this.transferToNumber(targetNumber),
       output: (hooks) => {
         this.output = new BusAudioOutput({

@@ -6,7 +6,7 @@ import type { FlowConversation } from '../conversation/conversation.js';
 import type { ConversationKit, TransportSide } from '../conversation/conversation-kit.js';
 import { SPOKEN } from '../conversation/conversation-mode.js';
 import { spokenTextTransforms } from '../conversation/spoken-text.js';
-import { sharedVad, turnHandlingOf } from '../models/voice-models.js';
+import { phoneTurnSettings, sharedVad, turnHandlingOf } from '../models/voice-models.js';
 import type { PlaybackHooks } from './playback.js';
 
 export interface VoicePipelineOptions {
@@ -21,6 +21,8 @@ export interface VoicePipelineOptions {
   output(hooks: PlaybackHooks): voice.AudioOutput;
   /** A test case's mocks. */
   mocks?: CaseMocks | undefined;
+  /** A phone call: its turns take the phone's defaults where the agent node names none. */
+  phone?: boolean | undefined;
   /** A phone call: hands it to a person at a number (a transfer step's `targetNumber`). */
   transferToNumber?: TransportSide['transferToNumber'];
   /** Sees every event and recorded message of the session too (a test attempt reads its observation so). */
@@ -64,7 +66,9 @@ export class VoicePipeline {
   constructor(private readonly opts: VoicePipelineOptions) {
     this.session = new voice.AgentSession({
       vad: sharedVad(),
-      turnHandling: turnHandlingOf(opts.flow.config.agent),
+      turnHandling: turnHandlingOf(
+        opts.phone === true ? phoneTurnSettings(opts.flow.config.agent) : opts.flow.config.agent,
+      ),
       ttsTextTransforms: spokenTextTransforms(opts.ctx.log),
     });
   }

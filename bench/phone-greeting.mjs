@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+// The greeting a phone caller hears (issue 46: the first agent audio within 1.5 s of `start` with instant
+// providers). The whole phone path runs: gateway, agents, sessions (processes), the telephony service (a
+// process), the playground in this process, the chat and speech stubs (bench/voice-stubs.mjs, a process of
+// their own). A stub Twilio (packages/testkit's TwilioCaller, Twilio's protocol exactly) rings a number of a
+// live agent through the signed voice webhook, follows the TwiML's Stream and plays what it gets in real time:
+// the figure is `start` → the first audible sample played on its line, per call, one call at a time.
+// The speech stub's TTS is not instant (it runs espeak-ng and sox per request): its own time to the first byte
+// of the greeting is measured apart and printed, so what the backend adds is the difference.
+// Usage: npm run build && node bench/phone-greeting.mjs [--calls 10]
+import { connectNats } from '@vab/bus';
+import { loadConfig, startPlaygroundService } from '@vab/playground';
+import { postTwilioWebhook, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadavg } from 'node:os';
+import { pino } from 'pino';
+import {
+  option,
+  sendJson,
+  startCoreStack,
+  startProcess,
+  startVoiceStubs,
+  voiceConfig,
+} from './processes.mjs';
+
+const here = join(dirname(fileURLToPath(import.meta.url)), '..');
+const CALLS = option('calls', 10);
+const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
+const GREETING = 'Hello, how can I help?';
+const log = pino({ level: 'silent' });
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+
+const stack = await startCoreStack(here);
+const stubs = await startVoiceStubs(here);
+const telPort = 20000 + Math.floor(Math.random() * 20000);
+// info: its ready line is an info one
+const telephony = await startProcess(
+  join(here, 'services/telephony/dist/main.js'),
+  {
+    ...stack.env,
+    LOG_LEVEL: 'info',
+    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
+    TELEPHONY_PORT: String(telPort),
+    TELEPHONY_HOST: '127.0.0.1',
+  },
+  'telephony listening',
+);
+const nc = await connectNats({ url: stack.env.NATS_URL, name: 'bench', service: 'playground' }, log);
+const playground = startPlaygroundService({ nc, log, config: voiceConfig(loadConfig, 5, 'on') });
+await playground.ready;
+try {
+  const agent = await sendJson('POST', `${stack.url}/api/agents`, {
+    name: 'bench phone',
+    flow: voiceFlow({ chatURL: stubs.chatURL, speechURL: stubs.speechURL }),
+  });
+  const deploy = await sendJson('POST', `${stack.url}/api/agents/${agent.id}/deploys`, {});
+  for (let i = 0; ; i++) {
+    const list = await sendJson('GET', `${stack.url}/api/agents/${agent.id}/deploys`);
+    if (list.find((d) => d.id === deploy.id)?.status === 'live') break;
+    if (i > 300) throw new Error('the deploy did not go live');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const number = '+14155550100';
+  await sendJson('POST', `${stack.url}/api/phone-numbers`, { number, provider: 'twilio', agentId: agent.id });
+
+  // the TTS stub's own time to the greeting's first byte (what "instant providers" would not take)
+  const ttsMs = [];
+  for (let i = 0; i < 5; i++) {
+    const t = performance.now();
+    const res = await fetch(`${stubs.speechURL}/audio/speech`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer x' },
+      body: JSON.stringify({ model: 'tts-1', voice: 'alloy', input: GREETING, response_format: 'pcm' }),
+    });
+    const reader = res.body.getReader();
+    await reader.read();
+    ttsMs.push(performance.now() - t);
+    await reader.cancel();
+  }
+
+  const greetMs = [];
+  for (let c = 0; c < CALLS; c++) {
+    const callSid = `CA${String(c + 1).padStart(32, '0')}`;
+    const answer = await postTwilioWebhook(`http://127.0.0.1:${telPort}/telephony/twilio/voice`, AUTH_TOKEN, {
+      CallSid: callSid,
+      AccountSid: 'AC00000000000000000000000000000000',
+      From: '+14155550123',
+      To: number,
+      CallStatus: 'ringing',
+      Direction: 'inbound',
+    });
+    const stream = streamOf(answer.body);
+    if (!stream) throw new Error(`no stream in ${answer.body}`);
+    const caller = new TwilioCaller({
+      url: stream.url,
+      authToken: AUTH_TOKEN,
+      callSid,
+      parameters: stream.parameters,
+    });
+    await caller.opened;
+    for (let i = 0; caller.segments[0]?.audibleAt === undefined; i++) {
+      if (i > 1000) throw new Error('no greeting within 10 s');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    greetMs.push(caller.segments[0].audibleAt);
+    caller.hangUp();
+    await caller.closed;
+  }
+  const f = (x) => x.toFixed(0);
+  console.log(
+    `phone greeting, ${CALLS} calls one at a time, load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}`,
+  );
+  console.log('| what | p50 ms | max ms |');
+  console.log('|---|---|---|');
+  console.log(
+    `| start → first audible greeting sample on the line | ${f(pct(greetMs, 50))} | ${f(Math.max(...greetMs))} |`,
+  );
+  console.log(
+    `| the TTS stub's own time to its first byte | ${f(pct(ttsMs, 50))} | ${f(Math.max(...ttsMs))} |`,
+  );
+  console.log(`| what the backend adds (p50 difference) | ${f(pct(greetMs, 50) - pct(ttsMs, 50))} | |`);
+} finally {
+  await playground.stop?.(2000);
+  telephony.kill();
+  for (const p of stack.procs) p.kill();
+  stubs.close();
+  await nc.close().catch(() => undefined);
+  await stack.nats.stop();
+  await stack.redis.stop();
+}
