@@ -31,6 +31,8 @@ const nanos = (ms: number) => ms * 1_000_000;
 
 /** A job that failed this many times (a model that kept failing) is stored as `failed`. */
 export const ANALYSIS_MAX_ATTEMPTS = 3;
+/** How long the queue's setup waits for JetStream at start. */
+const SETUP_TIMEOUT_MS = 30_000;
 /** Waits before a failed job comes back: the provider may be down for a while. */
 const RETRY_DELAYS_MS = [5_000, 30_000];
 
@@ -98,7 +100,18 @@ export class AnalysisWorker {
   ) {}
 
   async start(): Promise<void> {
-    await ensureAnalysisQueue(this.deps.nc, this.deps.ackWaitMs);
+    // a JetStream cluster that has just started answers "temporarily unavailable" or not at all for a while
+    // (a 3-node cluster's first seconds timed this start out), as the events stream's setup waits for it
+    const deadline = Date.now() + SETUP_TIMEOUT_MS;
+    for (;;) {
+      try {
+        await ensureAnalysisQueue(this.deps.nc, this.deps.ackWaitMs);
+        break;
+      } catch (err) {
+        if (Date.now() + 500 > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
     const consumer = await jetstream(this.deps.nc).consumers.get(ANALYSIS_STREAM, ANALYSIS_CONSUMER);
     this.messages = await consumer.consume({ max_messages: this.deps.concurrency });
     const messages = this.messages;
