@@ -10,7 +10,7 @@
 // Usage: npm run build && node bench/phone-greeting.mjs [--calls 10]
 import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
-import { postTwilioWebhook, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
+import { postTwilioWebhook, speak, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadavg } from 'node:os';
@@ -26,6 +26,13 @@ import {
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CALLS = option('calls', 10);
+/** Spoken turns per call after the greeting: the response a caller feels. */
+const TURNS = option('turns', 2);
+/**
+ * VAD-ended turns with the endpointing delay named, so the wait is known: LiveKit counts it from the VAD's end of
+ * speech, which it dates back by the VAD's silence window (so that window is not waited twice).
+ */
+const ENDPOINTING_MS = 500;
 const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
 const GREETING = 'Hello, how can I help?';
 const log = pino({ level: 'silent' });
@@ -56,7 +63,11 @@ await playground.ready;
 try {
   const agent = await sendJson('POST', `${stack.url}/api/agents`, {
     name: 'bench phone',
-    flow: voiceFlow({ chatURL: stubs.chatURL, speechURL: stubs.speechURL }),
+    flow: voiceFlow({
+      chatURL: stubs.chatURL,
+      speechURL: stubs.speechURL,
+      agent: { turnDetection: 'vad', minEndpointingDelay: ENDPOINTING_MS, preemptiveGeneration: false },
+    }),
   });
   const deploy = await sendJson('POST', `${stack.url}/api/agents/${agent.id}/deploys`, {});
   for (let i = 0; ; i++) {
@@ -83,7 +94,16 @@ try {
     await reader.cancel();
   }
 
+  // real speech (Festival's HTS voice) at the line's 8 kHz, and where its sound ends (its tail is silence)
+  const utterance = speak('I would like to book a table for two tonight.', {
+    voice: 'festival',
+    sampleRate: 8000,
+  });
+  let last = utterance.length - 1;
+  while (last > 0 && Math.abs(utterance[last]) < 500) last--;
+  const speechMs = (last + 1) / 8;
   const greetMs = [];
+  const responseMs = [];
   for (let c = 0; c < CALLS; c++) {
     const callSid = `CA${String(c + 1).padStart(32, '0')}`;
     const answer = await postTwilioWebhook(`http://127.0.0.1:${telPort}/telephony/twilio/voice`, AUTH_TOKEN, {
@@ -108,6 +128,20 @@ try {
       await new Promise((r) => setTimeout(r, 10));
     }
     greetMs.push(caller.segments[0].audibleAt);
+    for (let t = 0; t < TURNS; t++) {
+      for (let i = 0; caller.playing || caller.micQueuedMs > 0; i++) {
+        if (i > 3000) throw new Error('the agent kept speaking');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const segmentsBefore = caller.segments.length;
+      const endAt = caller.now() + speechMs;
+      caller.say(utterance);
+      for (let i = 0; caller.segments[segmentsBefore]?.audibleAt === undefined; i++) {
+        if (i > 1500) throw new Error('no reply within 15 s');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      responseMs.push(caller.segments[segmentsBefore].audibleAt - endAt);
+    }
     caller.hangUp();
     await caller.closed;
   }
@@ -126,6 +160,18 @@ try {
     `| the TTS stub's own time to its first byte | ${f(pct(ttsMs, 50))} | ${f(Math.max(...ttsMs))} |`,
   );
   console.log(`| what the backend adds (p50 difference) | ${f(pct(greetMs, 50) - pct(ttsMs, 50))} | |`);
+  const beyond = responseMs.map((x) => x - ENDPOINTING_MS - pct(ttsMs, 50));
+  console.log(
+    `\nresponse a caller feels, ${responseMs.length} turns (end of speech in the μ-law stream → first audible reply)`,
+  );
+  console.log('| what | p50 ms | p99 ms | max ms |');
+  console.log('|---|---|---|---|');
+  console.log(
+    `| felt | ${f(pct(responseMs, 50))} | ${f(pct(responseMs, 99))} | ${f(Math.max(...responseMs))} |`,
+  );
+  console.log(
+    `| beyond the ${ENDPOINTING_MS} ms wait and the TTS stub's p50 (the STT stub's time still in) | ${f(pct(beyond, 50))} | ${f(pct(beyond, 99))} | ${f(Math.max(...beyond))} |`,
+  );
 } finally {
   await playground.stop?.(2000);
   telephony.kill();
