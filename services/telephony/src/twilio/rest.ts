@@ -41,6 +41,9 @@ export class TwilioRest {
           'content-type': 'application/x-www-form-urlencoded',
         },
         body: new URLSearchParams({ Twiml: dialTwiml(targetNumber) }).toString(),
+        // Twilio's API answers at once or not at all: a call on hold is not kept waiting on it, nor sent elsewhere
+        redirect: 'manual',
+        signal: AbortSignal.timeout(REST_TIMEOUT_MS),
       });
       // drained: the connection goes back to the pool (nothing of it is needed but the status)
       await res.arrayBuffer().catch(() => undefined);
@@ -58,6 +61,9 @@ export class TwilioRest {
     }
   }
 }
+
+/** Bound on Twilio's answer to a call update. */
+const REST_TIMEOUT_MS = 10_000;
 
 /** Whether the egress policy refused the connection (fetch wraps the refusal as its cause). */
 function refusedByPolicy(err: unknown): boolean {
