@@ -242,7 +242,7 @@ export interface paths {
     /** Deploy records, newest first */
     get: operations['deploysList'];
     put?: never;
-    /** Deploy: pin a version (default the current one) with call settings; it goes live by itself */
+    /** Deploy: pin a version (default the current one) with call settings; it goes live by itself (or as a canary with trafficPercent) */
     post: operations['deploysCreate'];
     delete?: never;
     options?: never;
@@ -267,6 +267,23 @@ export interface paths {
     patch: operations['deploysUpdate'];
     trace?: never;
   };
+  '/api/agents/{id}/deploys/{deployId}/promote': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Promote a canary: it becomes the full live deploy at once (the previous one superseded) */
+    post: operations['deploysPromote'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/agents/{id}/deploys/{deployId}/stats': {
     parameters: {
       query?: never;
@@ -276,6 +293,23 @@ export interface paths {
     };
     /** A deploy's figures from its calls: calls, minutes, ended reasons, success rate, response time, usage */
     get: operations['deployStats'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/agents/{id}/deploys/compare': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Two deploys side by side (deployIds=a,b; default: the running canary against the live deploy), and b − a */
+    get: operations['deploysCompare'];
     put?: never;
     post?: never;
     delete?: never;
@@ -1180,6 +1214,7 @@ export interface components {
     };
     DeployRecord: {
       agentId: string;
+      canaryWindowMs?: number;
       createdAt: number;
       dailyCallCap: number | null;
       deployNumber: number;
@@ -1202,14 +1237,44 @@ export interface components {
       liveAt?: number;
       maxCallDurationMs: number;
       maxConcurrentCalls: number;
+      promoted?: {
+        at: number;
+        /** @enum {string} */
+        by: 'hand' | 'window';
+      };
+      rollback?: {
+        at: number;
+        canary: {
+          deployId: string;
+          judged: number;
+          passed: number;
+          responseP50Ms: number | null;
+          successRate: number | null;
+          timed: number;
+        };
+        live: {
+          deployId: string;
+          judged: number;
+          passed: number;
+          responseP50Ms: number | null;
+          successRate: number | null;
+          timed: number;
+        };
+        reason: string;
+        /** @enum {string} */
+        rule: 'success_rate' | 'response_time';
+        z: number | null;
+      };
       silenceTimeoutMs: number | null;
       /** @enum {string} */
-      status: 'pending' | 'building' | 'live' | 'failed' | 'superseded' | 'stopped';
+      status:
+        'pending' | 'building' | 'live' | 'failed' | 'superseded' | 'stopped' | 'canary' | 'rolled_back';
       stopped?: {
         at: number;
         reason: string;
       };
       subdomain: string;
+      trafficPercent?: number;
       updatedAt: number;
       version: number;
     };
@@ -6568,12 +6633,14 @@ export interface operations {
       content: {
         /** @example {} */
         'application/json': {
+          canaryWindowMs?: number;
           dailyCallCap?: number | null;
           endCallMessage?: string;
           external?: boolean;
           maxCallDurationMs?: number;
           maxConcurrentCalls?: number;
           silenceTimeoutMs?: number | null;
+          trafficPercent?: number;
           version?: number;
         } | null;
       };
@@ -6819,6 +6886,126 @@ export interface operations {
       };
     };
   };
+  deploysPromote: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        deployId: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        /** @example {} */
+        'application/json': Record<string, never> | null;
+      };
+    };
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['DeployRecord'];
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `ILLEGAL_TRANSITION`, `AGENT_ARCHIVED` */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNSUPPORTED_MEDIA_TYPE` */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   deployStats: {
     parameters: {
       query?: never;
@@ -6873,6 +7060,182 @@ export interface operations {
               ttsCharacters: number;
             }[];
             version: number;
+          };
+        };
+      };
+      /** @description `VALIDATION_FAILED`, `INVALID_JSON` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `UNAUTHORIZED` */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `NOT_FOUND` */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `PAYLOAD_TOO_LARGE` */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `RATE_LIMITED` */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `INTERNAL` */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `SERVICE_UNAVAILABLE` */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description `TIMEOUT` */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  deploysCompare: {
+    parameters: {
+      query?: {
+        deployIds?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Success */
+      200: {
+        headers: {
+          /** @description The request id (the caller’s, or made here) */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            a: {
+              agentId: string;
+              analysed: number;
+              calls: number;
+              connected: number;
+              deployId: string;
+              deployNumber: number;
+              endedReasons: {
+                [key: string]: number;
+              };
+              failed: number;
+              minutes: number;
+              passed: number;
+              responseMs: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              } | null;
+              successRate: number | null;
+              usage: {
+                cachedTokens: number;
+                completionTokens: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens: number;
+                provider: string;
+                sttAudioSeconds: number;
+                ttsCharacters: number;
+              }[];
+              version: number;
+            };
+            b: {
+              agentId: string;
+              analysed: number;
+              calls: number;
+              connected: number;
+              deployId: string;
+              deployNumber: number;
+              endedReasons: {
+                [key: string]: number;
+              };
+              failed: number;
+              minutes: number;
+              passed: number;
+              responseMs: {
+                count: number;
+                max: number;
+                mean: number;
+                p50: number;
+                p90: number;
+                p99: number;
+              } | null;
+              successRate: number | null;
+              usage: {
+                cachedTokens: number;
+                completionTokens: number;
+                /** @enum {string} */
+                kind: 'llm' | 'tts' | 'stt';
+                model: string;
+                promptTokens: number;
+                provider: string;
+                sttAudioSeconds: number;
+                ttsCharacters: number;
+              }[];
+              version: number;
+            };
+            difference: {
+              calls: number;
+              minutes: number;
+              responseP50Ms: number | null;
+              successRate: number | null;
+              successZ: number | null;
+            };
           };
         };
       };

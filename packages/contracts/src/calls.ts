@@ -209,6 +209,11 @@ export const StartCallRequest = z
     addressKey: z.string().max(128).optional(),
     /** The publishable key the edge verified (its id), if any. */
     keyId: Id.optional(),
+    /**
+     * Who the caller is, keyed (an HMAC, never the raw address or number): what keeps a caller on one side of a
+     * canary (decision 0035). Absent: the address key (web), else each call is drawn afresh.
+     */
+    callerKey: z.string().max(128).optional(),
     transport: z.enum(['socket', 'bus']),
     audio: VoiceAudioFormat.default({ sampleRate: 16000, frameMs: 20 }),
   })
@@ -245,6 +250,8 @@ export const AdmitCallRequest = z.object({
   caller: CallCaller,
   addressKey: z.string().max(128).optional(),
   keyId: Id.optional(),
+  /** As StartCallRequest's: what keeps a caller on one side of a canary. */
+  callerKey: z.string().max(128).optional(),
   /** The playground instance that will host it (for `instance_lost`). */
   instanceId: z.string().max(100),
 });

@@ -32,3 +32,38 @@ export type DeployStats = z.infer<typeof DeployStats>;
 
 export const DeployStatsRequest = z.object({ agentId: Id, deployId: Id });
 export type DeployStatsRequest = z.infer<typeof DeployStatsRequest>;
+
+/**
+ * `GET /api/agents/:id/deploys/compare?deployIds=a,b` (issue 47): two deploys side by side, and b − a. No
+ * `deployIds`: the running canary (b) against the live deploy (a).
+ */
+export const CompareDeploysQuery = z
+  .object({
+    deployIds: z
+      .string()
+      .regex(/^[^,]{1,100},[^,]{1,100}$/, 'must be two deploy ids: a,b')
+      .optional(),
+  })
+  .strict();
+export type CompareDeploysQuery = z.infer<typeof CompareDeploysQuery>;
+
+export const CompareDeploysRequest = z.object({ agentId: Id, deployIds: z.tuple([Id, Id]).optional() });
+export type CompareDeploysRequest = z.infer<typeof CompareDeploysRequest>;
+
+export const DeployComparison = z.object({
+  a: DeployStats,
+  b: DeployStats,
+  /** b − a; null where either side has no figure. */
+  difference: z.object({
+    calls: z.number().int(),
+    minutes: z.number(),
+    successRate: z.number().nullable(),
+    responseP50Ms: z.number().nullable(),
+    /**
+     * The two-proportion z statistic of b's success rate against a's (positive: b does better); |z| > 1.645
+     * is the one-sided 95 % bound the canary rule uses. null when either side has no judged call.
+     */
+    successZ: z.number().nullable(),
+  }),
+});
+export type DeployComparison = z.infer<typeof DeployComparison>;

@@ -8,9 +8,21 @@ import { EpochMs, Id } from './common.js';
 
 /**
  * `superseded` (a newer deploy went live) and `stopped` (taken offline: its agent was archived) are set only
- * by the service; both are final.
+ * by the service; both are final. A canary (a deploy created with `trafficPercent`, decision 0035) goes
+ * `building` → `canary` (beside the live deploy, taking its share of new calls) → `live` (promoted: by hand or
+ * after its `canaryWindowMs`) | `rolled_back` (the canary rule found it worse; final) | `superseded` (another
+ * deploy went live or another canary started) | `stopped`.
  */
-export const DeployStatus = z.enum(['pending', 'building', 'live', 'failed', 'superseded', 'stopped']);
+export const DeployStatus = z.enum([
+  'pending',
+  'building',
+  'live',
+  'failed',
+  'superseded',
+  'stopped',
+  'canary',
+  'rolled_back',
+]);
 export type DeployStatus = z.infer<typeof DeployStatus>;
 
 /** A deploy's call settings: what a caller of its live version may use (issue 45). */
@@ -60,6 +72,31 @@ export const DeployFailure = z.object({
 });
 export type DeployFailure = z.infer<typeof DeployFailure>;
 
+/** One side's figures as the canary rule judged them (calls started since the canary went live). */
+export const CanarySide = z.object({
+  deployId: Id,
+  /** Calls whose analysis judged criteria (`success` true or false). */
+  judged: z.number().int().nonnegative(),
+  passed: z.number().int().nonnegative(),
+  successRate: z.number().min(0).max(1).nullable(),
+  /** Ended calls that measured the caller's wait, and the median of their own p50s (ms). */
+  timed: z.number().int().nonnegative(),
+  responseP50Ms: z.number().nonnegative().nullable(),
+});
+export type CanarySide = z.infer<typeof CanarySide>;
+
+/** Why a canary was rolled back: the rule that fired, with both sides' figures (decision 0035). */
+export const CanaryRollback = z.object({
+  rule: z.enum(['success_rate', 'response_time']),
+  reason: z.string().max(2000),
+  at: EpochMs,
+  canary: CanarySide,
+  live: CanarySide,
+  /** The two-proportion z statistic of live's success rate over the canary's (success_rate rule). */
+  z: z.number().nullable(),
+});
+export type CanaryRollback = z.infer<typeof CanaryRollback>;
+
 export const DeployRecord = z.object({
   id: Id,
   agentId: Id,
@@ -81,6 +118,14 @@ export const DeployRecord = z.object({
   liveAt: EpochMs.optional(),
   /** Present on a `failed` deploy the pipeline failed: why, with the readiness issues. */
   failure: DeployFailure.optional(),
+  /** A canary's share of new calls (1–99 %); absent on a full deploy (decision 0035). */
+  trafficPercent: z.number().int().min(1).max(99).optional(),
+  /** A canary not rolled back this long after it went canary is promoted by itself; absent: by hand only. */
+  canaryWindowMs: z.number().int().optional(),
+  /** Present on a `rolled_back` canary: the rule that fired and both sides' figures. */
+  rollback: CanaryRollback.optional(),
+  /** When a canary was promoted to the full live deploy, and how. */
+  promoted: z.object({ at: EpochMs, by: z.enum(['hand', 'window']) }).optional(),
 });
 export type DeployRecord = z.infer<typeof DeployRecord>;
 
@@ -103,13 +148,28 @@ export const CreateDeployBody = z
      * live | failed) and the pipeline leaves it alone. Default: the pipeline moves it.
      */
     external: z.boolean().optional(),
+    /**
+     * A canary (decision 0035): after the gate and the readiness check it takes this share of new calls beside
+     * the current live deploy (sticky per caller), until promoted or rolled back. Absent: a full deploy.
+     */
+    trafficPercent: z.number().int().min(1).max(99).optional(),
+    /** A canary not rolled back this long after going canary is promoted by itself (1 min – 30 days). */
+    canaryWindowMs: z
+      .number()
+      .int()
+      .min(60_000)
+      .max(30 * 86_400_000)
+      .optional(),
     maxConcurrentCalls: settingFields.maxConcurrentCalls.optional(),
     dailyCallCap: settingFields.dailyCallCap.optional(),
     maxCallDurationMs: settingFields.maxCallDurationMs.optional(),
     silenceTimeoutMs: settingFields.silenceTimeoutMs.optional(),
     endCallMessage: settingFields.endCallMessage.optional(),
   })
-  .strict();
+  .strict()
+  .refine((b) => b.canaryWindowMs === undefined || b.trafficPercent !== undefined, {
+    message: 'canaryWindowMs is a canary setting: send trafficPercent too',
+  });
 export type CreateDeployBody = z.infer<typeof CreateDeployBody>;
 
 /**

@@ -29,7 +29,8 @@ export const domainEventSubject = (agentId: string, type: DomainEventType) =>
 
 /**
  * One event. `data` by type: `call.started`/`call.ended` → `{ call: CallSummary }`; `deploy.live` /
- * `deploy.failed` → `{ deploy: DeployRecord }`; `call.analyzed` → its analysis (issue 47); `call.erased` →
+ * `deploy.failed` → `{ deploy: DeployRecord }`; `deploy.rolled_back` → `{ deploy: DeployRecord, live: DeployRecord }`
+ * (the canary, with its `rollback`, and the live deploy every new call goes to); `call.analyzed` → its analysis (issue 47); `call.erased` →
  * `{ callId }`. Never a credential. `id` is unique per event: what a webhook receiver deduplicates on.
  */
 export const DomainEvent = z.object({

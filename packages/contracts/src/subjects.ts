@@ -41,7 +41,12 @@ import {
   StartCallRequest,
 } from './calls.js';
 import { AnalysisQueued, AnalysisSettings, StoreAnalysisRequest, StoreAnalysisResponse } from './analysis.js';
-import { DeployStats, DeployStatsRequest } from './deploy-stats.js';
+import {
+  CompareDeploysRequest,
+  DeployComparison,
+  DeployStats,
+  DeployStatsRequest,
+} from './deploy-stats.js';
 import {
   CreatedPublicKey,
   CreatePublicKeyBody,
@@ -155,6 +160,8 @@ export const Subjects = {
   callsAnalyze: 'sessions.calls.analyze',
   callsAnalysisStore: 'sessions.calls.analysis.store',
   deployStats: 'sessions.deploys.stats',
+  deploysCompare: 'sessions.deploys.compare',
+  deploysPromote: 'sessions.deploys.promote',
   credentialsStatus: 'sessions.credentials.status',
   credentialsSealed: 'sessions.credentials.sealed',
   credentialsStore: 'sessions.credentials.store',
@@ -392,7 +399,7 @@ export const contract = {
   [Subjects.deploysCreate]: {
     request: z.object({ agentId: Id, body: CreateDeployBody.default({}) }),
     response: DeployRecord,
-    errors: ['NOT_FOUND', 'AGENT_ARCHIVED'],
+    errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CONFLICT'],
     idempotent: true,
   },
   [Subjects.deploysList]: { request: z.object({ agentId: Id }), response: DeployList, errors: ['NOT_FOUND'] },
@@ -448,6 +455,18 @@ export const contract = {
   },
   /** A deploy's figures from its calls (issue 47). */
   [Subjects.deployStats]: { request: DeployStatsRequest, response: DeployStats, errors: ['NOT_FOUND'] },
+  /** Two deploys' figures side by side (default: the running canary against the live deploy). */
+  [Subjects.deploysCompare]: {
+    request: CompareDeploysRequest,
+    response: DeployComparison,
+    errors: ['NOT_FOUND'],
+  },
+  /** A canary becomes the full live deploy (the previous one `superseded`); decision 0035. */
+  [Subjects.deploysPromote]: {
+    request: DeployStatsRequest,
+    response: DeployRecord,
+    errors: ['NOT_FOUND', 'ILLEGAL_TRANSITION', 'AGENT_ARCHIVED'],
+  },
   [Subjects.credentialsStatus]: { request: AgentIdRef, response: CredentialStatus, errors: ['NOT_FOUND'] },
   /** The sealed blob, for the playground only (NATS permissions): never routed. */
   [Subjects.credentialsSealed]: { request: AgentIdRef, response: SealedCredentials, errors: ['NOT_FOUND'] },

@@ -47,6 +47,12 @@ const Env = {
    * 0: kept forever (issue 45).
    */
   CALL_RETENTION_DAYS: envInt(30, 0),
+  /** Decision 0035: how long a caller keeps the side (canary or live) of a running canary it was drawn on. */
+  CANARY_STICKY_MS: envInt(1_800_000, 1000),
+  /** Decision 0035: judged (or timed) calls each side of a canary needs before the canary rule may fire. */
+  CANARY_MIN_CALLS: envInt(20, 1),
+  /** Decision 0035: how much slower (median response, ms) a canary may be than the live deploy. */
+  CANARY_MAX_SLOWDOWN_MS: envInt(300, 0),
   /** How often one instance (a lock picks it) sweeps for test sessions (and calls) past their retention. */
   RETENTION_SWEEP_INTERVAL_MS: envInt(3_600_000, 1000),
 };
@@ -97,3 +103,11 @@ export function ownerSweepFrom(config: SessionsConfig) {
 }
 
 export const DEFAULT_LIMITS: SessionsLimits = limitsFrom(loadConfig({}));
+
+export function canaryFrom(config: SessionsConfig) {
+  return {
+    stickyMs: config.CANARY_STICKY_MS,
+    minCalls: config.CANARY_MIN_CALLS,
+    maxSlowdownMs: config.CANARY_MAX_SLOWDOWN_MS,
+  };
+}

@@ -12,6 +12,7 @@ import type { Recordings } from './recordings.js';
 import type { AnalysisQueue } from './analysis/analysis-queue.js';
 import type { AnalysisSettingsStore } from './analysis/analysis-settings.js';
 import type { CallErasure } from './live/call-erasure.js';
+import type { CanaryJudge } from './live/canary.js';
 
 export interface Deps {
   store: SessionsStore;
@@ -30,6 +31,10 @@ export interface Deps {
   events: DomainEvents;
   analysisSettings: AnalysisSettingsStore;
   analysisQueue: AnalysisQueue;
+  /** Judges, promotes and rolls back an agent's canary (decision 0035). */
+  canary: CanaryJudge;
+  /** How long a caller keeps the side of a canary it was drawn on (CANARY_STICKY_MS). */
+  canaryStickyMs: number;
   /** How many days back agent-wide stats may reach (the retention period, or a year when kept forever). */
   statsMaxDays: number;
 }

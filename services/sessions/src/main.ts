@@ -1,5 +1,5 @@
 import { configOrExit, runBusService } from '@vab/service-kit';
-import { limitsFrom, loadConfig, ownerSweepFrom, testRunsFrom } from './config.js';
+import { canaryFrom, limitsFrom, loadConfig, ownerSweepFrom, testRunsFrom } from './config.js';
 import { startSessionsService } from './service.js';
 
 const config = configOrExit('sessions', () => loadConfig(process.env));
@@ -9,6 +9,7 @@ runBusService('sessions', config, (deps) =>
     limits: limitsFrom(config),
     testRuns: testRunsFrom(config),
     ownerSweep: ownerSweepFrom(config),
+    canary: canaryFrom(config),
     liveMaxCallsPerAddress: config.LIVE_MAX_CALLS_PER_ADDRESS,
     retention: {
       testSessionDays: config.TEST_SESSION_RETENTION_DAYS,

@@ -14,6 +14,9 @@ export const keys = {
   deployPrefix: (agentId: string) => `ss:{${agentId}}:dep:`,
   deploy: (agentId: string, deployId: string) => `ss:{${agentId}}:dep:${deployId}`,
   deployMeta: (agentId: string) => `ss:{${agentId}}:depmeta`,
+  /** Decision 0035: the side of a canary a caller (its keyed hash) was drawn on; TTL `CANARY_STICKY_MS`. */
+  canarySide: (agentId: string, canaryId: string, callerKey: string) =>
+    `ss:{${agentId}}:canary:${canaryId}:${callerKey}`,
   cases: (agentId: string) => `ss:{${agentId}}:tc`,
   case: (agentId: string, caseId: string) => `ss:{${agentId}}:tc:${caseId}`,
   runs: (agentId: string) => `ss:{${agentId}}:tr`,

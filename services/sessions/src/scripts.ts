@@ -67,7 +67,8 @@ return redis.call('HGETALL', KEYS[1])
 
 /**
  * KEYS: deploy meta hash, deploys zset, new deploy hash. ARGV: agentId, deployId, now, version, subdomain
- * (claimed for this agent in the global hash before this runs; used if the agent has none yet), settings JSON.
+ * (claimed for this agent in the global hash before this runs; used if the agent has none yet), settings JSON,
+ * external ('1' or ''), trafficPercent ('' = a full deploy), canaryWindowMs ('' = none).
  * The deploy number is taken atomically: numbers have no gaps under concurrent creates.
  */
 export const CREATE_DEPLOY = `
@@ -80,45 +81,87 @@ local num = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('HSET', KEYS[3], 'id', ARGV[2], 'agentId', ARGV[1], 'deployNumber', num, 'version', ARGV[4],
   'status', 'pending', 'subdomain', sub, 'createdAt', ARGV[3], 'updatedAt', ARGV[3], 'settings', ARGV[6])
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[3], 'external', ARGV[7]) end
+if ARGV[8] and ARGV[8] ~= '' then redis.call('HSET', KEYS[3], 'trafficPercent', ARGV[8]) end
+if ARGV[9] and ARGV[9] ~= '' then redis.call('HSET', KEYS[3], 'canaryWindowMs', ARGV[9]) end
 redis.call('ZADD', KEYS[2], num, ARGV[2])
 return redis.call('HGETALL', KEYS[3])
 `;
 
 /**
  * KEYS: deploy meta hash, deploy hash. ARGV: target status, now, deployId, deploy key prefix, gate override
- * JSON ('' = none; recorded when the deploy goes live), failure JSON ('' = none; recorded when it fails).
- * pending → building | failed; building → live | failed; a new live supersedes the previous live one.
- * Asking for the status a deploy already has is a no-op (safe to retry).
+ * JSON ('' = none; recorded when the deploy goes live), failure JSON ('' = none; recorded when it fails),
+ * outcome JSON ('' = none: the `rollback` of a canary rolled back, the `promoted` of one promoted).
+ * pending → building | failed; building → live | canary | failed; canary → live | rolled_back.
+ * A new live supersedes the previous live one and any other canary; a new canary supersedes the previous
+ * canary and needs a live deploy beside it (NO_LIVE otherwise). Meta `live` / `canary` name the agent's live
+ * deploy and its canary. Asking for the status a deploy already has is a no-op (safe to retry).
  */
 export const UPDATE_DEPLOY = `
 local from = redis.call('HGET', KEYS[2], 'status')
 if not from then return redis.error_reply('NOT_FOUND') end
 local to = ARGV[1]
 if from == to then return redis.call('HGETALL', KEYS[2]) end
-local allowed = { pending = { building = true, failed = true }, building = { live = true, failed = true } }
+local allowed = {
+  pending = { building = true, failed = true },
+  building = { live = true, canary = true, failed = true },
+  canary = { live = true, rolled_back = true },
+}
 if not (allowed[from] and allowed[from][to]) then
   return redis.error_reply('ILLEGAL_TRANSITION ' .. from .. ' ' .. to)
+end
+local function supersede(field)
+  local prev = redis.call('HGET', KEYS[1], field)
+  if prev and prev ~= ARGV[3] then
+    local key = ARGV[4] .. prev
+    local st = redis.call('HGET', key, 'status')
+    if st == 'live' or st == 'canary' then
+      redis.call('HSET', key, 'status', 'superseded', 'updatedAt', ARGV[2])
+    end
+  end
+end
+if to == 'canary' then
+  local live = redis.call('HGET', KEYS[1], 'live')
+  if not live or redis.call('HGET', ARGV[4] .. live, 'status') ~= 'live' then
+    return redis.error_reply('NO_LIVE')
+  end
 end
 redis.call('HSET', KEYS[2], 'status', to, 'updatedAt', ARGV[2])
 if to == 'live' and ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'gateOverride', ARGV[5]) end
 if to == 'failed' and ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'failure', ARGV[6]) end
+if to == 'rolled_back' and ARGV[7] ~= '' then redis.call('HSET', KEYS[2], 'rollback', ARGV[7]) end
+if to == 'live' and from == 'canary' and ARGV[7] ~= '' then redis.call('HSET', KEYS[2], 'promoted', ARGV[7]) end
 if to == 'live' then
-  redis.call('HSET', KEYS[2], 'liveAt', ARGV[2])
-  local prev = redis.call('HGET', KEYS[1], 'live')
-  if prev and prev ~= ARGV[3] then
-    redis.call('HSET', ARGV[4] .. prev, 'status', 'superseded', 'updatedAt', ARGV[2])
-  end
+  if from ~= 'canary' then redis.call('HSET', KEYS[2], 'liveAt', ARGV[2]) end
+  supersede('live')
+  supersede('canary')
+  redis.call('HDEL', KEYS[1], 'canary')
   redis.call('HSET', KEYS[1], 'live', ARGV[3])
+end
+if to == 'canary' then
+  redis.call('HSET', KEYS[2], 'liveAt', ARGV[2])
+  supersede('canary')
+  redis.call('HSET', KEYS[1], 'canary', ARGV[3])
+end
+if to == 'rolled_back' and redis.call('HGET', KEYS[1], 'canary') == ARGV[3] then
+  redis.call('HDEL', KEYS[1], 'canary')
 end
 return redis.call('HGETALL', KEYS[2])
 `;
 
 /**
  * KEYS: deploy meta hash. ARGV: now, deploy key prefix, stopped JSON (`{ reason, at }`).
- * Takes the agent's live deploy offline: `stopped`, with why; nothing is live after it. Returns the deploy's
- * hash, or {} when none was live (asking again is safe).
+ * Takes the agent's live deploy (and its canary, if one runs) offline: `stopped`, with why; nothing is live
+ * after it. Returns the live deploy's hash, or {} when none was live (asking again is safe).
  */
 export const STOP_DEPLOY = `
+local canary = redis.call('HGET', KEYS[1], 'canary')
+if canary then
+  redis.call('HDEL', KEYS[1], 'canary')
+  local ckey = ARGV[2] .. canary
+  if redis.call('HGET', ckey, 'status') == 'canary' then
+    redis.call('HSET', ckey, 'status', 'stopped', 'updatedAt', ARGV[1], 'stopped', ARGV[3])
+  end
+end
 local live = redis.call('HGET', KEYS[1], 'live')
 if not live then return {} end
 redis.call('HDEL', KEYS[1], 'live')

@@ -55,6 +55,8 @@ import { analysisSettingsSet } from './handlers/analysis-settings-set.js';
 import { callsAnalyze } from './handlers/calls-analyze.js';
 import { callsAnalysisStore } from './handlers/calls-analysis-store.js';
 import { deploysStats } from './handlers/deploys-stats.js';
+import { deploysCompare } from './handlers/deploys-compare.js';
+import { deploysPromote } from './handlers/deploys-promote.js';
 import { LiveStore } from './live/credentials-store.js';
 import { credentialsStatus } from './handlers/credentials-status.js';
 import { credentialsSealed } from './handlers/credentials-sealed.js';
@@ -69,6 +71,7 @@ import { livePage } from './handlers/live-page.js';
 import { DomainEvents } from './live/domain-events.js';
 import { LiveDeploys } from './live/live-deploys.js';
 import { DeployPipeline } from './live/pipeline.js';
+import { CanaryJudge } from './live/canary.js';
 
 export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
   return {
@@ -113,6 +116,8 @@ export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
     'sessions.calls.analyze': callsAnalyze(deps),
     'sessions.calls.analysis.store': callsAnalysisStore(deps),
     'sessions.deploys.stats': deploysStats(deps),
+    'sessions.deploys.compare': deploysCompare(deps),
+    'sessions.deploys.promote': deploysPromote(deps),
     'sessions.credentials.status': credentialsStatus(deps),
     'sessions.credentials.sealed': credentialsSealed(deps),
     'sessions.credentials.store': credentialsStore(deps),
@@ -143,6 +148,14 @@ export const DEFAULT_RUNNER: RunnerSettings & { maxCases: number; maxRuns: numbe
   maxRuns: 50,
 };
 
+/** Decision 0035's defaults (config: CANARY_STICKY_MS, CANARY_MIN_CALLS, CANARY_MAX_SLOWDOWN_MS). */
+export interface CanarySettings {
+  stickyMs: number;
+  minCalls: number;
+  maxSlowdownMs: number;
+}
+const DEFAULT_CANARY: CanarySettings = { stickyMs: 1_800_000, minCalls: 20, maxSlowdownMs: 300 };
+
 export function startSessionsService(deps: {
   nc: NatsConnection;
   redis: RedisClient;
@@ -157,6 +170,8 @@ export function startSessionsService(deps: {
   liveMaxCallsPerAddress?: number;
   /** How sessions whose playground instance is gone are found (config: OWNER_SWEEP_*). */
   ownerSweep?: { intervalMs: number; graceMs: number };
+  /** The canary rule and stickiness (config: CANARY_*; decision 0035). */
+  canary?: Partial<CanarySettings>;
 }): SessionsService {
   const limits = { ...DEFAULT_LIMITS, ...deps.limits };
   const retentionDays = deps.retention?.testSessionDays ?? 0;
@@ -181,6 +196,10 @@ export function startSessionsService(deps: {
     checkTimeoutMs: 30_000,
   });
   const recordings = new Recordings(deps.nc, deps.log);
+  const calls = new CallsStore(deps.redis, deps.liveMaxCallsPerAddress ?? 3);
+  const canarySettings = { ...DEFAULT_CANARY, ...deps.canary };
+  const canary = new CanaryJudge({ store, calls, events, pipeline, log: deps.log, rule: canarySettings });
+  pipeline.onCanaryWindow = (agentId) => canary.check(agentId);
   const handlerDeps: Deps = {
     store,
     testing,
@@ -191,7 +210,9 @@ export function startSessionsService(deps: {
     analysisSettings: new AnalysisSettingsStore(deps.redis),
     analysisQueue: new AnalysisQueue(deps.nc),
     live: new LiveStore(deps.redis),
-    calls: new CallsStore(deps.redis, deps.liveMaxCallsPerAddress ?? 3),
+    calls,
+    canary,
+    canaryStickyMs: canarySettings.stickyMs,
     callLimits: { maxMessages: limits.maxMessagesPerSession },
     recordings,
     callErasure: new CallErasure(deps.nc, recordings, deps.log),
@@ -228,6 +249,7 @@ export function startSessionsService(deps: {
       await runner.stop();
       await served.stop(timeoutMs);
       await pipeline.drain();
+      await canary.drain();
     },
   };
 }

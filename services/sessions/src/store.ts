@@ -3,6 +3,7 @@ import {
   AppError,
   type ConversationEntry,
   type CreateConversationEntryBody,
+  type CanaryRollback,
   type DeployRecord,
   type DeployFailure,
   type DeploySettings,
@@ -83,6 +84,10 @@ function toDeploy(h: Record<string, string>): DeployRecord {
     ...(h.external ? { external: true } : {}),
     ...(h.liveAt ? { liveAt: Number(h.liveAt) } : {}),
     ...(h.failure ? { failure: JSON.parse(h.failure) as DeployFailure } : {}),
+    ...(h.trafficPercent ? { trafficPercent: Number(h.trafficPercent) } : {}),
+    ...(h.canaryWindowMs ? { canaryWindowMs: Number(h.canaryWindowMs) } : {}),
+    ...(h.rollback ? { rollback: JSON.parse(h.rollback) as CanaryRollback } : {}),
+    ...(h.promoted ? { promoted: JSON.parse(h.promoted) as DeployRecord['promoted'] } : {}),
   };
 }
 
@@ -380,6 +385,7 @@ export class SessionsStore {
     subdomainBase: string,
     settings: DeploySettings = DEFAULT_DEPLOY_SETTINGS,
     external = false,
+    canary: { trafficPercent?: number | undefined; canaryWindowMs?: number | undefined } = {},
   ): Promise<DeployRecord> {
     const deployId = randomUUID();
     const subdomain = await this.claimSubdomain(agentId, subdomainBase);
@@ -395,6 +401,8 @@ export class SessionsStore {
         subdomain,
         JSON.stringify(settings),
         external ? '1' : '',
+        canary.trafficPercent !== undefined ? String(canary.trafficPercent) : '',
+        canary.canaryWindowMs !== undefined ? String(canary.canaryWindowMs) : '',
       );
       await this.writes.confirm(keys.deployMeta(agentId));
       return toDeploy(pairs(flat));
@@ -558,9 +566,11 @@ export class SessionsStore {
   async updateDeploy(
     agentId: string,
     deployId: string,
-    status: 'building' | 'live' | 'failed',
+    status: 'building' | 'live' | 'failed' | 'canary' | 'rolled_back',
     gateOverride?: { reason: string; at: number },
     failure?: DeployFailure,
+    /** A rolled-back canary's `rollback`, a promoted one's `promoted`. */
+    outcome?: CanaryRollback | NonNullable<DeployRecord['promoted']>,
   ): Promise<DeployRecord> {
     try {
       const flat = await this.redis.ssUpdateDeploy(
@@ -572,12 +582,15 @@ export class SessionsStore {
         keys.deployPrefix(agentId),
         gateOverride ? JSON.stringify(gateOverride) : '',
         failure ? JSON.stringify(failure) : '',
+        outcome ? JSON.stringify(outcome) : '',
       );
       await this.writes.confirm(keys.deployMeta(agentId));
       return toDeploy(pairs(flat));
     } catch (err) {
       throw scriptError(err, {
         NOT_FOUND: () => new AppError('NOT_FOUND', `deploy ${deployId} not found`),
+        NO_LIVE: () =>
+          new AppError('CONFLICT', 'nothing is live: a canary runs beside a live deploy, deploy one first'),
         ILLEGAL_TRANSITION: (detail) => {
           const [from, to] = detail.split(' ');
           return new AppError('ILLEGAL_TRANSITION', `a ${from} deploy cannot move to ${to}`);
@@ -619,6 +632,34 @@ export class SessionsStore {
     if (!id) return null;
     const d = await this.getDeploy(agentId, id).catch(() => null);
     return d?.status === 'live' ? d : null;
+  }
+
+  /** The agent's running canary, or null. */
+  async canaryDeploy(agentId: string): Promise<DeployRecord | null> {
+    const id = await storage(() => this.redis.hget(keys.deployMeta(agentId), 'canary'));
+    if (!id) return null;
+    const d = await this.getDeploy(agentId, id).catch(() => null);
+    return d?.status === 'canary' ? d : null;
+  }
+
+  /**
+   * Which side of the running canary `callerKey` is on: the first draw (`canary` with `percent` %) is kept
+   * for `stickyMs` from that call (SET NX PX), so the caller's next calls within it meet the same version.
+   */
+  async canarySide(
+    agentId: string,
+    canaryId: string,
+    callerKey: string,
+    percent: number,
+    stickyMs: number,
+  ): Promise<'canary' | 'live'> {
+    const key = keys.canarySide(agentId, canaryId, callerKey);
+    const drawn = Math.random() * 100 < percent ? 'canary' : 'live';
+    const replies = await storage(() =>
+      this.redis.multi().set(key, drawn, 'PX', stickyMs, 'NX').get(key).exec(),
+    );
+    const side = replies?.[1]?.[1];
+    return side === 'canary' || side === 'live' ? side : drawn;
   }
 
   /** The agent that holds a subdomain, or null. */

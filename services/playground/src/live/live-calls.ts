@@ -43,6 +43,7 @@ export class LiveCalls {
         caller: req.caller,
         ...(req.addressKey !== undefined ? { addressKey: req.addressKey } : {}),
         ...(req.keyId !== undefined ? { keyId: req.keyId } : {}),
+        ...(req.callerKey !== undefined ? { callerKey: req.callerKey } : {}),
         instanceId: this.deps.instanceId,
       },
       ask,

@@ -7,12 +7,14 @@ import type { Deps } from '../deps.js';
  * the end; a queue that cannot take the job is logged (the call can be analysed again by hand).
  */
 export const callsEnd =
-  ({ calls, events, analysisSettings, analysisQueue }: Deps): Handler<'sessions.calls.end'> =>
+  ({ calls, events, analysisSettings, analysisQueue, canary }: Deps): Handler<'sessions.calls.end'> =>
   async (req, ctx) => {
     const ended = await calls.end(req);
     if (ended) {
       ctx.log.info({ agentId: req.agentId, callId: req.callId, endedReason: req.endedReason }, 'call ended');
       await events.publish(req.agentId, 'call.ended', { call: ended });
+      // the canary rule's response time needs no analysis: judged at each end too (decision 0035)
+      canary.check(req.agentId);
       try {
         if ((await analysisSettings.get(req.agentId)).enabled) {
           const job = await analysisQueue.enqueue(req.agentId, req.callId);

@@ -9,7 +9,7 @@ import { gateRefusal } from '../live/gate.js';
  * record first wins, the other gets ILLEGAL_TRANSITION (docs/api.md › Deploys).
  */
 export const deploysUpdate =
-  ({ store, testing, agents, pipeline, liveDeploys }: Deps): Handler<'sessions.deploys.update'> =>
+  ({ store, testing, agents, pipeline, liveDeploys, canary, events }: Deps): Handler<'sessions.deploys.update'> =>
   async (req, ctx) => {
     const { status, override } = req.update;
     const settings = settingsOf(req.update);
@@ -36,6 +36,11 @@ export const deploysUpdate =
       if (deploy.status === 'live' && status === undefined) await pipeline.publishLive(deploy, false);
     }
     if (status === undefined) return deploy;
+    // decision 0035: `live` on a canary is its promotion (it passed the gate when it went canary); on a
+    // building deploy with a share, its start as one
+    if (status === 'live' && deploy.status === 'canary') {
+      return canary.promote(req.agentId, req.deployId, 'hand');
+    }
     let gateOverride: { reason: string; at: number } | undefined;
     if (status === 'live' && deploy.status !== 'live') {
       const why = await gateRefusal(testing, req.agentId, deploy.version);
@@ -49,14 +54,21 @@ export const deploysUpdate =
       }
     }
     const wasLive = deploy.status === 'live';
-    deploy = await store.updateDeploy(req.agentId, req.deployId, status, gateOverride);
+    const wasCanary = deploy.status === 'canary';
+    const target = status === 'live' && deploy.trafficPercent !== undefined ? 'canary' : status;
+    deploy = await store.updateDeploy(req.agentId, req.deployId, target, gateOverride);
     // The archive writes the agent's state, then stops what is live; this writes live, then reads the
     // agent's state: whichever comes second sees the other's write, so a deploy never stays live on an
     // agent archived while it went live.
-    if (deploy.status === 'live' && (await agents.lookup(req.agentId, ctx.requestId)).archived) {
+    if (
+      (deploy.status === 'live' || deploy.status === 'canary') &&
+      (await agents.lookup(req.agentId, ctx.requestId)).archived
+    ) {
       throw await archived();
     }
     if (deploy.status === 'live') await pipeline.publishLive(deploy, !wasLive);
+    if (deploy.status === 'canary' && !wasCanary)
+      await events.publish(req.agentId, 'deploy.live', { deploy });
     ctx.log.info(
       { agentId: req.agentId, deployId: req.deployId, status: deploy.status },
       'deploy status changed',

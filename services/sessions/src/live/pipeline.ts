@@ -12,7 +12,8 @@ import type { LiveDeploys } from './live-deploys.js';
  * → the deploy gate → the readiness check of its pinned version as a public caller's start would run it (the
  * playground, with the agent's stored credentials and the server's keys under the key rule) → `live` (the
  * previous live one `superseded`, the KV bucket live-deploys written, `deploy.live` published) or `failed`
- * with the issues on the record (`deploy.failed`). It runs in the sessions instance that took the POST; an
+ * with the issues on the record (`deploy.failed`). A deploy with `trafficPercent` becomes a canary beside the
+ * live one instead (decision 0035). It runs in the sessions instance that took the POST; an
  * external deployer's PATCH moves the same record through the same transitions (the store refuses a move
  * that is not one), so whichever moves it first wins and the other gets ILLEGAL_TRANSITION.
  */
@@ -91,10 +92,49 @@ export class DeployPipeline {
       await this.deps.events.publish(agentId, 'deploy.failed', { deploy: failed });
       return;
     }
+    if (deploy.trafficPercent !== undefined) {
+      await this.goCanary(deploy);
+      return;
+    }
     const live = await store.updateDeploy(agentId, deployId, 'live');
     log.info({ agentId, deployId, version }, 'deploy live');
     await this.publishLive(live);
   }
+
+  /**
+   * A canary that passed the gate and the readiness check takes its share of new calls beside the live deploy
+   * (decision 0035): `deploy.live` is published with its record (status `canary`); the bucket keeps the full
+   * live deploy. Nothing live to run beside any more: it fails.
+   */
+  private async goCanary(deploy: DeployRecord): Promise<void> {
+    const { store, log } = this.deps;
+    const { agentId, id: deployId } = deploy;
+    let canary: DeployRecord;
+    try {
+      canary = await store.updateDeploy(agentId, deployId, 'canary');
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'CONFLICT')) throw err;
+      const failed = await store.updateDeploy(agentId, deployId, 'failed', undefined, {
+        reason: err.message,
+        issues: [{ code: 'NOTHING_LIVE', message: err.message }],
+        at: Date.now(),
+      });
+      await this.deps.events.publish(agentId, 'deploy.failed', { deploy: failed });
+      return;
+    }
+    log.info({ agentId, deployId, trafficPercent: canary.trafficPercent }, 'deploy canary');
+    await this.deps.events.publish(agentId, 'deploy.live', { deploy: canary });
+    if (canary.canaryWindowMs !== undefined) {
+      // the window's end is also checked at every call's admission and end, so a restart loses no promotion
+      // an agent with calls would see; this timer covers an agent without any
+      // (a timer holds at most 2^31 − 1 ms: a longer window is checked early, found not over, and left)
+      const wait = Math.min(canary.canaryWindowMs + 1000, 2 ** 31 - 1);
+      setTimeout(() => this.onCanaryWindow?.(agentId), wait).unref();
+    }
+  }
+
+  /** Told when a canary's window may be over (service.ts wires the canary judge). */
+  onCanaryWindow: ((agentId: string) => void) | undefined;
 
   /**
    * Broadcasts what is live (a deploy that went live by the pipeline or a PATCH, or new settings of the live

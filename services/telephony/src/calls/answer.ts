@@ -33,6 +33,8 @@ export interface AnswerDeps {
   /** The media socket's URL as the Stream's TwiML names it (and Twilio signs it). */
   streamUrl: string;
   requestId: string;
+  /** The caller's keyed hash (its full number's): what keeps it on one side of a canary. */
+  callerKeyOf?: (number: string) => string;
 }
 
 /** Bound on starting the call (Twilio waits 15 s for TwiML; the start's own bound is 30 s). */
@@ -64,6 +66,7 @@ export async function answerCall(
         agentId: number.agentId,
         channel: 'phone',
         caller: { from, to: call.to },
+        ...(deps.callerKeyOf && call.from ? { callerKey: deps.callerKeyOf(call.from) } : {}),
         transport: 'bus',
         audio: PHONE_AUDIO,
       },

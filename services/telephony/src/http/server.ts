@@ -14,6 +14,7 @@ import { PhoneRelay, type PhoneRelaySettings } from '../calls/phone-relay.js';
 import type { NumberStore } from '../numbers/store.js';
 import { SIGNATURE_HEADER, validTwilioSignature } from '../twilio/signature.js';
 import { EMPTY_TWIML } from '../twilio/twiml.js';
+import { createHmac } from 'node:crypto';
 
 export const VOICE_PATH = '/telephony/twilio/voice';
 export const STATUS_PATH = '/telephony/twilio/status';
@@ -38,6 +39,15 @@ export interface TelephonyHttpDeps {
 type Form = [string, string][];
 
 /** An address's rate-limit key: IPv4 whole, IPv6 by its /64 (one host's whole allocation). */
+/**
+ * A phone caller as a canary keeps it on one side (decision 0035): an HMAC of the full number, keyed by the
+ * account's auth token (shared by every instance; the `canary-caller:` prefix keeps it apart from Twilio's
+ * own use of the token), so the number itself never leaves this service.
+ */
+export function callerKey(authToken: string, number: string): string {
+  return createHmac('sha256', authToken).update(`canary-caller:${number}`).digest('base64url').slice(0, 32);
+}
+
 export function addressKey(ip: string): string {
   if (!ip.includes(':') || ip.startsWith('::ffff:')) return ip.replace(/^::ffff:/, '');
   const groups = ip.split('::')[0]!.split(':');
@@ -123,6 +133,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
         log: deps.log,
         streamUrl: calledUrl({ url: MEDIA_PATH, headers: req.headers }, deps.publicUrl, 'ws'),
         requestId: String(req.id),
+        callerKeyOf: (number) => callerKey(deps.authToken, number),
       });
       if (answer.refused)
         deps.log.info({ callSid: call.callSid, refused: answer.refused }, 'phone call refused');
