@@ -91,6 +91,8 @@ export interface StackOptions {
   bodyLimitBytes?: number;
   requestTimeoutMs?: number;
   sessionsLimits?: Partial<SessionsLimits>;
+  /** The sessions service's canary settings (CANARY_STICKY_MS, CANARY_MIN_CALLS, CANARY_MAX_SLOWDOWN_MS). */
+  canary?: Parameters<typeof startSessionsService>[0]['canary'];
   /** NATS user and password per service, for a server that requires them (deploy/nats.conf). */
   natsCredentials?: Record<'gateway' | ServiceName, { user: string; pass: string }>;
   /** The gateway's security settings (API tokens, CORS, rate limits). */
@@ -212,6 +214,7 @@ function startService(
       limits: opts.sessionsLimits,
       retention: { testSessionDays: opts.testSessionDays ?? 0, intervalMs: 3_600_000 },
       ...(opts.testRuns ? { testRuns: opts.testRuns } : {}),
+      ...(opts.canary ? { canary: opts.canary } : {}),
     });
     return { served: sessions, sessions };
   }
