@@ -41,12 +41,7 @@ import {
   StartCallRequest,
 } from './calls.js';
 import { AnalysisQueued, AnalysisSettings, StoreAnalysisRequest, StoreAnalysisResponse } from './analysis.js';
-import {
-  CompareDeploysRequest,
-  DeployComparison,
-  DeployStats,
-  DeployStatsRequest,
-} from './deploy-stats.js';
+import { CompareDeploysRequest, DeployComparison, DeployStats, DeployStatsRequest } from './deploy-stats.js';
 import {
   CreatedPublicKey,
   CreatePublicKeyBody,

@@ -35,6 +35,7 @@ export const WarningCode = z.enum([
   'DEPLOY_PIPELINE_FAILED',
   'LIVE_DEPLOYS_NOT_WRITTEN',
   'DOMAIN_EVENT_NOT_PUBLISHED',
+  'CANARY_CHECK_FAILED',
   // post-call analysis (issue 47)
   'ANALYSIS_NOT_QUEUED',
   'ANALYSIS_JOB_UNREADABLE',

@@ -339,9 +339,7 @@ const routeTable = [
     query: CompareDeploysQuery,
     toRequest: ({ params, query }) => ({
       agentId: params.id,
-      ...(query.deployIds !== undefined
-        ? { deployIds: query.deployIds.split(',') as [string, string] }
-        : {}),
+      ...(query.deployIds !== undefined ? { deployIds: query.deployIds.split(',') as [string, string] } : {}),
     }),
   }),
   route({

@@ -125,7 +125,12 @@ async function call(subdomain: string, callerKey: string) {
     );
   await bus.request(
     Subjects.callsEnd,
-    { agentId: admitted.agentId, callId: admitted.callId, endedAt: Date.now(), endedReason: 'caller_hung_up' },
+    {
+      agentId: admitted.agentId,
+      callId: admitted.callId,
+      endedAt: Date.now(),
+      endedReason: 'caller_hung_up',
+    },
     ask,
   );
   return { deployId: admitted.deployId, version: admitted.version, callId: admitted.callId };
@@ -223,13 +228,16 @@ describe('canary deploys', () => {
       live: { id: live.id },
     });
     await vi.waitFor(
-      () => expect(hooks.bodies.map((b) => (JSON.parse(b) as DomainEvent).type)).toContain('deploy.rolled_back'),
+      () =>
+        expect(hooks.bodies.map((b) => (JSON.parse(b) as DomainEvent).type)).toContain('deploy.rolled_back'),
       { timeout: 15_000 },
     );
     sub.unsubscribe();
 
     // side by side: the canary's success rate against the live one's
-    const compared = await http.get(`/api/agents/${agentId}/deploys/compare?deployIds=${live.id},${canary.id}`);
+    const compared = await http.get(
+      `/api/agents/${agentId}/deploys/compare?deployIds=${live.id},${canary.id}`,
+    );
     expect(compared.status).toBe(200);
     expect(compared.body).toMatchObject({
       a: { deployId: live.id, successRate: 1 },

@@ -20,7 +20,8 @@ export const deploysCompare =
         store.liveDeploy(req.agentId),
         store.canaryDeploy(req.agentId),
       ]);
-      if (!live || !canary) throw new AppError('NOT_FOUND', 'no canary runs: name two deploys (deployIds=a,b)');
+      if (!live || !canary)
+        throw new AppError('NOT_FOUND', 'no canary runs: name two deploys (deployIds=a,b)');
       ids = [live.id, canary.id];
     }
     const [a, b] = await Promise.all(

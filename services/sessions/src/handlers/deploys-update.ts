@@ -9,7 +9,15 @@ import { gateRefusal } from '../live/gate.js';
  * record first wins, the other gets ILLEGAL_TRANSITION (docs/api.md › Deploys).
  */
 export const deploysUpdate =
-  ({ store, testing, agents, pipeline, liveDeploys, canary, events }: Deps): Handler<'sessions.deploys.update'> =>
+  ({
+    store,
+    testing,
+    agents,
+    pipeline,
+    liveDeploys,
+    canary,
+    events,
+  }: Deps): Handler<'sessions.deploys.update'> =>
   async (req, ctx) => {
     const { status, override } = req.update;
     const settings = settingsOf(req.update);
