@@ -153,11 +153,11 @@ export const CreateDeployBody = z
      * the current live deploy (sticky per caller), until promoted or rolled back. Absent: a full deploy.
      */
     trafficPercent: z.number().int().min(1).max(99).optional(),
-    /** A canary not rolled back this long after going canary is promoted by itself (1 min – 30 days). */
+    /** A canary not rolled back this long after going canary is promoted by itself (10 s – 30 days). */
     canaryWindowMs: z
       .number()
       .int()
-      .min(60_000)
+      .min(10_000)
       .max(30 * 86_400_000)
       .optional(),
     maxConcurrentCalls: settingFields.maxConcurrentCalls.optional(),

@@ -251,7 +251,7 @@ describe('canary deploys', () => {
     expect((await http.post(`/api/agents/${agentId}/deploys/${canary.id}/promote`, {})).status).toBe(409);
   }, 120_000);
 
-  it('a canary promoted by hand becomes the full live deploy at once', async () => {
+  it('a canary promoted by hand, or after its window, becomes the full live deploy at once', async () => {
     failing = 0; // every call passes: no rollback
     const { agentId, flow } = await analysedAgent('Promoted desk');
     const live = await deployed(agentId, {}, 'live');
@@ -272,5 +272,21 @@ describe('canary deploys', () => {
         version: 2,
       });
     expect((await http.post(`/api/agents/${agentId}/deploys/${canary.id}/promote`, {})).status).toBe(409);
-  }, 60_000);
+
+    // a canary with a window, not rolled back within it, is promoted by itself when it is over
+    const timed = await deployed(
+      agentId,
+      { version: 1, trafficPercent: 50, canaryWindowMs: 10_000 },
+      'canary',
+    );
+    await expect
+      .poll(async () => (await deployOf(agentId, timed.id)).status, { timeout: 40_000, interval: 500 })
+      .toBe('live');
+    expect(await deployOf(agentId, timed.id)).toMatchObject({ promoted: { by: 'window' } });
+    expect(await deployOf(agentId, canary.id)).toMatchObject({ status: 'superseded' });
+    expect(await call(canary.subdomain, `w-${randomUUID()}`)).toMatchObject({
+      deployId: timed.id,
+      version: 1,
+    });
+  }, 90_000);
 });

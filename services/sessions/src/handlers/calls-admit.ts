@@ -14,9 +14,13 @@ async function canarySplit(
   live: DeployRecord,
   callerKey: string | undefined,
   stickyMs: number,
+  windowOver: () => void,
 ): Promise<DeployRecord> {
   const canary = await store.canaryDeploy(live.agentId);
   if (!canary?.trafficPercent) return live;
+  // its window may be over: the judge promotes it (this call runs on the side drawn, as it would just before)
+  const since = canary.liveAt ?? canary.updatedAt;
+  if (canary.canaryWindowMs !== undefined && Date.now() >= since + canary.canaryWindowMs) windowOver();
   const side = callerKey
     ? await store.canarySide(live.agentId, canary.id, callerKey, canary.trafficPercent, stickyMs)
     : Math.random() * 100 < canary.trafficPercent
@@ -50,11 +54,9 @@ export const callsAdmit =
         'UNAUTHORIZED',
         "this agent's page is off: a call needs one of its publishable keys",
       );
-    const deploy = await canarySplit(store, liveDeploy, req.callerKey ?? req.addressKey, canaryStickyMs);
-    if (deploy.status === 'canary' && deploy.canaryWindowMs !== undefined) {
-      // its window may be over: the judge promotes it (this call already runs on it, as it would after)
-      if (Date.now() >= (deploy.liveAt ?? deploy.updatedAt) + deploy.canaryWindowMs) canary.check(agentId);
-    }
+    const deploy = await canarySplit(store, liveDeploy, req.callerKey ?? req.addressKey, canaryStickyMs, () =>
+      canary.check(agentId),
+    );
     const call = {
       agentId,
       callId: randomUUID(),
