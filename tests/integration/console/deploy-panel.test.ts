@@ -360,8 +360,18 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
       .poll(() => page.locator('#analysis-error').textContent())
       .toBe('Criteria: criterion names must be unique');
     expect((await http.get(`/api/agents/${agentId}/analysis`)).body).toMatchObject({ enabled: false });
-    // corrected: saved as the page shows it
+    // a field of a type there is not: said at its line
     await page.fill('#analysis-criteria', 'booked: The caller got the appointment they asked for.');
+    await page.fill('#analysis-fields', 'wants_booking (boolean): whether they want one\nwhen (date)');
+    await page.click('#analysis-form button[type="submit"]');
+    await expect
+      .poll(() => page.locator('#analysis-error').textContent())
+      .toMatch(/^Data fields, line 2 \(type\): /);
+    // corrected: saved as the page shows it
+    await page.fill(
+      '#analysis-fields',
+      'wants_booking (boolean): whether they want one\ntopic (enum booking|other): what it was about',
+    );
     await page.click('#analysis-form button[type="submit"]');
     await expect
       .poll(() => page.locator('#status').textContent())
@@ -524,7 +534,7 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     await page.screenshot({ path: '/tmp/console-analysis.png', fullPage: true });
 
     // what the browser logged: the refused settings' 400, nothing else
-    expect(refused).toEqual([`400 ${stack.baseUrl}/api/agents/${agentId}/analysis`]);
+    expect(refused).toEqual(Array(2).fill(`400 ${stack.baseUrl}/api/agents/${agentId}/analysis`));
     expect(problems).toEqual(
       refused.map(() => expect.stringMatching(/^console error: Failed to load resource/)),
     );
