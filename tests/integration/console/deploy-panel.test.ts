@@ -533,6 +533,26 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     await expect.poll(() => page.locator('#status').textContent()).toBe(`Call ${booked2}: analysed again`);
     await page.screenshot({ path: '/tmp/console-analysis.png', fullPage: true });
 
+    // a call going on: its analysis comes after it ends, and it cannot be re-run yet
+    const ongoing = await bus.request(
+      Subjects.callsAdmit,
+      { subdomain: second.subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
+      ask,
+    );
+    await page.click('#calls-refresh');
+    await item(ongoing.callId).click();
+    await expect.poll(() => analysis.getAttribute('data-call-id')).toBe(ongoing.callId);
+    expect(await analysis.locator('.analysis-result').textContent()).toBe(
+      'In progress: analysed after it ends.',
+    );
+    expect(await page.locator('#call-rerun').isHidden()).toBe(true);
+    expect(await item(ongoing.callId).locator('.what').textContent()).toMatch(/ · in progress$/);
+    await bus.request(
+      Subjects.callsEnd,
+      { agentId, callId: ongoing.callId, endedAt: Date.now(), endedReason: 'caller_hung_up' },
+      ask,
+    );
+
     // what the browser logged: the refused settings' 400, nothing else
     expect(refused).toEqual(Array(2).fill(`400 ${stack.baseUrl}/api/agents/${agentId}/analysis`));
     expect(problems).toEqual(
