@@ -106,11 +106,12 @@ async function agentOfCallSocket(
   req: FastifyRequest,
   resume: string | undefined,
   tickets: Tickets,
+  originAllowed: (bound: string | undefined) => boolean,
 ): Promise<string> {
   if (resume !== undefined) return agentOfResumeToken(resume);
   const ticket = ticketOfRequest(req);
   const path = req.url.split('?')[0] ?? '';
-  const redeemed = typeof ticket === 'string' ? await tickets.redeem(ticket, path) : false;
+  const redeemed = typeof ticket === 'string' ? await tickets.redeem(ticket, path, originAllowed) : false;
   if (!redeemed || redeemed.caller === undefined)
     throw new AppError(
       'UNAUTHORIZED',
@@ -179,8 +180,10 @@ export function registerLiveCalls(
         { timeoutMs, requestId },
       );
       const path = `${LIVE_PREFIX}/${subdomain}/calls/${started.callId}/audio`;
-      // the ticket names the call's agent (its `caller` field): the socket is relayed to it alone
-      const { ticket } = deps.tickets.mint(path, started.agentId);
+      // the ticket names the call's agent (its `caller` field): the socket is relayed to it alone; and the
+      // page that started the call (its Origin, checked above against the key's allowed origins): the
+      // upgrade, which a browser sends with its page's Origin, must come from that same page
+      const { ticket } = deps.tickets.mint(path, started.agentId, req.headers.origin);
       const answer: LiveCallStarted = {
         callId: started.callId,
         audioPath: `${path}?${TICKET_PARAM}=${encodeURIComponent(ticket)}`,
@@ -195,9 +198,14 @@ export function registerLiveCalls(
     `${LIVE_PREFIX}/:subdomain/calls/:callId/audio`,
     { schema: { hide: true, params: LiveCallParams } },
     async (req, reply) => {
-      const { callId } = req.params as LiveCallParams;
+      const { callId, subdomain } = req.params as LiveCallParams;
       const resume = resumeOf(req);
-      const agentId = await agentOfCallSocket(req, resume, deps.tickets);
+      const origin = req.headers.origin?.toLowerCase();
+      // a call started from a page (with a publishable key, or ours) opens from that page alone; one started
+      // with no Origin (no browser) opens from no other site's page than ours, as a key-less start would
+      const agentId = await agentOfCallSocket(req, resume, deps.tickets, (bound) =>
+        bound !== undefined ? origin === bound : ownOrigin(req, subdomain, deps.config.LIVE_DOMAIN),
+      );
       const { bus } = deps;
       deps.relay(req, reply, {
         agentId,
