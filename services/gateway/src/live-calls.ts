@@ -15,7 +15,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { addressKey } from './address.js';
 import { ticketOfRequest, windowText } from './security.js';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
-import { resumeOf, type RelayVoice } from './voice-socket.js';
+import { resumeOf, type RelayTarget, type RelayVoice } from './voice-socket.js';
 
 /**
  * A caller's address as the calls keep it and the per-address cap counts it (IPv4, IPv6 /64): an HMAC keyed
@@ -121,6 +121,26 @@ async function agentOfCallSocket(
 }
 
 /**
+ * How a call's socket ends it: the socket went, so the caller hung up (the agent's own ends were told by the
+ * playground first), with why the gateway closed it when it did for what the caller sent.
+ */
+function hangUp(bus: BusClient | undefined, agentId: string, callId: string): RelayTarget['end'] {
+  return (_reason, requestId, refusal) =>
+    bus
+      ? bus.request(
+          Subjects.callsHangUp,
+          {
+            agentId,
+            callId,
+            reason: 'caller_hung_up',
+            ...(refusal ? { detail: { kind: refusal } } : {}),
+          },
+          { timeoutMs: 10_000, requestId },
+        )
+      : Promise.resolve();
+}
+
+/**
  * `POST /live/:subdomain/calls` (no builder token: our page, or a publishable key from its allowed origins)
  * starts a call of the live deploy on a playground instance, and `…/calls/:callId/audio?ticket=` is its voice
  * socket, relayed exactly as a voice session's. The ticket (single use, short-lived) is the only way in, and
@@ -211,15 +231,7 @@ export function registerLiveCalls(
         agentId,
         sessionId: callId,
         resume,
-        // the socket went: the caller hung up (the agent's own ends were told by the playground first)
-        end: (_reason, requestId) =>
-          bus
-            ? bus.request(
-                Subjects.callsHangUp,
-                { agentId, callId, reason: 'caller_hung_up' },
-                { timeoutMs: 10_000, requestId },
-              )
-            : Promise.resolve(),
+        end: hangUp(bus, agentId, callId),
       });
     },
   );
