@@ -380,7 +380,7 @@ describe('calls', () => {
     expect(await sessions.callRetention.sweep(Date.now() + 31 * day)).toBeGreaterThanOrEqual(1);
     expect(await gone(kept)).toEqual({ call: 404, recording: 404, events: 'none' });
   }, 120_000);
-  it("opens a call's socket only from the page that started it: another Origin is refused, even with its ticket", async () => {
+  it("opens a call's socket only from the page that started it: another Origin is refused, even with its ticket; a bad frame ends it with its reason", async () => {
     const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
     const agentId = (await http.post('/api/agents', { name: 'Origin desk', flow: liveFlow })).body
       .id as string;
@@ -416,8 +416,17 @@ describe('calls', () => {
     await expect(open(keyless, { origin }).ready).rejects.toThrow('refused: 401');
     const ours = open(keyless, { origin: new URL(stack.baseUrl).origin });
     await ours.ready;
-    ours.close();
-    await ours.closed;
+    // a frame that is not the call's format closes the socket (4400), and the call says why
+    ours.socket.send(Buffer.alloc(3), { binary: true });
+    expect((await ours.closed).code).toBe(4400);
+    const callId = /\/calls\/([^/]+)\/audio/.exec(keyless)![1]!;
+    await expect
+      .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${callId}`)).body, { timeout: 15_000 })
+      .toMatchObject({
+        status: 'ended',
+        endedReason: 'caller_hung_up',
+        endedDetail: { kind: 'bad_message' },
+      });
   }, 60_000);
 
   it('per publishable key: 429 past LIVE_KEY_RATE_LIMIT_MAX; livePage off: no page, key-less calls refused', async () => {
