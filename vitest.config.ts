@@ -1,8 +1,39 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { isLiveKitStrayRejection } from './services/playground/src/models/stray-rejections.js';
 
 const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
+
+/**
+ * The files that spend a minute or more in real-time speech and processes (measured with
+ * `npx vitest run --reporter=json`, docs/performance.md "The test suite"), longest first. Vitest orders a run
+ * by the durations it cached from the last one; a clean clone (CI) has none and orders by file size, which
+ * started the 80 s benchmark smoke test last, alone: the run's final 80 s used one worker.
+ */
+const LONGEST_FIRST = [
+  'tests/integration/voice/voice.test.ts',
+  'tests/bench-smoke.test.ts',
+  'tests/integration/stack/resume.test.ts',
+  'tests/integration/voice/voice-preemptive.test.ts',
+  'tests/integration/runs/voice-simulations.test.ts',
+  'tests/integration/voice/telephony.test.ts',
+  'tests/integration/console/talk.test.ts',
+];
+
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (file: TestSpecification) => {
+      const i = LONGEST_FIRST.findIndex((name) => file.moduleId.endsWith(name));
+      return i === -1 ? LONGEST_FIRST.length : i;
+    };
+    return sorted
+      .map((file, i) => ({ file, i }))
+      .sort((a, b) => rank(a.file) - rank(b.file) || a.i - b.i)
+      .map(({ file }) => file);
+  }
+}
 
 export default defineConfig({
   resolve: {
@@ -37,7 +68,12 @@ export default defineConfig({
     // through vite's transform, which alone took over 30 s at load average 26 on 2 cores; a hook that hangs
     // still fails, later
     hookTimeout: 120_000,
-    maxWorkers: 2,
+    // Three files at once on two cores: most of a voice test's time is real-time speech and waiting on
+    // processes, and with two the cores sat idle 40-60 % of the time. On this 2-core machine the suite took
+    // 803 s with two (file-size order) and 535 s with three (longest first), every test passing
+    // (docs/performance.md "The test suite").
+    maxWorkers: 3,
+    sequence: { sequencer: LongestFirst },
     // LiveKit's failed model requests also reject a promise nobody awaits; the playground's main survives these
     // (services/playground/src/models/stray-rejections.ts), and so do the stacks tests run in-process
     onUnhandledError: (error) => !isLiveKitStrayRejection(error),

@@ -65,6 +65,34 @@ describe('docker-compose.yml', () => {
     expect(gw.healthcheck).toBeDefined();
   });
 
+  it('gives each operator secret of the live and phone work, from .env, as docs/operations.md says', () => {
+    const raw = readFileSync(join(root, 'docker-compose.yml'), 'utf8');
+    const operations = readFileSync(join(root, 'docs', 'operations.md'), 'utf8');
+    const secrets: [service: string, name: string, valid: (laptopDefault: string) => boolean][] = [
+      // decision 0033: at least 32 characters, the same on every gateway
+      ['gateway', 'CALLER_HASH_KEY', (v) => v.length >= 32],
+      // 32 bytes as 64 hex digits (or base64)
+      ['playground', 'CREDENTIALS_KEY', (v) => /^[0-9a-f]{64}$/i.test(v)],
+      ['playground', 'CREDENTIALS_OLD_KEYS', (v) => v === ''],
+      ['telephony', 'TWILIO_AUTH_TOKEN', (v) => v.length > 0],
+      ['webhooks', 'WEBHOOK_SECRETS_KEY', (v) => /^[0-9a-f]{64}$/i.test(v)],
+    ];
+    for (const [service, name, valid] of secrets) {
+      const value = compose.services[service]?.environment?.[name];
+      // an operator's .env sets it (compose reads ${NAME:-default} from it); the default only serves a laptop
+      const form = new RegExp(`^\\$\\{${name}:-(.*)\\}$`).exec(value ?? '');
+      expect(form, `${service} takes ${name} from .env`).not.toBeNull();
+      expect(valid(form![1]!), `${name}'s laptop default is one its config.ts accepts`).toBe(true);
+      expect(operations, `docs/operations.md documents ${name} under compose`).toMatch(
+        new RegExp(`Under compose: [^.]*\\b${name}\\b`),
+      );
+    }
+    // the header tells an operator which keys to set before exposing anything
+    const header = raw.slice(0, raw.indexOf('\nname:'));
+    for (const [, name] of secrets.filter(([, n]) => !n.endsWith('_OLD_KEYS')))
+      expect(header, `the header names ${name}`).toContain(name);
+  });
+
   it("pins every image to a version, the Dockerfile's base too", () => {
     const full = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
       services: Record<string, { image?: string }>;

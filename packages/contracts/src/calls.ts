@@ -44,13 +44,21 @@ export const EndedReason = z.enum([
 ]);
 export type EndedReason = z.infer<typeof EndedReason>;
 
+/**
+ * Why an edge closed a caller's media stream (a `caller_hung_up` call's `endedDetail.kind`): its audio came
+ * faster than real time beyond the burst, or it sent what is not a message of its protocol.
+ */
+export const MediaRefusalKind = z.enum(['media_too_fast', 'bad_message']);
+export type MediaRefusalKind = z.infer<typeof MediaRefusalKind>;
+
 /** The caps a `busy` call met (its `endedDetail.kind`). */
 export const BusyKind = z.enum(['max_concurrent_calls', 'daily_call_cap', 'per_address']);
 export type BusyKind = z.infer<typeof BusyKind>;
 
 /**
  * More about an end: for `provider_error` the provider (`openai`, `deepgram`, …) and the kind (a
- * `TurnFailureKind`: `auth`, `timeout`, …); for `busy` the cap (`BusyKind`).
+ * `TurnFailureKind`: `auth`, `timeout`, …); for `busy` the cap (`BusyKind`); for a `caller_hung_up` whose
+ * stream the edge closed, why (`MediaRefusalKind`).
  */
 export const EndedDetail = z.object({
   provider: z.string().max(100).optional(),

@@ -36,6 +36,7 @@ import {
   EndCallRequest,
   LivePageAnswer,
   LivePageRequest,
+  EndedDetail,
   EndedReason,
   ListCallsRequest,
   StartCallRequest,
@@ -270,6 +271,8 @@ export const OwnerEndRequest = z.object({
   sessionId: z.string().regex(SUBJECT_TOKEN),
   agentId: Id.optional(),
   reason: z.string().max(200).optional(),
+  /** A call's `endedDetail`, forwarded with its `playground.calls.end`. */
+  detail: EndedDetail.optional(),
 });
 export type OwnerEndRequest = z.infer<typeof OwnerEndRequest>;
 
@@ -619,7 +622,8 @@ export const contract = {
   },
   /** An edge ends a call it relays (its caller hung up): forwarded to the call's owner. */
   [Subjects.callsHangUp]: {
-    request: z.object({ agentId: Id, callId: Id, reason: EndedReason }),
+    // `detail`: why the edge closed the caller's side (`endedDetail`, e.g. `{ kind: 'media_too_fast' }`)
+    request: z.object({ agentId: Id, callId: Id, reason: EndedReason, detail: EndedDetail.optional() }),
     response: Ok,
     errors: [],
   },

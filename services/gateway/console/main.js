@@ -25,6 +25,7 @@ import './panels/text.js';
 import './panels/talk.js';
 import './panels/deploy.js';
 import './panels/credentials.js';
+import './panels/analysis.js';
 import './panels/calls.js';
 
 setTokenPrompt(askToken);

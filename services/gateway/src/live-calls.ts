@@ -15,7 +15,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { addressKey } from './address.js';
 import { ticketOfRequest, windowText } from './security.js';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
-import { resumeOf, type RelayVoice } from './voice-socket.js';
+import { resumeOf, type RelayTarget, type RelayVoice } from './voice-socket.js';
 
 /**
  * A caller's address as the calls keep it and the per-address cap counts it (IPv4, IPv6 /64): an HMAC keyed
@@ -106,17 +106,38 @@ async function agentOfCallSocket(
   req: FastifyRequest,
   resume: string | undefined,
   tickets: Tickets,
+  originAllowed: (bound: string | undefined) => boolean,
 ): Promise<string> {
   if (resume !== undefined) return agentOfResumeToken(resume);
   const ticket = ticketOfRequest(req);
   const path = req.url.split('?')[0] ?? '';
-  const redeemed = typeof ticket === 'string' ? await tickets.redeem(ticket, path) : false;
+  const redeemed = typeof ticket === 'string' ? await tickets.redeem(ticket, path, originAllowed) : false;
   if (!redeemed || redeemed.caller === undefined)
     throw new AppError(
       'UNAUTHORIZED',
       'open the call with the audioPath its start answered (a single-use ticket)',
     );
   return redeemed.caller;
+}
+
+/**
+ * How a call's socket ends it: the socket went, so the caller hung up (the agent's own ends were told by the
+ * playground first), with why the gateway closed it when it did for what the caller sent.
+ */
+function hangUp(bus: BusClient | undefined, agentId: string, callId: string): RelayTarget['end'] {
+  return (_reason, requestId, refusal) =>
+    bus
+      ? bus.request(
+          Subjects.callsHangUp,
+          {
+            agentId,
+            callId,
+            reason: 'caller_hung_up',
+            ...(refusal ? { detail: { kind: refusal } } : {}),
+          },
+          { timeoutMs: 10_000, requestId },
+        )
+      : Promise.resolve();
 }
 
 /**
@@ -179,8 +200,10 @@ export function registerLiveCalls(
         { timeoutMs, requestId },
       );
       const path = `${LIVE_PREFIX}/${subdomain}/calls/${started.callId}/audio`;
-      // the ticket names the call's agent (its `caller` field): the socket is relayed to it alone
-      const { ticket } = deps.tickets.mint(path, started.agentId);
+      // the ticket names the call's agent (its `caller` field): the socket is relayed to it alone; and the
+      // page that started the call (its Origin, checked above against the key's allowed origins): the
+      // upgrade, which a browser sends with its page's Origin, must come from that same page
+      const { ticket } = deps.tickets.mint(path, started.agentId, req.headers.origin);
       const answer: LiveCallStarted = {
         callId: started.callId,
         audioPath: `${path}?${TICKET_PARAM}=${encodeURIComponent(ticket)}`,
@@ -195,23 +218,20 @@ export function registerLiveCalls(
     `${LIVE_PREFIX}/:subdomain/calls/:callId/audio`,
     { schema: { hide: true, params: LiveCallParams } },
     async (req, reply) => {
-      const { callId } = req.params as LiveCallParams;
+      const { callId, subdomain } = req.params as LiveCallParams;
       const resume = resumeOf(req);
-      const agentId = await agentOfCallSocket(req, resume, deps.tickets);
+      const origin = req.headers.origin?.toLowerCase();
+      // a call started from a page (with a publishable key, or ours) opens from that page alone; one started
+      // with no Origin (no browser) opens from no other site's page than ours, as a key-less start would
+      const agentId = await agentOfCallSocket(req, resume, deps.tickets, (bound) =>
+        bound !== undefined ? origin === bound : ownOrigin(req, subdomain, deps.config.LIVE_DOMAIN),
+      );
       const { bus } = deps;
       deps.relay(req, reply, {
         agentId,
         sessionId: callId,
         resume,
-        // the socket went: the caller hung up (the agent's own ends were told by the playground first)
-        end: (_reason, requestId) =>
-          bus
-            ? bus.request(
-                Subjects.callsHangUp,
-                { agentId, callId, reason: 'caller_hung_up' },
-                { timeoutMs: 10_000, requestId },
-              )
-            : Promise.resolve(),
+        end: hangUp(bus, agentId, callId),
       });
     },
   );

@@ -17,6 +17,23 @@ describe('tickets', () => {
     expect(await tickets.redeem(ticket, '/api/agents/1/events')).toBe(false);
   });
 
+  it("made for a page's origin: refused from another (not used up), opened from that one", async () => {
+    const tickets = createTickets({ apiTokens: ['a'], ttlMs: 30_000, used: memory() });
+    const path = '/live/desk/calls/c1/audio';
+    const { ticket } = tickets.mint(path, 'agent-1', 'https://Shop.example.com');
+    const from = (origin: string | undefined) => (bound: string | undefined) => bound === origin;
+    await expect(tickets.redeem(ticket, path, from('https://evil.example'))).rejects.toMatchObject({
+      code: 'UNAUTHORIZED',
+    });
+    await expect(tickets.redeem(ticket, path, from(undefined))).rejects.toMatchObject({
+      code: 'UNAUTHORIZED',
+    });
+    expect(await tickets.redeem(ticket, path, from('https://shop.example.com'))).toEqual({
+      caller: 'agent-1',
+    });
+    expect(await tickets.redeem(ticket, path, from('https://shop.example.com'))).toBe(false);
+  });
+
   it("open a recording (a test session's or a call's) for every seek, an event stream once", async () => {
     const tickets = createTickets({ apiTokens: ['a'], ttlMs: 30_000, used: memory() });
     for (const path of ['/api/agents/1/test-sessions/s/recording', '/api/agents/1/calls/c/recording']) {

@@ -15,13 +15,22 @@ import { z } from 'zod';
  * the same URL for every seek, so its ticket opens that one read-only path as often as asked until it expires.
  */
 export interface Tickets {
-  /** `caller`: who asked (security.ts `callerOf`), so what the ticket opens counts against the same caller. */
-  mint(path: string, caller?: string): TicketGrant;
+  /**
+   * `caller`: who asked (security.ts `callerOf`), so what the ticket opens counts against the same caller.
+   * `origin`: the page that asked (a live call's start: its `Origin`), which alone may open it.
+   */
+  mint(path: string, caller?: string, origin?: string): TicketGrant;
   /**
    * When the ticket is genuine, for exactly `path`, unexpired and unused (it is used up then): the caller it
-   * was made for; else false.
+   * was made for; else false. `originAllowed`, when given, is asked with the origin the ticket was made for
+   * before it is used up, and a no refuses the request (401): a ticket that leaked to another site's page is
+   * refused there, and stays good for the page it was made for.
    */
-  redeem(ticket: string, path: string): Promise<{ caller: string | undefined } | false>;
+  redeem(
+    ticket: string,
+    path: string,
+    originAllowed?: (bound: string | undefined) => boolean,
+  ): Promise<{ caller: string | undefined } | false>;
 }
 
 export interface TicketGrant {
@@ -43,6 +52,7 @@ const Payload = z.object({
   e: z.number().int(),
   n: z.string().regex(/^[A-Za-z0-9_-]{16,64}$/),
   c: z.string().max(80).optional(),
+  o: z.string().max(2048).optional(),
 });
 
 /** The signing key, the same on every gateway with the same tokens (whatever their order). */
@@ -62,14 +72,20 @@ export function createTickets(opts: {
   const now = opts.now ?? Date.now;
   const sign = (body: string) => createHmac('sha256', key).update(`${VERSION}.${body}`).digest();
   return {
-    mint(path, caller) {
+    mint(path, caller, origin) {
       const expiresAt = now() + opts.ttlMs;
       const body = Buffer.from(
-        JSON.stringify({ p: path, e: expiresAt, n: randomBytes(18).toString('base64url'), c: caller }),
+        JSON.stringify({
+          p: path,
+          e: expiresAt,
+          n: randomBytes(18).toString('base64url'),
+          c: caller,
+          o: origin?.toLowerCase(),
+        }),
       ).toString('base64url');
       return { ticket: `${VERSION}.${body}.${sign(body).toString('base64url')}`, expiresAt };
     },
-    async redeem(ticket, path) {
+    async redeem(ticket, path, originAllowed) {
       const [version, body, mac] = ticket.split('.');
       if (version !== VERSION || !body || !mac || ticket.length > 4096) return false;
       const expected = sign(body);
@@ -82,6 +98,8 @@ export function createTickets(opts: {
         return false;
       }
       if (payload.p !== path || payload.e <= now()) return false;
+      if (originAllowed && !originAllowed(payload.o))
+        throw new AppError('UNAUTHORIZED', 'this socket may not be opened from this origin');
       // an <audio> element asks again as it seeks: its ticket opens that one path until it expires
       if (ticketReusable(path)) return { caller: payload.c };
       return (await opts.used.markUsed(payload.n)) && { caller: payload.c };

@@ -11,6 +11,7 @@ import {
   ownerSubject,
   Subjects,
   TestSessionParams,
+  type MediaRefusalKind,
   VOICE_CONTROL_HEADER,
   VoiceAttached,
   VoiceClientMessage,
@@ -169,8 +170,17 @@ export interface RelayTarget {
   sessionId: string;
   /** A dropped client takes its session back (docs/api.md › Resuming a voice socket). */
   resume?: VoiceResumeToken | undefined;
-  /** Ends the session when the socket goes; default: `playground.voice.end` with the close's reason. */
-  end?: ((reason: string | undefined, requestId: string) => Promise<unknown>) | undefined;
+  /**
+   * Ends the session when the socket goes; default: `playground.voice.end` with the close's reason. `refusal`:
+   * why the gateway closed it, when it did for what the client sent (a call's `endedDetail.kind`).
+   */
+  end?:
+    | ((
+        reason: string | undefined,
+        requestId: string,
+        refusal?: MediaRefusalKind | undefined,
+      ) => Promise<unknown>)
+    | undefined;
 }
 
 /** Upgrades a request to the voice protocol's socket, relayed to `target` (already authorised by its route). */
@@ -204,6 +214,8 @@ class VoiceRelay {
   private closed = false;
   /** Why the gateway closed the socket, when it did: the session ends with it as `session_ended`'s reason. */
   private endReason: string | undefined;
+  /** When that was for what the client sent: a call's `endedDetail.kind`. */
+  private refusal: MediaRefusalKind | undefined;
   private readonly control = natsHeaders();
 
   constructor(
@@ -363,6 +375,7 @@ class VoiceRelay {
     const { nc } = this.deps;
     if (isBinary) {
       if (data.byteLength !== format.frameBytes) {
+        this.refusal = 'bad_message';
         this.close(
           VoiceCloseCodes.badInput,
           `each binary message must be ${format.frameBytes} bytes (${this.frameMs} ms of 16-bit mono PCM at ${format.sampleRate} Hz)`,
@@ -373,6 +386,7 @@ class VoiceRelay {
       if (this.firstFrameAt === 0) this.firstFrameAt = now;
       this.sentMs += this.frameMs;
       if (this.sentMs > now - this.firstFrameAt + this.deps.settings.burstMs) {
+        this.refusal = 'media_too_fast';
         this.close(VoiceCloseCodes.tooFast, 'audio faster than real time: send it as it is recorded');
         return;
       }
@@ -400,6 +414,7 @@ class VoiceRelay {
       parsed = undefined;
     }
     if (!parsed?.success) {
+      this.refusal = 'bad_message';
       this.close(
         VoiceCloseCodes.badInput,
         'not a message of the voice protocol (docs/api.md › Voice sessions)',
@@ -506,7 +521,7 @@ class VoiceRelay {
     const { agentId, sessionId, requestId } = this.deps;
     const reason = this.endReason === undefined ? {} : { reason: this.endReason };
     const ending = this.deps.end
-      ? this.deps.end(this.endReason, requestId)
+      ? this.deps.end(this.endReason, requestId, this.refusal)
       : this.deps.bus.request(
           Subjects.voiceSessionEnd,
           { agentId, sessionId, ...reason },

@@ -166,7 +166,8 @@ function liveParts(d: {
     // service's, at admission)
     'playground.calls.start': (req, ctx) =>
       d.sessions.asCaller(ctx.caller, () => calls.start(req, ctx.requestId)),
-    'playground.calls.end': (req, ctx) => calls.end(req.agentId, req.callId, req.reason, ctx.requestId),
+    'playground.calls.end': (req, ctx) =>
+      calls.end(req.agentId, req.callId, req.reason, ctx.requestId, req.detail),
     'playground.credentials.put': (req, ctx) => credentials.put(req.agentId, req.body, ctx.requestId),
     'playground.deploys.check': (req, ctx) => check.check(req.agentId, req.version, ctx.requestId),
   };

@@ -425,8 +425,15 @@ describe('the console with a scripted stream', () => {
     app.get('/api/agents/:id', async () => ({ ...agent, version: 2, flow }));
     app.get('/api/agents/:id/test-cases', async () => []);
     app.get('/api/agents/:id/test-runs', async () => []);
-    // the Deploy, Keys for callers and Calls panels load theirs with the agent: none here
+    // the Deploy, Keys for callers, Call analysis and Calls panels load theirs with the agent: none here
     app.get('/api/agents/:id/deploys', async () => []);
+    app.get('/api/agents/:id/analysis', async () => ({
+      enabled: false,
+      summary: true,
+      criteria: [],
+      dataFields: [],
+      model: null,
+    }));
     app.get('/api/agents/:id/public-keys', async () => ({ keys: [] }));
     app.get('/api/agents/:id/credentials', async () => ({ apiKeys: {}, updatedAt: null }));
     app.get('/api/agents/:id/calls', async () => ({ calls: [], nextCursor: null }));

@@ -1,8 +1,12 @@
-import type { CallSummary, DeployRecord } from '@vab/contracts';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { busClientOf, type BusClient } from '@vab/bus';
+import { Subjects, type CallSummary, type DeployRecord } from '@vab/contracts';
 import {
   lastUserText,
   launchChromium,
+  offersTool,
   startOpenAiStub,
+  type ChatRequest,
   startSpeechStub,
   VoiceClient,
   voiceFlow,
@@ -18,7 +22,10 @@ import { api, startStack, type Stack } from '../../helpers/stack.js';
  * builder deploys a version with its call settings and sees it live (the talk page's link), sees a version
  * whose readiness fails go `failed` with its issue, stores the missing key and deploys it, rolls back to the
  * older version (its caps kept), creates a publishable key and sees the widget's snippet with it, revokes it,
- * and finds a public call in the Calls panel with its transcript.
+ * and finds a public call in the Calls panel with its transcript. Then issue 47's parts: the analysis settings
+ * saved from the page (a refused one's issue shown at its line), calls analysed by a stub analyst (as
+ * tests/integration/live/call-analysis.test.ts plays it) shown with their summary and verdicts, the success and
+ * criterion filters, a re-run after the criteria changed, and two deploys' stats side by side.
  */
 
 const CREDENTIALS_KEY = randomBytes(32).toString('hex');
@@ -39,18 +46,57 @@ let http: ReturnType<typeof api>;
 let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
 let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 let browser: Browser;
+let nc: NatsConnection;
+let bus: BusClient;
+
+/**
+ * The analyst (the agent's own model, on the stub): a call that speaks of an appointment passes "booked",
+ * any other fails it; "polite" is never shown (unknown). Anything else is the agent's own turn.
+ */
+function analyst(req: ChatRequest) {
+  const prompt = lastUserText(req);
+  const booked = /appointment/i.test(prompt.split('\n\nCriterion')[0]!);
+  if (offersTool(req, 'summary'))
+    return {
+      toolCalls: [
+        { name: 'summary', args: { summary: booked ? 'The caller booked.' : 'The caller asked.' } },
+      ],
+    };
+  if (offersTool(req, 'call_verdict')) {
+    if (prompt.includes('Criterion "polite"'))
+      return { toolCalls: [{ name: 'call_verdict', args: { verdict: 'unknown', reason: 'not shown' } }] };
+    return {
+      toolCalls: [
+        {
+          name: 'call_verdict',
+          args: booked
+            ? { verdict: 'passed', reason: 'the caller asked for an appointment' }
+            : { verdict: 'failed', reason: 'no appointment was made' },
+        },
+      ],
+    };
+  }
+  if (offersTool(req, 'extract'))
+    return {
+      toolCalls: [{ name: 'extract', args: { wants_booking: booked, topic: booked ? 'booking' : 'other' } }],
+    };
+  return { content: `ok: ${lastUserText(req)}` };
+}
 
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) => ({ content: `ok: ${lastUserText(req)}` }));
+  chat = await startOpenAiStub(analyst);
   speech = await startSpeechStub({ transcribe: () => '' });
   stack = await startStack({
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
     playground: { CREDENTIALS_KEY },
   });
   http = api(stack.baseUrl);
+  nc = await connect({ servers: stack.natsUrl });
+  bus = busClientOf(nc);
   browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
+  await nc?.close();
   await browser?.close();
   await stack?.close();
   await chat?.close();
@@ -284,4 +330,234 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     );
     await page.close();
   }, 180_000);
+
+  it("a call's analysis and its filters, a re-run, the analysis settings (a refusal shown), two deploys' stats side by side", async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Analysed desk', flow: stubFlow() })).body
+      .id as string;
+    const { page, problems } = await watchedPage(browser);
+    const refused: string[] = [];
+    page.on('response', (r) => {
+      if (r.status() >= 400) refused.push(`${r.status()} ${r.url()}`);
+    });
+    await page.goto(`${stack.baseUrl}/console`);
+    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+    await page.selectOption('#agent', agentId);
+
+    // the settings: off until set; two criteria of one name are refused, the issue said at its box
+    await expect.poll(() => page.locator('#analysis-summary').isChecked()).toBe(true);
+    expect(await page.locator('#analysis-enabled').isChecked()).toBe(false);
+    await page.check('#analysis-enabled');
+    await page.fill(
+      '#analysis-criteria',
+      'booked: The caller got the appointment they asked for.\nbooked: twice',
+    );
+    await page.fill(
+      '#analysis-fields',
+      'wants_booking (boolean): whether they want one\ntopic (enum booking|other): what it was about',
+    );
+    await page.click('#analysis-form button[type="submit"]');
+    await expect
+      .poll(() => page.locator('#analysis-error').textContent())
+      .toBe('Criteria: criterion names must be unique');
+    expect((await http.get(`/api/agents/${agentId}/analysis`)).body).toMatchObject({ enabled: false });
+    // a field of a type there is not: said at its line
+    await page.fill('#analysis-criteria', 'booked: The caller got the appointment they asked for.');
+    await page.fill('#analysis-fields', 'wants_booking (boolean): whether they want one\nwhen (date)');
+    await page.click('#analysis-form button[type="submit"]');
+    await expect
+      .poll(() => page.locator('#analysis-error').textContent())
+      .toMatch(/^Data fields, line 2 \(type\): /);
+    // corrected: saved as the page shows it
+    await page.fill(
+      '#analysis-fields',
+      'wants_booking (boolean): whether they want one\ntopic (enum booking|other): what it was about',
+    );
+    await page.click('#analysis-form button[type="submit"]');
+    await expect
+      .poll(() => page.locator('#status').textContent())
+      .toBe('Analysis settings saved: calls ending from now on are analysed with them');
+    expect(await page.locator('#analysis-error').isHidden()).toBe(true);
+    expect((await http.get(`/api/agents/${agentId}/analysis`)).body).toEqual({
+      enabled: true,
+      summary: true,
+      criteria: [{ name: 'booked', description: 'The caller got the appointment they asked for.' }],
+      dataFields: [
+        { name: 'wants_booking', type: 'boolean', description: 'whether they want one' },
+        { name: 'topic', type: 'enum', options: ['booking', 'other'], description: 'what it was about' },
+      ],
+      model: null,
+    });
+
+    // two deploys of the version, each with calls held over the bus as the playground holds them
+    // deployed from the page, as a builder does (its Deploy panel lists them, stats and all)
+    const liveDeploy = async () => {
+      await deployInPage(page, 1);
+      const d = (await deploysOf(agentId))[0]!;
+      expect(d.status).toBe('live');
+      return d;
+    };
+    const ask = { timeoutMs: REQUEST_TIMEOUT_MS, requestId: 'test' };
+    const busCall = async (subdomain: string, lines: string[]) => {
+      const admitted = await bus.request(
+        Subjects.callsAdmit,
+        { subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
+        ask,
+      );
+      for (const [i, content] of lines.entries())
+        await bus.request(
+          Subjects.callsAppend,
+          {
+            agentId,
+            callId: admitted.callId,
+            message: {
+              role: i % 2 ? 'user' : 'assistant',
+              content,
+              stepId: 'start',
+              timestamp: Date.now() + i,
+            },
+          },
+          ask,
+        );
+      await bus.request(
+        Subjects.callsEnd,
+        {
+          agentId,
+          callId: admitted.callId,
+          endedAt: Date.now() + lines.length,
+          endedReason: 'caller_hung_up',
+        },
+        ask,
+      );
+      return admitted.callId;
+    };
+    const bookingCall = ['Hello, how can I help?', 'I would like an appointment on Monday', 'Booked.'];
+    const askingCall = ['Hello, how can I help?', 'When do you open?', 'At nine.'];
+    const first = await liveDeploy();
+    const booked1 = await busCall(first.subdomain, bookingCall);
+    const failing = await busCall(first.subdomain, askingCall);
+    const second = await liveDeploy();
+    const booked2 = await busCall(second.subdomain, bookingCall);
+    const short = await busCall(second.subdomain, ['Hello, how can I help?']);
+    // the analyses arrive after the calls end (a work queue): the list shows each one's result once it has it
+    const item = (id: string) => page.locator(`#calls button[data-call-id="${id}"]`);
+    const results = () =>
+      page.locator('#calls button').evaluateAll((bs) => bs.map((b) => b.getAttribute('data-result')));
+    await expect
+      .poll(
+        async () => {
+          await page.click('#calls-refresh');
+          return results();
+        },
+        { timeout: 30_000, interval: 1000 },
+      )
+      .toEqual(['too short to judge', 'succeeded', 'failed', 'succeeded']);
+    expect(await item(failing).locator('.what').textContent()).toMatch(
+      /^v1 · #1 · \d+\.\d s · caller hung up · failed$/,
+    );
+
+    // the filters: on success, and on a criterion's verdict (the settings' criteria)
+    const listed = () =>
+      page.locator('#calls button').evaluateAll((bs) => bs.map((b) => b.getAttribute('data-call-id')));
+    await page.selectOption('#calls-success', 'true');
+    await expect.poll(listed).toEqual([booked2, booked1]);
+    await page.selectOption('#calls-success', 'false');
+    await expect.poll(listed).toEqual([failing]);
+    await page.selectOption('#calls-success', '');
+    await page.selectOption('#calls-criterion', 'booked:passed');
+    await expect.poll(listed).toEqual([booked2, booked1]);
+    await page.selectOption('#calls-criterion', '');
+    await expect.poll(listed).toEqual([short, booked2, failing, booked1]);
+
+    // a failed call opened: its summary, the criterion's verdict with its reason, the data, the model
+    await item(failing).click();
+    const analysis = page.locator('#call-analysis');
+    await expect.poll(() => analysis.getAttribute('data-call-id')).toBe(failing);
+    expect(await analysis.locator('.analysis-result').textContent()).toBe('Failed');
+    expect(await analysis.locator('.analysis-summary').textContent()).toBe('The caller asked.');
+    expect(await analysis.locator('.analysis-criteria li').allTextContents()).toEqual([
+      'failed booked — no appointment was made',
+    ]);
+    expect(await analysis.locator('.analysis-data').innerText()).toMatch(
+      /^wants_booking\s+false\s+topic\s+other$/,
+    );
+    expect(await analysis.locator('.analysis-model').textContent()).toMatch(/^by openai \S+ · /);
+    // beside its transcript
+    await expect.poll(() => page.locator('#log li.user').allTextContents()).toEqual(['When do you open?']);
+    await item(short).click();
+    await expect.poll(() => analysis.getAttribute('data-call-id')).toBe(short);
+    expect(await analysis.locator('.analysis-result').textContent()).toBe(
+      'Too short to judge: the caller never spoke, or barely.',
+    );
+
+    // two deploys side by side: each one's figures, and the second's against the first
+    await page.click('#stats-box summary');
+    await page.selectOption('#stats-a', first.id);
+    await page.selectOption('#stats-b', second.id);
+    await page.click('#stats-show');
+    const row = (key: string) => page.locator(`#stats-table tr[data-row="${key}"] td`).allTextContents();
+    await expect.poll(() => row('calls')).toEqual(['2', '2', '±0']);
+    // the first: one passed, one failed; the second: one passed, one too short (judged neither)
+    expect(await row('successRate')).toEqual(['50 %', '100 %', '+50 pts']);
+    expect(await page.locator('#stats-table tr[data-row="successRate"] td.diff').getAttribute('class')).toBe(
+      'diff better',
+    );
+    expect(await row('analysed')).toEqual(['2', '1', '−1']);
+    expect(await row('ended-caller_hung_up')).toEqual(['2', '2', '±0']);
+    expect(await page.locator('#stats-table thead th').allTextContents()).toEqual([
+      '',
+      `#${first.deployNumber} · v1`,
+      `#${second.deployNumber} · v1`,
+      'difference',
+    ]);
+    // one deploy's alone, from its row in the list
+    await page.locator(`#deploys li[data-deploy-id="${first.id}"] button.stats`).click();
+    await expect.poll(() => page.locator('#stats-table thead th').count()).toBe(2);
+    expect(await row('failed')).toEqual(['1']);
+    await page.screenshot({ path: '/tmp/console-deploy-stats.png', fullPage: true });
+
+    // a criterion more: a re-run of a booked call follows it (never shown: unknown, so not decided)
+    await page.fill(
+      '#analysis-criteria',
+      'booked: The caller got the appointment they asked for.\npolite: The agent thanked the caller.',
+    );
+    await page.click('#analysis-form button[type="submit"]');
+    await expect.poll(() => page.locator('#calls-criterion option').count()).toBe(7);
+    await item(booked2).click();
+    await expect.poll(() => analysis.locator('.analysis-result').textContent()).toBe('Succeeded');
+    await page.click('#call-rerun');
+    await expect
+      .poll(() => analysis.locator('.analysis-criteria li').allTextContents(), { timeout: 30_000 })
+      .toEqual(['passed booked — the caller asked for an appointment', 'unknown polite — not shown']);
+    expect(await analysis.locator('.analysis-result').textContent()).toBe('Not decided');
+    expect(await analysis.locator('.analysis-summary').textContent()).toBe('The caller booked.');
+    await expect.poll(() => page.locator('#status').textContent()).toBe(`Call ${booked2}: analysed again`);
+    await page.screenshot({ path: '/tmp/console-analysis.png', fullPage: true });
+
+    // a call going on: its analysis comes after it ends, and it cannot be re-run yet
+    const ongoing = await bus.request(
+      Subjects.callsAdmit,
+      { subdomain: second.subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
+      ask,
+    );
+    await page.click('#calls-refresh');
+    await item(ongoing.callId).click();
+    await expect.poll(() => analysis.getAttribute('data-call-id')).toBe(ongoing.callId);
+    expect(await analysis.locator('.analysis-result').textContent()).toBe(
+      'In progress: analysed after it ends.',
+    );
+    expect(await page.locator('#call-rerun').isHidden()).toBe(true);
+    expect(await item(ongoing.callId).locator('.what').textContent()).toMatch(/ · in progress$/);
+    await bus.request(
+      Subjects.callsEnd,
+      { agentId, callId: ongoing.callId, endedAt: Date.now(), endedReason: 'caller_hung_up' },
+      ask,
+    );
+
+    // what the browser logged: the refused settings' 400, nothing else
+    expect(refused).toEqual(Array(2).fill(`400 ${stack.baseUrl}/api/agents/${agentId}/analysis`));
+    expect(problems).toEqual(
+      refused.map(() => expect.stringMatching(/^console error: Failed to load resource/)),
+    );
+    await page.close();
+  }, 150_000);
 });

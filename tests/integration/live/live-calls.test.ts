@@ -380,6 +380,55 @@ describe('calls', () => {
     expect(await sessions.callRetention.sweep(Date.now() + 31 * day)).toBeGreaterThanOrEqual(1);
     expect(await gone(kept)).toEqual({ call: 404, recording: 404, events: 'none' });
   }, 120_000);
+  it("opens a call's socket only from the page that started it: another Origin is refused, even with its ticket; a bad frame ends it with its reason", async () => {
+    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const agentId = (await http.post('/api/agents', { name: 'Origin desk', flow: liveFlow })).body
+      .id as string;
+    const deploy = await liveDeploy(agentId, {});
+    const origin = 'https://shop.example.com';
+    const key = (await http.post(`/api/agents/${agentId}/public-keys`, { allowedOrigins: [origin] })).body
+      .key as string;
+    const start = async (headers: Record<string, string>) => {
+      const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: '{}',
+      });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { audioPath: string }).audioPath;
+    };
+    const ws = stack.baseUrl.replace(/^http/, 'ws');
+    const open = (audioPath: string, headers: Record<string, string>) =>
+      new VoiceClient({ url: ws + audioPath, headers });
+
+    // started by the shop's page with its key: a page elsewhere holding the ticket is refused, and so is a
+    // client sending no Origin; the ticket is not used up by them, and opens from the shop's page
+    const fromShop = await start({ authorization: `Bearer ${key}`, origin });
+    await expect(open(fromShop, { origin: 'https://evil.example' }).ready).rejects.toThrow('refused: 401');
+    await expect(open(fromShop, {}).ready).rejects.toThrow('refused: 401');
+    const shop = open(fromShop, { origin });
+    await shop.ready;
+    shop.close();
+    await shop.closed;
+
+    // started with no Origin (no browser, no key): no other site's page opens it; our own page does
+    const keyless = await start({});
+    await expect(open(keyless, { origin }).ready).rejects.toThrow('refused: 401');
+    const ours = open(keyless, { origin: new URL(stack.baseUrl).origin });
+    await ours.ready;
+    // a frame that is not the call's format closes the socket (4400), and the call says why
+    ours.socket.send(Buffer.alloc(3), { binary: true });
+    expect((await ours.closed).code).toBe(4400);
+    const callId = /\/calls\/([^/]+)\/audio/.exec(keyless)![1]!;
+    await expect
+      .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${callId}`)).body, { timeout: 15_000 })
+      .toMatchObject({
+        status: 'ended',
+        endedReason: 'caller_hung_up',
+        endedDetail: { kind: 'bad_message' },
+      });
+  }, 60_000);
+
   it('per publishable key: 429 past LIVE_KEY_RATE_LIMIT_MAX; livePage off: no page, key-less calls refused', async () => {
     const agentId = (await http.post('/api/agents', { name: 'Widget desk', flow })).body.id as string;
     const deploy = await liveDeploy(agentId, {});

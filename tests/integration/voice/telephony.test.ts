@@ -547,8 +547,8 @@ describe('a phone call over the Media Stream', () => {
     await first.closed;
   });
 
-  it('closes a stream that sends audio faster than real time, or garbage, with a reason', async () => {
-    const { number } = await liveAgentWithNumber();
+  it('closes a stream that sends audio faster than real time, or garbage, with a reason the call keeps', async () => {
+    const { agentId, number } = await liveAgentWithNumber();
     const a = await ring(number);
     const fast = new TwilioCaller({
       url: a.stream.url,
@@ -562,6 +562,11 @@ describe('a phone call over the Media Stream', () => {
     const closed = await fast.closed;
     expect(closed.code).toBe(4429);
     expect(closed.reason).toContain('faster than real time');
+    // the builder reads why on the call: the caller's side went, closed for its pace
+    expect(await endedCall(agentId)).toMatchObject({
+      endedReason: 'caller_hung_up',
+      endedDetail: { kind: 'media_too_fast' },
+    });
 
     const b = await ring(number);
     const garbage = new TwilioCaller({
@@ -571,8 +576,19 @@ describe('a phone call over the Media Stream', () => {
       parameters: b.stream.parameters,
     });
     await garbage.opened;
+    // attached (the greeting plays): the call is under way when the garbage comes
+    await vi.waitFor(() => expect(garbage.received.length).toBeGreaterThan(0), { timeout: 20_000 });
     garbage.sendRaw('{"event":"nonsense"}');
     const closedB = await garbage.closed;
     expect(closedB.code).toBe(4400);
+    await vi.waitFor(
+      async () =>
+        expect((await phoneCalls(agentId))[0]).toMatchObject({
+          status: 'ended',
+          endedReason: 'caller_hung_up',
+          endedDetail: { kind: 'bad_message' },
+        }),
+      { timeout: 15_000 },
+    );
   });
 });

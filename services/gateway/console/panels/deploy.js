@@ -2,7 +2,8 @@
 // Deploy: put a version live with its call settings (the deploy pipeline moves it building → live, or failed
 // with its issues), roll back by deploying an older version, change the live deploy's settings, the live
 // version with its talk page's link and the widget's snippet, and the publishable keys the widget is used with
-// (created, listed, revoked). docs/api.md, "The console".
+// (created, listed, revoked); each deploy's figures from its calls, and two deploys side by side with their
+// differences. docs/api.md, "The console".
 
 import { agentPath, enc, json } from '../lib/api.js';
 import { DEFAULT_DEPLOY_SETTINGS } from '../lib/live-contracts.js';
@@ -17,6 +18,7 @@ import { definePanel } from '../ui/panel.js';
  * @typedef {Ops['publicKeysList']['responses'][200]['content']['application/json']} PublicKeyList
  * @typedef {Ops['publicKeysCreate']['responses'][201]['content']['application/json']} CreatedPublicKey
  * @typedef {NonNullable<Ops['deploysCreate']['requestBody']>['content']['application/json']} CreateDeployBody
+ * @typedef {Ops['deployStats']['responses'][200]['content']['application/json']} DeployStats
  * @typedef {Pick<DeployRecord, 'maxConcurrentCalls' | 'dailyCallCap' | 'maxCallDurationMs' | 'silenceTimeoutMs' | 'endCallMessage'>} DeploySettings
  */
 
@@ -174,6 +176,13 @@ function renderDeploys() {
         ` #${d.deployNumber} · v${d.version} · ${time(d.updatedAt ?? d.createdAt)}`,
         ...failure,
       );
+      const stats = el('button', { type: 'button', class: 'small stats' }, 'Stats');
+      stats.addEventListener('click', () => {
+        $('stats-a').value = d.id;
+        $('stats-b').value = '';
+        void showStats();
+      });
+      item.append(' ', stats);
       // roll back: the version of a deploy that was live before, deployed again (seconds: no new build)
       if (live && d.status === 'superseded' && d.version !== live.version) {
         const back = el('button', { type: 'button', class: 'small rollback' }, `Roll back to v${d.version}`);
@@ -185,6 +194,7 @@ function renderDeploys() {
     }),
   );
   if (deploys.length === 0) $('deploys').replaceChildren(el('li', { class: 'muted' }, 'No deploys yet.'));
+  statsChoices();
   renderLive();
 }
 
@@ -252,6 +262,134 @@ async function applyToLive() {
     await loadDeploys(agentId);
   } catch (err) {
     showError(err, 'Changing the settings');
+  }
+}
+
+// ---- a deploy's figures, and two side by side --------------------------------------------------------
+
+/** The two pickers list every deploy (the second may be none: one deploy's figures alone). */
+function statsChoices() {
+  for (const [id, none] of [
+    ['stats-a', null],
+    ['stats-b', 'compare with…'],
+  ]) {
+    const chosen = $(id).value;
+    $(id).replaceChildren(
+      ...(none ? [el('option', { value: '' }, none)] : []),
+      ...deploys.map((d) =>
+        el('option', { value: d.id }, `#${d.deployNumber} · v${d.version} · ${d.status}`),
+      ),
+    );
+    if (deploys.some((d) => d.id === chosen)) $(id).value = chosen;
+  }
+  $('stats-box').hidden = deploys.length === 0;
+}
+
+const round = (v, digits = 1) => Number(v.toFixed(digits));
+const signed = (v, unit = '') => `${v > 0 ? '+' : v < 0 ? '−' : '±'}${Math.abs(round(v))}${unit}`;
+
+/** A usage line's measure: tokens for a model, characters for speech, seconds for transcription. */
+function usageMeasure(u) {
+  if (u.kind === 'llm') return { value: u.promptTokens + u.completionTokens, unit: ' tokens' };
+  if (u.kind === 'tts') return { value: u.ttsCharacters, unit: ' chars' };
+  return { value: round(u.sttAudioSeconds), unit: ' s' };
+}
+
+/**
+ * The rows of the table: a name, each deploy's value (number or null), its unit, and which way is better
+ * (+1: more is better, −1: less is better, 0: neither).
+ * @param {DeployStats[]} all
+ */
+function statsRows(all) {
+  /** @type {{ key: string, label: string, values: (number | null)[], unit: string, better: number }[]} */
+  const rows = [];
+  const add = (key, label, of, unit = '', better = 0) =>
+    rows.push({ key, label, values: all.map(of), unit, better });
+  add('calls', 'Calls', (s) => s.calls);
+  add('connected', 'Connected', (s) => s.connected);
+  add('minutes', 'Minutes', (s) => round(s.minutes));
+  add('analysed', 'Analysed', (s) => s.analysed);
+  add('passed', 'Passed', (s) => s.passed, '', 1);
+  add('failed', 'Failed', (s) => s.failed, '', -1);
+  add(
+    'successRate',
+    'Success rate',
+    (s) => (s.successRate === null ? null : round(s.successRate * 100)),
+    ' %',
+    1,
+  );
+  for (const p of /** @type {const} */ (['p50', 'p90', 'p99']))
+    add(
+      `response-${p}`,
+      `Response ${p}`,
+      (s) => (s.responseMs ? Math.round(s.responseMs[p]) : null),
+      ' ms',
+      -1,
+    );
+  const reasons = [...new Set(all.flatMap((s) => Object.keys(s.endedReasons)))].sort();
+  for (const r of reasons)
+    add(`ended-${r}`, `Ended: ${r.replaceAll('_', ' ')}`, (s) => s.endedReasons[r] ?? 0);
+  const usageKey = (u) => `${u.kind} ${u.provider} ${u.model}`;
+  const usages = [...new Set(all.flatMap((s) => s.usage.map(usageKey)))].sort();
+  for (const k of usages) {
+    const unit = usageMeasure(all.flatMap((s) => s.usage).find((u) => usageKey(u) === k)).unit;
+    add(
+      `usage-${k}`,
+      `Usage: ${k}`,
+      (s) => {
+        const u = s.usage.find((x) => usageKey(x) === k);
+        return u ? usageMeasure(u).value : 0;
+      },
+      unit,
+    );
+  }
+  return rows;
+}
+
+/** The deploys picked: each one's figures, and with two the differences (the second against the first). */
+async function showStats() {
+  const agentId = store.agentId;
+  const ids = [$('stats-a').value, $('stats-b').value].filter(Boolean);
+  if (!agentId || ids.length === 0) return;
+  try {
+    /** @type {DeployStats[]} */
+    const all = await Promise.all(
+      ids.map((id) =>
+        json('GET', `${agentPath(agentId)}/deploys/${enc(id)}/stats`, undefined, {
+          signal: store.agentSignal,
+        }),
+      ),
+    );
+    const two = all.length === 2;
+    const head = el(
+      'tr',
+      {},
+      el('th', {}, ''),
+      ...all.map((s) => el('th', { scope: 'col' }, `#${s.deployNumber} · v${s.version}`)),
+      ...(two ? [el('th', { scope: 'col' }, 'difference')] : []),
+    );
+    const body = statsRows(all).map((r) => {
+      const cells = r.values.map((v) => el('td', {}, v === null ? '–' : `${v}${r.unit}`));
+      if (two) {
+        const [a, b] = r.values;
+        const diff = a === null || b === null ? null : b - a;
+        const judged =
+          diff === null || diff === 0 || r.better === 0 ? '' : diff * r.better > 0 ? 'better' : 'worse';
+        cells.push(
+          el(
+            'td',
+            { class: `diff ${judged}` },
+            diff === null ? '–' : signed(diff, r.unit === ' %' ? ' pts' : r.unit),
+          ),
+        );
+      }
+      return el('tr', { 'data-row': r.key }, el('th', { scope: 'row' }, r.label), ...cells);
+    });
+    $('stats-table').replaceChildren(el('thead', {}, head), el('tbody', {}, ...body));
+    $('stats-table').hidden = false;
+    $('stats-box').open = true;
+  } catch (err) {
+    showError(err, 'Loading the deploy stats');
   }
 }
 
@@ -403,6 +541,19 @@ definePanel({
       el('ul', { id: 'deploys', class: 'deploys' }),
       el(
         'details',
+        { id: 'stats-box', class: 'stats-box', hidden: '' },
+        el('summary', {}, 'Stats from calls'),
+        el(
+          'div',
+          { class: 'row filters' },
+          el('select', { id: 'stats-a', 'aria-label': 'Deploy' }),
+          el('select', { id: 'stats-b', 'aria-label': 'Compare with' }),
+          el('button', { type: 'button', id: 'stats-show', class: 'small' }, 'Show'),
+        ),
+        el('table', { id: 'stats-table', class: 'stats-table', hidden: '' }),
+      ),
+      el(
+        'details',
         { id: 'widget-box', hidden: '' },
         el('summary', {}, 'Widget snippet'),
         el('pre', { class: 'snippet' }, el('code', { id: 'widget-snippet' })),
@@ -419,6 +570,9 @@ definePanel({
       $('deploys').replaceChildren();
       $('keys-list').replaceChildren();
       $('new-key').hidden = true;
+      $('stats-table').replaceChildren();
+      $('stats-table').hidden = true;
+      statsChoices();
       fillSettings(DEFAULT_DEPLOY_SETTINGS);
       renderVersions();
       renderLive();
@@ -437,6 +591,7 @@ definePanel({
       void deploy(Number($('deploy-version').value), settingsOfForm());
     });
     $('deploy-apply').addEventListener('click', () => void applyToLive());
+    $('stats-show').addEventListener('click', () => void showStats());
     keyForm.addEventListener('submit', (e) => void createKey(e));
   },
 });

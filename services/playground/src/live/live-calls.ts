@@ -92,8 +92,14 @@ export class LiveCalls {
   }
 
   /** Idempotent: an unknown or already ended call answers ok. */
-  async end(agentId: string, callId: string, reason: EndedReason, requestId: string): Promise<Ok> {
-    await this.deps.sessions.end(callId, agentId, requestId, reason);
+  async end(
+    agentId: string,
+    callId: string,
+    reason: EndedReason,
+    requestId: string,
+    detail?: EndedDetail,
+  ): Promise<Ok> {
+    await this.deps.sessions.end(callId, agentId, requestId, reason, detail);
     return { ok: true };
   }
 }

@@ -5,6 +5,7 @@ import {
   AppError,
   OwnerEndRequest,
   TextTurnRequest,
+  type EndedDetail,
   type Ok,
   type SessionType,
   type SessionUsage,
@@ -78,6 +79,8 @@ interface HostedSession {
   stopReason: string | undefined;
   /** Where a call stopped `transferred` went (the number), given with that stop. */
   transferredTo: string | undefined;
+  /** A call's `endedDetail` as its edge gave it with that stop. */
+  endedDetail: EndedDetail | undefined;
   /** What it says before a drain ends it. */
   goodbye: ((boundMs: number) => Promise<void>) | undefined;
   /** Turns (the greeting included) whose answer said a model failed: reported with the record. */
@@ -101,6 +104,8 @@ interface HostedSession {
 /** More about a stop, for the call it ends: where a `transferred` call went. */
 export interface StopDetail {
   transferredTo?: string | undefined;
+  /** A call's `endedDetail` as its edge gave it (`playground.calls.end`). */
+  endedDetail?: EndedDetail | undefined;
 }
 
 /**
@@ -330,6 +335,7 @@ export class HostedSessions {
       recordClosed: undefined,
       stopReason: undefined,
       transferredTo: undefined,
+      endedDetail: undefined,
       goodbye: undefined,
       failedTurns: 0,
       cleanups: [],
@@ -344,7 +350,7 @@ export class HostedSessions {
     this.sessions.set(sessionId, hosted);
     hosted.subs.push(
       this.owners.answer(sessionId, 'end', OwnerEndRequest, async (req, requestId) => {
-        await this.end(req.sessionId, req.agentId, requestId, req.reason);
+        await this.end(req.sessionId, req.agentId, requestId, req.reason, req.detail);
         return { ok: true } satisfies Ok;
       }),
     );
@@ -410,7 +416,10 @@ export class HostedSessions {
     } catch (err) {
       hosted.log.warn({ code: 'SESSION_USAGE_NOT_READ', err: safeError(err) }, 'session usage not read');
     }
-    await hosted.record?.close(usage, hosted.failedTurns, hosted.stopReason, hosted.transferredTo);
+    await hosted.record?.close(usage, hosted.failedTurns, hosted.stopReason, {
+      transferredTo: hosted.transferredTo,
+      endedDetail: hosted.endedDetail,
+    });
   }
 
   private timer(hosted: HostedSession, name: string, ms: number, reason: string): void {
@@ -456,11 +465,12 @@ export class HostedSessions {
     agentId: string | undefined,
     requestId: string,
     reason = 'delete',
+    detail?: EndedDetail,
   ): Promise<boolean> {
     const hosted = this.sessions.get(sessionId);
-    if (!hosted) return this.owners.forwardEnd(sessionId, agentId, requestId, reason);
+    if (!hosted) return this.owners.forwardEnd(sessionId, agentId, requestId, reason, detail);
     if (agentId !== undefined && hosted.agentId !== agentId) return true;
-    await this.stop(sessionId, reason);
+    await this.stop(sessionId, reason, { endedDetail: detail });
     return true;
   }
 
@@ -471,6 +481,7 @@ export class HostedSessions {
     if (hosted.stopReason === undefined) {
       hosted.stopReason = reason;
       hosted.transferredTo = end?.transferredTo;
+      hosted.endedDetail = end?.endedDetail;
     }
     hosted.stopping ??= (async () => {
       for (const t of hosted.timers.values()) clearTimeout(t);

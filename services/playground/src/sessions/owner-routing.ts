@@ -6,6 +6,7 @@ import {
   ownerSubject,
   specOf,
   Subjects,
+  type EndedDetail,
   type Ok,
   type OwnerVerb,
   type TextTurnResult,
@@ -79,12 +80,13 @@ export class OwnerRouting {
     agentId: string | undefined,
     requestId: string,
     reason: string,
+    detail?: EndedDetail,
   ): Promise<boolean> {
     const { config } = this.deps;
     try {
       await this.deps.bus.requestTo<Ok>(
         ownerSubject(sessionId, 'end'),
-        { sessionId, agentId, reason },
+        { sessionId, agentId, reason, ...(detail ? { detail } : {}) },
         {
           timeoutMs: config.BUS_TIMEOUT_MS + config.MEDIA_SERVER_TIMEOUT_MS,
           requestId,

@@ -44,6 +44,8 @@ export class TestSessionRecord {
   private stopReason: string | undefined;
   /** Where a call that stopped `transferred` went. */
   private transferredTo: string | undefined;
+  /** Why the edge closed a call's caller side, as it said (`playground.calls.end`'s `detail`). */
+  private endedDetail: EndedDetail | undefined;
 
   private constructor(
     private readonly deps: RecordDeps,
@@ -83,6 +85,7 @@ export class TestSessionRecord {
               callId,
               endedAt,
               ...endedReasonOf(record?.stopReason),
+              ...(record?.endedDetail !== undefined ? { endedDetail: record.endedDetail } : {}),
               ...(record?.transferredTo !== undefined ? { transferredTo: record.transferredTo } : {}),
               usage: report?.usage ?? [],
             },
@@ -172,11 +175,12 @@ export class TestSessionRecord {
     usage: SessionUsage,
     failedTurns: number,
     stopReason?: string,
-    transferredTo?: string,
+    end?: { transferredTo?: string | undefined; endedDetail?: EndedDetail | undefined },
   ): Promise<void> {
     if (this.stopReason === undefined) {
       this.stopReason = stopReason;
-      this.transferredTo = transferredTo;
+      this.transferredTo = end?.transferredTo;
+      this.endedDetail = end?.endedDetail;
     }
     if (usage.length > 0) this.events.emit({ type: 'usage', usage });
     this.durationMs = await this.transcript.close({

@@ -11,6 +11,7 @@ import {
   liveSubject,
   ownerSubject,
   Subjects,
+  type MediaRefusalKind,
   type PhoneTransferAnswer,
   VOICE_CONTROL_HEADER,
   VoiceAttached,
@@ -85,6 +86,8 @@ export class PhoneRelay {
   /** Segments flushed whose mark has not come back: id → ms sent. */
   private marks = new Map<number, number>();
   private endReason = 'caller hung up';
+  /** Why this side closed the stream, when it did: the call's `endedDetail` (a builder reads it on the call). */
+  private refusal: MediaRefusalKind | undefined;
   /** A transfer to a number under way or made: its stream's stop is not the caller hanging up once it is. */
   private transferring: Promise<PhoneTransferAnswer> | undefined;
 
@@ -146,6 +149,7 @@ export class PhoneRelay {
     }
     if (!parsed?.success) {
       this.endReason = 'not a Twilio media stream message';
+      this.refusal = 'bad_message';
       this.close(VoiceCloseCodes.badInput, 'not a message of Twilio Media Streams');
       return;
     }
@@ -171,6 +175,7 @@ export class PhoneRelay {
 
   private bad(reason: string): void {
     this.endReason = reason;
+    this.refusal = 'bad_message';
     this.close(VoiceCloseCodes.badInput, reason);
   }
 
@@ -244,6 +249,7 @@ export class PhoneRelay {
     this.receivedMs += ulaw.length / 8;
     if (this.receivedMs > now - this.firstMediaAt + this.deps.settings.burstMs) {
       this.endReason = 'audio faster than real time';
+      this.refusal = 'media_too_fast';
       this.close(VoiceCloseCodes.tooFast, 'audio faster than real time: send it as it is recorded');
       return;
     }
@@ -449,7 +455,12 @@ export class PhoneRelay {
     await this.deps.bus
       .request(
         Subjects.callsHangUp,
-        { agentId, callId, reason: 'caller_hung_up' },
+        {
+          agentId,
+          callId,
+          reason: 'caller_hung_up',
+          ...(this.refusal ? { detail: { kind: this.refusal } } : {}),
+        },
         { timeoutMs: 10_000, requestId: this.deps.requestId },
       )
       .catch((err: unknown) =>

@@ -1,0 +1,244 @@
+#!/usr/bin/env node
+// Issue 46's load figure: --calls concurrent phone calls on ONE playground instance (a process of its own, with
+// recordings on), the way Twilio makes them: a stub Twilio (packages/testkit's TwilioCaller, Media Streams
+// exactly, as tests/integration/voice/telephony.test.ts uses it) rings a number of a live agent through the
+// signed voice webhook, follows the TwiML's Stream, answers marks as its line plays, and speaks real speech
+// (espeak-ng at 8 kHz, as μ-law 20 ms frames in real time). The calls start spread over --ramp seconds and all
+// overlap; each hears its greeting, then says --turns turns, each answered, then hangs up.
+// The rest of the stack runs as processes (gateway, agents, sessions, telephony, the chat and speech stubs of
+// bench/voice-stubs.mjs); the callers run in this process.
+// Prints: the instance's event-loop delay p99 (its /metrics, which prom-client resets at each scrape: scraped
+// every 5 s while the calls talk; the worst window and the median of the windows), lost calls (no stream, no
+// greeting, a turn unanswered, a socket closed by the far side, a call not listed ended with its recording), and
+// the turn figures (greeting after `start`, response felt: end of the caller's speech in the μ-law stream → the
+// first audible sample of the reply; the endpointing wait and the stubs' time are in it).
+// Usage: npm run build && node bench/phone-load.mjs [--calls 50] [--turns 2] [--ramp 10]
+import { freePort, postTwilioWebhook, speak, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadavg } from 'node:os';
+import {
+  admissionOff,
+  option,
+  sendJson,
+  startCoreStack,
+  startProcess,
+  startVoiceStubs,
+} from './processes.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const CALLS = option('calls', 50);
+const TURNS = option('turns', 2);
+const RAMP_S = option('ramp', 10);
+const ENDPOINTING_MS = 500;
+const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const fmt = (x) => (Number.isFinite(x) ? x.toFixed(0) : '—');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** Polls `done` every 10 ms until it holds; false after `ms`. */
+async function until(done, ms) {
+  const end = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > end) return false;
+    await sleep(10);
+  }
+  return true;
+}
+
+const core = await startCoreStack(root, { LIVE_MAX_CALLS_PER_ADDRESS: String(CALLS + 10) });
+const stubs = await startVoiceStubs(root);
+const telPort = await freePort();
+const telephony = await startProcess(
+  join(root, 'services/telephony/dist/main.js'),
+  {
+    ...core.env,
+    LOG_LEVEL: 'info',
+    TWILIO_AUTH_TOKEN: AUTH_TOKEN,
+    TELEPHONY_PORT: String(telPort),
+    TELEPHONY_HOST: '127.0.0.1',
+  },
+  'telephony listening',
+);
+const metricsPort = await freePort();
+const playground = await startProcess(
+  join(root, 'services/playground/dist/main.js'),
+  {
+    ...core.env,
+    LOG_LEVEL: 'info',
+    INSTANCE_ID: 'bench-phone-load',
+    METRICS_PORT: String(metricsPort),
+    METRICS_HOST: '127.0.0.1',
+    FLOW_EGRESS_ALLOW: '127.0.0.1',
+    MAX_SESSIONS: String(CALLS + 10),
+    MAX_SESSIONS_PER_CALLER: String(CALLS + 10),
+    RECORDINGS: 'on',
+    // the instance's admission by load is off (as in the other benchmarks: what the load costs is measured);
+    // LOAD_MAX_EVENT_LOOP_P99_MS=… in the environment puts it back, and its refusals are counted apart
+    ...admissionOff(),
+  },
+  'playground instance up',
+);
+const metrics = `http://127.0.0.1:${metricsPort}/metrics`;
+async function loopP99() {
+  const text = await (await fetch(metrics)).text();
+  const m = /^nodejs_eventloop_lag_p99_seconds(?:\{[^}]*\})? ([0-9.e+-]+)$/m.exec(text);
+  return m ? Number(m[1]) * 1000 : NaN;
+}
+
+const lost = [];
+/** Calls answered "busy" (TwiML <Say> + <Hangup/>): a documented refusal, not a lost call. */
+let refused = 0;
+const greetMs = [];
+const responseMs = [];
+
+/** One phone call: rings, greets, talks TURNS turns, hangs up. Resolves to its CallSid, or records it lost. */
+async function phoneCall(c, number, utterance, speechMs) {
+  const callSid = `CA${String(c + 1).padStart(32, '0')}`;
+  const answer = await postTwilioWebhook(`http://127.0.0.1:${telPort}/telephony/twilio/voice`, AUTH_TOKEN, {
+    CallSid: callSid,
+    AccountSid: 'AC00000000000000000000000000000000',
+    From: `+1415555${String(1000 + c).padStart(4, '0')}`,
+    To: number,
+    CallStatus: 'ringing',
+    Direction: 'inbound',
+  });
+  const stream = streamOf(answer.body);
+  if (!stream && /<Hangup\/>/.test(answer.body)) return void refused++;
+  if (!stream) return void lost.push(`${c}: no stream (${answer.body.slice(0, 80)})`);
+  const caller = new TwilioCaller({
+    url: stream.url,
+    authToken: AUTH_TOKEN,
+    callSid,
+    parameters: stream.parameters,
+  });
+  let farClosed;
+  void caller.closed.then((x) => (farClosed ??= x));
+  try {
+    await caller.opened;
+    if (!(await until(() => caller.segments[0]?.audibleAt !== undefined || farClosed, 20_000)) || farClosed)
+      return void lost.push(`${c}: no greeting${farClosed ? ` (closed ${farClosed.code})` : ''}`);
+    greetMs.push(caller.segments[0].audibleAt);
+    for (let t = 0; t < TURNS; t++) {
+      if (
+        !(await until(() => (!caller.playing && caller.micQueuedMs === 0) || farClosed, 30_000)) ||
+        farClosed
+      )
+        return void lost.push(`${c}: the agent kept speaking or the line closed`);
+      const before = caller.segments.length;
+      const endAt = caller.now() + speechMs;
+      caller.say(utterance);
+      if (
+        !(await until(() => caller.segments[before]?.audibleAt !== undefined || farClosed, 30_000)) ||
+        farClosed
+      )
+        return void lost.push(
+          `${c}: turn ${t + 1} unanswered${farClosed ? ` (closed ${farClosed.code})` : ''}`,
+        );
+      responseMs.push(caller.segments[before].audibleAt - endAt);
+    }
+    await until(() => !caller.playing || farClosed, 30_000);
+    caller.hangUp();
+    await caller.closed;
+    return callSid;
+  } catch (err) {
+    lost.push(`${c}: ${err.message}`);
+  }
+}
+
+try {
+  const agent = await sendJson('POST', `${core.url}/api/agents`, {
+    name: 'bench phone load',
+    flow: voiceFlow({
+      chatURL: stubs.chatURL,
+      speechURL: stubs.speechURL,
+      agent: { turnDetection: 'vad', minEndpointingDelay: ENDPOINTING_MS, preemptiveGeneration: false },
+    }),
+  });
+  const deploy = await sendJson('POST', `${core.url}/api/agents/${agent.id}/deploys`, {
+    maxConcurrentCalls: CALLS + 10,
+  });
+  for (let i = 0; ; i++) {
+    const list = await sendJson('GET', `${core.url}/api/agents/${agent.id}/deploys`);
+    if (list.find((d) => d.id === deploy.id)?.status === 'live') break;
+    if (i > 300) throw new Error('the deploy did not go live');
+    await sleep(100);
+  }
+  const number = '+14155550100';
+  await sendJson('POST', `${core.url}/api/phone-numbers`, { number, provider: 'twilio', agentId: agent.id });
+
+  // espeak-ng at the line's rate, and where its sound ends (its tail is silence)
+  const utterance = speak('I would like to book a table for two tonight.', { sampleRate: 8000 });
+  let last = utterance.length - 1;
+  while (last > 0 && Math.abs(utterance[last]) < 500) last--;
+  const speechMs = (last + 1) / 8;
+
+  await loopP99(); // resets the instance's window: what follows is the calls'
+  const windows = [];
+  let talking = true;
+  const sampler = (async () => {
+    while (talking) {
+      await sleep(5000);
+      if (talking) windows.push(await loopP99());
+    }
+  })();
+  const t0 = Date.now();
+  const calls = [];
+  for (let c = 0; c < CALLS; c++) {
+    calls.push(phoneCall(c, number, utterance, speechMs));
+    await sleep((RAMP_S * 1000) / CALLS);
+  }
+  const ended = (await Promise.all(calls)).filter(Boolean).length;
+  talking = false;
+  windows.push(await loopP99());
+  await sampler;
+  const wallS = (Date.now() - t0) / 1000;
+
+  // each call that talked is listed ended, with its recording (stored once the call ends)
+  let stored = 0;
+  for (let i = 0; i < 100; i++) {
+    const listed = await sendJson('GET', `${core.url}/api/agents/${agent.id}/calls?channel=phone&limit=100`);
+    stored = listed.calls.filter((x) => x.status === 'ended' && x.recording !== null).length;
+    if (stored >= ended) break;
+    await sleep(200);
+  }
+
+  console.log(
+    `${CALLS} concurrent phone calls on one playground instance (recordings on), started over ${RAMP_S} s, ` +
+      `${TURNS} espeak-ng turns each, ${wallS.toFixed(0)} s; load average ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(' ')}`,
+  );
+  console.log('| what | figure |');
+  console.log('|---|---|');
+  console.log(
+    `| the instance's event-loop delay p99, ms (5 s windows: worst / median, ${windows.length} windows) | ` +
+      `${fmt(Math.max(...windows))} / ${fmt(pct(windows, 50))} |`,
+  );
+  console.log(`| calls completed / refused busy / lost | ${ended} / ${refused} / ${lost.length} |`);
+  console.log(`| calls listed ended with a recording | ${stored} |`);
+  console.log(
+    `| greeting (start → first audible sample), p50 / p99 ms | ${fmt(pct(greetMs, 50))} / ${fmt(pct(greetMs, 99))} |`,
+  );
+  console.log(
+    `| response felt (${responseMs.length} turns; ${ENDPOINTING_MS} ms endpointing and the stubs in it), p50 / p99 ms | ` +
+      `${fmt(pct(responseMs, 50))} / ${fmt(pct(responseMs, 99))} |`,
+  );
+  // why calls were lost, counted by reason (the call's number left out)
+  const reasons = new Map();
+  for (const why of lost) {
+    const reason = why.replace(/^\d+: /, '').slice(0, 80);
+    reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+  }
+  for (const [reason, n] of reasons) console.log(`lost ${n}: ${reason}`);
+} finally {
+  playground.kill();
+  telephony.kill();
+  for (const p of core.procs) p.kill();
+  stubs.close();
+  await core.nats.stop();
+  await core.redis.stop();
+}
