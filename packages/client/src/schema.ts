@@ -2389,6 +2389,7 @@ export interface components {
       agentId: string;
       durationMs: number | null;
       endedAt: number | null;
+      endedReason: 'instance_lost' | null;
       id: string;
       recording: {
         bytes: number;
