@@ -103,7 +103,7 @@ try {
     retry: 'on',
   });
   for (const i of [loaded, quiet]) i.talking = false;
-  const { figures, talkSeconds, refused, givenUp, sessionIds, notReady } = result;
+  const { figures, talkSeconds, refused, givenUp, sessionIds, notReady, endedEarly } = result;
   console.log(
     `\n### ${SESSIONS} voice sessions against 2 playground instances (one core each), a CPU hog on core 0: ${HOG}, ${TURNS} turns each (${fmt(talkSeconds)} s)\n`,
   );
@@ -128,6 +128,11 @@ try {
     .map((m) => m.responseMs - m.endOfTurnDelayMs - (m.ttsTtfbMs ?? 0) - (m.llmTtftMs ?? 0));
   console.log(
     `\nstarts refused (503, retried after Retry-After): ${refused}; given up after 5 tries: ${givenUp}; sessions talking: ${sessionIds.length} of ${SESSIONS}; closed before ready: ${notReady.length}${notReady.length ? ` (${[...new Set(notReady)].join('; ')})` : ''}`,
+  );
+  const reasons = new Map();
+  for (const r of endedEarly) reasons.set(r, (reasons.get(r) ?? 0) + 1);
+  console.log(
+    `sessions ended by their instance while talking: ${endedEarly.length}${endedEarly.length ? ` (${[...reasons].map(([r, n]) => `${n}× ${r}`).join('; ')})` : ''}`,
   );
   console.log(
     `turns measured: ${figures.length} of ${sessionIds.length * TURNS}; responseMs p50 ${fmt(pct(response, 50))} / p99 ${fmt(pct(response, 99))} ms; turn overhead p50 ${fmt(pct(overhead, 50))} / p99 ${fmt(pct(overhead, 99))} ms`,

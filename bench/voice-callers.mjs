@@ -75,13 +75,18 @@ await Promise.all(
     for (let turn = 0; turn < TURNS; turn++) client.say(utterance);
   }),
 );
-while (clients.some((client) => client.micQueuedMs > 0)) await new Promise((r) => setTimeout(r, 250));
+// a session its instance ended (too far behind real time, under load) plays no more of its queue
+const ended = new Map();
+for (const client of clients) void client.closed.then((c) => ended.set(client, `${c.code} ${c.reason}`));
+while (clients.some((client) => !ended.has(client) && client.micQueuedMs > 0))
+  await new Promise((r) => setTimeout(r, 250));
 await new Promise((r) => setTimeout(r, 3000));
 const figures = clients.flatMap((client) =>
   client.events
     .filter((e) => e.type === 'turn_metrics' && e.metrics.responseMs !== undefined)
     .map((e) => e.metrics),
 );
+const endedEarly = [...ended.values()];
 for (const client of clients) client.close();
 await Promise.all(clients.map((client) => client.closed));
 const cpu = process.cpuUsage();
@@ -93,6 +98,7 @@ console.log(
     refused,
     givenUp,
     notReady,
+    endedEarly,
     cpuMs: (cpu.user + cpu.system) / 1000,
   }),
 );
