@@ -116,8 +116,8 @@ try {
     ['core 1', quiet],
   ]) {
     const admitted = sessionIds.filter((id) => i.started.has(id)).length;
-    const loop = i.samples.filter((s) => s.sessions > 0).map((s) => s.eventLoopP99Ms);
-    const behind = i.samples.filter((s) => s.sessions > 0).map((s) => s.behindMs);
+    const loop = i.samples.map((s) => s.eventLoopP99Ms);
+    const behind = i.samples.map((s) => s.behindMs);
     console.log(
       `| ${name} | ${admitted} | ${i.overloaded} | ${fmt(pct(loop, 50))} / ${fmt(Math.max(...loop))} | ${fmt(pct(behind, 50))} / ${fmt(Math.max(...behind))} |`,
     );
