@@ -283,10 +283,10 @@ export async function startVoiceStubs(root) {
  */
 export async function runVoiceCallers(
   root,
-  { url, agentId, sessions, turns, stagger = 'on', onConnected = () => {} },
+  { url, agentId, sessions, turns, stagger = 'on', retry = 'off', onConnected = () => {} },
 ) {
   const args = ['--url', url, '--agent', agentId, '--sessions', String(sessions), '--turns', String(turns)];
-  args.push('--stagger', stagger);
+  args.push('--stagger', stagger, '--retry', retry);
   const callers = spawn(process.execPath, [join(root, 'bench/voice-callers.mjs'), ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -2454,6 +2454,7 @@ export interface components {
       agentId: string;
       durationMs: number | null;
       endedAt: number | null;
+      endedReason: 'instance_lost' | null;
       id: string;
       recording: {
         bytes: number;

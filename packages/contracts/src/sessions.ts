@@ -78,6 +78,16 @@ export type Recording = z.infer<typeof Recording>;
 export const RECORDINGS_BUCKET = 'recordings';
 export const recordingObject = (agentId: string, sessionId: string) =>
   `${subjectToken(agentId, 'an agent id')}/${subjectToken(sessionId, 'a session id')}.ogg`;
+/**
+ * The id a recording's chunks are stored under in the bucket (`$O.recordings.C.<id>`, the object's `nuid`): known
+ * from the session alone, so the chunks a killed instance wrote while recording can be found and named as the
+ * object by another process (decision 35). Two subject tokens: never one of the Object Store's own 22-character ids.
+ */
+export const recordingChunksId = (agentId: string, sessionId: string) =>
+  `${subjectToken(agentId, 'an agent id')}.${subjectToken(sessionId, 'a session id')}`;
+/** Headers on each chunk of a recording being made: the recording's zero, and its length up to that chunk's end. */
+export const RECORDING_STARTED_AT_HEADER = 'Vab-Recording-Started-At';
+export const RECORDING_DURATION_HEADER = 'Vab-Recording-Duration-Ms';
 
 export const TestSession = z.object({
   id: Id,
@@ -95,6 +105,11 @@ export const TestSession = z.object({
   usage: SessionUsage,
   /** The session's audio, once stored (a voice session that was recorded); null otherwise. */
   recording: Recording.nullable(),
+  /**
+   * Why the session ended when its own instance did not end it: `instance_lost`, closed by the owner sweep
+   * because the playground instance running it was gone (killed, its machine lost). null otherwise.
+   */
+  endedReason: z.enum(['instance_lost']).nullable(),
 });
 export type TestSession = z.infer<typeof TestSession>;
 

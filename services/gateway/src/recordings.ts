@@ -80,8 +80,18 @@ async function* slice(result: ObjectResult, range: ByteRange | null): AsyncGener
       if (offset > range.end) break;
     }
   } finally {
-    // a range that ends early stops the object's consumer
-    await reader.cancel().catch(() => undefined);
+    // a range that ends early (or a client gone) reads the object to its end, unsent: cancelling the stream
+    // stops the object's consumer, but @nats-io/obj 3.4.0 still enqueues the chunks it has already received
+    // into the cancelled stream, an unhandled rejection — and a recording is many small chunks (decision 35)
+    void drain(reader);
+  }
+}
+
+async function drain(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
+  try {
+    for (;;) if ((await reader.read()).done) return;
+  } catch {
+    // the object's read failed: nothing more to read
   }
 }
 

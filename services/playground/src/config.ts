@@ -121,6 +121,11 @@ const Env = {
   RECORDINGS_MAX_BYTES: envInt(2 * 1024 * 1024 * 1024, 1024 * 1024),
   /** Copies of the recordings bucket on a JetStream cluster (1, 3 or 5). */
   RECORDINGS_REPLICAS: envInt(1, 1),
+  /**
+   * How often a recording being made is written to its bucket (its complete Ogg pages so far): what a killed
+   * instance loses of it is at most about this plus the recorder's 2.5 s settle (decision 35).
+   */
+  RECORDING_FLUSH_MS: envInt(2000, 200),
   /** How often this instance measures its load (event-loop delay, sessions behind real time, CPU). */
   LOAD_CHECK_INTERVAL_MS: envInt(1000, 100),
   /**

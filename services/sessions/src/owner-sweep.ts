@@ -2,7 +2,8 @@ import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { safeError, type Logger } from '@vab/bus';
 import { AppError, liveSubject } from '@vab/contracts';
 import { storage, type RedisClient } from '@vab/storage';
-import type { CallSummary, EndCallRequest } from '@vab/contracts';
+import type { CallSummary, EndCallRequest, Recording } from '@vab/contracts';
+import type { Recordings } from './recordings.js';
 import type { SessionsStore } from './store.js';
 
 /** One instance sweeps per interval: the others find the lock taken and skip. Its own slot on a cluster. */
@@ -34,6 +35,7 @@ export interface CallSweep {
     openCallsBefore(before: number, batch: number): Promise<{ agentId: string; callId: string }[]>;
     forgetOpenCall(agentId: string, callId: string): Promise<void>;
     end(req: EndCallRequest): Promise<CallSummary | null>;
+    setRecording(agentId: string, callId: string, recording: Recording): Promise<void>;
   };
   ended(call: CallSummary): Promise<unknown>;
 }
@@ -52,6 +54,8 @@ export class OwnerSweep {
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
     private readonly calls?: CallSweep,
+    /** Names what a killed instance recorded (decision 35); none: nothing is salvaged. */
+    private readonly recordings?: Pick<Recordings, 'salvage'>,
   ) {}
 
   start(): void {
@@ -124,7 +128,10 @@ export class OwnerSweep {
         this.callLostAt.delete(key);
         if (call) {
           closed++;
-          await ended(call);
+          // what its instance recorded before it died is kept and named (decision 35), before `ended` tells it
+          const recording = await this.recordings?.salvage(c.agentId, c.callId);
+          if (recording) await store.setRecording(c.agentId, c.callId, recording);
+          await ended(recording ? { ...call, recording } : call);
         }
       } catch (err) {
         if (err instanceof AppError && err.code === 'NOT_FOUND')
@@ -165,7 +172,10 @@ export class OwnerSweep {
     const since = (await this.store.lostSince(s.agentId, s.sessionId, now)) ?? now;
     if (now - since < this.settings.intervalMs / 2) return false;
     const endedAt = Math.max(since, session.startedAt);
-    await this.store.closeSession(s.agentId, s.sessionId, endedAt, endedAt - session.startedAt);
+    await this.store.closeLost(s.agentId, s.sessionId, endedAt, endedAt - session.startedAt);
+    // what its instance recorded before it died (written as it was made: decision 35) is kept and named
+    const recording = await this.recordings?.salvage(s.agentId, s.sessionId);
+    if (recording) await this.store.setRecording(s.agentId, s.sessionId, recording);
     return true;
   }
 

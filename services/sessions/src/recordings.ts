@@ -1,7 +1,21 @@
+import { createHash } from 'node:crypto';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
-import { RECORDINGS_BUCKET, recordingObject } from '@vab/contracts';
+import {
+  RECORDING_DURATION_HEADER,
+  RECORDING_STARTED_AT_HEADER,
+  RECORDINGS_BUCKET,
+  recordingChunksId,
+  recordingObject,
+  type Recording,
+} from '@vab/contracts';
+
+/** The Object Store's own stream behind the bucket. */
+const STREAM = `OBJ_${RECORDINGS_BUCKET}`;
+/** The Object Store's default chunk size, as the playground writes them. */
+const MAX_CHUNK = 128 * 1024;
 
 /**
  * Removes recordings with their sessions: the recordings bucket (NATS Object Store, written by the playground)
@@ -33,8 +47,10 @@ export class Recordings {
     let removed = 0;
     for (const sessionId of sessionIds) {
       try {
-        await store.delete(recordingObject(agentId, sessionId));
-        removed++;
+        const { success } = await store.delete(recordingObject(agentId, sessionId));
+        if (success) removed++;
+        // no object: chunks never sealed (an instance killed while recording, the session gone before the sweep)
+        else await this.purgeChunks(agentId, sessionId);
       } catch (err) {
         // no bucket: no recording was ever made (or recordings are off)
         if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) return removed;
@@ -46,4 +62,77 @@ export class Recordings {
     }
     return removed;
   }
+
+  private async purgeChunks(agentId: string, sessionId: string): Promise<void> {
+    const jsm = await jetstreamManager(this.nc);
+    await jsm.streams.purge(STREAM, {
+      filter: `$O.${RECORDINGS_BUCKET}.C.${recordingChunksId(agentId, sessionId)}`,
+    });
+  }
+
+  /**
+   * What an instance killed while recording left (decision 35): the chunks it wrote as it recorded, under the
+   * id the session names, made the session's object (its meta written over them, as the Object Store's put
+   * does) and described as a `Recording`. Undefined when it left none. Never throws (logged).
+   */
+  async salvage(agentId: string, sessionId: string): Promise<Recording | undefined> {
+    const name = recordingObject(agentId, sessionId);
+    const subject = `$O.${RECORDINGS_BUCKET}.C.${recordingChunksId(agentId, sessionId)}`;
+    try {
+      const jsm = await jetstreamManager(this.nc);
+      const last = await jsm.streams.getMessage(STREAM, { last_by_subj: subject }).catch(() => null);
+      if (!last) return undefined;
+      const startedAt = Number(last.header.get(RECORDING_STARTED_AT_HEADER));
+      const durationMs = Number(last.header.get(RECORDING_DURATION_HEADER));
+      if (!Number.isFinite(startedAt) || !(durationMs > 0)) return undefined;
+      const hash = createHash('sha256');
+      let size = 0;
+      let chunks = 0;
+      // one direct get at a time (a server before 2.10 filters a consumer on one subject only as filter_subject,
+      // which the ordered consumer no longer sends); a sweep salvages rarely, a recording has a few hundred
+      for (let seq = 1; seq <= last.seq;) {
+        const m = await jsm.direct.getMessage(STREAM, { seq, next_by_subj: subject });
+        if (!m) throw new Error('a recording chunk did not come');
+        hash.update(m.data);
+        size += m.data.length;
+        chunks++;
+        seq = m.seq + 1;
+      }
+      const js = jetstream(this.nc);
+      const digest = hash.digest('base64url');
+      const meta = {
+        name,
+        options: { max_chunk_size: MAX_CHUNK },
+        metadata: { agentId, sessionId },
+        bucket: RECORDINGS_BUCKET,
+        nuid: recordingChunksId(agentId, sessionId),
+        size,
+        chunks,
+        mtime: new Date().toISOString(),
+        digest: `SHA-256=${padded(digest)}`,
+        deleted: false,
+      };
+      const h = headers();
+      h.set('Nats-Rollup', 'sub');
+      await js.publish(
+        `$O.${RECORDINGS_BUCKET}.M.${padded(Buffer.from(name).toString('base64url'))}`,
+        JSON.stringify(meta),
+        {
+          headers: h,
+        },
+      );
+      return { durationMs, bytes: size, startedAt };
+    } catch (err) {
+      this.log.warn(
+        { code: 'RECORDING_NOT_STORED', err: safeError(err), agentId, sessionId },
+        'partial recording not kept',
+      );
+      return undefined;
+    }
+  }
+}
+
+/** The Object Store's names and digests are base64url with its padding. */
+function padded(b64url: string): string {
+  return b64url + '='.repeat((4 - (b64url.length % 4)) % 4);
 }

@@ -272,6 +272,7 @@ function startOwnerSweep(deps: Parameters<typeof startSessionsService>[0], handl
       store: handlerDeps.calls,
       ended: (call) => handlerDeps.events.publish(call.agentId, 'call.ended', { call }),
     },
+    handlerDeps.recordings,
   );
   ownerSweep.start();
   return ownerSweep;

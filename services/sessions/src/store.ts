@@ -63,6 +63,7 @@ function toSession(h: Record<string, string>): TestSession {
     version: h.version ? Number(h.version) : null,
     usage: h.usage ? (JSON.parse(h.usage) as TestSession['usage']) : [],
     recording: h.recording ? (JSON.parse(h.recording) as Recording) : null,
+    endedReason: h.endedReason === 'instance_lost' ? 'instance_lost' : null,
   };
 }
 
@@ -197,6 +198,7 @@ export class SessionsStore {
       version,
       usage: [],
       recording: null,
+      endedReason: null,
     };
     const tx = this.redis
       .multi()
@@ -454,6 +456,20 @@ export class SessionsStore {
    * The owner sweep found no owner: remembers since when (the first time) and answers it. An owner seen
    * again clears it (`lostAt` undefined).
    */
+  /**
+   * The owner sweep's close: the session closed at `endedAt`, its reason `instance_lost` set first (a sweep
+   * that fails between the two closes it again next pass, and the reason is already there).
+   */
+  async closeLost(
+    agentId: string,
+    sessionId: string,
+    endedAt: number,
+    durationMs: number,
+  ): Promise<TestSession> {
+    await storage(() => this.redis.hset(keys.session(agentId, sessionId), 'endedReason', 'instance_lost'));
+    return this.closeSession(agentId, sessionId, endedAt, durationMs);
+  }
+
   async lostSince(agentId: string, sessionId: string, now: number | undefined): Promise<number | undefined> {
     const key = keys.session(agentId, sessionId);
     if (now === undefined) {

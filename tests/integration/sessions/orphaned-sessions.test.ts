@@ -111,6 +111,8 @@ describe('sessions whose playground is gone (issue 35 #10)', () => {
     expect(record.endedAt).toEqual(expect.any(Number));
     expect(record.endedAt as number).toBeGreaterThanOrEqual(killedAt - 100);
     expect(record.durationMs).toBe((record.endedAt as number) - (record.startedAt as number));
+    // it says why: its instance was lost (a session its instance closed has none)
+    expect(record.endedReason).toBe('instance_lost');
     // two sweeps to be sure, plus one of slack
     expect(closedAfterMs).toBeLessThan(4 * SWEEP_MS + 1000);
     console.log(

@@ -1,8 +1,13 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import {
+  decodeRecording,
   freePort,
+  levelOf,
   fullFlow,
   startLocalNats,
   startLocalRedis,
+  speak,
   startSpeechStub,
   VoiceClient,
   voiceFlow,
@@ -25,6 +30,8 @@ afterAll(async () => {
 });
 
 let env: Record<string, string>;
+let natsUrl: string;
+let sessionsService: ServiceProcess;
 let base: string;
 let agentId: string;
 let chatURL: string;
@@ -126,8 +133,13 @@ beforeAll(async () => {
     () => speech.close(),
   );
   env = { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '5000', LOG_LEVEL: 'info' };
+  natsUrl = nats.url;
   await start('agents');
-  await start('sessions');
+  // the owner sweep every 2 s: a lost session is closed a few seconds after its instance died
+  sessionsService = await start('sessions', {
+    OWNER_SWEEP_INTERVAL_MS: '2000',
+    OWNER_SWEEP_GRACE_MS: '2000',
+  });
   const port = await freePort();
   await start('gateway', { PORT: String(port) });
   base = `http://127.0.0.1:${port}`;
@@ -249,19 +261,54 @@ describe('a drained instance (SIGTERM, issue 50)', () => {
 });
 
 describe('an instance lost mid-call (kill -9, issue 50)', () => {
-  it('closes the caller 4503 within 5 s, saying why', async () => {
-    const doomed = await start('playground', playgroundEnv());
+  it('closes the caller 4503 within 5 s, saying why; the record closes instance_lost with what was recorded', async () => {
+    const doomed = await start('playground', playgroundEnv({ RECORDING_FLUSH_MS: '1000' }));
     const voiceAgent = await post('/api/agents', {
       name: 'Lost call',
       flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
     });
-    const call = await post(`/api/agents/${voiceAgent.body.id as string}/voice-sessions`, {
+    const lostAgent = voiceAgent.body.id as string;
+    const call = await post(`/api/agents/${lostAgent}/voice-sessions`, {
       apiKeys: { openai: KEY },
     });
     expect(call.status, JSON.stringify(call.body)).toBe(201);
+    const sessionId = call.body.sessionId as string;
     const client = new VoiceClient({ url: base.replace(/^http/, 'ws') + (call.body.audioPath as string) });
     await client.ready;
     await expect.poll(() => client.segments.length, { timeout: 30_000 }).toBeGreaterThan(0);
+    // the caller speaks (real speech) after the greeting
+    const utterance = speak('I would like to book an appointment please');
+    const spokeAt = Date.now();
+    client.say(utterance);
+    const spokeMs = (utterance.length / 16_000) * 1000;
+    const started = client.events.find((e) => e.type === 'recording_started') as { at: number } | undefined;
+    expect(started).toBeDefined();
+    const zero = started!.at;
+    // what the instance has written to the bucket while recording (decision 35): wait until it covers the speech
+    const nc = await connect({ servers: natsUrl });
+    const jsm = await jetstreamManager(nc);
+    const subject = `$O.recordings.C.${lostAgent}.${sessionId}`;
+    const covered = async () => {
+      const last = await jsm.streams
+        .getMessage('OBJ_recordings', { last_by_subj: subject })
+        .catch(() => null);
+      return Number(last?.header.get('Vab-Recording-Duration-Ms') ?? 0);
+    };
+    await expect
+      .poll(covered, { timeout: 30_000, interval: 200 })
+      .toBeGreaterThan(spokeAt + spokeMs - zero + 300)
+      .catch((err: unknown) => {
+        console.log(
+          doomed
+            .output()
+            .split('\n')
+            .filter((l) => /RECORD|record/.test(l))
+            .join('\n'),
+        );
+        throw err;
+      });
+    await nc.close();
+
     let closedAt = 0;
     void client.closed.then(() => (closedAt = Date.now()));
     const killedAt = Date.now();
@@ -273,5 +320,46 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
       reason: 'the instance running the session is gone',
     });
     console.log(`[kill -9 playground] caller closed 4503 ${closedAt - killedAt} ms after the kill`);
+
+    // the owner sweep (every 2 s here, two misses) closes the record with its reason and names the recording
+    const record = async () => (await get(`/api/agents/${lostAgent}/test-sessions/${sessionId}`)).body;
+    await expect.poll(async () => (await record()).status, { timeout: 60_000, interval: 500 }).toBe('closed');
+    await expect
+      .poll(async () => (await record()).recording, { timeout: 10_000, interval: 200 })
+      .not.toBeNull()
+      .catch((err: unknown) => {
+        console.log(
+          sessionsService
+            .output()
+            .split('\n')
+            .filter((l) => /"level":[45]0/.test(l))
+            .join('\n'),
+        );
+        throw err;
+      });
+    const session = await record();
+    expect(session.endedReason).toBe('instance_lost');
+    const recording = session.recording as { durationMs: number; bytes: number; startedAt: number };
+    expect(recording.startedAt).toBe(zero);
+    expect(recording.durationMs).toBeGreaterThan(spokeAt + spokeMs - zero);
+    expect(recording.durationMs).toBeLessThanOrEqual(killedAt - zero);
+
+    // the recording is served, a playable Ogg Opus file that holds the caller's speech where it was said
+    const res = await fetch(`${base}/api/agents/${lostAgent}/test-sessions/${sessionId}/recording`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('audio/ogg');
+    const file = new Uint8Array(await res.arrayBuffer());
+    expect(file.byteLength).toBe(recording.bytes);
+    const decoded = await decodeRecording(file);
+    expect(decoded.codec).toBe('opus');
+    expect(decoded.channels).toBe(2);
+    expect(Math.abs(decoded.durationMs - recording.durationMs)).toBeLessThanOrEqual(100);
+    const spoke = spokeAt - zero;
+    expect(levelOf(decoded.left, decoded.sampleRate, spoke + 100, spoke + spokeMs - 100)).toBeGreaterThan(
+      500,
+    );
+    console.log(
+      `[kill -9 playground] recording kept: ${recording.durationMs} ms of ${killedAt - zero} ms, ${recording.bytes} bytes`,
+    );
   }, 240_000);
 });

@@ -1,11 +1,12 @@
-import { open, rm, stat } from 'node:fs/promises';
+import { open, rm, stat, type FileHandle } from 'node:fs/promises';
 import type { voice } from '@livekit/agents';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
 import { Subjects, type Recording, type SessionEventInput } from '@vab/contracts';
 import type { EncoderHost } from './encoder-host.js';
 import type { RecorderThread } from './recorder-thread.js';
 import { loadRecorderIO, type RecorderIO } from './recorder-io.js';
-import type { RecordingsBucket } from './recordings-bucket.js';
+import { oggMs, oggPages } from './ogg-pages.js';
+import type { RecordingChunks, RecordingsBucket } from './recordings-bucket.js';
 import { spoolFile } from './spool.js';
 
 /**
@@ -46,6 +47,15 @@ export class AudioRecording {
   private file: string | undefined;
   private startedAt: number | undefined;
   private finished: Promise<void> | undefined;
+  /** The recording in the bucket as it is made (decision 35), and how far the file has been written there. */
+  private chunks: RecordingChunks | undefined;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private readAt = 0;
+  private pending: Buffer = Buffer.alloc(0);
+  private preSkip: number | undefined;
+  private durationMs: number | undefined;
+  private flushFailed = false;
 
   constructor(private readonly deps: AudioRecordingDeps) {}
 
@@ -76,6 +86,10 @@ export class AudioRecording {
       this.startedAt = startedAt;
       // the event's `at` is the recording's zero, the very number the record's `startedAt` stores
       this.deps.emit({ type: 'recording_started', sampleRate }, startedAt);
+      // written to the bucket while it is made: a killed instance leaves what it recorded (decision 35)
+      this.chunks = this.deps.bucket.chunks(this.deps.agentId, this.deps.sessionId, startedAt);
+      this.flushTimer = setInterval(() => void this.flush(false), this.deps.bucket.flushMs);
+      this.flushTimer.unref();
     } catch (err) {
       this.deps.log.warn({ code: 'RECORDING_NOT_STARTED', err: safeError(err) }, 'recording not started');
     }
@@ -87,20 +101,64 @@ export class AudioRecording {
     return this.finished;
   }
 
+  /**
+   * Writes what the file gained since the last flush to the bucket: its complete pages, or (`last`, the encoder
+   * done) all of it. One flush at a time; a failed write stops the flushing (logged), the recording is then
+   * not kept.
+   */
+  private flush(last: boolean): Promise<void> {
+    this.flushing = this.flushing.then(async () => {
+      const { file, chunks } = this;
+      if (!file || !chunks || this.flushFailed) return;
+      let fd: FileHandle | undefined;
+      try {
+        fd = await open(file, 'r');
+        const { size } = await fd.stat();
+        if (size > this.readAt) {
+          const fresh = Buffer.alloc(size - this.readAt);
+          const { bytesRead } = await fd.read(fresh, 0, fresh.length, this.readAt);
+          this.readAt += bytesRead;
+          this.pending = Buffer.concat([this.pending, fresh.subarray(0, bytesRead)]);
+        }
+        const pages = oggPages(this.pending);
+        this.preSkip ??= pages.preSkip;
+        this.durationMs = oggMs(pages.granule, this.preSkip) ?? this.durationMs;
+        const ready = last ? this.pending.length : pages.complete;
+        if (ready === 0) return;
+        const data = this.pending.subarray(0, ready);
+        this.pending = this.pending.subarray(ready);
+        await chunks.append(data, this.durationMs);
+      } catch (err) {
+        // the encoder makes its file with its first audio: nothing to write yet
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT' && !last) return;
+        this.flushFailed = true;
+        this.deps.log.warn({ code: 'RECORDING_NOT_STORED', err: safeError(err) }, 'recording not stored');
+      } finally {
+        await fd?.close().catch(() => undefined);
+      }
+    });
+    return this.flushing;
+  }
+
   private async store(): Promise<void> {
-    const { recorder, file, startedAt } = this;
+    const { recorder, file, startedAt, chunks } = this;
+    clearInterval(this.flushTimer);
     if (!recorder || !file || startedAt === undefined) return;
-    const { bucket, bus, agentId, sessionId, log } = this.deps;
+    const { bus, agentId, sessionId, log } = this.deps;
     try {
       // idempotent: the session's close has usually closed it already
       await recorder.close();
-      const durationMs = await oggDurationMs(file);
-      if (durationMs === undefined) {
-        log.warn({ code: 'RECORDING_NOT_STORED', reason: 'no audio' }, 'recording not stored');
+      if (!chunks) return;
+      await this.flush(true);
+      const durationMs = this.durationMs ?? (await oggDurationMs(file));
+      if (this.flushFailed || durationMs === undefined) {
+        if (!this.flushFailed)
+          log.warn({ code: 'RECORDING_NOT_STORED', reason: 'no audio' }, 'recording not stored');
+        await chunks.discard();
         return;
       }
-      const { bytes } = await bucket.put(agentId, sessionId, file);
-      const recording: Recording = { durationMs, bytes, startedAt };
+      await chunks.seal();
+      const recording: Recording = { durationMs, bytes: chunks.bytes, startedAt };
       if (this.deps.named) {
         await this.deps.named(recording);
       } else {

@@ -21,6 +21,8 @@ interface Job {
 }
 
 const send = (message: object) => process.stdout.write(`${JSON.stringify(message)}\n`);
+// the playground gone (killed): its end of the pipe is closed, and no one is left to tell
+process.stdout.on('error', () => undefined);
 
 /** The encoders running: stopped when the playground is gone (stdin closed), as no one will write to them. */
 const children = new Set<ChildProcess>();

@@ -153,7 +153,8 @@ export function loadRecorderIO(): Promise<RecorderIOClass> {
         // as LiveKit's: 16-bit stereo PCM in, Ogg Opus out, at the recording's rate; plus the encoder's settings
         const args = ['-hide_banner', '-loglevel', 'error', '-f', 's16le', '-ar', rate, '-ac', '2'];
         args.push('-i', fifo, '-c:a', 'libopus', ...OPUS, '-ac', '2', '-ar', rate);
-        args.push('-f', 'ogg', '-y', this._outputPath!);
+        // each packet written out as it is muxed: the file's pages reach the bucket while the call runs (decision 35)
+        args.push('-flush_packets', '1', '-f', 'ogg', '-y', this._outputPath!);
         // started by the encoder host, never forked from here (encoder-process.ts says why)
         this.ffmpegPromise = this.encoders.encode(ffmpegPath, args, fifo, pcm);
       }

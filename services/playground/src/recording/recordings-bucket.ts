@@ -1,11 +1,15 @@
-import { createReadStream } from 'node:fs';
-import { Readable } from 'node:stream';
-import type { ReadableStream } from 'node:stream/web';
-import { jetstreamManager, StorageType } from '@nats-io/jetstream';
+import { createHash, type Hash } from 'node:crypto';
+import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { safeError, type Logger } from '@vab/bus';
-import { RECORDINGS_BUCKET, recordingObject } from '@vab/contracts';
+import {
+  RECORDING_DURATION_HEADER,
+  RECORDING_STARTED_AT_HEADER,
+  RECORDINGS_BUCKET,
+  recordingChunksId,
+  recordingObject,
+} from '@vab/contracts';
 import { sweepSpools } from './spool.js';
 
 export interface RecordingsConfig {
@@ -17,7 +21,12 @@ export interface RecordingsConfig {
   RECORDINGS_REPLICAS: number;
   /** How long start-up waits for JetStream (a cluster elects its leader first) before it gives up. */
   EVENTS_SETUP_TIMEOUT_MS: number;
+  /** How often a recording being made is written to the bucket. */
+  RECORDING_FLUSH_MS: number;
 }
+
+/** The Object Store's largest chunk (its default): a flush bigger than this goes as several. */
+const MAX_CHUNK = 128 * 1024;
 
 const nanos = (ms: number) => ms * 1_000_000;
 /** The Object Store's own stream behind the bucket (`OBJ_<bucket>`), brought to the configured limits. */
@@ -46,15 +55,18 @@ export class RecordingsBucket {
     return Promise.all([this.store, sweepSpools(this.log)]).then(() => undefined);
   }
 
-  /** Stores a session's recording file; resolves to the stored size and digest. */
-  async put(agentId: string, sessionId: string, file: string): Promise<{ bytes: number; digest: string }> {
-    const store = await (this.store ??= this.setUp());
-    const body = Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>;
-    const info = await store.put(
-      { name: recordingObject(agentId, sessionId), metadata: { agentId, sessionId } },
-      body as unknown as globalThis.ReadableStream<Uint8Array>,
-    );
-    return { bytes: info.size, digest: info.digest };
+  /** How often a recording being made is written here. */
+  get flushMs(): number {
+    return this.cfg.RECORDING_FLUSH_MS;
+  }
+
+  /**
+   * A recording written as it is made (decision 35): its chunks go to the bucket's own chunk subject under an
+   * id known from the session (`recordingChunksId`), each as it is flushed, so a killed instance leaves them
+   * stored; `seal` then writes the object's meta (what makes it an object: name, size, chunks, digest).
+   */
+  chunks(agentId: string, sessionId: string, startedAt: number): RecordingChunks {
+    return new RecordingChunks(this.nc, agentId, sessionId, startedAt, () => (this.store ??= this.setUp()));
   }
 
   private async setUp(): Promise<ObjectStore> {
@@ -94,4 +106,81 @@ export class RecordingsBucket {
     }
     return store;
   }
+}
+
+/** One recording's chunks, written in order; then sealed as the object, or discarded. */
+export class RecordingChunks {
+  private readonly js;
+  private readonly hash: Hash = createHash('sha256');
+  private size = 0;
+  private count = 0;
+  private readonly id: string;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly agentId: string,
+    private readonly sessionId: string,
+    private readonly startedAt: number,
+    private readonly ready: () => Promise<ObjectStore>,
+  ) {
+    this.js = jetstream(nc);
+    this.id = recordingChunksId(agentId, sessionId);
+  }
+
+  get bytes(): number {
+    return this.size;
+  }
+
+  /** Stores `data` (complete Ogg pages) as the next chunk(s); `durationMs` is the recording's length at its end. */
+  async append(data: Buffer, durationMs: number | undefined): Promise<void> {
+    await this.ready();
+    for (let at = 0; at < data.length; at += MAX_CHUNK) {
+      const chunk = data.subarray(at, at + MAX_CHUNK);
+      const h = headers();
+      h.set(RECORDING_STARTED_AT_HEADER, String(this.startedAt));
+      if (durationMs !== undefined) h.set(RECORDING_DURATION_HEADER, String(durationMs));
+      await this.js.publish(`$O.${RECORDINGS_BUCKET}.C.${this.id}`, chunk, { headers: h });
+      this.hash.update(chunk);
+      this.size += chunk.length;
+      this.count++;
+    }
+  }
+
+  /** Writes the object's meta over the chunks stored: from now on it is the session's recording. */
+  async seal(): Promise<void> {
+    const name = recordingObject(this.agentId, this.sessionId);
+    const meta = {
+      name,
+      options: { max_chunk_size: MAX_CHUNK },
+      metadata: { agentId: this.agentId, sessionId: this.sessionId },
+      bucket: RECORDINGS_BUCKET,
+      nuid: this.id,
+      size: this.size,
+      chunks: this.count,
+      mtime: new Date().toISOString(),
+      digest: `SHA-256=${padded(this.hash.digest('base64url'))}`,
+      deleted: false,
+    };
+    const h = headers();
+    // as the Object Store's own put: the meta subject keeps only its last message
+    h.set('Nats-Rollup', 'sub');
+    await this.js.publish(
+      `$O.${RECORDINGS_BUCKET}.M.${padded(Buffer.from(name).toString('base64url'))}`,
+      JSON.stringify(meta),
+      {
+        headers: h,
+      },
+    );
+  }
+
+  /** Removes the chunks written (a recording not kept). */
+  async discard(): Promise<void> {
+    const jsm = await jetstreamManager(this.nc);
+    await jsm.streams.purge(STREAM, { filter: `$O.${RECORDINGS_BUCKET}.C.${this.id}` });
+  }
+}
+
+/** The Object Store's names and digests are base64url with its padding. */
+function padded(b64url: string): string {
+  return b64url + '='.repeat((4 - (b64url.length % 4)) % 4);
 }

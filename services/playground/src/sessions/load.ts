@@ -123,6 +123,8 @@ export class LoadMonitor {
 
   private check(): void {
     const { bySession, ...sample } = this.load.sample();
+    // every interval's figures, for an operator (or bench/admission.mjs) watching the thresholds at debug level
+    this.deps.log.debug({ sessions: bySession.size, ...rounded(sample) }, 'load sample');
     this.judge(sample);
     const bound = this.deps.config.SESSION_MAX_BEHIND_MS;
     if (bound > 0)
