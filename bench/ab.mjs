@@ -14,16 +14,8 @@
 // Usage: npm run build && node bench/ab.mjs --base ../base [--seconds 5] [--rounds 5] [--append]
 import { resolve } from 'node:path';
 import { startLocalNats, startLocalNatsCluster, startLocalRedis, startLocalRedisCluster } from '@vab/testkit';
-import {
-  autocannon,
-  benchFlow,
-  envOf,
-  flag,
-  option,
-  root as here,
-  sendJson,
-  startCore,
-} from './processes.mjs';
+import { autocannon, benchFlow, envOf, flag, option, sendJson, startCore } from './processes.mjs';
+import { root as here } from './lib/figures.mjs';
 
 const base = option('base');
 if (!base) {

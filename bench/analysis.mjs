@@ -10,17 +10,8 @@ import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { busClientOf } from '@vab/bus';
 import { voiceFlow } from '@vab/testkit';
-import {
-  fmt,
-  option,
-  pct,
-  root,
-  sendJson,
-  sleep,
-  startCoreStack,
-  startModelStub,
-  startProcess,
-} from './processes.mjs';
+import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { fmt, pct, root, sleep } from './lib/figures.mjs';
 
 const CALLS = option('calls', 100);
 const OVER_S = option('over', 60);

@@ -6,7 +6,8 @@
 import { spawn } from 'node:child_process';
 import { Buffer } from 'node:buffer';
 import { startLocalNats, stopOnExit } from '@vab/testkit';
-import { perRequest, sleep, usage } from './processes.mjs';
+import { perRequest, usage } from './processes.mjs';
+import { sleep } from './lib/figures.mjs';
 
 const IN_FLIGHT = 50;
 const role = process.argv[2];

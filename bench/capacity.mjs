@@ -5,7 +5,8 @@
 // Usage: npm run build && node bench/capacity.mjs [--agents 500]
 
 import { Redis } from 'ioredis';
-import { benchFlow, option, root, sendJson, startCoreStack } from './processes.mjs';
+import { benchFlow, option, sendJson, startCoreStack } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const AGENTS = option('agents', 500);
 

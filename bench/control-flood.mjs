@@ -13,7 +13,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startLocalNats, startLocalRedis, stopOnExit, voiceFlow } from '@vab/testkit';
 import WebSocket from 'ws';
-import { option, pct, sendJson, startCore, startProcess, startVoiceStubs, usage } from './processes.mjs';
+import { option, sendJson, startCore, startProcess, startVoiceStubs, usage } from './processes.mjs';
+import { pct } from './lib/figures.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 

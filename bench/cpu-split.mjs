@@ -12,7 +12,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { benchFlow, flag, option, perRequest, root, sendJson, startProcess, usage } from './processes.mjs';
+import { benchFlow, flag, option, perRequest, sendJson, startProcess, usage } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const TARGET = option('target', 'gateway');
 const APPEND = flag('append');

@@ -13,7 +13,8 @@
 //   [--url http://127.0.0.1:3000] [--path /docs/] [--text 'List active agents']
 
 import { launchChromium, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { option, root, startCore } from './processes.mjs';
+import { option, startCore } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const RUNS = option('runs', 10);
 const PATH = option('path', '/docs/');

@@ -10,7 +10,8 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { option, root as here } from './processes.mjs';
+import { option } from './processes.mjs';
+import { root as here } from './lib/figures.mjs';
 
 const dist = (p) => join(here, 'services', 'playground', 'dist', p);
 const { createEgressFetch } = await import(dist('egress/client.js'));

@@ -11,7 +11,8 @@ import { DeliverPolicy, jetstream, jetstreamManager, StorageType } from '@nats-i
 import { connect } from '@nats-io/transport-node';
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
 import { Redis } from 'ioredis';
-import { option, sleep } from './processes.mjs';
+import { option } from './processes.mjs';
+import { sleep } from './lib/figures.mjs';
 
 const EVENTS = option('events', 2000);
 const RATE = option('rate', 500);

@@ -18,7 +18,8 @@ import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
 import WebSocket from 'ws';
 import { pino } from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { option, root as here, sendJson, sleep, startCore } from './processes.mjs';
+import { option, sendJson, startCore } from './processes.mjs';
+import { root as here, sleep } from './lib/figures.mjs';
 
 const CLIENTS = option('clients', 1000);
 const EVENTS = option('events', 1000);

@@ -9,7 +9,8 @@
 // Usage: npm run build && node bench/failover.mjs --kill redis [--wait 1] [--replicas 1] [--seconds 12] [--kill-after 4]
 
 import { startLocalNatsCluster, startLocalRedisCluster } from '@vab/testkit';
-import { option, root, sendJson, startCore } from './processes.mjs';
+import { option, sendJson, startCore } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const KILL = option('kill', 'redis');
 const WAIT = option('wait', 0);

@@ -18,7 +18,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort, startLocalNats, startLocalRedis, stopOnExit } from '@vab/testkit';
 import { differences, selfCost } from './callgrind-functions.mjs';
-import { benchFlow, envOf, flag, option, root as here, sendJson, startProcess } from './processes.mjs';
+import { benchFlow, envOf, flag, option, sendJson, startProcess } from './processes.mjs';
+import { root as here } from './lib/figures.mjs';
 
 const base = option('base');
 const WHO = option('process', 'gateway');

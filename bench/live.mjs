@@ -13,17 +13,8 @@
 // Usage: npm run build && node bench/live.mjs [--calls 50] [--burst 200] [--over 10] [--hold 5] [--cap 150] [--instances 4]
 import { join } from 'node:path';
 import { freePort, VoiceClient, voiceFlow } from '@vab/testkit';
-import {
-  fmt,
-  option,
-  pct,
-  root,
-  sendJson,
-  sleep,
-  startCoreStack,
-  startProcess,
-  startVoiceStubs,
-} from './processes.mjs';
+import { option, sendJson, startCoreStack, startProcess, startVoiceStubs } from './processes.mjs';
+import { fmt, pct, root, sleep } from './lib/figures.mjs';
 
 const CALLS = option('calls', 50);
 const BURST = option('burst', 200);

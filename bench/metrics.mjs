@@ -7,7 +7,8 @@
 // Usage: npm run build && node bench/metrics.mjs [--seconds 10] [--every 100]
 import { join } from 'node:path';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { autocannon, benchFlow, option, root, sendJson, startProcess } from './processes.mjs';
+import { autocannon, benchFlow, option, sendJson, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const SECONDS = option('seconds', 10);
 const EVERY_MS = option('every', 100);

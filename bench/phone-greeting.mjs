@@ -16,14 +16,13 @@ import { loadavg } from 'node:os';
 import { pino } from 'pino';
 import {
   option,
-  pct,
-  root as here,
   sendJson,
   startCoreStack,
   startProcess,
   startVoiceStubs,
   voiceConfig,
 } from './processes.mjs';
+import { pct, root as here } from './lib/figures.mjs';
 
 const CALLS = option('calls', 10);
 /** Spoken turns per call after the greeting: the response a caller feels. */

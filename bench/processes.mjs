@@ -15,20 +15,6 @@ import {
   stopOnExit,
 } from '@vab/testkit';
 
-/** The repository's root, where the services' builds are (`services/<name>/dist`). */
-export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-
-/** The `p`th percentile (0–100) of `xs`, nearest rank (NaN for none): every benchmark's p50/p99. */
-export const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-
-/** A figure in a printed table, one decimal; a dash for none. */
-export const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : '—');
-
-export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
 /** The value after `--name` on the command line, or `def` when it is not given; a number when `def` is one. */
 export function option(name, def) {
   const i = process.argv.indexOf(`--${name}`);

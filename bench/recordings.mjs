@@ -13,16 +13,8 @@ import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { readdirSync, readFileSync } from 'node:fs';
 import { pino } from 'pino';
-import {
-  option,
-  pct,
-  root as here,
-  runVoiceCallers,
-  sendJson,
-  startCore,
-  startVoiceStubs,
-  voiceConfig,
-} from './processes.mjs';
+import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs, voiceConfig } from './processes.mjs';
+import { pct, root as here } from './lib/figures.mjs';
 
 const SESSIONS = option('sessions', 5);
 const TURNS = option('turns', 3);

@@ -10,17 +10,8 @@
 // Usage: npm run build && node bench/resume.mjs [--kills 20]
 import { join } from 'node:path';
 import { freePort, VoiceClient, voiceFlow } from '@vab/testkit';
-import {
-  fmt,
-  option,
-  pct,
-  root,
-  sendJson,
-  sleep,
-  startCoreStack,
-  startProcess,
-  startVoiceStubs,
-} from './processes.mjs';
+import { option, sendJson, startCoreStack, startProcess, startVoiceStubs } from './processes.mjs';
+import { fmt, pct, root, sleep } from './lib/figures.mjs';
 
 const KILLS = option('kills', 20);
 

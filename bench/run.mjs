@@ -5,7 +5,8 @@
 // Usage: npm run build && node bench/run.mjs [--seconds 5] [--rounds 3]
 import { join } from 'node:path';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
-import { autocannon, benchFlow, option, root, sendJson, startProcess } from './processes.mjs';
+import { autocannon, benchFlow, option, sendJson, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 import { Redis } from 'ioredis';
 import { performance } from 'node:perf_hooks';
 

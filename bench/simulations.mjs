@@ -13,7 +13,8 @@ import pino from 'pino';
 import { BusClient, connectNats } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { orderFlow } from '@vab/testkit';
-import { option, root, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const CASES = option('cases', 20);
 const REPEAT = option('repeat', 5);

@@ -10,7 +10,8 @@ import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fullFlow, withNode } from '@vab/testkit';
-import { option, root, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const CASES = option('cases', 100);
 const TURNS = option('turns', 5);

@@ -13,7 +13,8 @@ import { BusClient, connectNats } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
 import pino from 'pino';
-import { option, root, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
+import { option, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const SESSIONS = option('sessions', 30);
 const CASES = option('cases', 20);

@@ -7,14 +7,8 @@
 // Usage: npm run build && node bench/text-turns.mjs [--base ../base] [--rounds 4] [--seconds 8] [--workers 8]
 import { join, resolve } from 'node:path';
 import { fullFlow, withNode } from '@vab/testkit';
-import {
-  option,
-  root as here,
-  sendJson,
-  startCoreStack,
-  startModelStub,
-  startProcess,
-} from './processes.mjs';
+import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { root as here } from './lib/figures.mjs';
 
 const base = option('base');
 const ROUNDS = option('rounds', 4);

@@ -23,7 +23,8 @@ import {
   voiceFlow,
   VoiceClient,
 } from '@vab/testkit';
-import { option, root, sendJson, startCore, startProcess, startVoiceStubs } from './processes.mjs';
+import { option, sendJson, startCore, startProcess, startVoiceStubs } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const TRIALS = option('trials', 10);
 const PAUSE_MS = option('pause', 1000);

@@ -11,7 +11,8 @@
 //   [--concurrency 30] [--cpu-prof <dir>]
 import { join } from 'node:path';
 import { freePort, startSpeechStub, voiceFlow } from '@vab/testkit';
-import { option, root, sendJson, startCoreStack, startModelStub, startProcess, usage } from './processes.mjs';
+import { option, sendJson, startCoreStack, startModelStub, startProcess, usage } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
 const CASES = option('cases', 10);
 const REPEAT = option('repeat', 3);

@@ -21,16 +21,8 @@ import { headers as natsHeaders } from '@nats-io/transport-node';
 import { constants as perf, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { pino } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
-import {
-  option,
-  pct,
-  root as here,
-  runVoiceCallers,
-  sendJson,
-  startCore,
-  startVoiceStubs,
-  voiceConfig,
-} from './processes.mjs';
+import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs, voiceConfig } from './processes.mjs';
+import { pct, root as here } from './lib/figures.mjs';
 
 const FRAMES = option('frames', 250);
 const SESSIONS = option('sessions', 50);

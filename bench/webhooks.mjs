@@ -17,7 +17,8 @@ import { createRedis } from '@vab/storage';
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
 import { startWebhooksService } from '@vab/webhooks';
 import { parseAllowList } from '@vab/egress';
-import { option, sleep } from './processes.mjs';
+import { option } from './processes.mjs';
+import { sleep } from './lib/figures.mjs';
 
 const EVENTS = option('events', 1000);
 const BACKLOG = option('backlog', 10_000);
