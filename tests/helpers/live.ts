@@ -1,5 +1,6 @@
 import type { DeployRecord } from '@vab/contracts';
-import { expect } from 'vitest';
+import { VoiceClient } from '@vab/testkit';
+import { expect, vi } from 'vitest';
 import type { api } from './stack.js';
 
 /** A deploy's answer to the live page's POST /live/:subdomain/calls (the fields tests read). */
@@ -38,4 +39,19 @@ export async function startWebCall(
     body: JSON.stringify({ audio: { sampleRate: 16000, frameMs: 20 } }),
   });
   return { status: res.status, started: (await res.json()) as WebCallStarted };
+}
+
+/** Joins a call's audio socket (`audioPath` with its ticket) and waits for the agent's greeting. */
+export async function joinCall(baseUrl: string, audioPath: string): Promise<VoiceClient> {
+  const client = new VoiceClient({ url: baseUrl.replace(/^http/, 'ws') + audioPath });
+  await client.ready;
+  await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+  return client;
+}
+
+/** Says `spoken` (16 kHz PCM) on the call and waits until the agent has answered it. */
+export async function sayAndHear(client: VoiceClient, spoken: Int16Array): Promise<void> {
+  const before = client.segments.length;
+  client.say(spoken);
+  await vi.waitFor(() => expect(client.segments.length).toBeGreaterThan(before), { timeout: 30_000 });
 }

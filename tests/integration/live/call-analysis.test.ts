@@ -1,10 +1,10 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BusClient } from '@vab/bus';
 import { Subjects, type CallSummary, type DomainEvent } from '@vab/contracts';
-import { speak, VoiceClient, voiceFlow, type OpenAiStub, type SpeechStub } from '@vab/testkit';
+import { speak, voiceFlow, type OpenAiStub, type SpeechStub } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { lastUserText, offersTool, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
-import { liveDeploy, startWebCall } from '../../helpers/live.js';
+import { joinCall, liveDeploy, sayAndHear, startWebCall } from '../../helpers/live.js';
 import type { api, Stack } from '../../helpers/stack.js';
 import { scriptedHearing, startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
@@ -146,11 +146,8 @@ describe('call analysis', () => {
     hearing.willHear('I would like to book an appointment');
     const { status, started } = await startWebCall(stack.baseUrl, deploy.subdomain);
     expect(status, JSON.stringify(started)).toBe(201);
-    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
-    await client.ready;
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(spoken);
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    const client = await joinCall(stack.baseUrl, started.audioPath);
+    await sayAndHear(client, spoken);
     client.close();
     await client.closed;
 

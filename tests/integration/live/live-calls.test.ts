@@ -20,10 +20,10 @@ import {
   type SpeechStub,
 } from '@vab/testkit';
 import { createHmac, randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKey } from '../../../services/gateway/src/address.js';
 import { lastUserText } from '../../../services/playground/test/openai-stub.js';
-import { liveDeploy, startWebCall } from '../../helpers/live.js';
+import { joinCall, liveDeploy, sayAndHear, startWebCall } from '../../helpers/live.js';
 import { readSse } from '../../helpers/sse.js';
 import type { api, Stack } from '../../helpers/stack.js';
 import { scriptedHearing, startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
@@ -171,11 +171,8 @@ describe('calls', () => {
       },
     );
 
-    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
-    await client.ready;
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(spoken);
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    const client = await joinCall(stack.baseUrl, started.audioPath);
+    await sayAndHear(client, spoken);
     client.close();
     await client.closed;
 
@@ -292,11 +289,8 @@ describe('calls', () => {
     const started = (await res.json()) as { callId: string; audioPath: string };
     expect(res.status, JSON.stringify(started)).toBe(201);
     // the client streams its microphone as a browser does: silence frames, frame by frame, and one sentence
-    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
-    await client.ready;
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(spoken);
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    const client = await joinCall(stack.baseUrl, started.audioPath);
+    await sayAndHear(client, spoken);
     // then nobody speaks: the agent says its goodbye and hangs up
     const closed = await client.closed;
     expect(closed.code).toBe(1000);
@@ -324,9 +318,7 @@ describe('calls', () => {
       const deploy = await liveDeploy(http, agentId);
       const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, { method: 'POST' });
       const { callId, audioPath } = (await res.json()) as { callId: string; audioPath: string };
-      const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + audioPath });
-      await client.ready;
-      await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+      const client = await joinCall(stack.baseUrl, audioPath);
       client.close();
       await expect
         .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${callId}`)).body.recording, {
