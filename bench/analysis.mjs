@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { busClientOf } from '@vab/bus';
 import { voiceFlow } from '@vab/testkit';
-import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { deployLive, option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
 import { fmt, pct, root, sleep } from './lib/figures.mjs';
 
 const CALLS = option('calls', 100);
@@ -67,13 +67,7 @@ try {
   const deploy = await sendJson('POST', `${core.url}/api/agents/${agent.id}/deploys`, {
     maxConcurrentCalls: CALLS + 10,
   });
-  const t0 = Date.now();
-  for (;;) {
-    const [d] = await sendJson('GET', `${core.url}/api/agents/${agent.id}/deploys`);
-    if (d.status === 'live') break;
-    if (d.status === 'failed' || Date.now() - t0 > 60_000) throw new Error(`deploy ${d.status}`);
-    await sleep(100);
-  }
+  await deployLive(core.url, agent.id);
 
   const endedAt = new Map();
   const analysedAt = new Map();

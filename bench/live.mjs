@@ -13,7 +13,7 @@
 // Usage: npm run build && node bench/live.mjs [--calls 50] [--burst 200] [--over 10] [--hold 5] [--cap 150] [--instances 4]
 import { join } from 'node:path';
 import { freePort, VoiceClient, voiceFlow } from '@vab/testkit';
-import { option, sendJson, startCoreStack, startProcess, startVoiceStubs } from './processes.mjs';
+import { deployLive, option, sendJson, startCoreStack, startProcess, startVoiceStubs } from './processes.mjs';
 import { fmt, pct, root, sleep } from './lib/figures.mjs';
 
 const CALLS = option('calls', 50);
@@ -116,13 +116,7 @@ try {
   const deploy = await sendJson('POST', `${core.url}/api/agents/${agent.id}/deploys`, {
     maxConcurrentCalls: CAP,
   });
-  const t0 = Date.now();
-  for (;;) {
-    const [d] = await sendJson('GET', `${core.url}/api/agents/${agent.id}/deploys`);
-    if (d.status === 'live') break;
-    if (d.status === 'failed' || Date.now() - t0 > 60_000) throw new Error(`deploy ${d.status}`);
-    await sleep(100);
-  }
+  await deployLive(core.url, agent.id);
   console.log(`\n### public calls: ${INSTANCES} playground instances, instant stubs, recordings off\n`);
 
   const one = [];
