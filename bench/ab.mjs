@@ -12,12 +12,11 @@
 // each process's CPU per request is also read against redis-server's (same work per request in both builds):
 // a machine-wide slowdown in one round moves both and cancels out.
 // Usage: npm run build && node bench/ab.mjs --base ../base [--seconds 5] [--rounds 5] [--append]
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
 import { startLocalNats, startLocalNatsCluster, startLocalRedis, startLocalRedisCluster } from '@vab/testkit';
 import { autocannon, benchFlow, envOf, flag, option, sendJson, startCore } from './processes.mjs';
+import { root as here } from './lib/figures.mjs';
 
-const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const base = option('base');
 if (!base) {
   console.error(

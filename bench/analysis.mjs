@@ -6,25 +6,17 @@
 // --model-ms. Prints the end's own time (the request that closes the call: the analysis is not on it),
 // each call's end → `call.analyzed` p50/p99, and when the queue was drained after the last end.
 // Usage: npm run build && node bench/analysis.mjs [--calls 100] [--over 60] [--model-ms 200] [--criteria 2]
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { busClientOf } from '@vab/bus';
 import { voiceFlow } from '@vab/testkit';
-import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { deployLive, option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { fmt, pct, root, sleep } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CALLS = option('calls', 100);
 const OVER_S = option('over', 60);
 const MODEL_MS = option('model-ms', 200);
 const CRITERIA = option('criteria', 2);
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
-};
-const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : '—');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const core = await startCoreStack(root, {});
 const model = await startModelStub({
@@ -75,13 +67,7 @@ try {
   const deploy = await sendJson('POST', `${core.url}/api/agents/${agent.id}/deploys`, {
     maxConcurrentCalls: CALLS + 10,
   });
-  const t0 = Date.now();
-  for (;;) {
-    const [d] = await sendJson('GET', `${core.url}/api/agents/${agent.id}/deploys`);
-    if (d.status === 'live') break;
-    if (d.status === 'failed' || Date.now() - t0 > 60_000) throw new Error(`deploy ${d.status}`);
-    await sleep(100);
-  }
+  await deployLive(core.url, agent.id);
 
   const endedAt = new Map();
   const analysedAt = new Map();

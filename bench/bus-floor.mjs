@@ -7,11 +7,10 @@ import { spawn } from 'node:child_process';
 import { Buffer } from 'node:buffer';
 import { startLocalNats, stopOnExit } from '@vab/testkit';
 import { perRequest, usage } from './processes.mjs';
+import { sleep } from './lib/figures.mjs';
 
 const IN_FLIGHT = 50;
 const role = process.argv[2];
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 if (role === 'responder' || role === 'requester') {
   const { connectNats, BusClient } = await import('@vab/bus');

@@ -3,12 +3,11 @@
 // API (gateway → services → a Redis of its own), divided by the count. Prints a table for
 // docs/operations.md: bytes each, how many fit per GB, and what a cluster of M masters holds.
 // Usage: npm run build && node bench/capacity.mjs [--agents 500]
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+
 import { Redis } from 'ioredis';
 import { benchFlow, option, sendJson, startCoreStack } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const AGENTS = option('agents', 500);
 
 const core = await startCoreStack(root, {

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { startLocalNats, startLocalRedis, stopOnExit, voiceFlow } from '@vab/testkit';
 import WebSocket from 'ws';
 import { option, sendJson, startCore, startProcess, startVoiceStubs, usage } from './processes.mjs';
+import { pct } from './lib/figures.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -60,11 +61,6 @@ if (process.argv.includes('--flood')) {
 // ---- the benchmark -------------------------------------------------------------------------------------------
 const root = option('root', join(here, '..'));
 const PROBES = option('probes', 20);
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 
 const nats = await startLocalNats();
 const redis = await startLocalRedis();

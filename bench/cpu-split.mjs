@@ -10,12 +10,11 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
 import { benchFlow, flag, option, perRequest, sendJson, startProcess, usage } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const TARGET = option('target', 'gateway');
 const APPEND = flag('append');
 const SECONDS = option('seconds', 6);

@@ -11,12 +11,11 @@
 // and `--text` another page and another text to wait for.
 // Usage: npm run build && node bench/docs-render.mjs [--runs 10] [--visits 3] [--cpu-slowdown 4]
 //   [--url http://127.0.0.1:3000] [--path /docs/] [--text 'List active agents']
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+
 import { launchChromium, startLocalNats, startLocalRedis } from '@vab/testkit';
 import { option, startCore } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const RUNS = option('runs', 10);
 const PATH = option('path', '/docs/');
 // the summary of GET /api/agents: the first operation of the first tag

@@ -7,13 +7,12 @@
 // Prints p50 / p90 per side and the p50 difference.
 // Usage: npm run build && node bench/egress-check.mjs [--calls 2000] [--host localhost]
 import { createServer } from 'node:http';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { pino } from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { option } from './processes.mjs';
+import { root as here } from './lib/figures.mjs';
 
-const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = (p) => join(here, 'services', 'playground', 'dist', p);
 const { createEgressFetch } = await import(dist('egress/client.js'));
 const { EgressPolicy, parseAllowList } = await import(dist('egress/policy.js'));

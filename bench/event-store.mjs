@@ -12,12 +12,12 @@ import { connect } from '@nats-io/transport-node';
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
 import { Redis } from 'ioredis';
 import { option } from './processes.mjs';
+import { sleep } from './lib/figures.mjs';
 
 const EVENTS = option('events', 2000);
 const RATE = option('rate', 500);
 const nats = await startLocalNats();
 const redis = await startLocalRedis();
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs, q) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil(q * xs.length) - 1)];
 const payload = (id) =>
   JSON.stringify({

@@ -11,8 +11,6 @@
 // Usage: npm run build && node bench/events.mjs [--clients 1000] [--events 1000] [--rate 200] [--churn-seconds 60]
 import { readFileSync } from 'node:fs';
 import { TextDecoder } from 'node:util';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { connectNats } from '@vab/bus';
 import { liveSubject } from '@vab/contracts';
 import { ensureEventsStream, SessionEvents } from '@vab/playground';
@@ -21,8 +19,8 @@ import WebSocket from 'ws';
 import { pino } from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { option, sendJson, startCore } from './processes.mjs';
+import { root as here, sleep } from './lib/figures.mjs';
 
-const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CLIENTS = option('clients', 1000);
 const EVENTS = option('events', 1000);
 const RATE = option('rate', 200);
@@ -130,7 +128,6 @@ const pct = (xs, q) => {
   return s[Math.max(0, Math.ceil(q * s.length) - 1)] ?? NaN;
 };
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function publish(n, rate) {
   for (let i = 0; i < n; i++) {

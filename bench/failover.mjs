@@ -7,12 +7,11 @@
 // sessions service is connected to. Afterwards every transcript is read back: a message the API answered
 // 201 for and that is not there is an acknowledged write lost.
 // Usage: npm run build && node bench/failover.mjs --kill redis [--wait 1] [--replicas 1] [--seconds 12] [--kill-after 4]
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+
 import { startLocalNatsCluster, startLocalRedisCluster } from '@vab/testkit';
 import { option, sendJson, startCore } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const KILL = option('kill', 'redis');
 const WAIT = option('wait', 0);
 const SECONDS = option('seconds', 12);

@@ -15,13 +15,12 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { freePort, startLocalNats, startLocalRedis, stopOnExit } from '@vab/testkit';
 import { differences, selfCost } from './callgrind-functions.mjs';
 import { benchFlow, envOf, flag, option, sendJson, startProcess } from './processes.mjs';
+import { root as here } from './lib/figures.mjs';
 
-const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const base = option('base');
 const WHO = option('process', 'gateway');
 const REQUESTS = option('requests', 3000);

@@ -11,25 +11,17 @@
 //    `ready`), the most admitted at once, and each instance's event-loop delay p99 over the burst (its /metrics:
 //    prom-client resets the figure at each scrape).
 // Usage: npm run build && node bench/live.mjs [--calls 50] [--burst 200] [--over 10] [--hold 5] [--cap 150] [--instances 4]
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { freePort, VoiceClient, voiceFlow } from '@vab/testkit';
-import { option, sendJson, startCoreStack, startProcess, startVoiceStubs } from './processes.mjs';
+import { deployLive, option, sendJson, startCoreStack, startProcess, startVoiceStubs } from './processes.mjs';
+import { fmt, pct, root, sleep } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CALLS = option('calls', 50);
 const BURST = option('burst', 200);
 const OVER_S = option('over', 10);
 const HOLD_S = option('hold', 5);
 const CAP = option('cap', 150);
 const INSTANCES = option('instances', 4);
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : '—');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const core = await startCoreStack(root, {
   // one address is every caller here
@@ -124,13 +116,7 @@ try {
   const deploy = await sendJson('POST', `${core.url}/api/agents/${agent.id}/deploys`, {
     maxConcurrentCalls: CAP,
   });
-  const t0 = Date.now();
-  for (;;) {
-    const [d] = await sendJson('GET', `${core.url}/api/agents/${agent.id}/deploys`);
-    if (d.status === 'live') break;
-    if (d.status === 'failed' || Date.now() - t0 > 60_000) throw new Error(`deploy ${d.status}`);
-    await sleep(100);
-  }
+  await deployLive(core.url, agent.id);
   console.log(`\n### public calls: ${INSTANCES} playground instances, instant stubs, recordings off\n`);
 
   const one = [];

@@ -5,12 +5,11 @@
 // same scrapes with no load. Prints each phase's scrape time p50/p99/max and the size of the text, and the
 // agents service's /metrics (METRICS_PORT) under the same load.
 // Usage: npm run build && node bench/metrics.mjs [--seconds 10] [--every 100]
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
 import { autocannon, benchFlow, option, sendJson, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = option('seconds', 10);
 const EVERY_MS = option('every', 100);
 

@@ -11,8 +11,7 @@
 import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { postTwilioWebhook, speak, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { loadavg } from 'node:os';
 import { pino } from 'pino';
 import {
@@ -23,8 +22,8 @@ import {
   startVoiceStubs,
   voiceConfig,
 } from './processes.mjs';
+import { pct, root as here } from './lib/figures.mjs';
 
-const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CALLS = option('calls', 10);
 /** Spoken turns per call after the greeting: the response a caller feels. */
 const TURNS = option('turns', 2);
@@ -36,11 +35,6 @@ const ENDPOINTING_MS = 500;
 const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
 const GREETING = 'Hello, how can I help?';
 const log = pino({ level: 'silent' });
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 
 const stack = await startCoreStack(here);
 const stubs = await startVoiceStubs(here);

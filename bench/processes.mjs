@@ -200,6 +200,17 @@ const AUTOCANNON = join(
   'node_modules/autocannon/autocannon.js',
 );
 
+/** Waits until the agent's latest deploy is live (a deploy goes live after its answer); throws if it fails. */
+export async function deployLive(baseUrl, agentId, timeoutMs = 60_000) {
+  const t0 = Date.now();
+  for (;;) {
+    const [d] = await sendJson('GET', `${baseUrl}/api/agents/${agentId}/deploys`);
+    if (d.status === 'live') return;
+    if (d.status === 'failed' || Date.now() - t0 > timeoutMs) throw new Error(`deploy ${d.status}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /**
  * Runs autocannon (in its own process) against `url` for `seconds` with `connections`, a JSON `body` sent
  * with `method` when given, and resolves to req/s, p50/p99 ms, the request count and the refusals; with

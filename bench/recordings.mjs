@@ -12,21 +12,15 @@ import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs, voiceConfig } from './processes.mjs';
+import { pct, root as here } from './lib/figures.mjs';
 
-const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SESSIONS = option('sessions', 5);
 const TURNS = option('turns', 3);
 const FETCHES = option('fetches', 200);
 const log = pino({ level: 'silent' });
 
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 const fmt = (x, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : '—');
 
 /** A process's fields from /proc (after its name): utime is [11], stime [12], cutime [13], cstime [14]. */

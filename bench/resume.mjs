@@ -8,20 +8,12 @@
 // alternate. Instant chat and speech stubs (bench/voice-stubs.mjs); agents, sessions, two gateways and one
 // playground from their builds on a NATS and a Redis of their own.
 // Usage: npm run build && node bench/resume.mjs [--kills 20]
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { freePort, VoiceClient, voiceFlow } from '@vab/testkit';
 import { option, sendJson, startCoreStack, startProcess, startVoiceStubs } from './processes.mjs';
+import { fmt, pct, root, sleep } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const KILLS = option('kills', 20);
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : '—');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const core = await startCoreStack(root, { MAX_SESSIONS_PER_CALLER: '0' });
 const stubs = await startVoiceStubs(root);

@@ -3,14 +3,13 @@
 // in one run, with autocannon (a separate process) at 50 connections, and prints req/s, p50/p99 and the
 // ratio per pair with the median. Starts its own nats-server, redis-server and service processes.
 // Usage: npm run build && node bench/run.mjs [--seconds 5] [--rounds 3]
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
 import { autocannon, benchFlow, option, sendJson, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 import { Redis } from 'ioredis';
 import { performance } from 'node:perf_hooks';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = option('seconds', 5);
 const ROUNDS = option('rounds', 3);
 const CONNECTIONS = 50;

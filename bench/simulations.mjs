@@ -8,15 +8,14 @@
 // close) as the fixed cost.
 // Usage: npm run build && node bench/simulations.mjs [--cases 20] [--repeat 5] [--turns 8] [--concurrency 8]
 //   [--cpu-prof <dir>]
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import pino from 'pino';
 import { BusClient, connectNats } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { orderFlow } from '@vab/testkit';
 import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 20);
 const REPEAT = option('repeat', 5);
 const TURNS = option('turns', 8);

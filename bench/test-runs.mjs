@@ -8,12 +8,11 @@
 // Usage: npm run build && node bench/test-runs.mjs [--cases 100] [--turns 5] [--instances 2] [--concurrency 8]
 import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { fullFlow, withNode } from '@vab/testkit';
 import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 100);
 const TURNS = option('turns', 5);
 const INSTANCES = option('instances', 2);

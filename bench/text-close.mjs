@@ -8,15 +8,14 @@
 //   the test session, ending it).
 // Usage: npm run build && node bench/text-close.mjs [--sessions 30] [--cases 20] [--turns 3]
 import { randomUUID } from 'node:crypto';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { BusClient, connectNats } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
 import pino from 'pino';
 import { option, sendJson, startCore, startModelStub, startProcess } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SESSIONS = option('sessions', 30);
 const CASES = option('cases', 20);
 const TURNS = option('turns', 3);

@@ -5,12 +5,11 @@
 // against an OpenAI-compatible stub that answers at once. Prints turns/s per round and the median B/A: what
 // recording events and figures costs a turn when the base is the build before them.
 // Usage: npm run build && node bench/text-turns.mjs [--base ../base] [--rounds 4] [--seconds 8] [--workers 8]
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { fullFlow, withNode } from '@vab/testkit';
 import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { root as here } from './lib/figures.mjs';
 
-const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const base = option('base');
 const ROUNDS = option('rounds', 4);
 const SECONDS = option('seconds', 8);

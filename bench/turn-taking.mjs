@@ -12,8 +12,7 @@
 // maxEndpointingDelay). The speech is made before the sessions start. Prints each trial and the two shares.
 // Usage: npm run build && node bench/turn-taking.mjs [--trials 10] [--pause 1000] [--voice festival|espeak]
 import { loadavg } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import {
   concat,
   silence,
@@ -25,8 +24,8 @@ import {
   VoiceClient,
 } from '@vab/testkit';
 import { option, sendJson, startCore, startProcess, startVoiceStubs } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const TRIALS = option('trials', 10);
 const PAUSE_MS = option('pause', 1000);
 const VOICE = option('voice', 'festival');

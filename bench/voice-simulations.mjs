@@ -9,12 +9,11 @@
 // the response time the callers measured from the audio, and the playground's CPU.
 // Usage: npm run build && node bench/voice-simulations.mjs [--cases 10] [--repeat 3] [--turns 4]
 //   [--concurrency 30] [--cpu-prof <dir>]
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { freePort, startSpeechStub, voiceFlow } from '@vab/testkit';
 import { option, sendJson, startCoreStack, startModelStub, startProcess, usage } from './processes.mjs';
+import { root } from './lib/figures.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CASES = option('cases', 10);
 const REPEAT = option('repeat', 3);
 const TURNS = option('turns', 4);

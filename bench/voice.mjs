@@ -19,13 +19,11 @@ import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/pla
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { constants as perf, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
 import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs, voiceConfig } from './processes.mjs';
+import { pct, root as here } from './lib/figures.mjs';
 
-const here = join(dirname(fileURLToPath(import.meta.url)), '..');
 const FRAMES = option('frames', 250);
 const SESSIONS = option('sessions', 50);
 const TURNS = option('turns', 3);
@@ -37,10 +35,6 @@ const STAGGER = option('stagger', 'on');
 const PREEMPTIVE = option('preemptive', 'off');
 const log = pino({ level: 'silent' });
 
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : '—');
 
 const nats = await startLocalNats();

@@ -18,10 +18,10 @@ import { startLocalNats, startLocalRedis } from '@vab/testkit';
 import { startWebhooksService } from '@vab/webhooks';
 import { parseAllowList } from '@vab/egress';
 import { option } from './processes.mjs';
+import { sleep } from './lib/figures.mjs';
 
 const EVENTS = option('events', 1000);
 const BACKLOG = option('backlog', 10_000);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs, q) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil(q * xs.length) - 1)];
 const mb = (bytes) => (bytes / 1024 / 1024).toFixed(1);
 // after a collection: what stays (the heap), and the process's resident set (which seldom shrinks)

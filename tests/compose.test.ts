@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { KEY_ENV_VARS } from '@vab/playground';
 import { BaseEnv, MetricsEnv, RedisEnv } from '@vab/service-kit';
+import { SERVICES } from './helpers/processes.js';
 
 // No Docker engine runs on these machines: this checks that docker-compose.yml and the Dockerfile agree
 // with the code, so the compose stack is not left to rot.
@@ -138,14 +139,7 @@ describe('docker-compose.yml', () => {
     const jobs = Object.fromEntries(
       scrape.scrape_configs.map((j) => [j.job_name, j.dns_sd_configs[0]!] as const),
     );
-    expect(Object.keys(jobs).sort()).toEqual([
-      'agents',
-      'gateway',
-      'playground',
-      'sessions',
-      'telephony',
-      'webhooks',
-    ]);
+    expect(Object.keys(jobs).sort()).toEqual(SERVICES);
     expect(jobs.gateway!.port).toBe(Number(compose.services.gateway!.environment?.PORT));
     for (const svc of ['agents', 'sessions', 'playground', 'webhooks', 'telephony']) {
       expect(jobs[svc]!.names).toEqual([svc]);

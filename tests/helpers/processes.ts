@@ -8,6 +8,9 @@ import { vi } from 'vitest';
 const root = join(import.meta.dirname, '..', '..');
 export const mainOf = (svc: string) => join(root, 'services', svc, 'dist', 'main.js');
 
+/** Every service the deployment runs (a process, a compose service and a Prometheus job each), sorted. */
+export const SERVICES = ['agents', 'gateway', 'playground', 'sessions', 'telephony', 'webhooks'] as const;
+
 /**
  * For a suite that runs the built entry points: fails it (as a `beforeAll`) with the command that builds them,
  * because a suite that skipped itself when nothing was built passed a bare `vitest run` having tested nothing.

@@ -1,3 +1,14 @@
+import { connect } from '@nats-io/transport-node';
+import { busClientOf } from '@vab/bus';
+import {
+  startOpenAiStub,
+  startSpeechStub,
+  type OpenAiStub,
+  type Script,
+  type SpeechStub,
+} from '@vab/testkit';
+import { api, startStack, type StackOptions } from './stack.js';
+
 /**
  * What a speech stub's STT hears, set per session: `willHear(...)` names the next utterances in order (the
  * stub cannot recognize speech); `transcribe` is the stub's option. Past the named ones it hears nothing.
@@ -17,3 +28,34 @@ export function scriptedHearing() {
     },
   };
 }
+
+/**
+ * The whole stack with a chat stub and a speech stub of its own, and a bus connection to it (as a service
+ * holds one): what a test of voice calls starts with. `close` stops them all, the stack before its models.
+ */
+export async function startVoiceStack(opts: {
+  chat: Script;
+  transcribe: (index: number, durationMs: number) => string;
+  stack?: StackOptions;
+}) {
+  const chat: OpenAiStub = await startOpenAiStub(opts.chat);
+  const speech: SpeechStub = await startSpeechStub({ transcribe: opts.transcribe });
+  const stack = await startStack(opts.stack);
+  const nc = await connect({ servers: stack.natsUrl });
+  return {
+    chat,
+    speech,
+    stack,
+    http: api(stack.baseUrl),
+    nc,
+    bus: busClientOf(nc),
+    async close(): Promise<void> {
+      await nc.close();
+      await stack.close();
+      await chat.close();
+      await speech.close();
+    },
+  };
+}
+
+export type VoiceStack = Awaited<ReturnType<typeof startVoiceStack>>;

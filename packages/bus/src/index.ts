@@ -6,3 +6,4 @@ export * from './lazy-child.js';
 export type { Logger } from 'pino';
 export * from './kv.js';
 export * from './observe.js';
+export * from './streams.js';

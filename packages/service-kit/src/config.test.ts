@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ConfigError, envInt, loadConfig } from './config.js';
+import { ConfigError, envInt, envParsed, loadConfig } from './config.js';
 
 describe('loadConfig', () => {
   const shape = { PORT: envInt(3000, 1), URL: z.string().min(1) };
@@ -54,5 +54,20 @@ describe('loadConfig', () => {
       expect(message).toContain('UPSTREAM_URL must be an http(s) URL');
       expect(message).toMatch(/LOG_LEVEL: /);
     }
+  });
+
+  it("takes a parsed variable, and names it with its parser's message when it does not parse", () => {
+    const shape = {
+      PORTS: envParsed((text) =>
+        (text ?? '').split(',').map((p) => {
+          if (!/^\d+$/.test(p)) throw new Error(`not a port: entry ${p.length} characters long`);
+          return Number(p);
+        }),
+      ),
+    };
+    expect(loadConfig(shape, { PORTS: '80,443' }).PORTS).toEqual([80, 443]);
+    expect(() => loadConfig(shape, { PORTS: '80,secret' })).toThrow(
+      /PORTS.*not a port: entry 6 characters long/,
+    );
   });
 });

@@ -4,6 +4,23 @@ import { TracingEnv } from './tracing-env.js';
 /** Environment values are strings; these coerce them with a readable error. */
 export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
+/**
+ * An optional variable parsed by `parse` (a list, a key, an allow list): a thrown error's message (which names
+ * the bad entry, never the value) becomes the variable's problem, reported with the others at start.
+ */
+export const envParsed = <T>(parse: (text: string | undefined) => T) =>
+  z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      try {
+        return parse(text);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    });
+
 const LogLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info');
 
 /** What every service reads: where the bus is and who it is there, how it logs, how long it may take to stop. */

@@ -179,6 +179,9 @@ function wavDurationMs(body: Buffer): number {
   return (bytes / 2 / channels / rate) * 1000;
 }
 
+/** A running speech stub (`startSpeechStub`). */
+export type SpeechStub = Awaited<ReturnType<typeof startSpeechStub>>;
+
 /**
  * OpenAI's speech endpoints on loopback, speaking their real wire protocol: `POST /audio/transcriptions`
  * (multipart WAV in, `{ text }` out — the text is the test's, by the order of the utterances, since a stub

@@ -100,6 +100,20 @@ export class AgentStore {
    * that changes what the list shows. A request interrupted between the two leaves the view one step
    * behind for that agent until its next write or `repairViews`.
    */
+  /**
+   * After a script changed an agent (its row: name, createdAt, updatedAt, rev): the write confirmed, then the
+   * agent listed as it now is.
+   */
+  private async confirmListed(id: string, [name, createdAt, updatedAt, rev]: (string | undefined)[]) {
+    await this.writes.confirm(keys.agent(id));
+    await this.view(
+      id,
+      Number(rev),
+      Number(updatedAt),
+      summaryJson(id, name ?? '', Number(createdAt), Number(updatedAt)),
+    );
+  }
+
   private async view(id: string, rev: number, updatedAt: number, summary: string, force = false) {
     await storage(() =>
       this.redis.agentView(
@@ -327,13 +341,7 @@ export class AgentStore {
     const row = await storage(() => this.redis.agentUnarchive(keys.agent(id), String(archivedAt)));
     const [name, createdAt, updatedAt, rev] = row;
     if (rev === undefined) return;
-    await this.writes.confirm(keys.agent(id));
-    await this.view(
-      id,
-      Number(rev),
-      Number(updatedAt),
-      summaryJson(id, name ?? '', Number(createdAt), Number(updatedAt)),
-    );
+    await this.confirmListed(id, [name, createdAt, updatedAt, rev]);
   }
 
   async lookup(id: string): Promise<AgentLookup> {
@@ -383,13 +391,7 @@ export class AgentStore {
   private async afterSave(id: string, row: string[], flow: Flow | undefined): Promise<StoredAgent> {
     const [name, createdAt, updatedAt, version, rev, head, snapshots, changed] = row;
     if (changed === '1') {
-      await this.writes.confirm(keys.agent(id));
-      await this.view(
-        id,
-        Number(rev),
-        Number(updatedAt),
-        summaryJson(id, name ?? '', Number(createdAt), Number(updatedAt)),
-      );
+      await this.confirmListed(id, [name, createdAt, updatedAt, rev]);
       this.onSnapshots(id, Number(snapshots));
     }
     const content = flow ?? (await storage(() => this.loadContent(id, head ?? '')));

@@ -1,4 +1,4 @@
-import { configProblem, envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
+import { configProblem, envInt, envParsed, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseSealingKey } from './live/sealing.js';
@@ -10,20 +10,6 @@ import { parseTrustedUrls } from './models/provider-keys.js';
 
 /** services/playground/{src,dist}/config.* → the repository root. */
 const REPO_ROOT_ENV_FILE = fileURLToPath(new URL('../../../.env', import.meta.url));
-
-/** A comma-separated list parsed by `parse`, whose error names the bad entry. */
-const listOf = <T>(parse: (text: string | undefined) => T[]) =>
-  z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      try {
-        return parse(text);
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: (err as Error).message });
-        return z.NEVER;
-      }
-    });
 
 const Env = {
   ...MetricsEnv,
@@ -62,9 +48,9 @@ const Env = {
    * Internal addresses flows may still reach (webhooks, model base URLs, MCP servers): comma-separated
    * host names, addresses and CIDR ranges. Unset: none.
    */
-  FLOW_EGRESS_ALLOW: listOf<AllowEntry>(parseAllowList),
+  FLOW_EGRESS_ALLOW: envParsed<AllowEntry[]>(parseAllowList),
   /** Base URLs (e.g. a self-hosted model gateway) a flow may point a model at with the server's own keys. */
-  TRUSTED_MODEL_URLS: listOf<URL>(parseTrustedUrls),
+  TRUSTED_MODEL_URLS: envParsed<URL[]>(parseTrustedUrls),
   /** Bound on connecting to a URL a flow names, on its answer's headers, and on any pause in its body. */
   FLOW_EGRESS_TIMEOUT_MS: envInt(30_000, 100),
   /** An answer from a URL a flow names is cut off past this many bytes. */

@@ -3,6 +3,7 @@ import { parseAllowList, type AllowEntry } from '@vab/egress';
 import {
   configProblem,
   envInt,
+  envParsed,
   loadConfig as load,
   MetricsEnv,
   parseSealingKey,
@@ -11,20 +12,6 @@ import {
 import { z } from 'zod';
 
 export type WebhooksConfig = ReturnType<typeof loadConfig>;
-
-/** A value parsed by `parse`, whose error (never the value) becomes the variable's problem. */
-const parsed = <T>(parse: (text: string | undefined) => T) =>
-  z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      try {
-        return parse(text);
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: (err as Error).message });
-        return z.NEVER;
-      }
-    });
 
 const keyList = (text: string | undefined) =>
   (text ?? '')
@@ -39,13 +26,13 @@ export function loadConfig(env: NodeJS.ProcessEnv) {
       ...RedisEnv,
       ...MetricsEnv,
       /** Seals the endpoints' signing secrets at rest (32 bytes: 64 hex digits or base64). */
-      WEBHOOK_SECRETS_KEY: parsed((t) => (t ? parseSealingKey(t) : undefined)),
+      WEBHOOK_SECRETS_KEY: envParsed((t) => (t ? parseSealingKey(t) : undefined)),
       /** A file holding the key instead (a container secret); WEBHOOK_SECRETS_KEY wins when both are set. */
       WEBHOOK_SECRETS_KEY_FILE: z.string().min(1).optional(),
       /** Keys that sealed secrets before the current one (comma-separated): they still open, never seal. */
-      WEBHOOK_SECRETS_OLD_KEYS: parsed(keyList),
+      WEBHOOK_SECRETS_OLD_KEYS: envParsed(keyList),
       /** Internal hosts and ranges a webhook URL may reach (as the playground's FLOW_EGRESS_ALLOW). */
-      WEBHOOK_EGRESS_ALLOW: parsed<AllowEntry[]>(parseAllowList),
+      WEBHOOK_EGRESS_ALLOW: envParsed<AllowEntry[]>(parseAllowList),
       /** Bound on connecting, on the receiver's headers, and on its body's pauses. */
       WEBHOOK_TIMEOUT_MS: envInt(10_000, 100),
       /** Deliveries attempted at once by one instance. */

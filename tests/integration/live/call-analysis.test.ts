@@ -1,16 +1,12 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { busClientOf, type BusClient } from '@vab/bus';
-import { Subjects, type CallSummary, type DeployRecord, type DomainEvent } from '@vab/contracts';
-import { speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { BusClient } from '@vab/bus';
+import { Subjects, type CallSummary, type DomainEvent } from '@vab/contracts';
+import { speak, voiceFlow, type OpenAiStub, type SpeechStub } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import {
-  lastUserText,
-  offersTool,
-  startOpenAiStub,
-  type ChatRequest,
-} from '../../../services/playground/test/openai-stub.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
-import { scriptedHearing } from '../../helpers/voice.js';
+import { lastUserText, offersTool, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import { joinCall, liveDeploy, sayAndHear, startWebCall } from '../../helpers/live.js';
+import type { api, Stack } from '../../helpers/stack.js';
+import { scriptedHearing, startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * Issue 47's post-call analysis: a web call ends, the playground's worker takes its job from the queue and the
@@ -23,8 +19,9 @@ let stack: Stack;
 let http: ReturnType<typeof api>;
 let nc: NatsConnection;
 let bus: BusClient;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let chat: OpenAiStub;
+let speech: SpeechStub;
+let voice: VoiceStack;
 const hearing = scriptedHearing();
 
 /** The whole user prompt the analyst got (the transcript and the criterion). */
@@ -71,32 +68,17 @@ function analyst(req: ChatRequest) {
 }
 
 beforeAll(async () => {
-  chat = await startOpenAiStub(analyst);
-  speech = await startSpeechStub({ transcribe: hearing.transcribe });
-  // a job left by a dead instance comes back within seconds, not the default minute
-  stack = await startStack({ playground: { ANALYSIS_ACK_WAIT_MS: 3000 } });
-  http = api(stack.baseUrl);
-  nc = await connect({ servers: stack.natsUrl });
-  bus = busClientOf(nc);
+  voice = await startVoiceStack({
+    chat: analyst,
+    transcribe: hearing.transcribe,
+    // a job left by a dead instance comes back within seconds, not the default minute
+    stack: { playground: { ANALYSIS_ACK_WAIT_MS: 3000 } },
+  });
+  ({ stack, http, nc, bus, chat, speech } = voice);
 }, 60_000);
-afterAll(async () => {
-  await nc?.close();
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
-});
+afterAll(() => voice?.close());
 
 const ask = { timeoutMs: 5000, requestId: 'test' };
-
-async function liveDeploy(agentId: string): Promise<DeployRecord> {
-  const d = (await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, {})).body;
-  await expect
-    .poll(async () => (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body[0]?.status, {
-      timeout: 30_000,
-    })
-    .toBe('live');
-  return d;
-}
 
 /** A call held over the bus, as the playground holds one: these lines, then the caller hangs up. */
 async function busCall(subdomain: string, lines: { role: 'user' | 'assistant'; content: string }[]) {
@@ -152,7 +134,7 @@ describe('call analysis', () => {
       model: null,
     };
     expect((await http.put(`/api/agents/${agentId}/analysis`, settings)).status).toBe(200);
-    const deploy = await liveDeploy(agentId);
+    const deploy = await liveDeploy(http, agentId);
 
     const analysed: DomainEvent[] = [];
     const sub = nc.subscribe(`domain.${agentId}.call.analyzed`, {
@@ -162,18 +144,10 @@ describe('call analysis', () => {
     // a web call: the caller asks for an appointment over the voice socket and hangs up
     const spoken = speak('I would like to book an appointment');
     hearing.willHear('I would like to book an appointment');
-    const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ audio: { sampleRate: 16000, frameMs: 20 } }),
-    });
-    const started = (await res.json()) as { callId: string; audioPath: string };
-    expect(res.status, JSON.stringify(started)).toBe(201);
-    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
-    await client.ready;
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(spoken);
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    const { status, started } = await startWebCall(stack.baseUrl, deploy.subdomain);
+    expect(status, JSON.stringify(started)).toBe(201);
+    const client = await joinCall(stack.baseUrl, started.audioPath);
+    await sayAndHear(client, spoken);
     client.close();
     await client.closed;
 
@@ -284,7 +258,7 @@ describe('call analysis', () => {
   it('stores at most one result per job: a redelivered job and an older one leave the newer result', async () => {
     const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
     const agentId = (await http.post('/api/agents', { name: 'Stored once', flow })).body.id as string;
-    const deploy = await liveDeploy(agentId);
+    const deploy = await liveDeploy(http, agentId);
     // analysis off: no job of the worker's races these
     const callId = await busCall(deploy.subdomain, [{ role: 'assistant', content: 'Hello' }]);
     const result = (summary: string, at: number) => ({
@@ -336,7 +310,7 @@ describe('call analysis', () => {
       dataFields: [],
       model: null,
     });
-    const deploy = await liveDeploy(agentId);
+    const deploy = await liveDeploy(http, agentId);
     const analysed: DomainEvent[] = [];
     const sub = nc.subscribe(`domain.${agentId}.call.analyzed`, {
       callback: (_e, m) => void analysed.push(m.json<DomainEvent>()),

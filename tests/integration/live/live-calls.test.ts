@@ -1,5 +1,5 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { busClientOf, type BusClient } from '@vab/bus';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { BusClient } from '@vab/bus';
 import { jetstreamManager } from '@nats-io/jetstream';
 import {
   AppError,
@@ -9,16 +9,24 @@ import {
   eventsSubject,
   Subjects,
   type CallSummary,
-  type DeployRecord,
 } from '@vab/contracts';
-import { decodeRecording, levelOf, speak, startSpeechStub, VoiceClient, voiceFlow } from '@vab/testkit';
+import {
+  decodeRecording,
+  levelOf,
+  speak,
+  VoiceClient,
+  voiceFlow,
+  type OpenAiStub,
+  type SpeechStub,
+} from '@vab/testkit';
 import { createHmac, randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKey } from '../../../services/gateway/src/address.js';
-import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { lastUserText } from '../../../services/playground/test/openai-stub.js';
+import { joinCall, liveDeploy, sayAndHear, startWebCall } from '../../helpers/live.js';
 import { readSse } from '../../helpers/sse.js';
-import { scriptedHearing } from '../../helpers/voice.js';
+import type { api, Stack } from '../../helpers/stack.js';
+import { scriptedHearing, startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * Issue 45's calls in the sessions service, asked over the bus as the playground asks: admission against the
@@ -34,35 +42,21 @@ let bus: BusClient;
 // models at their own base URLs run without a key: this version is ready for callers
 const flow = voiceFlow({ chatURL: 'http://127.0.0.1:9/v1', speechURL: 'http://127.0.0.1:9/v1' });
 
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let chat: OpenAiStub;
+let speech: SpeechStub;
+let voice: VoiceStack;
 const hearing = scriptedHearing();
 const CALLER_HASH_KEY = randomBytes(32).toString('hex');
 
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) => ({ content: `ok: ${lastUserText(req)}` }));
-  speech = await startSpeechStub({ transcribe: hearing.transcribe });
-  stack = await startStack({ gateway: { CALLER_HASH_KEY, LIVE_KEY_RATE_LIMIT_MAX: 2 } });
-  http = api(stack.baseUrl);
-  nc = await connect({ servers: stack.natsUrl });
-  bus = busClientOf(nc);
+  voice = await startVoiceStack({
+    chat: (req) => ({ content: `ok: ${lastUserText(req)}` }),
+    transcribe: hearing.transcribe,
+    stack: { gateway: { CALLER_HASH_KEY, LIVE_KEY_RATE_LIMIT_MAX: 2 } },
+  });
+  ({ stack, http, nc, bus, chat, speech } = voice);
 }, 60_000);
-afterAll(async () => {
-  await nc?.close();
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
-});
-
-async function liveDeploy(agentId: string, settings: Record<string, unknown>): Promise<DeployRecord> {
-  const d = (await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, settings)).body;
-  await expect
-    .poll(async () => (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body[0]?.status, {
-      timeout: 30_000,
-    })
-    .toBe('live');
-  return d;
-}
+afterAll(() => voice?.close());
 
 const admit = (subdomain: string, addressKey = 'a1') =>
   bus.request(
@@ -74,7 +68,7 @@ const admit = (subdomain: string, addressKey = 'a1') =>
 describe('calls', () => {
   it('admits within the deploy caps, records a refusal as busy, ends with its reason, lists, erases', async () => {
     const agentId = (await http.post('/api/agents', { name: 'Call desk', flow })).body.id as string;
-    const deploy = await liveDeploy(agentId, { maxConcurrentCalls: 1 });
+    const deploy = await liveDeploy(http, agentId, { maxConcurrentCalls: 1 });
 
     const first = await admit(deploy.subdomain);
     expect(first).toMatchObject({ agentId, deployId: deploy.id, version: 1, credentials: null });
@@ -144,7 +138,7 @@ describe('calls', () => {
 
   it('holds one address to LIVE_MAX_CALLS_PER_ADDRESS calls at once (429 RATE_LIMITED)', async () => {
     const agentId = (await http.post('/api/agents', { name: 'Busy line', flow })).body.id as string;
-    const deploy = await liveDeploy(agentId, { maxConcurrentCalls: 10 });
+    const deploy = await liveDeploy(http, agentId, { maxConcurrentCalls: 10 });
     for (let i = 0; i < 3; i++) await admit(deploy.subdomain, 'same-address');
     const fourth = await admit(deploy.subdomain, 'same-address').catch((e: unknown) => e);
     expect(fourth).toMatchObject({ code: 'RATE_LIMITED' });
@@ -158,16 +152,11 @@ describe('calls', () => {
     const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
     const agentId = (await http.post('/api/agents', { name: 'Front desk', flow: liveFlow })).body
       .id as string;
-    const deploy = await liveDeploy(agentId, {});
+    const deploy = await liveDeploy(http, agentId);
 
     // no builder token: the page's own call
-    const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ audio: { sampleRate: 16000, frameMs: 20 } }),
-    });
-    const started = (await res.json()) as { callId: string; audioPath: string; audio: unknown };
-    expect(res.status, JSON.stringify(started)).toBe(201);
+    const { status, started } = await startWebCall(stack.baseUrl, deploy.subdomain);
+    expect(status, JSON.stringify(started)).toBe(201);
     expect(started.audio).toEqual({ sampleRate: 16000, frameMs: 20, frameBytes: 640 });
     expect(started.audioPath).toMatch(
       new RegExp(`^/live/${deploy.subdomain}/calls/${started.callId}/audio\\?ticket=`),
@@ -182,11 +171,8 @@ describe('calls', () => {
       },
     );
 
-    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
-    await client.ready;
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(spoken);
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    const client = await joinCall(stack.baseUrl, started.audioPath);
+    await sayAndHear(client, spoken);
     client.close();
     await client.closed;
 
@@ -291,7 +277,10 @@ describe('calls', () => {
     const agentId = (await http.post('/api/agents', { name: 'Quiet line', flow: liveFlow })).body
       .id as string;
     // the smallest timeout a deploy takes
-    const deploy = await liveDeploy(agentId, { silenceTimeoutMs: 5000, endCallMessage: 'Goodbye for now.' });
+    const deploy = await liveDeploy(http, agentId, {
+      silenceTimeoutMs: 5000,
+      endCallMessage: 'Goodbye for now.',
+    });
     const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -300,11 +289,8 @@ describe('calls', () => {
     const started = (await res.json()) as { callId: string; audioPath: string };
     expect(res.status, JSON.stringify(started)).toBe(201);
     // the client streams its microphone as a browser does: silence frames, frame by frame, and one sentence
-    const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + started.audioPath });
-    await client.ready;
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
-    client.say(spoken);
-    await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
+    const client = await joinCall(stack.baseUrl, started.audioPath);
+    await sayAndHear(client, spoken);
     // then nobody speaks: the agent says its goodbye and hangs up
     const closed = await client.closed;
     expect(closed.code).toBe(1000);
@@ -329,12 +315,10 @@ describe('calls', () => {
       const agentId = (await http.post('/api/agents', { name, flow: liveFlow })).body.id as string;
       if (Object.keys(settings).length > 0)
         expect((await http.patch(`/api/agents/${agentId}/call-settings`, settings)).status).toBe(200);
-      const deploy = await liveDeploy(agentId, {});
+      const deploy = await liveDeploy(http, agentId);
       const res = await fetch(`${stack.baseUrl}/live/${deploy.subdomain}/calls`, { method: 'POST' });
       const { callId, audioPath } = (await res.json()) as { callId: string; audioPath: string };
-      const client = new VoiceClient({ url: stack.baseUrl.replace(/^http/, 'ws') + audioPath });
-      await client.ready;
-      await vi.waitFor(() => expect(client.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+      const client = await joinCall(stack.baseUrl, audioPath);
       client.close();
       await expect
         .poll(async () => (await http.get(`/api/agents/${agentId}/calls/${callId}`)).body.recording, {
@@ -431,7 +415,7 @@ describe('calls', () => {
 
   it('per publishable key: 429 past LIVE_KEY_RATE_LIMIT_MAX; livePage off: no page, key-less calls refused', async () => {
     const agentId = (await http.post('/api/agents', { name: 'Widget desk', flow })).body.id as string;
-    const deploy = await liveDeploy(agentId, {});
+    const deploy = await liveDeploy(http, agentId);
     const origin = 'https://shop.example.com';
     const keyOf = async () =>
       (await http.post(`/api/agents/${agentId}/public-keys`, { allowedOrigins: [origin] })).body

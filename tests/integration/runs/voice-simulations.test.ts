@@ -11,6 +11,7 @@ import {
   type ChatReply,
   type ChatRequest,
 } from '@vab/testkit';
+import type { OpenAiStub, SpeechStub } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finishedRun } from '../../helpers/runs.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
@@ -32,13 +33,13 @@ const HEARD = 'the agent answers';
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
+let chat: OpenAiStub;
 /** The flows' speech: TTS (espeak-ng), and an STT that hears the caller's line. */
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let speech: SpeechStub;
 /** A TTS whose first byte comes 3.5 s late: a slow provider. */
-let slowSpeech: Awaited<ReturnType<typeof startSpeechStub>>;
+let slowSpeech: SpeechStub;
 /** The caller's own ear where a case names one. */
-let ear: Awaited<ReturnType<typeof startSpeechStub>>;
+let ear: SpeechStub;
 
 const GOODBYE = 'Goodbye, see you on Monday.';
 

@@ -9,6 +9,7 @@ import {
   type ChatReply,
   type ChatRequest,
 } from '@vab/testkit';
+import type { OpenAiStub, SpeechStub } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
@@ -30,12 +31,12 @@ let stack: Stack;
 let http: ReturnType<typeof api>;
 let playground: ServiceProcess;
 /** The normal providers, and the hostile ones. */
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
-let floodSpeech: Awaited<ReturnType<typeof startSpeechStub>>;
-let floodChat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let wordChat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let echoSpeech: Awaited<ReturnType<typeof startSpeechStub>>;
+let chat: OpenAiStub;
+let speech: SpeechStub;
+let floodSpeech: SpeechStub;
+let floodChat: OpenAiStub;
+let wordChat: OpenAiStub;
+let echoSpeech: SpeechStub;
 /** What the speech stub hears the callers say (it cannot recognize speech). */
 let heard = 'I would like to book an appointment';
 

@@ -25,6 +25,10 @@ const passwords = {
 const credentials = Object.fromEntries(
   Object.entries(passwords).map(([user, pass]) => [user, { user, pass }]),
 ) as Record<keyof typeof passwords, { user: string; pass: string }>;
+/** The passwords as the deployment's NATS users read them (deploy/nats-users.conf: NATS_<USER>_PASSWORD). */
+const passwordEnv = Object.fromEntries(
+  Object.entries(passwords).map(([user, pass]) => [`NATS_${user.toUpperCase()}_PASSWORD`, pass]),
+);
 
 let nats: Awaited<ReturnType<typeof startLocalNats>>;
 let stack: Stack;
@@ -34,14 +38,7 @@ const impostors: NatsConnection[] = [];
 beforeAll(async () => {
   nats = await startLocalNats({
     configFile: CONFIG,
-    env: {
-      NATS_GATEWAY_PASSWORD: passwords.gateway,
-      NATS_AGENTS_PASSWORD: passwords.agents,
-      NATS_SESSIONS_PASSWORD: passwords.sessions,
-      NATS_PLAYGROUND_PASSWORD: passwords.playground,
-      NATS_TELEPHONY_PASSWORD: passwords.telephony,
-      NATS_WEBHOOKS_PASSWORD: passwords.webhooks,
-    },
+    env: passwordEnv,
   });
   stack = await startStack({
     natsUrl: nats.url,
@@ -278,14 +275,7 @@ describe('the cluster variant (deploy/nats-cluster.conf): the same users and per
     const cluster = await startLocalNatsCluster({
       size: 3,
       configFile: join(import.meta.dirname, '..', '..', '..', 'deploy', 'nats-cluster.conf'),
-      env: {
-        NATS_GATEWAY_PASSWORD: passwords.gateway,
-        NATS_AGENTS_PASSWORD: passwords.agents,
-        NATS_SESSIONS_PASSWORD: passwords.sessions,
-        NATS_PLAYGROUND_PASSWORD: passwords.playground,
-        NATS_TELEPHONY_PASSWORD: passwords.telephony,
-        NATS_WEBHOOKS_PASSWORD: passwords.webhooks,
-      },
+      env: passwordEnv,
     });
     const [a, b, c] = cluster.nodes.map((n) => n.url);
     const spread = await startStack({

@@ -16,7 +16,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { requireBuilt, SERVICES, spawnService, type ServiceProcess } from '../../helpers/processes.js';
 
 // A real Prometheus (Debian's `prometheus`) scrapes a running stack of real processes with the repository's
 // own scrape configuration (deploy/prometheus.yml: its jobs, with this test's ports and a 1 s interval) and
@@ -202,16 +202,9 @@ describe.skipIf(!haveProm)('Prometheus scraping the stack', () => {
       );
       expect(active).toBe(1);
       const up = await eventually('up', (r) =>
-        r.length === 6 && r.every((s) => s.value[1] === '1') ? r : undefined,
+        r.length === SERVICES.length && r.every((s) => s.value[1] === '1') ? r : undefined,
       );
-      expect(up.map((s) => s.metric.job).sort()).toEqual([
-        'agents',
-        'gateway',
-        'playground',
-        'sessions',
-        'telephony',
-        'webhooks',
-      ]);
+      expect(up.map((s) => s.metric.job).sort()).toEqual(SERVICES);
       // the bus on both sides and Redis under it, each with bounded labels
       const served = await query(
         'sum by (subject) (bus_server_request_duration_seconds_count{job="agents"})',

@@ -107,6 +107,27 @@ async function send(base: string, method: string, path: string, body?: unknown) 
   return { status: res.status, body: (text ? JSON.parse(text) : {}) as Record<string, any> };
 }
 
+/** A voice agent on the stubs, created through the gateway at `base`: its id. */
+async function voiceAgent(base: string, name: string): Promise<string> {
+  const flow = voiceFlow({ chatURL, speechURL: speech.baseURL });
+  return (await send(base, 'POST', '/api/agents', { name, flow })).body.id as string;
+}
+
+/** The same, deployed; resolves once its deploy is live. */
+async function liveVoiceAgent(
+  base: string,
+  name: string,
+): Promise<{ agentId: string; deploy: DeployRecord }> {
+  const agentId = await voiceAgent(base, name);
+  const deploy = (await send(base, 'POST', `/api/agents/${agentId}/deploys`, {})).body as DeployRecord;
+  await expect
+    .poll(async () => (await send(base, 'GET', `/api/agents/${agentId}/deploys`)).body[0]?.status, {
+      timeout: 30_000,
+    })
+    .toBe('live');
+  return { agentId, deploy };
+}
+
 const wsOf = (base: string) => base.replace(/^http/, 'ws');
 const resumeUrl = (base: string, audioPath: string, token: string) =>
   `${wsOf(base)}${audioPath.split('?')[0]}?resume=${encodeURIComponent(token)}`;
@@ -154,12 +175,7 @@ describe('resume on another gateway (issue 50)', () => {
   it('a voice session goes on in the same session after its gateway is killed mid-call', async () => {
     const a = await startGateway();
     const b = await startGateway();
-    const agentId = (
-      await send(a.base, 'POST', '/api/agents', {
-        name: 'Resumed',
-        flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
-      })
-    ).body.id as string;
+    const agentId = await voiceAgent(a.base, 'Resumed');
     const first = speak(FIRST);
     const second = speak(SECOND);
     hearing.willHear(FIRST, SECOND);
@@ -211,12 +227,7 @@ describe('resume on another gateway (issue 50)', () => {
   it('a detached session no one resumes ends `gateway_lost` after the resume window', async () => {
     const a = await startGateway();
     const b = await liveGateway(a);
-    const agentId = (
-      await send(a.base, 'POST', '/api/agents', {
-        name: 'Abandoned',
-        flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
-      })
-    ).body.id as string;
+    const agentId = await voiceAgent(a.base, 'Abandoned');
     const started = await send(a.base, 'POST', `/api/agents/${agentId}/voice-sessions`, {
       apiKeys: { openai: KEY },
     });
@@ -243,18 +254,7 @@ describe('resume on another gateway (issue 50)', () => {
   it('a public call resumes too, with its token instead of a new ticket', async () => {
     const a = await startGateway();
     const b = await liveGateway(a);
-    const agentId = (
-      await send(a.base, 'POST', '/api/agents', {
-        name: 'Front desk',
-        flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
-      })
-    ).body.id as string;
-    const deploy = (await send(a.base, 'POST', `/api/agents/${agentId}/deploys`, {})).body as DeployRecord;
-    await expect
-      .poll(async () => (await send(a.base, 'GET', `/api/agents/${agentId}/deploys`)).body[0]?.status, {
-        timeout: 30_000,
-      })
-      .toBe('live');
+    const { agentId, deploy } = await liveVoiceAgent(a.base, 'Front desk');
     const first = speak(FIRST);
     const second = speak(SECOND);
     hearing.willHear(FIRST, SECOND);
@@ -304,18 +304,7 @@ describe('resume on another gateway (issue 50)', () => {
     const lb = await balancer();
     cleanup.push(() => lb.close());
     lb.target.port = Number(new URL(a.base).port);
-    const agentId = (
-      await send(a.base, 'POST', '/api/agents', {
-        name: 'Clinic page',
-        flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
-      })
-    ).body.id as string;
-    const deploy = (await send(a.base, 'POST', `/api/agents/${agentId}/deploys`, {})).body as DeployRecord;
-    await expect
-      .poll(async () => (await send(a.base, 'GET', `/api/agents/${agentId}/deploys`)).body[0]?.status, {
-        timeout: 30_000,
-      })
-      .toBe('live');
+    const { agentId, deploy } = await liveVoiceAgent(a.base, 'Clinic page');
     // Chromium's fake microphone: a tone, sent as the caller's audio (the session hears it, nothing is said)
     const browser = await launchChromium({
       args: ['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream'],
@@ -363,18 +352,7 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
     const a =
       gateways.find((g) => g.process.child.exitCode === null && g.process.child.signalCode === null) ??
       (await startGateway());
-    const agentId = (
-      await send(a.base, 'POST', '/api/agents', {
-        name: 'Lost instance',
-        flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
-      })
-    ).body.id as string;
-    const deploy = (await send(a.base, 'POST', `/api/agents/${agentId}/deploys`, {})).body as DeployRecord;
-    await expect
-      .poll(async () => (await send(a.base, 'GET', `/api/agents/${agentId}/deploys`)).body[0]?.status, {
-        timeout: 30_000,
-      })
-      .toBe('live');
+    const { agentId, deploy } = await liveVoiceAgent(a.base, 'Lost instance');
     const first = speak(FIRST);
     hearing.willHear(FIRST);
     const started = await send(a.base, 'POST', `/live/${deploy.subdomain}/calls`, {});

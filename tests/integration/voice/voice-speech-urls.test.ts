@@ -9,6 +9,7 @@ import {
   VoiceClient,
   voiceFlow,
 } from '@vab/testkit';
+import type { OpenAiStub, SpeechStub } from '@vab/testkit';
 import { lookup } from 'node:dns/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
@@ -27,12 +28,12 @@ const GREETING = 'Hello, how can I help?';
 
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let chat: OpenAiStub;
+let speech: SpeechStub;
 let eleven: Awaited<ReturnType<typeof startElevenLabsStub>>;
 let deepgram: Awaited<ReturnType<typeof startDeepgramSpeakStub>>;
 /** An OpenAI-compatible speech server that refuses every key: a 401 naming the key it was sent. */
-let refusing: Awaited<ReturnType<typeof startSpeechStub>>;
+let refusing: SpeechStub;
 
 /** A name the egress policy refuses when connecting: it resolves inside (any other, as the system has it). */
 const INSIDE = 'speech.inside.test';

@@ -2,16 +2,14 @@ import {
   AckPolicy,
   jetstream,
   jetstreamManager,
-  RetentionPolicy,
-  StorageType,
   type ConsumerMessages,
   type JsMsg,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
-  isJetStreamError,
-  JetStreamApiCodes,
-  JetStreamApiError,
+  ANALYSIS_STREAM_CONFIG,
+  ensureStream,
+  nanos,
   safeError,
   type BusClient,
   type Logger,
@@ -19,15 +17,12 @@ import {
 import {
   ANALYSIS_CONSUMER,
   ANALYSIS_STREAM,
-  ANALYSIS_SUBJECTS,
   AnalysisJob,
   AppError,
   Subjects,
   type CallAnalysis,
 } from '@vab/contracts';
 import type { CallAnalyst } from './call-analyst.js';
-
-const nanos = (ms: number) => ms * 1_000_000;
 
 /** A job that failed this many times (a model that kept failing) is stored as `failed`. */
 export const ANALYSIS_MAX_ATTEMPTS = 3;
@@ -43,23 +38,7 @@ const RETRY_DELAYS_MS = [5_000, 30_000];
  */
 export async function ensureAnalysisQueue(nc: NatsConnection, ackWaitMs: number): Promise<void> {
   const jsm = await jetstreamManager(nc);
-  try {
-    await jsm.streams.info(ANALYSIS_STREAM);
-  } catch (err) {
-    if (!isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) throw err;
-    await jsm.streams
-      .add({
-        name: ANALYSIS_STREAM,
-        subjects: [ANALYSIS_SUBJECTS],
-        retention: RetentionPolicy.Workqueue,
-        storage: StorageType.File,
-        max_age: nanos(7 * 86_400_000),
-        duplicate_window: nanos(120_000),
-      })
-      .catch((e: unknown) => {
-        if (!(e instanceof JetStreamApiError)) throw e;
-      });
-  }
+  await ensureStream(jsm, ANALYSIS_STREAM_CONFIG);
   await jsm.consumers
     .add(ANALYSIS_STREAM, {
       durable_name: ANALYSIS_CONSUMER,

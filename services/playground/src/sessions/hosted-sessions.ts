@@ -29,14 +29,6 @@ import type {
 } from './session-context.js';
 import { TestSessionRecord, type Recordings } from './test-session-record.js';
 
-export type {
-  HostedSessionsConfig,
-  OpenOptions,
-  SessionContext,
-  Started,
-  UserTurn,
-} from './session-context.js';
-
 /** `session_ended`'s reason for a session whose audio fell too far behind real time (SESSION_MAX_BEHIND_MS). */
 export const BEHIND_REAL_TIME = 'behind real time';
 /** `session_ended`'s reason for a session its instance's drain (SIGTERM) ended: it did not finish in time. */

@@ -1,4 +1,3 @@
-import type { BusClient } from '@vab/bus';
 import {
   type ApiKeys,
   type CaseMocks,
@@ -9,11 +8,10 @@ import {
   type TurnResult,
 } from '@vab/contracts';
 import { sessionRedactor } from '../sessions/redactor.js';
-import type { HostedSessions, UserTurn } from '../sessions/hosted-sessions.js';
-import type { KeyEnv } from '../models/provider-keys.js';
-import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
+import type { UserTurn } from '../sessions/session-context.js';
+import type { RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
-import type { ConversationKit } from '../conversation/conversation-kit.js';
+import type { TransportDeps } from './transport-deps.js';
 import { TYPED } from '../conversation/conversation-mode.js';
 import { flowToRun } from '../conversation/flow-to-run.js';
 import { TypedAgentSession } from '../conversation/typed-session.js';
@@ -23,16 +21,7 @@ import { TypedAgentSession } from '../conversation/typed-session.js';
  * builder. Recorded as a test session of type "text" whose id is the session's.
  */
 export class TextTransport {
-  constructor(
-    private readonly deps: {
-      sessions: HostedSessions;
-      bus: BusClient;
-      models: ModelFactory;
-      kit: ConversationKit;
-      env(): Promise<KeyEnv>;
-      busTimeoutMs: number;
-    },
-  ) {}
+  constructor(private readonly deps: TransportDeps & { busTimeoutMs: number }) {}
 
   async start(agentId: string, body: StartTextSessionBody, requestId: string): Promise<TextTurnResult> {
     const { models } = this.deps;

@@ -2,7 +2,7 @@ import { voice } from '@livekit/agents';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { errors, headers as natsHeaders } from '@nats-io/transport-node';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { safeError, type BusClient } from '@vab/bus';
+import { safeError } from '@vab/bus';
 import {
   AppError,
   VOICE_CONTROL_HEADER,
@@ -21,10 +21,10 @@ import {
   type VoiceServerMessage,
   type VoiceSessionStarted,
 } from '@vab/contracts';
-import type { HostedSessions, SessionContext } from '../sessions/hosted-sessions.js';
-import type { KeyEnv } from '../models/provider-keys.js';
-import type { ModelFactory, RunnableFlow } from '../models/model-factory.js';
+import type { SessionContext } from '../sessions/session-context.js';
+import type { RunnableFlow } from '../models/model-factory.js';
 import type { ConversationKit } from '../conversation/conversation-kit.js';
+import type { TransportDeps } from './transport-deps.js';
 import { sessionRedactor } from '../sessions/redactor.js';
 import { flowToRun } from '../conversation/flow-to-run.js';
 import { VoicePipeline } from '../voice/voice-pipeline.js';
@@ -57,17 +57,7 @@ const decoder = new TextDecoder();
  * capped, timed, checked and recorded as a test session of type "voice" exactly like every other session.
  */
 export class VoiceSocketTransport {
-  constructor(
-    private readonly deps: {
-      sessions: HostedSessions;
-      bus: BusClient;
-      nc: NatsConnection;
-      models: ModelFactory;
-      kit: ConversationKit;
-      env(): Promise<KeyEnv>;
-      config: VoiceSocketConfig;
-    },
-  ) {}
+  constructor(private readonly deps: TransportDeps & { nc: NatsConnection; config: VoiceSocketConfig }) {}
 
   async start(agentId: string, body: StartVoiceSessionBody, requestId: string): Promise<VoiceSessionStarted> {
     const { flow, version } = await flowToRun(this.deps.bus, agentId, body, {

@@ -1,6 +1,6 @@
 import { voice } from '@livekit/agents';
 import type { ApiKeys, CaseMocks, SessionEventInput, SessionMessage, TurnMetrics } from '@vab/contracts';
-import type { SessionContext } from '../sessions/hosted-sessions.js';
+import type { SessionContext } from '../sessions/session-context.js';
 import type { RunnableFlow } from '../models/model-factory.js';
 import type { FlowConversation } from '../conversation/conversation.js';
 import type { ConversationKit, TransportSide } from '../conversation/conversation-kit.js';

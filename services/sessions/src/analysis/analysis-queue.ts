@@ -1,15 +1,13 @@
-import { jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isJetStreamError, JetStreamApiCodes, JetStreamApiError } from '@vab/bus';
-import { ANALYSIS_STREAM, ANALYSIS_SUBJECTS, analysisJobSubject, type AnalysisJob } from '@vab/contracts';
+import { ANALYSIS_STREAM_CONFIG, ensureStream } from '@vab/bus';
+import { analysisJobSubject, type AnalysisJob } from '@vab/contracts';
 import { randomUUID } from 'node:crypto';
-
-const nanos = (ms: number) => ms * 1_000_000;
 
 /**
  * The work queue of call analyses (docs/decisions/0034-post-call-analysis.md): a JetStream stream with
- * WorkQueue retention (a job is gone once a worker acknowledges it), made here when missing with the same
- * settings the playground's worker makes it with. A job waits at most a week.
+ * WorkQueue retention, made here when missing with the settings the playground's worker makes it with
+ * (`ANALYSIS_STREAM_CONFIG`, declared once in @vab/bus).
  */
 export class AnalysisQueue {
   private ready: Promise<void> | undefined;
@@ -18,25 +16,7 @@ export class AnalysisQueue {
 
   private ensure(): Promise<void> {
     return (this.ready ??= (async () => {
-      const jsm = await jetstreamManager(this.nc);
-      try {
-        await jsm.streams.info(ANALYSIS_STREAM);
-      } catch (err) {
-        if (!isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) throw err;
-        await jsm.streams
-          .add({
-            name: ANALYSIS_STREAM,
-            subjects: [ANALYSIS_SUBJECTS],
-            retention: RetentionPolicy.Workqueue,
-            storage: StorageType.File,
-            max_age: nanos(7 * 86_400_000),
-            duplicate_window: nanos(120_000),
-          })
-          .catch((e: unknown) => {
-            // another process made it meanwhile
-            if (!(e instanceof JetStreamApiError)) throw e;
-          });
-      }
+      await ensureStream(await jetstreamManager(this.nc), ANALYSIS_STREAM_CONFIG);
     })().catch((err: unknown) => {
       this.ready = undefined;
       throw err;

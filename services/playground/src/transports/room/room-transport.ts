@@ -1,5 +1,5 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { safeError, type BusClient, type Logger } from '@vab/bus';
+import { safeError, type Logger } from '@vab/bus';
 import {
   AppError,
   PLAYGROUND_INSTANCES_SUBJECT,
@@ -16,10 +16,8 @@ import type { EgressPolicy } from '../../egress/policy.js';
 import { envLivekit, LIVEKIT_ENV_VARS } from '../../models/env-keys.js';
 import { TranscriptWriter } from '../../sessions/transcript-writer.js';
 import { sessionRedactor } from '../../sessions/redactor.js';
-import type { HostedSessions } from '../../sessions/hosted-sessions.js';
 import type { KeyEnv } from '../../models/provider-keys.js';
-import type { ModelFactory } from '../../models/model-factory.js';
-import type { ConversationKit } from '../../conversation/conversation-kit.js';
+import type { TransportDeps } from '../transport-deps.js';
 import { httpUrlOf, MediaServer, ROOM_PREFIX, type RoomMetadata } from './media-server.js';
 import type { RoomAgent, RoomAgentOptions, RoomAgents } from './room-agents.js';
 
@@ -47,19 +45,14 @@ export class RoomTransport {
   private aliveSub: Subscription | undefined;
 
   constructor(
-    private readonly deps: {
-      sessions: HostedSessions;
-      bus: BusClient;
+    private readonly deps: TransportDeps & {
       nc: NatsConnection;
-      models: ModelFactory;
-      kit: ConversationKit;
       agents: RoomAgents;
       /** A media server named in the request is a URL of the caller's too. */
       policy: EgressPolicy;
       /** How a request-named media server is reached: its Twirp calls, and its name checked at start. */
       egressFetch: EgressFetch;
       checkHost: HostCheck;
-      env(): Promise<KeyEnv>;
       log: Logger;
       config: RoomTransportConfig;
     },
