@@ -368,7 +368,7 @@ describe('calls', () => {
     const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
     const agentId = (await http.post('/api/agents', { name: 'Origin desk', flow: liveFlow })).body
       .id as string;
-    const deploy = await liveDeploy(agentId, {});
+    const deploy = await liveDeploy(http, agentId);
     const origin = 'https://shop.example.com';
     const key = (await http.post(`/api/agents/${agentId}/public-keys`, { allowedOrigins: [origin] })).body
       .key as string;
