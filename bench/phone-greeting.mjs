@@ -53,6 +53,30 @@ const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
 const GREETING = 'Hello, how can I help?';
 const log = pino({ level: 'silent' });
 
+/**
+ * Where the playground's VAD dates this speech's end (its END_OF_SPEECH less its silence window, as
+ * `responseMs` counts from) past the sound's own end, in the audio's time: the utterance in the line's 20 ms
+ * frames through the process's VAD, no clock. The same on every turn (the same audio), and in `responseMs`'s
+ * start, so the part of felt − `responseMs` that is not the line's transport.
+ */
+async function vadEndLag(pcm, soundEndMs) {
+  // LiveKit's logger is the in-process playground's, set up when it started
+  const { VADEventType } = await import('@livekit/agents');
+  const { AudioFrame } = await import('@livekit/rtc-node');
+  const { SessionVad } = await import(join(here, 'services/playground/dist/models/voice-models.js'));
+  const { VAD_OPTIONS } = await import(join(here, 'services/playground/dist/models/native-vad.js'));
+  const stream = new SessionVad().stream();
+  const padded = new Int16Array(pcm.length + 8000);
+  padded.set(pcm);
+  for (let i = 0; i + 160 <= padded.length; i += 160)
+    stream.pushFrame(new AudioFrame(padded.slice(i, i + 160), 8000, 1, 160));
+  stream.endInput();
+  let end;
+  for await (const ev of stream)
+    if (ev.type === VADEventType.END_OF_SPEECH) end ??= ev.timestamp - VAD_OPTIONS.minSilenceDuration;
+  return end === undefined ? NaN : end - soundEndMs;
+}
+
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
@@ -120,6 +144,7 @@ try {
   let last = utterance.length - 1;
   while (last > 0 && Math.abs(utterance[last]) < 500) last--;
   const speechMs = (last + 1) / 8;
+  const vadLagMs = await vadEndLag(utterance, speechMs);
   const greetMs = [];
   /** Per turn: what the caller felt, and the call it was in (its stored figures are read once it has ended). */
   const felt = [];
@@ -258,7 +283,15 @@ try {
     '  of it: commit → first audible frame out of the playground (responseMs − endOfTurnDelayMs − LLM − TTS)',
     parts.pipeline,
   );
-  row('  of it: the phone line both ways (felt − responseMs)', parts.line);
+  row('  of it: felt − responseMs', parts.line);
+  row(
+    `    of that: where the VAD dates the speech's end past the sound's (its own time, the same audio each turn)`,
+    parts.line.map(() => vadLagMs),
+  );
+  row(
+    "    of that: the line both ways (decode, resampling, the bus, encode, pacing, the stub Twilio's playout tick)",
+    parts.line.map((x) => x - vadLagMs),
+  );
 } finally {
   stamp('stopping');
   await playground.stop?.(2000);
