@@ -7,7 +7,22 @@
 // the figure is `start` → the first audible sample played on its line, per call, one call at a time.
 // The speech stub's TTS is not instant (it runs espeak-ng and sox per request): its own time to the first byte
 // of the greeting is measured apart and printed, so what the backend adds is the difference.
-// Usage: npm run build && node bench/phone-greeting.mjs [--calls 10]
+// Then `--turns` spoken turns per call: the response a caller feels (the end of their speech in the μ-law stream
+// → the first audible reply sample on their line, both on the stub Twilio's clock), split per turn with the
+// call's own stored figures (GET …/calls/:callId, each reply's `metrics`, measured by the playground on the
+// audio itself from the VAD's end of speech):
+//   wait      the endpointing delay in force (VAD turns: a fixed minimum, `--endpointing`, the phone default 600)
+//   stubs     the providers' own time: the LLM's first token and the TTS's first byte (LiveKit's `llmTtftMs`,
+//             `ttsTtfbMs`), and the STT's only where its transcript came after the wait (`transcriptionDelayMs`
+//             beyond it: the turn waited on it; the chat and STT stubs answer at once, the TTS runs espeak-ng)
+//   ours      the rest: felt − wait − stubs, itself split into
+//             decision  `endOfTurnDelayMs` beyond the wait and the STT: LiveKit's turn decision, the VAD's lag
+//             pipeline  `responseMs` − `endOfTurnDelayMs` − the LLM's and TTS's times: from the turn's commit
+//                       to the first audible agent frame leaving the playground (as bench/voice.mjs's overhead)
+//             line      felt − `responseMs`: the phone path both ways, μ-law decode, resampling, the bus to the
+//                       playground, the VAD hearing the end (its estimate of it), the bus back, μ-law encode, the
+//                       telephony service's pacing and the stub Twilio's 20 ms playout tick
+// Usage: npm run build && node bench/phone-greeting.mjs [--calls 10] [--turns 2] [--endpointing 600]
 import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
 import { postTwilioWebhook, speak, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
@@ -28,14 +43,41 @@ const CALLS = option('calls', 10);
 /** Spoken turns per call after the greeting: the response a caller feels. */
 const TURNS = option('turns', 2);
 /**
- * VAD-ended turns with the endpointing delay named, so the wait is known: LiveKit counts it from the VAD's end of
- * speech, which it dates back by the VAD's silence window (so that window is not waited twice).
+ * VAD-ended turns with the endpointing delay named, so the wait is known (the phone default, docs/api.md
+ * "Phone-grade turn handling"): LiveKit counts it from the VAD's end of speech, which it dates back by the VAD's
+ * silence window (so that window is not waited twice).
  */
-const ENDPOINTING_MS = 500;
+const ENDPOINTING_MS = option('endpointing', 600);
 const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
 const GREETING = 'Hello, how can I help?';
 const log = pino({ level: 'silent' });
 
+/**
+ * Where the playground's VAD dates this speech's end (its END_OF_SPEECH less its silence window, as
+ * `responseMs` counts from) past the sound's own end, in the audio's time: the utterance in the line's 20 ms
+ * frames through the process's VAD, no clock. The same on every turn (the same audio), and in `responseMs`'s
+ * start, so the part of felt − `responseMs` that is not the line's transport.
+ */
+async function vadEndLag(pcm, soundEndMs) {
+  // LiveKit's logger is the in-process playground's, set up when it started
+  const { VADEventType } = await import('@livekit/agents');
+  const { AudioFrame } = await import('@livekit/rtc-node');
+  const { SessionVad } = await import(join(here, 'services/playground/dist/models/voice-models.js'));
+  const { VAD_OPTIONS } = await import(join(here, 'services/playground/dist/models/native-vad.js'));
+  const stream = new SessionVad().stream();
+  const padded = new Int16Array(pcm.length + 8000);
+  padded.set(pcm);
+  for (let i = 0; i + 160 <= padded.length; i += 160)
+    stream.pushFrame(new AudioFrame(padded.slice(i, i + 160), 8000, 1, 160));
+  stream.endInput();
+  let end;
+  for await (const ev of stream)
+    if (ev.type === VADEventType.END_OF_SPEECH) end ??= ev.timestamp - VAD_OPTIONS.minSilenceDuration;
+  return end === undefined ? NaN : end - soundEndMs;
+}
+
+const T0 = performance.now();
+const stamp = (what) => process.env.BENCH_DEBUG && console.error(what, Math.round(performance.now() - T0));
 const stack = await startCoreStack(here);
 const stubs = await startVoiceStubs(here);
 const telPort = 20000 + Math.floor(Math.random() * 20000);
@@ -96,8 +138,10 @@ try {
   let last = utterance.length - 1;
   while (last > 0 && Math.abs(utterance[last]) < 500) last--;
   const speechMs = (last + 1) / 8;
+  const vadLagMs = await vadEndLag(utterance, speechMs);
   const greetMs = [];
-  const responseMs = [];
+  /** Per turn: what the caller felt, and the call it was in (its stored figures are read once it has ended). */
+  const felt = [];
   for (let c = 0; c < CALLS; c++) {
     const callSid = `CA${String(c + 1).padStart(32, '0')}`;
     const answer = await postTwilioWebhook(`http://127.0.0.1:${telPort}/telephony/twilio/voice`, AUTH_TOKEN, {
@@ -128,17 +172,45 @@ try {
         await new Promise((r) => setTimeout(r, 10));
       }
       const segmentsBefore = caller.segments.length;
-      const endAt = caller.now() + speechMs;
       caller.say(utterance);
+      // the next frame out carries the speech's start: it covers the line's time from `frames` × 20 ms on (read
+      // at once, no tick can run between), so its end in the stream is known to the sample, not to a tick
+      const endAt = caller.frames * 20 + speechMs;
       for (let i = 0; caller.segments[segmentsBefore]?.audibleAt === undefined; i++) {
         if (i > 1500) throw new Error('no reply within 15 s');
         await new Promise((r) => setTimeout(r, 10));
       }
-      responseMs.push(caller.segments[segmentsBefore].audibleAt - endAt);
+      felt.push({ call: c, turn: t, ms: caller.segments[segmentsBefore].audibleAt - endAt });
     }
     caller.hangUp();
     await caller.closed;
   }
+  stamp('calls done');
+  // each call's stored figures, once it has ended: its replies to spoken turns carry `responseMs` (the greeting,
+  // answering no speech, does not), in the order of the turns
+  // (one call at a time: the oldest is the first rung)
+  const figuresOf = [];
+  for (let i = 0; ; i++) {
+    const { calls } = await sendJson(
+      'GET',
+      `${stack.url}/api/agents/${agent.id}/calls?channel=phone&limit=100`,
+    );
+    const ended = calls.filter((c) => c.status === 'ended').sort((a, b) => a.startedAt - b.startedAt);
+    if (ended.length >= CALLS) {
+      for (const c of ended) {
+        const call = await sendJson('GET', `${stack.url}/api/agents/${agent.id}/calls/${c.id}`);
+        if (process.env.BENCH_DEBUG) console.error(JSON.stringify(call.messages));
+        const replies = call.messages.filter(
+          (m) => m.role === 'assistant' && m.metrics?.responseMs !== undefined,
+        );
+        figuresOf.push(replies.map((m) => m.metrics));
+      }
+      break;
+    }
+    if (i > 300) throw new Error(`${ended.length} of ${CALLS} calls ended`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  stamp('figures read');
   const f = (x) => x.toFixed(0);
   console.log(
     `phone greeting, ${CALLS} calls one at a time, load average ${loadavg()
@@ -154,19 +226,68 @@ try {
     `| the TTS stub's own time to its first byte | ${f(pct(ttsMs, 50))} | ${f(Math.max(...ttsMs))} |`,
   );
   console.log(`| what the backend adds (p50 difference) | ${f(pct(greetMs, 50) - pct(ttsMs, 50))} | |`);
-  const beyond = responseMs.map((x) => x - ENDPOINTING_MS - pct(ttsMs, 50));
+  // per turn, the felt response split (ms); a turn whose reply carries no stored figures is counted apart
+  const parts = {
+    felt: [],
+    wait: [],
+    stt: [],
+    llm: [],
+    tts: [],
+    ours: [],
+    decision: [],
+    pipeline: [],
+    line: [],
+  };
+  let unmatched = 0;
+  for (const { call, turn, ms } of felt) {
+    const m = figuresOf[call]?.[turn];
+    if (m?.endOfTurnDelayMs === undefined) {
+      unmatched++;
+      continue;
+    }
+    const stt = Math.max(0, (m.transcriptionDelayMs ?? 0) - ENDPOINTING_MS);
+    const llm = m.llmTtftMs ?? 0;
+    const tts = m.ttsTtfbMs ?? 0;
+    parts.felt.push(ms);
+    parts.wait.push(ENDPOINTING_MS);
+    parts.stt.push(stt);
+    parts.llm.push(llm);
+    parts.tts.push(tts);
+    parts.ours.push(ms - ENDPOINTING_MS - stt - llm - tts);
+    parts.decision.push(m.endOfTurnDelayMs - ENDPOINTING_MS - stt);
+    parts.pipeline.push(m.responseMs - m.endOfTurnDelayMs - llm - tts);
+    parts.line.push(ms - m.responseMs);
+  }
   console.log(
-    `\nresponse a caller feels, ${responseMs.length} turns (end of speech in the μ-law stream → first audible reply)`,
+    `\nresponse a caller feels, ${parts.felt.length} turns (end of speech in the μ-law stream → first audible reply on the line)` +
+      (unmatched > 0 ? `; ${unmatched} turns without stored figures left out` : ''),
   );
-  console.log('| what | p50 ms | p99 ms | max ms |');
+  console.log('| part | p50 ms | p99 ms | max ms |');
   console.log('|---|---|---|---|');
-  console.log(
-    `| felt | ${f(pct(responseMs, 50))} | ${f(pct(responseMs, 99))} | ${f(Math.max(...responseMs))} |`,
+  const row = (name, xs) =>
+    console.log(`| ${name} | ${f(pct(xs, 50))} | ${f(pct(xs, 99))} | ${f(Math.max(...xs))} |`);
+  row('felt', parts.felt);
+  row(`the endpointing wait in force (VAD turns, minEndpointingDelay)`, parts.wait);
+  row('the STT stub, where its transcript came after the wait', parts.stt);
+  row("the LLM stub's first token (llmTtftMs)", parts.llm);
+  row("the TTS stub's first byte (ttsTtfbMs)", parts.tts);
+  row('**ours: felt − wait − stubs**', parts.ours);
+  row('  of it: the turn decision beyond the wait (endOfTurnDelayMs − wait − STT)', parts.decision);
+  row(
+    '  of it: commit → first audible frame out of the playground (responseMs − endOfTurnDelayMs − LLM − TTS)',
+    parts.pipeline,
   );
-  console.log(
-    `| beyond the ${ENDPOINTING_MS} ms wait and the TTS stub's p50 (the STT stub's time still in) | ${f(pct(beyond, 50))} | ${f(pct(beyond, 99))} | ${f(Math.max(...beyond))} |`,
+  row('  of it: felt − responseMs', parts.line);
+  row(
+    `    of that: where the VAD dates the speech's end past the sound's (its own time, the same audio each turn)`,
+    parts.line.map(() => vadLagMs),
+  );
+  row(
+    "    of that: the line both ways (decode, resampling, the bus, encode, pacing, the stub Twilio's playout tick)",
+    parts.line.map((x) => x - vadLagMs),
   );
 } finally {
+  stamp('stopping');
   await playground.stop?.(2000);
   telephony.kill();
   for (const p of stack.procs) p.kill();
@@ -175,3 +296,6 @@ try {
   await stack.nats.stop();
   await stack.redis.stop();
 }
+// something of the stack's (a child's pipe, a client's timer) can hold the loop for minutes after the stop:
+// the figures are printed, the processes killed
+process.exit(0);
