@@ -560,4 +560,43 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     );
     await page.close();
   }, 150_000);
+
+  it('starts a canary beside the live deploy from the form, shows its share, and promotes it', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Canary desk', flow: stubFlow() })).body
+      .id as string;
+    expect((await http.patch(`/api/agents/${agentId}`, { flow: stubFlow() })).body.version).toBe(2);
+    const { page, problems } = await watchedPage(browser);
+    await page.goto(`${stack.baseUrl}/console`);
+    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+    await page.selectOption('#agent', agentId);
+    await deployInPage(page, 1);
+
+    // version 2 for a quarter of new calls: a canary beside version 1, which stays live
+    await page.fill('#deploy-traffic', '25');
+    await page.selectOption('#deploy-version', '2');
+    await page.click('#deploy');
+    const canary = page.locator('#deploys li[data-deploy-id]').first();
+    await expect.poll(() => canary.getAttribute('data-status'), { timeout: DEPLOY_MS }).toBe('canary');
+    expect(await canary.locator('.verdict').textContent()).toBe('canary');
+    expect(await canary.locator('.traffic').textContent()).toBe(' · 25 % of new calls');
+    expect(await page.locator('#deploy-live').getAttribute('data-version')).toBe('1');
+    const [started] = await deploysOf(agentId);
+    expect(started).toMatchObject({ status: 'canary', version: 2, trafficPercent: 25 });
+
+    // promoted from its row: the live deploy for every new call, the previous one superseded
+    await canary.locator('button.promote').click();
+    await expect.poll(() => page.locator('#deploy-live').getAttribute('data-version')).toBe('2');
+    expect(await canary.getAttribute('data-status')).toBe('live');
+    expect(await canary.locator('button.promote').count()).toBe(0);
+    expect(await page.locator('#deploys li[data-deploy-id]').nth(1).getAttribute('data-status')).toBe(
+      'superseded',
+    );
+    expect(await page.locator('#status').textContent()).toBe(
+      'Deploy #2 of v2: promoted, live for every new call',
+    );
+    expect((await deploysOf(agentId))[0]).toMatchObject({ status: 'live', promoted: { by: 'hand' } });
+    await page.screenshot({ path: '/tmp/console-canary.png', fullPage: true });
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 120_000);
 });
