@@ -89,6 +89,8 @@ beforeAll(async () => {
   stack = await startStack({
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
     playground: { CREDENTIALS_KEY },
+    // two judged calls a side let the canary test's rollback come from four calls (the default is 20)
+    canary: { minCalls: 2 },
   });
   http = api(stack.baseUrl);
   nc = await connect({ servers: stack.natsUrl });
@@ -560,4 +562,110 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     );
     await page.close();
   }, 150_000);
+
+  it('starts a canary beside the live deploy from the form, shows its share, promotes it; a rolled-back one with its reason and figures', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Canary desk', flow: stubFlow() })).body
+      .id as string;
+    expect((await http.patch(`/api/agents/${agentId}`, { flow: stubFlow() })).body.version).toBe(2);
+    const { page, problems } = await watchedPage(browser);
+    await page.goto(`${stack.baseUrl}/console`);
+    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+    await page.selectOption('#agent', agentId);
+    await deployInPage(page, 1);
+
+    // version 2 for a quarter of new calls: a canary beside version 1, which stays live
+    await page.fill('#deploy-traffic', '25');
+    await page.selectOption('#deploy-version', '2');
+    await page.click('#deploy');
+    const canary = page.locator('#deploys li[data-deploy-id]').first();
+    await expect.poll(() => canary.getAttribute('data-status'), { timeout: DEPLOY_MS }).toBe('canary');
+    expect(await canary.locator('.verdict').textContent()).toBe('canary');
+    expect(await canary.locator('.traffic').textContent()).toBe(' · 25 % of new calls');
+    expect(await page.locator('#deploy-live').getAttribute('data-version')).toBe('1');
+    const [started] = await deploysOf(agentId);
+    expect(started).toMatchObject({ status: 'canary', version: 2, trafficPercent: 25 });
+
+    // promoted from its row: the live deploy for every new call, the previous one superseded
+    await canary.locator('button.promote').click();
+    await expect.poll(() => page.locator('#deploy-live').getAttribute('data-version')).toBe('2');
+    expect(await canary.getAttribute('data-status')).toBe('live');
+    expect(await canary.locator('button.promote').count()).toBe(0);
+    expect(await page.locator('#deploys li[data-deploy-id]').nth(1).getAttribute('data-status')).toBe(
+      'superseded',
+    );
+    expect(await page.locator('#status').textContent()).toBe(
+      'Deploy #2 of v2: promoted, live for every new call',
+    );
+    expect((await deploysOf(agentId))[0]).toMatchObject({ status: 'live', promoted: { by: 'hand' } });
+
+    // a canary of version 1 whose calls fail the criterion while the live one's pass: rolled back by the judge
+    // over the bus flow tests/integration/live/canary.test.ts uses, and shown with its reason and figures
+    const criteria = [{ name: 'booked', description: 'The caller got the appointment they asked for.' }];
+    const settings = { enabled: true, summary: false, criteria, dataFields: [], model: null };
+    expect((await http.put(`/api/agents/${agentId}/analysis`, settings)).status).toBe(200);
+    const second = (await http.post(`/api/agents/${agentId}/deploys`, { version: 1, trafficPercent: 50 }))
+      .body as DeployRecord;
+    await expect
+      .poll(async () => (await deploysOf(agentId)).find((d) => d.id === second.id)?.status, {
+        timeout: DEPLOY_MS,
+      })
+      .toBe('canary');
+    const ask = { timeoutMs: REQUEST_TIMEOUT_MS, requestId: 'test' };
+    const sides = { canary: 0, live: 0 };
+    // each call is drawn (no caller key): called until each side has the minimum, bounded
+    for (let i = 0; i < 60 && (sides.canary < 2 || sides.live < 2); i++) {
+      const admitted = await bus.request(
+        Subjects.callsAdmit,
+        { subdomain: started!.subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
+        ask,
+      );
+      const onCanary = admitted.deployId === second.id;
+      sides[onCanary ? 'canary' : 'live'] += 1;
+      const lines = ['Hello, how can I help?', onCanary ? 'When do you open?' : 'An appointment, please'];
+      for (const [n, content] of lines.entries())
+        await bus.request(
+          Subjects.callsAppend,
+          {
+            agentId,
+            callId: admitted.callId,
+            message: {
+              role: n % 2 ? 'user' : 'assistant',
+              content,
+              stepId: 'start',
+              timestamp: Date.now() + n,
+            },
+          },
+          ask,
+        );
+      await bus.request(
+        Subjects.callsEnd,
+        { agentId, callId: admitted.callId, endedAt: Date.now() + 2, endedReason: 'caller_hung_up' },
+        ask,
+      );
+    }
+    await expect
+      .poll(async () => (await deploysOf(agentId)).find((d) => d.id === second.id)?.status, {
+        timeout: 30_000,
+      })
+      .toBe('rolled_back');
+    await page.reload();
+    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+    await page.selectOption('#agent', agentId);
+    const rolled = page.locator(`#deploys li[data-deploy-id="${second.id}"]`);
+    await expect.poll(() => rolled.getAttribute('data-status')).toBe('rolled_back');
+    expect(await rolled.locator('.verdict').textContent()).toBe('rolled back');
+    expect(await rolled.locator('.rollback-reason').textContent()).toMatch(
+      /^Rolled back \(success rate\): \S/,
+    );
+    expect(await rolled.locator('.rollback-side[data-side="canary"]').textContent()).toMatch(
+      /^canary: 0 % success \(0\/\d+ judged\) · \d+ timed$/,
+    );
+    expect(await rolled.locator('.rollback-side[data-side="live"]').textContent()).toMatch(
+      /^live: 100 % success \((\d+)\/\1 judged\) · \d+ timed$/,
+    );
+    expect(await rolled.locator('button.promote').count()).toBe(0);
+    await page.screenshot({ path: '/tmp/console-canary.png', fullPage: true });
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 120_000);
 });

@@ -3,7 +3,8 @@
 // with its issues), roll back by deploying an older version, change the live deploy's settings, the live
 // version with its talk page's link and the widget's snippet, and the publishable keys the widget is used with
 // (created, listed, revoked); each deploy's figures from its calls, and two deploys side by side with their
-// differences. docs/api.md, "The console".
+// differences; a canary (a share of new calls beside the live deploy) started, promoted by hand, or shown
+// rolled back with its rule's reason and both sides' figures. docs/api.md, "The console".
 
 import { agentPath, enc, json } from '../lib/api.js';
 import { DEFAULT_DEPLOY_SETTINGS } from '../lib/live-contracts.js';
@@ -27,6 +28,10 @@ const DEPLOY_POLL_MS = 500;
 const DEPLOY_WATCH_MS = 60_000;
 /** A deploy on its way: the pipeline has not decided yet. */
 const MOVING = new Set(['pending', 'building']);
+
+/** The canary's bounds (the contract's): a share of new calls, and its window in seconds (10 s to 30 days). */
+const CANARY_WINDOW_MIN_S = 10;
+const CANARY_WINDOW_MAX_S = 30 * 24 * 3600;
 
 /**
  * The settings form's fields: the contract's names, with the unit the form shows (seconds for durations) and
@@ -156,6 +161,45 @@ function renderLive() {
   $('widget-box').hidden = false;
 }
 
+/** One side of a rollback's figures, as a line: success from judged calls, and the median response. */
+function sideLine(name, side) {
+  const success =
+    side.successRate === null
+      ? `${side.judged} judged`
+      : `${round(side.successRate * 100)} % success (${side.passed}/${side.judged} judged)`;
+  const response =
+    side.responseP50Ms === null
+      ? `${side.timed} timed`
+      : `p50 ${Math.round(side.responseP50Ms)} ms (${side.timed} timed)`;
+  return `${name}: ${success} · ${response}`;
+}
+
+/** @param {DeployRecord} d what the list says under a canary or a rolled-back deploy */
+function canaryLines(d) {
+  if (d.status === 'canary')
+    return [
+      el(
+        'span',
+        { class: 'traffic' },
+        ` · ${d.trafficPercent ?? '?'} % of new calls` +
+          (d.canaryWindowMs ? ` · promoted after ${Math.round(d.canaryWindowMs / 1000)} s` : ''),
+      ),
+    ];
+  if (d.status === 'rolled_back' && d.rollback) {
+    const r = d.rollback;
+    return [
+      el(
+        'p',
+        { class: 'failure rollback-reason' },
+        `Rolled back (${r.rule.replaceAll('_', ' ')}): ${r.reason}`,
+      ),
+      el('p', { class: 'failure rollback-side', 'data-side': 'canary' }, sideLine('canary', r.canary)),
+      el('p', { class: 'failure rollback-side', 'data-side': 'live' }, sideLine('live', r.live)),
+    ];
+  }
+  return [];
+}
+
 function renderDeploys() {
   const live = liveDeploy();
   $('deploys').replaceChildren(
@@ -172,8 +216,9 @@ function renderDeploys() {
       const item = el(
         'li',
         { 'data-deploy-id': d.id, 'data-status': d.status },
-        el('span', { class: `verdict verdict-${d.status}` }, d.status),
+        el('span', { class: `verdict verdict-${d.status}` }, d.status.replaceAll('_', ' ')),
         ` #${d.deployNumber} · v${d.version} · ${time(d.updatedAt ?? d.createdAt)}`,
+        ...canaryLines(d),
         ...failure,
       );
       const stats = el('button', { type: 'button', class: 'small stats' }, 'Stats');
@@ -183,6 +228,11 @@ function renderDeploys() {
         void showStats();
       });
       item.append(' ', stats);
+      if (d.status === 'canary') {
+        const promote = el('button', { type: 'button', class: 'small promote' }, 'Promote');
+        promote.addEventListener('click', () => void promoteCanary(d));
+        item.append(' ', promote);
+      }
       // roll back: the version of a deploy that was live before, deployed again (seconds: no new build)
       if (live && d.status === 'superseded' && d.version !== live.version) {
         const back = el('button', { type: 'button', class: 'small rollback' }, `Roll back to v${d.version}`);
@@ -213,20 +263,46 @@ async function loadDeploys(agentId, signal = store.agentSignal) {
   store.emit('deploys', deploys);
 }
 
+/** The canary made the live deploy for every new call (`POST …/promote`); the previous live one superseded. */
+async function promoteCanary(d) {
+  const agentId = store.agentId;
+  if (!agentId) return;
+  try {
+    await json('POST', `${agentPath(agentId)}/deploys/${enc(d.id)}/promote`);
+    setStatus(`Deploy #${d.deployNumber} of v${d.version}: promoted, live for every new call`);
+    await loadDeploys(agentId);
+    const live = liveDeploy();
+    if (live) fillSettings(live);
+  } catch (err) {
+    showError(err, 'Promoting the canary');
+  }
+}
+
+/** @returns {{ trafficPercent?: number, canaryWindowMs?: number }} the canary's fields (empty share: a full deploy) */
+function canaryOfForm() {
+  const share = $('deploy-traffic').value.trim();
+  if (share === '') return {};
+  const windowS = $('deploy-window').value.trim();
+  return {
+    trafficPercent: Number(share),
+    ...(windowS === '' ? {} : { canaryWindowMs: Math.round(Number(windowS) * 1000) }),
+  };
+}
+
 /**
  * Deploys `version` with `settings` (a rollback: an older version with the live deploy's settings) and
  * follows it until the pipeline decides: live, or failed with its readiness issues.
  * @param {number} version
  * @param {DeploySettings} settings
  */
-async function deploy(version, settings) {
+async function deploy(version, settings, canary = {}) {
   const agentId = store.agentId;
   if (!agentId) return;
   const signal = store.agentSignal;
   $('deploy').disabled = true;
   try {
     /** @type {CreateDeployBody} */
-    const body = { version, ...settings };
+    const body = { version, ...settings, ...canary };
     /** @type {DeployRecord} */
     const created = await json('POST', `${agentPath(agentId)}/deploys`, body, { signal });
     setStatus(`Deploy #${created.deployNumber} of v${version}: ${created.status}`);
@@ -242,7 +318,7 @@ async function deploy(version, settings) {
     if (current.status === 'live') fillSettings(current);
     setStatus(
       `Deploy #${current.deployNumber} of v${version}: ${current.status}`,
-      current.status === 'failed',
+      current.status === 'failed' || current.status === 'rolled_back',
     );
   } catch (err) {
     showError(err, 'Deploying');
@@ -518,6 +594,29 @@ definePanel({
       'form',
       { id: 'deploy-form' },
       el('div', { class: 'row between' }, heading, el('div', { class: 'row' }, versionSelect, deployButton)),
+      // a share makes it a canary beside the live deploy; empty, it replaces the live deploy
+      el(
+        'div',
+        { class: 'row canary-fields' },
+        el(
+          'label',
+          { for: 'deploy-traffic', class: 'setting' },
+          'Traffic % (optional: a canary)',
+          el('input', { id: 'deploy-traffic', type: 'number', min: '1', max: '99', step: '1' }),
+        ),
+        el(
+          'label',
+          { for: 'deploy-window', class: 'setting' },
+          'Promote after (s; empty: by hand)',
+          el('input', {
+            id: 'deploy-window',
+            type: 'number',
+            min: String(CANARY_WINDOW_MIN_S),
+            max: String(CANARY_WINDOW_MAX_S),
+            step: '1',
+          }),
+        ),
+      ),
       settingsBox(),
     );
     const keyForm = el(
@@ -588,7 +687,7 @@ definePanel({
     });
     deployForm.addEventListener('submit', (e) => {
       e.preventDefault();
-      void deploy(Number($('deploy-version').value), settingsOfForm());
+      void deploy(Number($('deploy-version').value), settingsOfForm(), canaryOfForm());
     });
     $('deploy-apply').addEventListener('click', () => void applyToLive());
     $('stats-show').addEventListener('click', () => void showStats());
