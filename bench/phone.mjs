@@ -108,3 +108,5 @@ try {
   await nc.close();
   await nats.dispose();
 }
+// LiveKit's native resampler (@livekit/rtc-node's FFI) keeps the process alive after its resamplers closed
+process.exit(0);
