@@ -7,6 +7,7 @@ import type { ConversationKit, TransportSide } from '../conversation/conversatio
 import { SPOKEN } from '../conversation/conversation-mode.js';
 import { spokenTextTransforms } from '../conversation/spoken-text.js';
 import { phoneTurnSettings, sharedVad, turnHandlingOf } from '../models/voice-models.js';
+import { inSession } from '../observability/telemetry.js';
 import type { PlaybackHooks } from './playback.js';
 
 export interface VoicePipelineOptions {
@@ -77,8 +78,17 @@ export class VoicePipeline {
     return this.conversation;
   }
 
-  /** Starts the conversation: the agent greets (in the background, as a voice call does). */
-  async start(): Promise<FlowConversation> {
+  /**
+   * Starts the conversation: the agent greets (in the background, as a voice call does). LiveKit's tasks made
+   * here (its audio recognition, the VAD's stream) inherit the session's context, so its lines name the session
+   * and the VAD's lag is the session's (SESSION_MAX_BEHIND_MS): a voice socket's pipeline starts when its client
+   * connects, a bus callback outside the context the session was opened in, and every VAD reported as no one's.
+   */
+  start(): Promise<FlowConversation> {
+    return inSession({ sessionId: this.opts.ctx.sessionId }, () => this.startInSession());
+  }
+
+  private async startInSession(): Promise<FlowConversation> {
     const { ctx, observe } = this.opts;
     const session = this.session;
     this.watch(session);
