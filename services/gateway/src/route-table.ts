@@ -109,6 +109,7 @@ const TEST_SESSION_FIELDS = [
   'usage',
   'version',
   'recording',
+  'endedReason',
 ] as const;
 const TEST_CASE_FIELDS = ['id', 'agentId', 'createdAt', 'updatedAt'] as const;
 const PHONE_NUMBER_FIELDS = ['id', 'createdAt', 'updatedAt'] as const;
