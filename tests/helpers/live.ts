@@ -1,4 +1,5 @@
-import type { DeployRecord } from '@vab/contracts';
+import type { BusClient } from '@vab/bus';
+import { Subjects, type DeployRecord } from '@vab/contracts';
 import { VoiceClient } from '@vab/testkit';
 import { expect, vi } from 'vitest';
 import type { api } from './stack.js';
@@ -54,4 +55,43 @@ export async function sayAndHear(client: VoiceClient, spoken: Int16Array): Promi
   const before = client.segments.length;
   client.say(spoken);
   await vi.waitFor(() => expect(client.segments.length).toBeGreaterThan(before), { timeout: 30_000 });
+}
+
+/** A call's line as the playground appends it. */
+export interface CallLine {
+  role: 'user' | 'assistant';
+  content: string;
+}
+
+/**
+ * A call held over the bus as the playground holds one: admitted for the live deploy at `subdomain` (a canary's
+ * draw included, sticky by `callerKey`), its lines (made from what the admission answered: the version, the
+ * deploy), then hung up by the caller. Answers the admission.
+ */
+export async function holdBusCall(
+  bus: BusClient,
+  admit: { subdomain: string; callerKey?: string },
+  lines: (admitted: { deployId: string; version: number }) => CallLine[],
+) {
+  const ask = { timeoutMs: 10_000, requestId: 'test' };
+  const caller = admit.callerKey ? { addressHash: admit.callerKey } : {};
+  const admitted = await bus.request(
+    Subjects.callsAdmit,
+    { subdomain: admit.subdomain, channel: 'web', caller, callerKey: admit.callerKey, instanceId: 'pg-test' },
+    ask,
+  );
+  const said = lines(admitted);
+  const { agentId, callId } = admitted;
+  for (const [i, line] of said.entries())
+    await bus.request(
+      Subjects.callsAppend,
+      { agentId, callId, message: { ...line, stepId: 'start', timestamp: Date.now() + i } },
+      ask,
+    );
+  await bus.request(
+    Subjects.callsEnd,
+    { agentId, callId, endedAt: Date.now() + said.length, endedReason: 'caller_hung_up' },
+    ask,
+  );
+  return admitted;
 }

@@ -14,6 +14,7 @@ import {
 import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { holdBusCall, type CallLine } from '../../helpers/live.js';
 import { watchedPage } from '../../helpers/pages.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
@@ -117,6 +118,10 @@ const openAiFlow = () => {
     ),
   };
 };
+
+/** A call's lines, alternating from the agent's greeting. */
+const spoken = (lines: string[]): CallLine[] =>
+  lines.map((content, i) => ({ role: i % 2 ? 'user' : 'assistant', content }));
 
 const deploysOf = async (agentId: string) =>
   (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body;
@@ -399,39 +404,8 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
       return d;
     };
     const ask = { timeoutMs: REQUEST_TIMEOUT_MS, requestId: 'test' };
-    const busCall = async (subdomain: string, lines: string[]) => {
-      const admitted = await bus.request(
-        Subjects.callsAdmit,
-        { subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
-        ask,
-      );
-      for (const [i, content] of lines.entries())
-        await bus.request(
-          Subjects.callsAppend,
-          {
-            agentId,
-            callId: admitted.callId,
-            message: {
-              role: i % 2 ? 'user' : 'assistant',
-              content,
-              stepId: 'start',
-              timestamp: Date.now() + i,
-            },
-          },
-          ask,
-        );
-      await bus.request(
-        Subjects.callsEnd,
-        {
-          agentId,
-          callId: admitted.callId,
-          endedAt: Date.now() + lines.length,
-          endedReason: 'caller_hung_up',
-        },
-        ask,
-      );
-      return admitted.callId;
-    };
+    const busCall = async (subdomain: string, lines: string[]) =>
+      (await holdBusCall(bus, { subdomain }, () => spoken(lines))).callId;
     const bookingCall = ['Hello, how can I help?', 'I would like an appointment on Monday', 'Booked.'];
     const askingCall = ['Hello, how can I help?', 'When do you open?', 'At nine.'];
     const first = await liveDeploy();
@@ -610,38 +584,14 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
         timeout: DEPLOY_MS,
       })
       .toBe('canary');
-    const ask = { timeoutMs: REQUEST_TIMEOUT_MS, requestId: 'test' };
     const sides = { canary: 0, live: 0 };
     // each call is drawn (no caller key): called until each side has the minimum, bounded
     for (let i = 0; i < 60 && (sides.canary < 2 || sides.live < 2); i++) {
-      const admitted = await bus.request(
-        Subjects.callsAdmit,
-        { subdomain: started!.subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
-        ask,
-      );
-      const onCanary = admitted.deployId === second.id;
-      sides[onCanary ? 'canary' : 'live'] += 1;
-      const lines = ['Hello, how can I help?', onCanary ? 'When do you open?' : 'An appointment, please'];
-      for (const [n, content] of lines.entries())
-        await bus.request(
-          Subjects.callsAppend,
-          {
-            agentId,
-            callId: admitted.callId,
-            message: {
-              role: n % 2 ? 'user' : 'assistant',
-              content,
-              stepId: 'start',
-              timestamp: Date.now() + n,
-            },
-          },
-          ask,
-        );
-      await bus.request(
-        Subjects.callsEnd,
-        { agentId, callId: admitted.callId, endedAt: Date.now() + 2, endedReason: 'caller_hung_up' },
-        ask,
-      );
+      await holdBusCall(bus, { subdomain: started!.subdomain }, ({ deployId }) => {
+        const onCanary = deployId === second.id;
+        sides[onCanary ? 'canary' : 'live'] += 1;
+        return spoken(['Hello, how can I help?', onCanary ? 'When do you open?' : 'An appointment, please']);
+      });
     }
     await expect
       .poll(async () => (await deploysOf(agentId)).find((d) => d.id === second.id)?.status, {

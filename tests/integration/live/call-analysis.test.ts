@@ -4,7 +4,14 @@ import { Subjects, type CallSummary, type DomainEvent } from '@vab/contracts';
 import { speak, voiceFlow, type OpenAiStub, type SpeechStub } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { lastUserText, offersTool, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
-import { joinCall, liveDeploy, sayAndHear, startWebCall } from '../../helpers/live.js';
+import {
+  holdBusCall,
+  joinCall,
+  liveDeploy,
+  sayAndHear,
+  startWebCall,
+  type CallLine,
+} from '../../helpers/live.js';
 import type { api, Stack } from '../../helpers/stack.js';
 import { scriptedHearing, startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
@@ -81,34 +88,8 @@ afterAll(() => voice?.close());
 const ask = { timeoutMs: 5000, requestId: 'test' };
 
 /** A call held over the bus, as the playground holds one: these lines, then the caller hangs up. */
-async function busCall(subdomain: string, lines: { role: 'user' | 'assistant'; content: string }[]) {
-  const admitted = await bus.request(
-    Subjects.callsAdmit,
-    { subdomain, channel: 'web', caller: {}, instanceId: 'pg-test' },
-    ask,
-  );
-  for (const [i, line] of lines.entries())
-    await bus.request(
-      Subjects.callsAppend,
-      {
-        agentId: admitted.agentId,
-        callId: admitted.callId,
-        message: { ...line, stepId: 'start', timestamp: Date.now() + i },
-      },
-      ask,
-    );
-  await bus.request(
-    Subjects.callsEnd,
-    {
-      agentId: admitted.agentId,
-      callId: admitted.callId,
-      endedAt: Date.now(),
-      endedReason: 'caller_hung_up',
-    },
-    ask,
-  );
-  return admitted.callId;
-}
+const busCall = async (subdomain: string, lines: CallLine[]) =>
+  (await holdBusCall(bus, { subdomain }, () => lines)).callId;
 
 const analysisOf = async (agentId: string, callId: string) =>
   (await http.get<CallSummary>(`/api/agents/${agentId}/calls/${callId}`)).body.analysis;

@@ -1,6 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, type BusClient } from '@vab/bus';
-import { Subjects, type DeployRecord, type DomainEvent } from '@vab/contracts';
+import type { DeployRecord, DomainEvent } from '@vab/contracts';
 import { startSpeechStub, voiceFlow } from '@vab/testkit';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -13,6 +13,7 @@ import {
   type ChatRequest,
 } from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { holdBusCall } from '../../helpers/live.js';
 
 /**
  * Issue 47's canaries (decision 0035): a deploy with `trafficPercent` goes through the pipeline and takes its
@@ -82,8 +83,6 @@ afterAll(async () => {
   await speech?.close();
 });
 
-const ask = { timeoutMs: 5000, requestId: 'test' };
-
 const deploys = async (agentId: string) =>
   (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body;
 const deployOf = async (agentId: string, id: string) => (await deploys(agentId)).find((d) => d.id === id)!;
@@ -103,36 +102,11 @@ async function deployed(agentId: string, body: Record<string, unknown>, status: 
  * greeting names the version the admission gave it. Answers the deploy it ran.
  */
 async function call(subdomain: string, callerKey: string) {
-  const admitted = await bus.request(
-    Subjects.callsAdmit,
-    { subdomain, channel: 'web', caller: { addressHash: callerKey }, callerKey, instanceId: 'pg-test' },
-    ask,
-  );
-  const lines = [
-    { role: 'assistant' as const, content: `Hello, this is version ${admitted.version}.` },
-    { role: 'user' as const, content: 'What are your opening hours?' },
-    { role: 'assistant' as const, content: 'We open at nine.' },
-  ];
-  for (const [i, line] of lines.entries())
-    await bus.request(
-      Subjects.callsAppend,
-      {
-        agentId: admitted.agentId,
-        callId: admitted.callId,
-        message: { ...line, stepId: 'start', timestamp: Date.now() + i },
-      },
-      ask,
-    );
-  await bus.request(
-    Subjects.callsEnd,
-    {
-      agentId: admitted.agentId,
-      callId: admitted.callId,
-      endedAt: Date.now(),
-      endedReason: 'caller_hung_up',
-    },
-    ask,
-  );
+  const admitted = await holdBusCall(bus, { subdomain, callerKey }, ({ version }) => [
+    { role: 'assistant', content: `Hello, this is version ${version}.` },
+    { role: 'user', content: 'What are your opening hours?' },
+    { role: 'assistant', content: 'We open at nine.' },
+  ]);
   return { deployId: admitted.deployId, version: admitted.version, callId: admitted.callId };
 }
 
