@@ -11,6 +11,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { requireBuilt } from '../../helpers/processes.js';
@@ -105,8 +106,21 @@ async function startScript(extra: Record<string, string> = {}) {
   const seen = (msg: string) => records.find((r) => r.msg?.startsWith(msg));
   // a whole stack's start (6 services importing their module graphs, NATS, Redis) beside two other test files
   // took over 60 s once on the loaded 2-core CI machine
-  const waitFor = (msg: string, timeout = 120_000) =>
-    expect.poll(() => seen(msg), { timeout, interval: 100 }).toBeTruthy();
+  // A script that exits before saying `msg` fails the wait at once, with what it said (a start that failed
+  // once in CI waited its whole bound and told nothing).
+  const waitFor = async (msg: string, timeout = 120_000) => {
+    const deadline = Date.now() + timeout;
+    while (!seen(msg)) {
+      const ended = child.exitCode !== null || child.signalCode !== null;
+      if (ended || Date.now() > deadline) {
+        const said = records.map((r) => JSON.stringify(r)).join('\n');
+        throw new Error(
+          `no "${msg}": the script ${ended ? `exited (${child.exitCode ?? child.signalCode})` : `still runs after ${timeout} ms`}; it said:\n${said}`,
+        );
+      }
+      await sleep(100);
+    }
+  };
   // the script's processes: services, servers and its guard
   const processes = () =>
     execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(child.pid)], { encoding: 'utf8' })
