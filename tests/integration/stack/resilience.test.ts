@@ -1,5 +1,11 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import {
+  RECORDING_DURATION_HEADER,
+  RECORDING_STARTED_AT_HEADER,
+  recordingChunksId,
+  type DeployRecord,
+} from '@vab/contracts';
 import {
   decodeRecording,
   freePort,
@@ -16,7 +22,9 @@ import {
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
+import { joinCall, liveDeploy, startWebCall } from '../../helpers/live.js';
 import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { api } from '../../helpers/stack.js';
 
 /**
  * Issue 50: sessions through overload and faults, on real processes (each instance measures its own load, so
@@ -30,7 +38,7 @@ afterAll(async () => {
 });
 
 let env: Record<string, string>;
-let natsUrl: string;
+let watcher: NatsConnection;
 let sessionsService: ServiceProcess;
 let base: string;
 let agentId: string;
@@ -119,6 +127,71 @@ async function hostOf(sessionId: string, instances: ServiceProcess[]): Promise<n
   return find();
 }
 
+/** What the instance has written of a recording to the bucket so far (decision 35): its zero and its length. */
+async function recordedSoFar(agent: string, id: string): Promise<{ startedAt: number; durationMs: number }> {
+  const jsm = await jetstreamManager(watcher);
+  const last = await jsm.streams
+    .getMessage('OBJ_recordings', { last_by_subj: `$O.recordings.C.${recordingChunksId(agent, id)}` })
+    .catch(() => null);
+  return {
+    startedAt: Number(last?.header.get(RECORDING_STARTED_AT_HEADER) ?? 0),
+    durationMs: Number(last?.header.get(RECORDING_DURATION_HEADER) ?? 0),
+  };
+}
+
+/** Waits until what `instance` has written of the recording reaches `until` (epoch ms); its zero. */
+async function recordingCovers(
+  instance: ServiceProcess,
+  agent: string,
+  id: string,
+  until: number,
+): Promise<number> {
+  const reached = async () => {
+    const { startedAt, durationMs } = await recordedSoFar(agent, id);
+    return startedAt > 0 ? startedAt + durationMs : 0;
+  };
+  await expect
+    .poll(reached, { timeout: 30_000, interval: 200 })
+    .toBeGreaterThan(until)
+    .catch((err: unknown) => {
+      console.log(
+        instance
+          .output()
+          .split('\n')
+          .filter((l) => /RECORD|record/.test(l))
+          .join('\n'),
+      );
+      throw err;
+    });
+  return (await recordedSoFar(agent, id)).startedAt;
+}
+
+/**
+ * A kept recording as a builder gets it at `path`: the stored bytes, a stereo Ogg Opus file as long as its
+ * record says, the caller's speech on the left channel where it was said (`spoke` ms after its zero).
+ */
+async function expectPlayable(
+  path: string,
+  recording: { durationMs: number; bytes: number },
+  spoke: number,
+  spokeMs: number,
+): Promise<void> {
+  const res = await fetch(`${base}${path}`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toContain('audio/ogg');
+  const file = new Uint8Array(await res.arrayBuffer());
+  expect(file.byteLength).toBe(recording.bytes);
+  const decoded = await decodeRecording(file);
+  expect(decoded.codec).toBe('opus');
+  expect(decoded.channels).toBe(2);
+  expect(Math.abs(decoded.durationMs - recording.durationMs)).toBeLessThanOrEqual(100);
+  expect(levelOf(decoded.left, decoded.sampleRate, spoke + 100, spoke + spokeMs - 100)).toBeGreaterThan(500);
+}
+
+/** The session's stored events (its record's event stream, read to its end). */
+const storedEvents = (agent: string, id: string) =>
+  fetch(`${base}/api/agents/${agent}/test-sessions/${id}/events`).then((r) => r.text());
+
 beforeAll(async () => {
   requireBuilt();
   const nats = await startLocalNats();
@@ -133,7 +206,8 @@ beforeAll(async () => {
     () => speech.close(),
   );
   env = { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '5000', LOG_LEVEL: 'info' };
-  natsUrl = nats.url;
+  watcher = await connect({ servers: nats.url });
+  cleanup.push(() => watcher.close());
   await start('agents');
   // the owner sweep every 2 s: a lost session is closed a few seconds after its instance died
   sessionsService = await start('sessions', {
@@ -190,6 +264,103 @@ describe('load-based admission (issue 50)', () => {
       )
       .toBe(0);
     await stopped(loaded, 'SIGKILL');
+    await stopped(quiet, 'SIGKILL');
+  }, 240_000);
+});
+
+/** SESSION_MAX_BEHIND_MS's default (docs/operations.md): the bound both instances below run with. */
+const SESSION_MAX_BEHIND_MS = 3000;
+const BOUND = { SESSION_MAX_BEHIND_MS: String(SESSION_MAX_BEHIND_MS) };
+
+describe('a session too far behind real time (issue 50)', () => {
+  it('is ended with its reason, its caller told and closed; a session within the bound goes on', async () => {
+    // the documented bound on both instances; the load, when on, holds this one's event loop 100 ms
+    // on every turn: each turn hears at most one 32 ms window of a caller (one VAD inference, one turn to come
+    // back), so its callers' audio piles up ahead of the VAD without end. One session fills it.
+    const held = await start(
+      'playground',
+      playgroundEnv({
+        NODE_OPTIONS: `--import ${HOG}`,
+        HOG_BLOCK_MS: '100',
+        HOG_EVERY_MS: '0',
+        MAX_SESSIONS: '1',
+        ...BOUND,
+      }),
+    );
+    const voiceAgent = await post('/api/agents', {
+      name: 'Deaf call',
+      flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
+    });
+    const deafAgent = voiceAgent.body.id as string;
+    const open = async () => {
+      const call = await post(`/api/agents/${deafAgent}/voice-sessions`, { apiKeys: { openai: KEY } });
+      expect(call.status, JSON.stringify(call.body)).toBe(201);
+      const client = new VoiceClient({ url: base.replace(/^http/, 'ws') + (call.body.audioPath as string) });
+      await client.ready;
+      await expect.poll(() => client.segments.length, { timeout: 30_000 }).toBeGreaterThan(0);
+      let closed = false;
+      void client.closed.then(() => (closed = true));
+      return { sessionId: call.body.sessionId as string, client, isClosed: () => closed };
+    };
+    const behind = await open();
+    // the held instance is full: the next session goes to a quiet one, with the same bound
+    const quiet = await start('playground', playgroundEnv(BOUND));
+    const within = await open();
+    expect(await hostOf(behind.sessionId, [held, quiet])).toBe(0);
+    expect(await hostOf(within.sessionId, [held, quiet])).toBe(1);
+
+    held.child.kill('SIGUSR2');
+    const loadedAt = Date.now();
+    // the caller talks on, as callers do: the VAD falls ever further behind, until the instance ends the call
+    behind.client.say(speak('Hello? Can you hear me? I would like to book an appointment please'));
+    await expect
+      .poll(behind.isClosed, { timeout: 120_000, interval: 200 })
+      .toBe(true)
+      .catch((err: unknown) => {
+        console.log(
+          held
+            .output()
+            .split('\n')
+            .filter((l) => /"level":[45]0/.test(l))
+            .join('\n'),
+        );
+        throw err;
+      });
+    console.log(`[behind real time] caller closed ${Date.now() - loadedAt} ms after the load began`);
+    // the load passes; what it ended stays ended
+    held.child.kill('SIGUSR2');
+    // the caller was told why before the socket closed, and the close is a session's end, not a fault
+    expect(behind.client.events.find((e) => e.type === 'session_ended')).toMatchObject({
+      reason: 'behind real time',
+    });
+    expect(await behind.client.closed).toEqual({ code: 1000, reason: 'session ended' });
+    // the operator's line says how far behind it was: past the bound
+    const line = held
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"code":"SESSION_BEHIND_REAL_TIME"') && l.includes(behind.sessionId));
+    expect(line).toBeDefined();
+    const { behindMs } = JSON.parse(line!) as { behindMs: number };
+    console.log(`[behind real time] ended ${behindMs} ms behind`);
+    expect(behindMs).toBeGreaterThan(SESSION_MAX_BEHIND_MS);
+    // its record is closed, with the reason in its stored events
+    const record = await get(`/api/agents/${deafAgent}/test-sessions/${behind.sessionId}`);
+    expect(record.body).toMatchObject({ status: 'closed' });
+    expect(await storedEvents(deafAgent, behind.sessionId)).toContain('"reason":"behind real time"');
+
+    // the session within the bound went on meanwhile, and still does some load checks later
+    await new Promise((r) => setTimeout(r, 8 * Number(playgroundEnv().LOAD_CHECK_INTERVAL_MS)));
+    expect(within.isClosed()).toBe(false);
+    expect(within.client.events.some((e) => e.type === 'session_ended')).toBe(false);
+    expect((await get(`/api/agents/${deafAgent}/test-sessions/${within.sessionId}`)).body).toMatchObject({
+      status: 'open',
+    });
+    expect(quiet.output()).not.toContain('"code":"SESSION_BEHIND_REAL_TIME"');
+    // and ends as its caller ends it
+    within.client.send({ type: 'end' });
+    expect(await within.client.closed).toEqual({ code: 1000, reason: 'session ended' });
+    expect(await storedEvents(deafAgent, within.sessionId)).toContain('"reason":"client ended"');
+    await stopped(held, 'SIGKILL');
     await stopped(quiet, 'SIGKILL');
   }, 240_000);
 });
@@ -285,29 +456,7 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
     expect(started).toBeDefined();
     const zero = started!.at;
     // what the instance has written to the bucket while recording (decision 35): wait until it covers the speech
-    const nc = await connect({ servers: natsUrl });
-    const jsm = await jetstreamManager(nc);
-    const subject = `$O.recordings.C.${lostAgent}.${sessionId}`;
-    const covered = async () => {
-      const last = await jsm.streams
-        .getMessage('OBJ_recordings', { last_by_subj: subject })
-        .catch(() => null);
-      return Number(last?.header.get('Vab-Recording-Duration-Ms') ?? 0);
-    };
-    await expect
-      .poll(covered, { timeout: 30_000, interval: 200 })
-      .toBeGreaterThan(spokeAt + spokeMs - zero + 300)
-      .catch((err: unknown) => {
-        console.log(
-          doomed
-            .output()
-            .split('\n')
-            .filter((l) => /RECORD|record/.test(l))
-            .join('\n'),
-        );
-        throw err;
-      });
-    await nc.close();
+    await recordingCovers(doomed, lostAgent, sessionId, spokeAt + spokeMs + 300);
 
     let closedAt = 0;
     void client.closed.then(() => (closedAt = Date.now()));
@@ -345,21 +494,84 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
     expect(recording.durationMs).toBeLessThanOrEqual(killedAt - zero);
 
     // the recording is served, a playable Ogg Opus file that holds the caller's speech where it was said
-    const res = await fetch(`${base}/api/agents/${lostAgent}/test-sessions/${sessionId}/recording`);
-    expect(res.status).toBe(200);
-    expect(res.headers.get('content-type')).toContain('audio/ogg');
-    const file = new Uint8Array(await res.arrayBuffer());
-    expect(file.byteLength).toBe(recording.bytes);
-    const decoded = await decodeRecording(file);
-    expect(decoded.codec).toBe('opus');
-    expect(decoded.channels).toBe(2);
-    expect(Math.abs(decoded.durationMs - recording.durationMs)).toBeLessThanOrEqual(100);
-    const spoke = spokeAt - zero;
-    expect(levelOf(decoded.left, decoded.sampleRate, spoke + 100, spoke + spokeMs - 100)).toBeGreaterThan(
-      500,
+    await expectPlayable(
+      `/api/agents/${lostAgent}/test-sessions/${sessionId}/recording`,
+      recording,
+      spokeAt - zero,
+      spokeMs,
     );
     console.log(
       `[kill -9 playground] recording kept: ${recording.durationMs} ms of ${killedAt - zero} ms, ${recording.bytes} bytes`,
+    );
+  }, 240_000);
+
+  it('a public call: the caller is closed 4503 within 5 s, the call ends instance_lost, its recording kept and served', async () => {
+    const doomed = await start('playground', playgroundEnv({ RECORDING_FLUSH_MS: '1000' }));
+    const http = api(base);
+    const deployed = await post('/api/agents', {
+      name: 'Lost public call',
+      flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
+    });
+    const callAgent = deployed.body.id as string;
+    const deploy: DeployRecord = await liveDeploy(http, callAgent);
+    // a caller of the public page: no builder token, the deploy's subdomain
+    const { status, started } = await startWebCall(base, deploy.subdomain);
+    expect(status, JSON.stringify(started)).toBe(201);
+    const { callId } = started;
+    expect(await hostOf(callId, [doomed])).toBe(0);
+    const client = await joinCall(base, started.audioPath);
+    const utterance = speak('I would like to book an appointment please');
+    const spokeAt = Date.now();
+    client.say(utterance);
+    const spokeMs = (utterance.length / 16_000) * 1000;
+    // what the instance has written to the bucket while recording the call: wait until it covers the speech
+    const zero = await recordingCovers(doomed, callAgent, callId, spokeAt + spokeMs + 300);
+
+    let closedAt = 0;
+    void client.closed.then(() => (closedAt = Date.now()));
+    const killedAt = Date.now();
+    await stopped(doomed, 'SIGKILL');
+    await expect.poll(() => closedAt, { timeout: 5000, interval: 50 }).toBeGreaterThan(0);
+    expect(await client.closed).toEqual({
+      code: 4503,
+      reason: 'the instance running the session is gone',
+    });
+    console.log(`[kill -9 playground] public caller closed 4503 ${closedAt - killedAt} ms after the kill`);
+
+    // the owner sweep ends the call at its instance's first miss, and names what was recorded as its recording
+    const callOf = async () => (await http.get(`/api/agents/${callAgent}/calls/${callId}`)).body;
+    await expect.poll(async () => (await callOf()).status, { timeout: 60_000, interval: 500 }).toBe('ended');
+    await expect
+      .poll(async () => (await callOf()).recording, { timeout: 10_000, interval: 200 })
+      .not.toBeNull()
+      .catch((err: unknown) => {
+        console.log(
+          sessionsService
+            .output()
+            .split('\n')
+            .filter((l) => /"level":[45]0/.test(l))
+            .join('\n'),
+        );
+        throw err;
+      });
+    const call = await callOf();
+    expect(call.endedReason).toBe('instance_lost');
+    // ended when the sweep first found its instance gone: after the caller spoke, before now
+    expect(call.endedAt).toBeGreaterThan(spokeAt);
+    expect(call.endedAt).toBeLessThanOrEqual(Date.now());
+    const recording = call.recording as { durationMs: number; bytes: number; startedAt: number };
+    expect(recording.startedAt).toBe(zero);
+    expect(recording.durationMs).toBeGreaterThan(spokeAt + spokeMs - zero);
+    expect(recording.durationMs).toBeLessThanOrEqual(killedAt - zero);
+    // served by the builder's route for calls: a playable file with the caller's speech where it was said
+    await expectPlayable(
+      `/api/agents/${callAgent}/calls/${callId}/recording`,
+      recording,
+      spokeAt - zero,
+      spokeMs,
+    );
+    console.log(
+      `[kill -9 playground] call recording kept: ${recording.durationMs} ms of ${killedAt - zero} ms, ${recording.bytes} bytes`,
     );
   }, 240_000);
 });
