@@ -6,6 +6,7 @@ import {
   type OpenAiStub,
   type Script,
   type SpeechStub,
+  voiceFlow,
 } from '@vab/testkit';
 import { api, startStack, type StackOptions } from './stack.js';
 
@@ -45,6 +46,9 @@ export async function startVoiceStack(opts: {
   return {
     chat,
     speech,
+    /** The clinic's voice flow (testkit `voiceFlow`) with its models at these stubs; `agent`: params of its agent node. */
+    flow: (agent?: Record<string, unknown>) =>
+      voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent }),
     stack,
     http: api(stack.baseUrl),
     nc,

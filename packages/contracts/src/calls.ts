@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CallAnalysis } from './analysis.js';
 import { EpochMs, Id } from './common.js';
-import { DeploySettings } from './deploys.js';
+import { DeployedVersion } from './deploys.js';
 import { FigureStats, SessionUsage } from './metrics.js';
 import { Recording, SessionMessage } from './sessions.js';
 import { VoiceAudioFormat } from './voice.js';
@@ -206,28 +206,30 @@ export type LivePageAnswer = z.infer<typeof LivePageAnswer>;
  * gateway's audio socket attaches (as a voice session's); `'bus'`: the edge relays PCM on
  * `voice.<callId>.in|out` itself (telephony). The deploy's caps are checked by the sessions service.
  */
-export const StartCallRequest = z
-  .object({
-    /** The live deploy to call, by its subdomain (web) or its agent (phone numbers name an agent). */
-    subdomain: z.string().min(1).max(100).optional(),
-    agentId: Id.optional(),
-    channel: CallChannel,
-    caller: CallCaller,
-    /** The caller's address as the per-address cap counts it (IPv4, IPv6 /64), hashed: never the raw one. */
-    addressKey: z.string().max(128).optional(),
-    /** The publishable key the edge verified (its id), if any. */
-    keyId: Id.optional(),
-    /**
-     * Who the caller is, keyed (an HMAC, never the raw address or number): what keeps a caller on one side of a
-     * canary (decision 0035). Absent: the address key (web), else each call is drawn afresh.
-     */
-    callerKey: z.string().max(128).optional(),
-    transport: z.enum(['socket', 'bus']),
-    audio: VoiceAudioFormat.default({ sampleRate: 16000, frameMs: 20 }),
-  })
-  .refine((r) => r.subdomain !== undefined || r.agentId !== undefined, {
-    message: 'a call names its deploy: subdomain or agentId',
-  });
+/** Who calls which deploy: what an edge says of a call it starts, and the playground passes on to admit it. */
+const CallAsk = z.object({
+  /** The live deploy to call, by its subdomain (web) or its agent (phone numbers name an agent). */
+  subdomain: z.string().min(1).max(100).optional(),
+  agentId: Id.optional(),
+  channel: CallChannel,
+  caller: CallCaller,
+  /** The caller's address as the per-address cap counts it (IPv4, IPv6 /64), hashed: never the raw one. */
+  addressKey: z.string().max(128).optional(),
+  /** The publishable key the edge verified (its id), if any. */
+  keyId: Id.optional(),
+  /**
+   * Who the caller is, keyed (an HMAC, never the raw address or number): what keeps a caller on one side of a
+   * canary (decision 0035). Absent: the address key (web), else each call is drawn afresh.
+   */
+  callerKey: z.string().max(128).optional(),
+});
+
+export const StartCallRequest = CallAsk.extend({
+  transport: z.enum(['socket', 'bus']),
+  audio: VoiceAudioFormat.default({ sampleRate: 16000, frameMs: 20 }),
+}).refine((r) => r.subdomain !== undefined || r.agentId !== undefined, {
+  message: 'a call names its deploy: subdomain or agentId',
+});
 export type StartCallRequest = z.infer<typeof StartCallRequest>;
 
 export const CallStarted = z.object({
@@ -251,15 +253,7 @@ export type CallStarted = z.infer<typeof CallStarted>;
  * (`busy`) and answered as CAPACITY_EXHAUSTED (a deploy's caps) or RATE_LIMITED (the address's), with
  * `retryAfterSeconds`.
  */
-export const AdmitCallRequest = z.object({
-  subdomain: z.string().min(1).max(100).optional(),
-  agentId: Id.optional(),
-  channel: CallChannel,
-  caller: CallCaller,
-  addressKey: z.string().max(128).optional(),
-  keyId: Id.optional(),
-  /** As StartCallRequest's: what keeps a caller on one side of a canary. */
-  callerKey: z.string().max(128).optional(),
+export const AdmitCallRequest = CallAsk.extend({
   /** The playground instance that will host it (for `instance_lost`). */
   instanceId: z.string().max(100),
 });
@@ -275,14 +269,8 @@ export const SealedBlob = z.object({
 });
 export type SealedBlob = z.infer<typeof SealedBlob>;
 
-export const AdmittedCall = z.object({
+export const AdmittedCall = DeployedVersion.extend({
   callId: Id,
-  agentId: Id,
-  deployId: Id,
-  deployNumber: z.number().int().positive(),
-  version: z.number().int().positive(),
-  subdomain: z.string(),
-  settings: DeploySettings,
   /** The agent's stored provider keys, sealed; null when none are stored. */
   credentials: SealedBlob.nullable(),
 });

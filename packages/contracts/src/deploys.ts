@@ -54,6 +54,9 @@ const settingFields = {
 export const DeploySettings = z.object(settingFields);
 export type DeploySettings = z.infer<typeof DeploySettings>;
 
+/** The settings as a create or an update body takes them: each one optional. */
+const optionalSettingFields = DeploySettings.partial().shape;
+
 /**
  * Why a deploy failed: the pipeline's own findings (`TESTS_NOT_PASSED`, `MISSING_CREDENTIALS`, …) or the
  * readiness check's flow issues (their `FlowIssueCode`s), as a public caller's start would meet them.
@@ -160,11 +163,7 @@ export const CreateDeployBody = z
       .min(10_000)
       .max(30 * 86_400_000)
       .optional(),
-    maxConcurrentCalls: settingFields.maxConcurrentCalls.optional(),
-    dailyCallCap: settingFields.dailyCallCap.optional(),
-    maxCallDurationMs: settingFields.maxCallDurationMs.optional(),
-    silenceTimeoutMs: settingFields.silenceTimeoutMs.optional(),
-    endCallMessage: settingFields.endCallMessage.optional(),
+    ...optionalSettingFields,
   })
   .strict()
   .refine((b) => b.canaryWindowMs === undefined || b.trafficPercent !== undefined, {
@@ -178,11 +177,7 @@ export type CreateDeployBody = z.infer<typeof CreateDeployBody>;
  */
 export const UpdateDeployBody = z.object({
   status: z.enum(['building', 'live', 'failed']).optional(),
-  maxConcurrentCalls: settingFields.maxConcurrentCalls.optional(),
-  dailyCallCap: settingFields.dailyCallCap.optional(),
-  maxCallDurationMs: settingFields.maxCallDurationMs.optional(),
-  silenceTimeoutMs: settingFields.silenceTimeoutMs.optional(),
-  endCallMessage: settingFields.endCallMessage.optional(),
+  ...optionalSettingFields,
   /**
    * Emergency: go live although the agent's deploy gate would refuse (no passing run on this version). The
    * reason is recorded on the deploy (`gateOverride`).
@@ -220,13 +215,36 @@ export function settingsOf(body: Partial<DeploySettings>): Partial<DeploySetting
  */
 export const LIVE_DEPLOYS_BUCKET = 'live-deploys';
 
-export const LiveDeploy = z.object({
+/**
+ * A deploy as the calls of its version need it: which agent version, under which subdomain, with which call
+ * settings (what is live, `LiveDeploy`; what a call was admitted to, `AdmittedCall`).
+ */
+export const DeployedVersion = z.object({
   agentId: Id,
   deployId: Id,
   deployNumber: z.number().int().positive(),
   version: z.number().int().positive(),
   subdomain: z.string(),
   settings: DeploySettings,
-  liveAt: EpochMs,
 });
+export type DeployedVersion = z.infer<typeof DeployedVersion>;
+
+export function deployedVersionOf(deploy: DeployRecord): DeployedVersion {
+  return {
+    agentId: deploy.agentId,
+    deployId: deploy.id,
+    deployNumber: deploy.deployNumber,
+    version: deploy.version,
+    subdomain: deploy.subdomain,
+    settings: {
+      maxConcurrentCalls: deploy.maxConcurrentCalls,
+      dailyCallCap: deploy.dailyCallCap,
+      maxCallDurationMs: deploy.maxCallDurationMs,
+      silenceTimeoutMs: deploy.silenceTimeoutMs,
+      endCallMessage: deploy.endCallMessage,
+    },
+  };
+}
+
+export const LiveDeploy = DeployedVersion.extend({ liveAt: EpochMs });
 export type LiveDeploy = z.infer<typeof LiveDeploy>;

@@ -234,7 +234,7 @@ export const HealthRequest = z.object({});
 
 export const TextTurnRequest = z.object({ agentId: Id, sessionId: Id, text: TextTurnBody.shape.text });
 export type TextTurnRequest = z.infer<typeof TextTurnRequest>;
-export const TextEndRequest = z.object({ agentId: Id, sessionId: Id });
+export const TextEndRequest = SessionRef;
 export type TextEndRequest = z.infer<typeof TextEndRequest>;
 /** Ends a voice session; `reason` (the `session_ended` event's) is why, when it is not a DELETE. */
 export const VoiceEndRequest = TextEndRequest.extend({ reason: z.string().max(200).optional() });
@@ -356,7 +356,7 @@ export const contract = {
   [Subjects.agentsHealth]: { request: HealthRequest, response: Health, errors: [] },
 
   [Subjects.conversationsList]: {
-    request: z.object({ agentId: Id }),
+    request: AgentIdRef,
     response: ConversationList,
     errors: ['NOT_FOUND'],
   },
@@ -372,7 +372,7 @@ export const contract = {
     idempotent: true,
   },
   [Subjects.testSessionsList]: {
-    request: z.object({ agentId: Id }),
+    request: AgentIdRef,
     response: TestSessionList,
     errors: ['NOT_FOUND'],
   },
@@ -400,7 +400,7 @@ export const contract = {
     errors: ['NOT_FOUND', 'AGENT_ARCHIVED', 'CONFLICT'],
     idempotent: true,
   },
-  [Subjects.deploysList]: { request: z.object({ agentId: Id }), response: DeployList, errors: ['NOT_FOUND'] },
+  [Subjects.deploysList]: { request: AgentIdRef, response: DeployList, errors: ['NOT_FOUND'] },
   [Subjects.deploysUpdate]: {
     request: z.object({ agentId: Id, deployId: Id, update: UpdateDeployBody }),
     response: DeployRecord,

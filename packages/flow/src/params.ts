@@ -235,6 +235,15 @@ const turnHandling = () => ({
   ),
 });
 
+/**
+ * A model node's `baseURL`, described as `server`, then the rules every such URL obeys (the egress policy, and
+ * the key rule: the server gets the key only when trusted).
+ */
+const modelServerUrl = (server: string) =>
+  optionalUrl(
+    `${server}: it passes the egress policy, and gets the server's key only when \`TRUSTED_MODEL_URLS\` names it.`,
+  );
+
 /** Each node type's params, as a draft is read: wrong values give way to their fallback. */
 export const PARAMS = {
   agent: z.object({ ...persona(), ...turnHandling() }),
@@ -245,28 +254,26 @@ export const PARAMS = {
     model: d("The model id (the provider's default when unset).", optionalText()),
     temperature: d('Sampling temperature.', optionalNum({ min: 0, max: 2 })),
     maxTokens: d('The most tokens one answer may have.', optionalNum({ min: 1, max: 200_000, int: true })),
-    baseURL: optionalUrl(
-      "An OpenAI-compatible server to call instead of the provider's (a local Ollama, vLLM, llama.cpp): " +
-        "it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.",
+    baseURL: modelServerUrl(
+      "An OpenAI-compatible server to call instead of the provider's (a local Ollama, vLLM, llama.cpp)",
     ),
   }),
   tts: z.object({
     provider: provider('voice'),
     model: d("The synthesis model (the provider's default when unset).", optionalText()),
     voiceId: d("The voice (the provider's default when unset).", optionalText()),
-    baseURL: optionalUrl(
+    baseURL: modelServerUrl(
       "A speech server to call instead of the provider's (openai: any OpenAI-compatible one; elevenlabs, " +
-        "deepgram: an address only): it passes the egress policy, and gets the server's key only when " +
-        '`TRUSTED_MODEL_URLS` names it.',
+        'deepgram: an address only)',
     ),
   }),
   stt: z.object({
     provider: provider('recognition'),
     model: d("The recognition model (the provider's default when unset).", optionalText()),
     language: d("The language to recognize (the agent's when unset).", optionalText()),
-    baseURL: optionalUrl(
+    baseURL: modelServerUrl(
       "A speech server to call instead of the provider's (openai: any OpenAI-compatible one; deepgram: an " +
-        "address only): it passes the egress policy, and gets the server's key only when `TRUSTED_MODEL_URLS` names it.",
+        'address only)',
     ),
     mode: d(
       'openai: `file` posts each utterance the VAD cuts to /audio/transcriptions (what every OpenAI-compatible ' +

@@ -9,3 +9,4 @@ export * from './metrics.js';
 export * from './ops-server.js';
 export * from './fast-histogram.js';
 export * from './sealing.js';
+export * from './signed-tokens.js';

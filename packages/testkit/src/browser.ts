@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { hasBinary } from './servers.js';
 
@@ -7,7 +10,7 @@ export const CHROMIUM_PATH = '/usr/bin/chromium';
 /**
  * A headless Debian Chromium driven by playwright-core. Without the background-networking flags Chromium
  * keeps trying hosts this machine cannot reach; `--no-sandbox` because tests run as root. `args`: more
- * switches (a fake microphone: `fakeMicrophone`).
+ * switches (a fake microphone: `launchChromiumWithMicrophone`).
  */
 export async function launchChromium(opts: { args?: string[] } = {}): Promise<Browser> {
   if (!hasBinary('chromium')) {
@@ -33,12 +36,46 @@ export async function launchChromium(opts: { args?: string[] } = {}): Promise<Br
 }
 
 /**
- * Chromium's switches for a page that talks: the microphone granted without asking, fed from `wavPath` (a
- * 16-bit PCM WAV, played in a loop: pad it with silence), and audio that plays without a user's gesture.
+ * A Chromium whose page talks as a caller: the microphone granted without asking, fed from `caller` (16-bit
+ * mono PCM at `rate`, written to a WAV in a temporary folder, removed when the browser closes), and audio that
+ * plays without a user's gesture. Chromium loops the file from each capture's start: pad it with silence.
  */
-export const fakeMicrophone = (wavPath: string): string[] => [
-  '--use-fake-ui-for-media-stream',
-  '--use-fake-device-for-media-stream',
-  `--use-file-for-fake-audio-capture=${wavPath}`,
-  '--autoplay-policy=no-user-gesture-required',
-];
+export async function launchChromiumWithMicrophone(caller: Int16Array, rate: number): Promise<Browser> {
+  const dir = mkdtempSync(join(tmpdir(), 'vab-microphone-'));
+  const wavPath = join(dir, 'caller.wav');
+  writeFileSync(wavPath, wavOf(caller, rate));
+  try {
+    const browser = await launchChromium({
+      args: [
+        '--use-fake-ui-for-media-stream',
+        '--use-fake-device-for-media-stream',
+        `--use-file-for-fake-audio-capture=${wavPath}`,
+        '--autoplay-policy=no-user-gesture-required',
+      ],
+    });
+    browser.on('disconnected', () => rmSync(dir, { recursive: true, force: true }));
+    return browser;
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** A 16-bit mono PCM WAV (what Chromium's fake capture reads). */
+function wavOf(pcm: Int16Array, rate: number): Buffer {
+  const data = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+  const head = Buffer.alloc(44);
+  head.write('RIFF', 0);
+  head.writeUInt32LE(36 + data.length, 4);
+  head.write('WAVEfmt ', 8);
+  head.writeUInt32LE(16, 16);
+  head.writeUInt16LE(1, 20);
+  head.writeUInt16LE(1, 22);
+  head.writeUInt32LE(rate, 24);
+  head.writeUInt32LE(rate * 2, 28);
+  head.writeUInt16LE(2, 32);
+  head.writeUInt16LE(16, 34);
+  head.write('data', 36);
+  head.writeUInt32LE(data.length, 40);
+  return Buffer.concat([head, data]);
+}

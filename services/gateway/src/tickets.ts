@@ -1,8 +1,9 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isJetStreamError, JetStreamApiCodes, JetStreamApiError, Kvm, type KV } from '@vab/bus';
+import { kvUsedOnce } from '@vab/bus';
 import { AppError, HttpErrorBody } from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createSignedTokens } from '@vab/service-kit';
+import { hkdfSync, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 
 /**
@@ -47,10 +48,9 @@ export interface UsedTickets {
 export const TICKET_PARAM = 'ticket';
 
 const VERSION = 'v1';
-const Payload = z.object({
+/** A ticket's claims: the path (`p`), the caller (`c`) and the origin (`o`) it was made for. */
+const Claims = z.object({
   p: z.string(),
-  e: z.number().int(),
-  n: z.string().regex(/^[A-Za-z0-9_-]{16,64}$/),
   c: z.string().max(80).optional(),
   o: z.string().max(2048).optional(),
 });
@@ -68,41 +68,27 @@ export function createTickets(opts: {
   used: UsedTickets;
   now?: () => number;
 }): Tickets {
-  const key = keyOf(opts.apiTokens);
-  const now = opts.now ?? Date.now;
-  const sign = (body: string) => createHmac('sha256', key).update(`${VERSION}.${body}`).digest();
+  const tickets = createSignedTokens({
+    key: keyOf(opts.apiTokens),
+    version: VERSION,
+    claims: Claims,
+    maxLength: 4096,
+    now: opts.now,
+  });
   return {
     mint(path, caller, origin) {
-      const expiresAt = now() + opts.ttlMs;
-      const body = Buffer.from(
-        JSON.stringify({
-          p: path,
-          e: expiresAt,
-          n: randomBytes(18).toString('base64url'),
-          c: caller,
-          o: origin?.toLowerCase(),
-        }),
-      ).toString('base64url');
-      return { ticket: `${VERSION}.${body}.${sign(body).toString('base64url')}`, expiresAt };
+      const { token, expiresAt } = tickets.mint({ p: path, c: caller, o: origin?.toLowerCase() }, opts.ttlMs);
+      return { ticket: token, expiresAt };
     },
     async redeem(ticket, path, originAllowed) {
-      const [version, body, mac] = ticket.split('.');
-      if (version !== VERSION || !body || !mac || ticket.length > 4096) return false;
-      const expected = sign(body);
-      const presented = Buffer.from(mac, 'base64url');
-      if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) return false;
-      let payload: z.infer<typeof Payload>;
-      try {
-        payload = Payload.parse(JSON.parse(Buffer.from(body, 'base64url').toString('utf8')));
-      } catch {
-        return false;
-      }
-      if (payload.p !== path || payload.e <= now()) return false;
-      if (originAllowed && !originAllowed(payload.o))
+      const opened = tickets.open(ticket);
+      if (!opened || opened.claims.p !== path) return false;
+      const { c: caller, o: origin } = opened.claims;
+      if (originAllowed && !originAllowed(origin))
         throw new AppError('UNAUTHORIZED', 'this socket may not be opened from this origin');
       // an <audio> element asks again as it seeks: its ticket opens that one path until it expires
-      if (ticketReusable(path)) return { caller: payload.c };
-      return (await opts.used.markUsed(payload.n)) && { caller: payload.c };
+      if (ticketReusable(path)) return { caller };
+      return (await opts.used.markUsed(opened.nonce)) && { caller };
     },
   };
 }
@@ -115,44 +101,12 @@ export const TICKETS_BUCKET = 'gateway-tickets';
  * store that cannot be reached answers 503, never lets a ticket through twice.
  */
 export function kvUsedTickets(nc: NatsConnection, ttlMs: number): UsedTickets {
-  let bucket: Promise<KV> | undefined;
-  const open = (): Promise<KV> =>
-    (bucket ??= (async () => {
-      const kvm = new Kvm(nc);
-      // a margin over the lifetime: a ticket is remembered until well after it stops being accepted
-      const options = { history: 1, ttl: ttlMs + 10_000 };
-      try {
-        return await kvm.create(TICKETS_BUCKET, options);
-      } catch (err) {
-        // another gateway made it with another TTL: use it as it is (docs/operations.md says to share it)
-        if (err instanceof JetStreamApiError) return kvm.open(TICKETS_BUCKET);
-        throw err;
-      }
-    })().catch((err: unknown) => {
-      bucket = undefined;
-      throw err;
-    }));
-  const empty = new Uint8Array(0);
   return {
-    async markUsed(id) {
-      try {
-        const kv = await open();
-        await kv.create(id, empty);
-        return true;
-      } catch (err) {
-        if (
-          isJetStreamError(
-            err,
-            JetStreamApiCodes.StreamWrongLastSequence,
-            JetStreamApiCodes.StreamWrongLastSequenceUnknown,
-          )
-        ) {
-          return false;
-        }
-        const unavailable = new AppError('SERVICE_UNAVAILABLE', 'the ticket store is unavailable');
-        throw Object.assign(unavailable, { cause: err });
-      }
-    },
+    markUsed: kvUsedOnce(nc, {
+      bucket: TICKETS_BUCKET,
+      ttlMs,
+      unavailable: 'the ticket store is unavailable',
+    }),
   };
 }
 

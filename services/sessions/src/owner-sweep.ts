@@ -1,8 +1,9 @@
 import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { safeError, type Logger } from '@vab/bus';
 import { AppError, liveSubject } from '@vab/contracts';
-import { storage, type RedisClient } from '@vab/storage';
+import type { RedisClient } from '@vab/storage';
 import type { CallSummary, EndCallRequest, Recording } from '@vab/contracts';
+import { LockedSweep } from './locked-sweep.js';
 import type { Recordings } from './recordings.js';
 import type { SessionsStore } from './store.js';
 
@@ -41,37 +42,43 @@ export interface CallSweep {
 }
 
 export class OwnerSweep {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
+  private readonly sweeper: LockedSweep;
   /** When a call's instance was first found gone (this sweeper's memory: another one starts over). */
   private readonly callLostAt = new Map<string, number>();
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly store: SessionsStore,
-    private readonly redis: RedisClient,
+    redis: RedisClient,
     private readonly settings: OwnerSweepSettings,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
     private readonly calls?: CallSweep,
     /** Names what a killed instance recorded (decision 35); none: nothing is salvaged. */
     private readonly recordings?: Pick<Recordings, 'salvage'>,
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.sweepIfFirst(), this.settings.intervalMs);
-    this.timer.unref();
+  ) {
+    this.sweeper = new LockedSweep({
+      redis,
+      lock: LOCK,
+      intervalMs: settings.intervalMs,
+      lockMarginMs: 50,
+      early: false,
+      run: () => this.sweepOnce(),
+      failed: (err) => log.warn({ code: 'OWNER_SWEEP_FAILED', err: safeError(err) }, 'owner sweep failed'),
+    });
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running?.catch(() => 0);
+  start(): void {
+    this.sweeper.start();
+  }
+
+  stop(): Promise<void> {
+    return this.sweeper.stop();
   }
 
   /** One sweep now: how many sessions it closed. */
   sweep(): Promise<number> {
-    this.running ??= this.sweepOnce().finally(() => (this.running = undefined));
-    return this.running;
+    return this.sweeper.sweep();
   }
 
   private async sweepOnce(): Promise<number> {
@@ -189,16 +196,6 @@ export class OwnerSweep {
       if (err instanceof errors.RequestError && err.isNoResponders()) return false;
       if (err instanceof errors.NoRespondersError) return false;
       return undefined;
-    }
-  }
-
-  private async sweepIfFirst(): Promise<void> {
-    try {
-      const mine = await storage(() => this.redis.set(LOCK, '1', 'PX', this.settings.intervalMs - 50, 'NX'));
-      if (mine !== 'OK') return;
-      await this.sweep();
-    } catch (err) {
-      this.log.warn({ code: 'OWNER_SWEEP_FAILED', err: safeError(err) }, 'owner sweep failed');
     }
   }
 }

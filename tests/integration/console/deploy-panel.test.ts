@@ -1,22 +1,14 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { busClientOf, type BusClient } from '@vab/bus';
+import type { BusClient } from '@vab/bus';
 import { Subjects, type CallSummary, type DeployRecord } from '@vab/contracts';
-import {
-  lastUserText,
-  launchChromium,
-  offersTool,
-  startOpenAiStub,
-  type ChatRequest,
-  startSpeechStub,
-  VoiceClient,
-  voiceFlow,
-} from '@vab/testkit';
+import { launchChromium, VoiceClient } from '@vab/testkit';
 import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { stubAnalyst } from '../../helpers/analyst.js';
 import { holdBusCall, type CallLine } from '../../helpers/live.js';
 import { watchedPage } from '../../helpers/pages.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
+import type { api, Stack } from '../../helpers/stack.js';
+import { startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * The console's Deploy, Keys for callers and Calls panels in Chromium against a real stack (issue 45): a
@@ -24,8 +16,8 @@ import { api, startStack, type Stack } from '../../helpers/stack.js';
  * whose readiness fails go `failed` with its issue, stores the missing key and deploys it, rolls back to the
  * older version (its caps kept), creates a publishable key and sees the widget's snippet with it, revokes it,
  * and finds a public call in the Calls panel with its transcript. Then issue 47's parts: the analysis settings
- * saved from the page (a refused one's issue shown at its line), calls analysed by a stub analyst (as
- * tests/integration/live/call-analysis.test.ts plays it) shown with their summary and verdicts, the success and
+ * saved from the page (a refused one's issue shown at its line), calls analysed by the stub analyst (tests/helpers/analyst.ts,
+ * as tests/integration/live/call-analysis.test.ts plays it) shown with their summary and verdicts, the success and
  * criterion filters, a re-run after the criteria changed, and two deploys' stats side by side.
  */
 
@@ -42,72 +34,33 @@ const DEPLOY_MS = 30_000;
 const REQUEST_TIMEOUT_MS = 5000;
 vi.setConfig({ expect: { poll: { timeout: REQUEST_TIMEOUT_MS } } });
 
+let voice: VoiceStack;
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
-let browser: Browser;
-let nc: NatsConnection;
 let bus: BusClient;
-
-/**
- * The analyst (the agent's own model, on the stub): a call that speaks of an appointment passes "booked",
- * any other fails it; "polite" is never shown (unknown). Anything else is the agent's own turn.
- */
-function analyst(req: ChatRequest) {
-  const prompt = lastUserText(req);
-  const booked = /appointment/i.test(prompt.split('\n\nCriterion')[0]!);
-  if (offersTool(req, 'summary'))
-    return {
-      toolCalls: [
-        { name: 'summary', args: { summary: booked ? 'The caller booked.' : 'The caller asked.' } },
-      ],
-    };
-  if (offersTool(req, 'call_verdict')) {
-    if (prompt.includes('Criterion "polite"'))
-      return { toolCalls: [{ name: 'call_verdict', args: { verdict: 'unknown', reason: 'not shown' } }] };
-    return {
-      toolCalls: [
-        {
-          name: 'call_verdict',
-          args: booked
-            ? { verdict: 'passed', reason: 'the caller asked for an appointment' }
-            : { verdict: 'failed', reason: 'no appointment was made' },
-        },
-      ],
-    };
-  }
-  if (offersTool(req, 'extract'))
-    return {
-      toolCalls: [{ name: 'extract', args: { wants_booking: booked, topic: booked ? 'booking' : 'other' } }],
-    };
-  return { content: `ok: ${lastUserText(req)}` };
-}
+let browser: Browser;
 
 beforeAll(async () => {
-  chat = await startOpenAiStub(analyst);
-  speech = await startSpeechStub({ transcribe: () => '' });
-  stack = await startStack({
-    requestTimeoutMs: REQUEST_TIMEOUT_MS,
-    playground: { CREDENTIALS_KEY },
-    // two judged calls a side let the canary test's rollback come from four calls (the default is 20)
-    canary: { minCalls: 2 },
+  voice = await startVoiceStack({
+    chat: stubAnalyst,
+    transcribe: () => '',
+    stack: {
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      playground: { CREDENTIALS_KEY },
+      // two judged calls a side let the canary test's rollback come from four calls (the default is 20)
+      canary: { minCalls: 2 },
+    },
   });
-  http = api(stack.baseUrl);
-  nc = await connect({ servers: stack.natsUrl });
-  bus = busClientOf(nc);
+  ({ stack, http, bus } = voice);
   browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
-  await nc?.close();
   await browser?.close();
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
+  await voice?.close();
 });
 
 /** A version whose models run on the stubs (at their own base URLs: no key needed). */
-const stubFlow = () => voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+const stubFlow = () => voice.flow();
 /** A version whose model is OpenAI's own: ready for callers only with the agent's stored key. */
 const openAiFlow = () => {
   const f = stubFlow();
@@ -141,6 +94,30 @@ async function deployInPage(page: Page, version: number): Promise<void> {
     .toMatch(/^(live|failed)$/);
 }
 
+/**
+ * The console in a watched page (tests/helpers/pages.ts) with the agent chosen; `refused`: every answer of
+ * 400 or more the page got, as `<status> <url>`.
+ */
+async function consoleOf(agentId: string): Promise<{ page: Page; problems: string[]; refused: string[] }> {
+  const { page, problems } = await watchedPage(browser);
+  const refused: string[] = [];
+  page.on('response', (r) => {
+    if (r.status() >= 400) refused.push(`${r.status()} ${r.url()}`);
+  });
+  await page.goto(`${stack.baseUrl}/console`);
+  await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
+  await page.selectOption('#agent', agentId);
+  return { page, problems, refused };
+}
+
+/** The page logged nothing but the browser's own line for each refused answer; then it is closed. */
+async function closeLoggingOnly(page: Page, problems: string[], refused: string[]): Promise<void> {
+  expect(problems).toEqual(
+    refused.map(() => expect.stringMatching(/^console error: Failed to load resource/)),
+  );
+  await page.close();
+}
+
 describe('the Deploy, Keys for callers and Calls panels', () => {
   it('deploys with settings, fails a version without keys, stores its key, rolls back; keys and the snippet; a call listed', async () => {
     const created = await http.post('/api/agents', { name: 'Deploy desk', flow: stubFlow() });
@@ -148,14 +125,7 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     const agentId = created.body.id as string;
     expect((await http.patch(`/api/agents/${agentId}`, { flow: openAiFlow() })).body.version).toBe(2);
 
-    const { page, problems } = await watchedPage(browser);
-    const refused: string[] = [];
-    page.on('response', (r) => {
-      if (r.status() >= 400) refused.push(`${r.status()} ${r.url()}`);
-    });
-    await page.goto(`${stack.baseUrl}/console`);
-    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
-    await page.selectOption('#agent', agentId);
+    const { page, problems, refused } = await consoleOf(agentId);
     await expect.poll(() => page.locator('#deploys').textContent()).toBe('No deploys yet.');
     expect(await page.locator('#deploy-live').textContent()).toBe('Not live: no deploy answers callers.');
     // the form starts from the contract's defaults
@@ -332,23 +302,13 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     expect(await page.content()).not.toContain(STORED_KEY);
     // what the browser logged: the refused origin's 400, nothing else
     expect(refused).toEqual([`400 ${stack.baseUrl}/api/agents/${agentId}/public-keys`]);
-    expect(problems).toEqual(
-      refused.map(() => expect.stringMatching(/^console error: Failed to load resource/)),
-    );
-    await page.close();
+    await closeLoggingOnly(page, problems, refused);
   }, 180_000);
 
   it("a call's analysis and its filters, a re-run, the analysis settings (a refusal shown), two deploys' stats side by side", async () => {
     const agentId = (await http.post('/api/agents', { name: 'Analysed desk', flow: stubFlow() })).body
       .id as string;
-    const { page, problems } = await watchedPage(browser);
-    const refused: string[] = [];
-    page.on('response', (r) => {
-      if (r.status() >= 400) refused.push(`${r.status()} ${r.url()}`);
-    });
-    await page.goto(`${stack.baseUrl}/console`);
-    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
-    await page.selectOption('#agent', agentId);
+    const { page, problems, refused } = await consoleOf(agentId);
 
     // the settings: off until set; two criteria of one name are refused, the issue said at its box
     await expect.poll(() => page.locator('#analysis-summary').isChecked()).toBe(true);
@@ -531,20 +491,14 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
 
     // what the browser logged: the refused settings' 400, nothing else
     expect(refused).toEqual(Array(2).fill(`400 ${stack.baseUrl}/api/agents/${agentId}/analysis`));
-    expect(problems).toEqual(
-      refused.map(() => expect.stringMatching(/^console error: Failed to load resource/)),
-    );
-    await page.close();
+    await closeLoggingOnly(page, problems, refused);
   }, 150_000);
 
   it('starts a canary beside the live deploy from the form, shows its share, promotes it; a rolled-back one with its reason and figures', async () => {
     const agentId = (await http.post('/api/agents', { name: 'Canary desk', flow: stubFlow() })).body
       .id as string;
     expect((await http.patch(`/api/agents/${agentId}`, { flow: stubFlow() })).body.version).toBe(2);
-    const { page, problems } = await watchedPage(browser);
-    await page.goto(`${stack.baseUrl}/console`);
-    await page.locator(`#agent option[value="${agentId}"]`).waitFor({ state: 'attached' });
-    await page.selectOption('#agent', agentId);
+    const { page, problems } = await consoleOf(agentId);
     await deployInPage(page, 1);
 
     // version 2 for a quarter of new calls: a canary beside version 1, which stays live

@@ -2,6 +2,7 @@ import { launchChromium, listenOnLoopback } from '@vab/testkit';
 import { createServer, request, type Server } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchedPage } from '../../helpers/pages.js';
 import { startStack, type Stack } from '../../helpers/stack.js';
 
 /**
@@ -67,21 +68,6 @@ afterAll(async () => {
   site?.closeAllConnections();
   await new Promise<void>((r) => (site ? site.close(() => r()) : r()));
 });
-
-/** Everything a page complains about: console errors and warnings, uncaught errors, CSP violations. */
-async function watchedPage(): Promise<{ page: Page; problems: string[] }> {
-  const page = await browser.newPage();
-  const problems: string[] = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`);
-  });
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  await page.addInitScript({
-    content: `document.addEventListener('securitypolicyviolation', (e) =>
-      console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI));`,
-  });
-  return { page, problems };
-}
 
 /** An element's computed style (in the page: its window's getComputedStyle). */
 type Styled = { getComputedStyle(e: unknown): Record<string, string> };
@@ -165,7 +151,7 @@ describe('the talk page and the widget, as served', () => {
 
 describe('the talk page and the widget, in Chromium', () => {
   it('the page: its subdomain named, a call to no live agent says so in words, no CSP violation', async () => {
-    const { page, problems } = await watchedPage();
+    const { page, problems } = await watchedPage(browser);
     await page.goto(`${stack.baseUrl}/live/nobody-here`);
     await expect.poll(() => page.title()).toBe('Talk to nobody-here');
     const talk = page.locator('section.vab-talk');
@@ -182,7 +168,7 @@ describe('the talk page and the widget, in Chromium', () => {
   });
 
   it('the widget: embedded on another origin under the documented CSP, its button in a shadow root', async () => {
-    const { page, problems } = await watchedPage();
+    const { page, problems } = await watchedPage(browser);
     await page.goto(`${siteOrigin}/?agent=clinic&key=pk_test_unused`);
     // the host page's own styles stay out of the widget and the widget's out of the page
     const host = page.locator('div.vab-widget');

@@ -2,27 +2,23 @@ import type { Call, CallList, DeployRecord } from '@vab/contracts';
 import {
   concat,
   decodeRecording,
-  fakeMicrophone,
   lastUserText,
-  launchChromium,
+  launchChromiumWithMicrophone,
   levelOf,
   listenOnLoopback,
   silence,
   speak,
-  startOpenAiStub,
-  startSpeechStub,
   VoiceClient,
-  voiceFlow,
+  type OpenAiStub,
+  type SpeechStub,
 } from '@vab/testkit';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { watchedPage } from '../../helpers/pages.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
+import type { api, Stack } from '../../helpers/stack.js';
+import { startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * A live deploy as the public meets it, in Debian's Chromium with a fake microphone (an espeak-ng WAV): the talk
@@ -58,12 +54,12 @@ const DEPLOY_MS = 30_000;
 /** An answer of the gateway's comes within its REQUEST_TIMEOUT_MS (its default). */
 const REQUEST_TIMEOUT_MS = 5000;
 
+let voice: VoiceStack;
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let chat: OpenAiStub;
+let speech: SpeechStub;
 let browser: Browser;
-let dir: string;
 let site: Server;
 /** The widget's site: allowed (`127.0.0.1`) and the same server under a name its key does not list. */
 let siteOrigin = '';
@@ -71,25 +67,6 @@ let otherOrigin = '';
 let agentId = '';
 let subdomain = '';
 const bearer = { authorization: `Bearer ${TOKEN}` };
-
-/** A 16-bit mono PCM WAV (what Chromium's fake capture reads). */
-function wav(pcm: Int16Array, rate: number): Buffer {
-  const data = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
-  const head = Buffer.alloc(44);
-  head.write('RIFF', 0);
-  head.writeUInt32LE(36 + data.length, 4);
-  head.write('WAVEfmt ', 8);
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(1, 20);
-  head.writeUInt16LE(1, 22);
-  head.writeUInt32LE(rate, 24);
-  head.writeUInt32LE(rate * 2, 28);
-  head.writeUInt16LE(2, 32);
-  head.writeUInt16LE(16, 34);
-  head.write('data', 36);
-  head.writeUInt32LE(data.length, 40);
-  return Buffer.concat([head, data]);
-}
 
 /** The CSP docs/api.md gives a site that embeds the widget, for a gateway at `gateway`. */
 const siteCsp = (gateway: string) =>
@@ -101,19 +78,13 @@ const siteCsp = (gateway: string) =>
   ].join('; ');
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'vab-live-talk-'));
-  const mic = join(dir, 'caller.wav');
-  writeFileSync(
-    mic,
-    wav(concat(silence(LEAD_MS, MIC_RATE), speak(SAID, MIC_RATE), silence(90_000, MIC_RATE)), MIC_RATE),
-  );
-  chat = await startOpenAiStub((req) => ({
-    content: lastUserText(req).includes('appointment') ? REPLY : 'Sorry?',
-  }));
-  // the stub cannot recognize speech: every utterance is the caller's one sentence
-  speech = await startSpeechStub({ transcribe: () => SAID });
-  stack = await startStack({ security: { apiTokens: [TOKEN] }, playground: { CREDENTIALS_KEY } });
-  http = api(stack.baseUrl);
+  voice = await startVoiceStack({
+    chat: (req) => ({ content: lastUserText(req).includes('appointment') ? REPLY : 'Sorry?' }),
+    // the stub cannot recognize speech: every utterance is the caller's one sentence
+    transcribe: () => SAID,
+    stack: { security: { apiTokens: [TOKEN] }, playground: { CREDENTIALS_KEY } },
+  });
+  ({ stack, http, chat, speech } = voice);
   site = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://site');
     res.writeHead(200, {
@@ -127,11 +98,14 @@ beforeAll(async () => {
   const port = await listenOnLoopback(site);
   siteOrigin = `http://127.0.0.1:${port}`;
   otherOrigin = `http://localhost:${port}`;
-  browser = await launchChromium({ args: fakeMicrophone(mic) });
+  browser = await launchChromiumWithMicrophone(
+    concat(silence(LEAD_MS, MIC_RATE), speak(SAID, MIC_RATE), silence(90_000, MIC_RATE)),
+    MIC_RATE,
+  );
 
   // the agent, its stored key (its models at the stubs get it: the builder's own key goes where the flow
   // points) and its live deploy
-  const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+  const flow = voice.flow();
   agentId = (await http.post('/api/agents', { name: 'Front desk', flow }, bearer)).body.id as string;
   const stored = await http.put(
     `/api/agents/${agentId}/credentials`,
@@ -152,12 +126,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
+  await voice?.close();
   site?.closeAllConnections();
   await new Promise<void>((r) => (site ? site.close(() => r()) : r()));
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 const stateOf = (talk: Locator) => talk.getAttribute('data-state');

@@ -1,22 +1,17 @@
 import {
   concat,
-  fakeMicrophone,
   lastUserText,
-  launchChromium,
+  launchChromiumWithMicrophone,
   silence,
   speak,
   startDeepgramStub,
-  startOpenAiStub,
-  startSpeechStub,
-  voiceFlow,
+  type SpeechStub,
 } from '@vab/testkit';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { watchedPage } from '../../helpers/pages.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
+import type { api, Stack } from '../../helpers/stack.js';
+import { startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * Talk in the console, in Debian's Chromium: its fake microphone plays an espeak-ng WAV into the page's
@@ -50,36 +45,14 @@ const REQUEST_TIMEOUT_MS = 5000;
 /** How much of a message the recording test listens to. */
 const LISTEN_S = 2.5;
 
+let voice: VoiceStack;
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let speech: SpeechStub;
 let browser: Browser;
-let dir: string;
 const bearer = { authorization: `Bearer ${TOKEN}` };
 
-/** A 16-bit mono PCM WAV (what Chromium's fake capture reads). */
-function wav(pcm: Int16Array, rate: number): Buffer {
-  const data = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
-  const head = Buffer.alloc(44);
-  head.write('RIFF', 0);
-  head.writeUInt32LE(36 + data.length, 4);
-  head.write('WAVEfmt ', 8);
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(1, 20);
-  head.writeUInt16LE(1, 22);
-  head.writeUInt32LE(rate, 24);
-  head.writeUInt32LE(rate * 2, 28);
-  head.writeUInt16LE(2, 32);
-  head.writeUInt16LE(16, 34);
-  head.write('data', 36);
-  head.writeUInt32LE(data.length, 40);
-  return Buffer.concat([head, data]);
-}
-
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'vab-talk-'));
-  const mic = join(dir, 'caller.wav');
   // Chromium loops the file: the caller's two turns, then a long silence (the test is done before the loop)
   const caller = concat(
     silence(LEAD_MS, MIC_RATE),
@@ -88,22 +61,18 @@ beforeAll(async () => {
     speak(SECOND, MIC_RATE),
     silence(90_000, MIC_RATE),
   );
-  writeFileSync(mic, wav(caller, MIC_RATE));
-  chat = await startOpenAiStub((req) => ({
-    content: lastUserText(req).includes('appointment') ? LONG_REPLY : REPLY,
-  }));
-  speech = await startSpeechStub({ transcribe: (i) => [SAID, SECOND][i] ?? '' });
-  stack = await startStack({ security: { apiTokens: [TOKEN] }, requestTimeoutMs: REQUEST_TIMEOUT_MS });
-  http = api(stack.baseUrl);
-  browser = await launchChromium({ args: fakeMicrophone(mic) });
+  voice = await startVoiceStack({
+    chat: (req) => ({ content: lastUserText(req).includes('appointment') ? LONG_REPLY : REPLY }),
+    transcribe: (i) => [SAID, SECOND][i] ?? '',
+    stack: { security: { apiTokens: [TOKEN] }, requestTimeoutMs: REQUEST_TIMEOUT_MS },
+  });
+  ({ stack, http, speech } = voice);
+  browser = await launchChromiumWithMicrophone(caller, MIC_RATE);
 }, 60_000);
 
 afterAll(async () => {
   await browser?.close();
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await voice?.close();
 });
 
 /** Every state the agent indicator shows, in order, kept in the page as `window.agentStates`. */
@@ -139,7 +108,7 @@ describe('Talk in the console, in Chromium with a fake microphone', () => {
   let problems: string[];
 
   it('talks: the caller is transcribed, replies are heard, a barge-in cuts one; Stop ends the session', async () => {
-    const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const flow = voice.flow();
     const created = await http.post('/api/agents', { name: 'Talking clinic', flow }, bearer);
     expect(created.status).toBe(201);
     agentId = created.body.id as string;
@@ -343,7 +312,7 @@ describe('Talk shows what the caller says as it is recognized', () => {
     const deepgram = await startDeepgramStub({ transcribe: () => SAID });
     const { page, problems } = await watchedPage(browser, AGENT_STATES);
     try {
-      const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+      const flow = voice.flow();
       flow.nodes = flow.nodes.map((n) =>
         n.id === 'stt' ? { id: 'stt', nodeType: 'stt', provider: 'deepgram', baseURL: deepgram.baseURL } : n,
       );

@@ -1,9 +1,14 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BusClient } from '@vab/bus';
 import { Subjects, type CallSummary, type DomainEvent } from '@vab/contracts';
-import { speak, voiceFlow, type OpenAiStub, type SpeechStub } from '@vab/testkit';
+import { speak } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { lastUserText, offersTool, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import {
+  offersTool,
+  type ChatReply,
+  type ChatRequest,
+} from '../../../services/playground/test/openai-stub.js';
+import { stubAnalyst } from '../../helpers/analyst.js';
 import {
   holdBusCall,
   joinCall,
@@ -26,52 +31,20 @@ let stack: Stack;
 let http: ReturnType<typeof api>;
 let nc: NatsConnection;
 let bus: BusClient;
-let chat: OpenAiStub;
-let speech: SpeechStub;
 let voice: VoiceStack;
 const hearing = scriptedHearing();
-
-/** The whole user prompt the analyst got (the transcript and the criterion). */
-const promptOf = (req: ChatRequest) => lastUserText(req);
 
 /** Set: the next summary asked for hangs (its instance is to die while it waits). */
 const hang = { next: false, seen: false };
 
-/** The analyst: a booking call passes "booked", anything else fails it; "polite" is never shown: unknown. */
-function analyst(req: ChatRequest) {
-  const prompt = promptOf(req);
-  // the transcript alone (a criterion's own words would say "appointment" too)
-  const booked = /appointment/i.test(prompt.split('\n\nCriterion')[0]!);
+/** The stub analyst (tests/helpers/analyst.ts), whose next summary hangs when `hang.next` says so. */
+function analyst(req: ChatRequest): ChatReply {
   if (offersTool(req, 'summary') && hang.next) {
     hang.next = false;
     hang.seen = true;
     return { toolCalls: [{ name: 'summary', args: { summary: 'never read' } }], delayMs: 20_000 };
   }
-  if (offersTool(req, 'summary'))
-    return {
-      toolCalls: [
-        { name: 'summary', args: { summary: booked ? 'The caller booked.' : 'The caller asked.' } },
-      ],
-    };
-  if (offersTool(req, 'call_verdict')) {
-    if (prompt.includes('Criterion "polite"'))
-      return { toolCalls: [{ name: 'call_verdict', args: { verdict: 'unknown', reason: 'not shown' } }] };
-    return {
-      toolCalls: [
-        {
-          name: 'call_verdict',
-          args: booked
-            ? { verdict: 'passed', reason: 'the caller asked for an appointment (turn 2)' }
-            : { verdict: 'failed', reason: 'no appointment was made' },
-        },
-      ],
-    };
-  }
-  if (offersTool(req, 'extract'))
-    return {
-      toolCalls: [{ name: 'extract', args: { wants_booking: booked, topic: booked ? 'booking' : 'other' } }],
-    };
-  return { content: `ok: ${lastUserText(req)}` };
+  return stubAnalyst(req);
 }
 
 beforeAll(async () => {
@@ -81,7 +54,7 @@ beforeAll(async () => {
     // a job left by a dead instance comes back within seconds, not the default minute
     stack: { playground: { ANALYSIS_ACK_WAIT_MS: 3000 } },
   });
-  ({ stack, http, nc, bus, chat, speech } = voice);
+  ({ stack, http, nc, bus } = voice);
 }, 60_000);
 afterAll(() => voice?.close());
 
@@ -96,7 +69,7 @@ const analysisOf = async (agentId: string, callId: string) =>
 
 describe('call analysis', () => {
   it('analyses every ended call off its path: verdicts, summary, data; the list filters on success', async () => {
-    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const liveFlow = voice.flow();
     const agentId = (await http.post('/api/agents', { name: 'Analysed desk', flow: liveFlow })).body
       .id as string;
 
@@ -142,9 +115,7 @@ describe('call analysis', () => {
     const analysis = await analysisOf(agentId, started.callId);
     expect(analysis).toMatchObject({
       summary: 'The caller booked.',
-      criteria: [
-        { name: 'booked', verdict: 'passed', reason: 'the caller asked for an appointment (turn 2)' },
-      ],
+      criteria: [{ name: 'booked', verdict: 'passed', reason: 'the caller asked for an appointment' }],
       success: true,
       data: { wants_booking: true, topic: 'booking' },
       model: { provider: 'openai' },
@@ -237,7 +208,7 @@ describe('call analysis', () => {
   }, 150_000);
 
   it('stores at most one result per job: a redelivered job and an older one leave the newer result', async () => {
-    const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const flow = voice.flow();
     const agentId = (await http.post('/api/agents', { name: 'Stored once', flow })).body.id as string;
     const deploy = await liveDeploy(http, agentId);
     // analysis off: no job of the worker's races these
@@ -282,7 +253,7 @@ describe('call analysis', () => {
 
   // last: it takes the stack's playground instance down
   it('a job whose instance dies mid-analysis is analysed by another instance, once', async () => {
-    const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const flow = voice.flow();
     const agentId = (await http.post('/api/agents', { name: 'Outlives', flow })).body.id as string;
     await http.put(`/api/agents/${agentId}/analysis`, {
       enabled: true,

@@ -1,18 +1,14 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { busClientOf, type BusClient } from '@vab/bus';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { BusClient } from '@vab/bus';
 import type { DeployRecord, DomainEvent } from '@vab/contracts';
-import { startSpeechStub, voiceFlow } from '@vab/testkit';
+import { voiceFlow } from '@vab/testkit';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import {
-  lastUserText,
-  offersTool,
-  startOpenAiStub,
-  type ChatRequest,
-} from '../../../services/playground/test/openai-stub.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { lastUserText, offersTool, type ChatRequest } from '../../../services/playground/test/openai-stub.js';
+import type { api } from '../../helpers/stack.js';
+import { startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 import { holdBusCall } from '../../helpers/live.js';
 
 /**
@@ -24,12 +20,10 @@ import { holdBusCall } from '../../helpers/live.js';
  */
 
 const MIN_CALLS = 4;
-let stack: Stack;
+let voice: VoiceStack;
 let http: ReturnType<typeof api>;
 let nc: NatsConnection;
 let bus: BusClient;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 let hooks: { server: Server; url: string; bodies: string[] };
 
 /** The version whose calls the analyst fails (the canary's, in the first test). */
@@ -55,12 +49,12 @@ function analyst(req: ChatRequest) {
 }
 
 beforeAll(async () => {
-  chat = await startOpenAiStub(analyst);
-  speech = await startSpeechStub({ transcribe: () => '' });
-  stack = await startStack({ canary: { minCalls: MIN_CALLS, stickyMs: 600_000 } });
-  http = api(stack.baseUrl);
-  nc = await connect({ servers: stack.natsUrl });
-  bus = busClientOf(nc);
+  voice = await startVoiceStack({
+    chat: analyst,
+    transcribe: () => '',
+    stack: { canary: { minCalls: MIN_CALLS, stickyMs: 600_000 } },
+  });
+  ({ http, nc, bus } = voice);
   const bodies: string[] = [];
   const server = createServer((req, res) => {
     let body = '';
@@ -75,12 +69,9 @@ beforeAll(async () => {
   hooks = { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, bodies };
 }, 60_000);
 afterAll(async () => {
-  await nc?.close();
   hooks?.server.closeAllConnections();
   await new Promise<void>((r) => hooks?.server.close(() => r()) ?? r());
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
+  await voice?.close();
 });
 
 const deploys = async (agentId: string) =>
@@ -111,7 +102,7 @@ async function call(subdomain: string, callerKey: string) {
 }
 
 async function analysedAgent(name: string) {
-  const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+  const flow = voice.flow();
   const agentId = (await http.post('/api/agents', { name, flow })).body.id as string;
   const settings = {
     enabled: true,

@@ -10,15 +10,7 @@ import {
   Subjects,
   type CallSummary,
 } from '@vab/contracts';
-import {
-  decodeRecording,
-  levelOf,
-  speak,
-  VoiceClient,
-  voiceFlow,
-  type OpenAiStub,
-  type SpeechStub,
-} from '@vab/testkit';
+import { decodeRecording, levelOf, speak, VoiceClient, voiceFlow } from '@vab/testkit';
 import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKey } from '../../../services/gateway/src/address.js';
@@ -42,8 +34,6 @@ let bus: BusClient;
 // models at their own base URLs run without a key: this version is ready for callers
 const flow = voiceFlow({ chatURL: 'http://127.0.0.1:9/v1', speechURL: 'http://127.0.0.1:9/v1' });
 
-let chat: OpenAiStub;
-let speech: SpeechStub;
 let voice: VoiceStack;
 const hearing = scriptedHearing();
 const CALLER_HASH_KEY = randomBytes(32).toString('hex');
@@ -54,7 +44,7 @@ beforeAll(async () => {
     transcribe: hearing.transcribe,
     stack: { gateway: { CALLER_HASH_KEY, LIVE_KEY_RATE_LIMIT_MAX: 2 } },
   });
-  ({ stack, http, nc, bus, chat, speech } = voice);
+  ({ stack, http, nc, bus } = voice);
 }, 60_000);
 afterAll(() => voice?.close());
 
@@ -149,7 +139,7 @@ describe('calls', () => {
   it('a caller talks to the live version over the voice socket; the call lists as web, hung up by the caller', async () => {
     const spoken = speak('I would like to book an appointment');
     hearing.willHear('I would like to book an appointment');
-    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const liveFlow = voice.flow();
     const agentId = (await http.post('/api/agents', { name: 'Front desk', flow: liveFlow })).body
       .id as string;
     const deploy = await liveDeploy(http, agentId);
@@ -273,7 +263,7 @@ describe('calls', () => {
   it("ends a call nobody speaks in with silence_timeout, after the deploy's endCallMessage", async () => {
     const spoken = speak('What are your opening hours');
     hearing.willHear('What are your opening hours');
-    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const liveFlow = voice.flow();
     const agentId = (await http.post('/api/agents', { name: 'Quiet line', flow: liveFlow })).body
       .id as string;
     // the smallest timeout a deploy takes
@@ -309,7 +299,7 @@ describe('calls', () => {
     expect(call.durationMs).toBeGreaterThanOrEqual(5000);
   }, 90_000);
   it("deletes calls past their agent's retention with their recordings and events; others stay", async () => {
-    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const liveFlow = voice.flow();
     /** A call that connects, hears the greeting and hangs up, once its recording is stored. */
     const briefCall = async (name: string, settings: Record<string, unknown>) => {
       const agentId = (await http.post('/api/agents', { name, flow: liveFlow })).body.id as string;
@@ -365,7 +355,7 @@ describe('calls', () => {
     expect(await gone(kept)).toEqual({ call: 404, recording: 404, events: 'none' });
   }, 120_000);
   it("opens a call's socket only from the page that started it: another Origin is refused, even with its ticket; a bad frame ends it with its reason", async () => {
-    const liveFlow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+    const liveFlow = voice.flow();
     const agentId = (await http.post('/api/agents', { name: 'Origin desk', flow: liveFlow })).body
       .id as string;
     const deploy = await liveDeploy(http, agentId);

@@ -165,6 +165,33 @@ async function ring(to: string) {
   expect(stream, answer.body).toBeDefined();
   return { params, stream: stream!, twiml: answer.body };
 }
+type Rung = Awaited<ReturnType<typeof ring>>;
+
+/** Twilio's side of a rung call's Media Stream: the TwiML's parameters (its call token), signed, unless told. */
+const streamCaller = (
+  { params, stream }: Rung,
+  opts: { parameters?: Record<string, string>; signature?: null } = {},
+) =>
+  new TwilioCaller({
+    url: stream.url,
+    authToken: AUTH_TOKEN,
+    callSid: params.CallSid,
+    parameters: opts.parameters ?? stream.parameters,
+    signature: opts.signature,
+  });
+
+/** Until the caller has heard `n` of the agent's audio segments (its greeting is the first). */
+const heardSegments = (caller: TwilioCaller, n: number, timeout = 20_000) =>
+  vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(n), { timeout });
+
+/** Rings `to`, opens the Media Stream its TwiML names and waits for the greeting. */
+async function pickUp(to: string) {
+  const rung = await ring(to);
+  const caller = streamCaller(rung);
+  await caller.opened;
+  await heardSegments(caller, 1);
+  return { ...rung, caller };
+}
 
 /** A greeting, then at the caller's first turn the call is handed to the front desk's number. */
 function transferFlow(): Flow {
@@ -313,21 +340,13 @@ describe('a phone call over the Media Stream', () => {
     willSay(SPOKEN);
     const said = speak(SPOKEN, { sampleRate: 8000 });
     const { agentId, number } = await liveAgentWithNumber();
-    const { params, stream } = await ring(number);
-    expect(stream.url).toBe(`${telephony.url.replace(/^http/, 'ws')}/telephony/twilio/media`);
-    const caller = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: stream.parameters,
-    });
-    await caller.opened;
     // the greeting plays and its mark is answered
-    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    const { stream, caller } = await pickUp(number);
+    expect(stream.url).toBe(`${telephony.url.replace(/^http/, 'ws')}/telephony/twilio/media`);
     expect(caller.segments[0]!.audibleAt).toBeDefined();
     expect(caller.received.some((m) => m.event === 'mark')).toBe(true);
     caller.say(said);
-    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(2), { timeout: 25_000 });
+    await heardSegments(caller, 2, 25_000);
     caller.hangUp();
     await caller.closed;
 
@@ -377,21 +396,11 @@ describe('a phone call over the Media Stream', () => {
     const sub = nc.subscribe(`events.${agentId}.>`, {
       callback: (_e, msg) => void events.push(JSON.parse(new TextDecoder().decode(msg.data))),
     });
-    const { params, stream } = await ring(number);
-    const caller = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: stream.parameters,
-    });
-    await caller.opened;
-    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    const { caller } = await pickUp(number);
     // each key is a turn the agent answers: 0 moves past the greeting, 9 chooses nothing, 1 chooses reservations
     for (const [i, digit] of ['0', '9', '1'].entries()) {
       caller.dtmf(digit);
-      await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(i + 2), {
-        timeout: 20_000,
-      });
+      await heardSegments(caller, i + 2);
     }
     caller.hangUp();
     await caller.closed;
@@ -417,16 +426,8 @@ describe('a phone call over the Media Stream', () => {
 
   it("hands the call to a person at the number a transfer step names, through Twilio's REST API", async () => {
     const { agentId, number } = await liveAgentWithNumber(true, { flow: transferFlow() });
-    const { params, stream } = await ring(number);
-    const caller = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: stream.parameters,
-    });
+    const { params, caller } = await pickUp(number);
     streams.set(params.CallSid, caller);
-    await caller.opened;
-    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
     const asked = rest.requests.length;
     // any turn moves past the greeting to the transfer
     caller.dtmf('0');
@@ -449,20 +450,12 @@ describe('a phone call over the Media Stream', () => {
 
   it('says sorry and ends the call when Twilio refuses the hand-over', async () => {
     const { agentId, number } = await liveAgentWithNumber(true, { flow: transferFlow() });
-    const { params, stream } = await ring(number);
-    const caller = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: stream.parameters,
-    });
-    await caller.opened;
-    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    const { caller } = await pickUp(number);
     rest.failWith(500);
     try {
       caller.dtmf('0');
       // the agent's apology plays, then the session ends and the stream with it
-      await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(2), { timeout: 20_000 });
+      await heardSegments(caller, 2);
       expect((await caller.closed).code).toBe(1000);
     } finally {
       rest.failWith(undefined);
@@ -475,15 +468,7 @@ describe('a phone call over the Media Stream', () => {
     willSay(LONG_ASK, BARGE_IN);
     const ask = speak(LONG_ASK, { sampleRate: 8000, voice: 'festival' });
     const { agentId, number } = await liveAgentWithNumber();
-    const { params, stream } = await ring(number);
-    const caller = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: stream.parameters,
-    });
-    await caller.opened;
-    await vi.waitFor(() => expect(caller.segments.length).toBeGreaterThanOrEqual(1), { timeout: 20_000 });
+    const { caller } = await pickUp(number);
     caller.say(ask);
     // the long answer starts playing; the caller talks over it 1.5 s in (the wait is the barge-in's timing)
     await vi.waitFor(() => expect(caller.playing).toBe(true), { timeout: 25_000 });
@@ -513,35 +498,16 @@ describe('a phone call over the Media Stream', () => {
 
   it('closes a stream whose call token is forged or used, and an upgrade without a signature', async () => {
     const { number } = await liveAgentWithNumber();
-    const { params, stream } = await ring(number);
-    const forged = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: { token: stream.parameters.token!.slice(0, -4) + 'AAAA' },
+    const rung = await ring(number);
+    const forged = streamCaller(rung, {
+      parameters: { token: rung.stream.parameters.token!.slice(0, -4) + 'AAAA' },
     });
     expect((await forged.closed).code).toBe(4401);
-    const unsigned = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: stream.parameters,
-      signature: null,
-    });
+    const unsigned = streamCaller(rung, { signature: null });
     await expect(unsigned.opened).rejects.toThrow('refused: 403');
-    const first = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: stream.parameters,
-    });
+    const first = streamCaller(rung);
     await first.opened;
-    const second = new TwilioCaller({
-      url: stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: params.CallSid,
-      parameters: stream.parameters,
-    });
+    const second = streamCaller(rung);
     expect((await second.closed).code).toBe(4401);
     first.hangUp();
     await first.closed;
@@ -549,13 +515,7 @@ describe('a phone call over the Media Stream', () => {
 
   it('closes a stream that sends audio faster than real time, or garbage, with a reason the call keeps', async () => {
     const { agentId, number } = await liveAgentWithNumber();
-    const a = await ring(number);
-    const fast = new TwilioCaller({
-      url: a.stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: a.params.CallSid,
-      parameters: a.stream.parameters,
-    });
+    const fast = streamCaller(await ring(number));
     await fast.opened;
     await vi.waitFor(() => expect(fast.received.length).toBeGreaterThan(0), { timeout: 20_000 });
     fast.burst(3000);
@@ -568,13 +528,7 @@ describe('a phone call over the Media Stream', () => {
       endedDetail: { kind: 'media_too_fast' },
     });
 
-    const b = await ring(number);
-    const garbage = new TwilioCaller({
-      url: b.stream.url,
-      authToken: AUTH_TOKEN,
-      callSid: b.params.CallSid,
-      parameters: b.stream.parameters,
-    });
+    const garbage = streamCaller(await ring(number));
     await garbage.opened;
     // attached (the greeting plays): the call is under way when the garbage comes
     await vi.waitFor(() => expect(garbage.received.length).toBeGreaterThan(0), { timeout: 20_000 });

@@ -71,25 +71,17 @@ export class ModelFactory {
     const { picked, provider, baseURL, modelName, endpoint } = checked;
     const own = flow.providers[modality];
     const spec = providerSpec(provider)!;
+    // what a voice and an ear both name: whose, which provider and model, at which server
+    const common = { nodeId: role, provider, model: picked.model as string | undefined, baseURL };
     if (modality === 'tts') {
       const extras = { ...(choice ? {} : (own as TtsConfig).extras) };
       if (opts.speed !== undefined) extras.speed = opts.speed;
-      const cfg: TtsConfig = {
-        nodeId: role,
-        provider,
-        model: picked.model as string | undefined,
-        voiceId: picked.voiceId as string | undefined,
-        baseURL,
-        extras,
-      };
+      const cfg: TtsConfig = { ...common, voiceId: picked.voiceId as string | undefined, extras };
       return { model: spec.tts!(cfg, endpoint), provider, modelName };
     }
     const cfg: SttConfig = {
-      nodeId: role,
-      provider,
-      model: picked.model as string | undefined,
+      ...common,
       language: picked.language as string | undefined,
-      baseURL,
       // the caller's ear posts each utterance as a file unless the flow's own STT says otherwise
       mode: choice ? 'file' : (own as SttConfig).mode,
       ...(choice ? {} : { keyterms: (own as SttConfig).keyterms }),

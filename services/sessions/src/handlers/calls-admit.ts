@@ -1,5 +1,5 @@
 import type { Handler } from '@vab/bus';
-import { AppError, type BusyKind, type DeployRecord } from '@vab/contracts';
+import { AppError, deployedVersionOf, type BusyKind, type DeployRecord } from '@vab/contracts';
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import type { SessionsStore } from '../store.js';
@@ -82,19 +82,8 @@ export const callsAdmit =
     const started = await calls.create(call);
     await events.publish(agentId, 'call.started', { call: started });
     return {
+      ...deployedVersionOf(deploy),
       callId: call.callId,
-      agentId,
-      deployId: deploy.id,
-      deployNumber: deploy.deployNumber,
-      version: deploy.version,
-      subdomain: deploy.subdomain,
-      settings: {
-        maxConcurrentCalls: deploy.maxConcurrentCalls,
-        dailyCallCap: deploy.dailyCallCap,
-        maxCallDurationMs: deploy.maxCallDurationMs,
-        silenceTimeoutMs: deploy.silenceTimeoutMs,
-        endCallMessage: deploy.endCallMessage,
-      },
       credentials: await live.sealed(agentId),
     };
   };

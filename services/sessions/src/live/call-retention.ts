@@ -1,6 +1,7 @@
 import { safeError, type Logger } from '@vab/bus';
 import { AppError } from '@vab/contracts';
-import { storage, type RedisClient } from '@vab/storage';
+import type { RedisClient } from '@vab/storage';
+import { LockedSweep } from '../locked-sweep.js';
 import type { CallErasure } from './call-erasure.js';
 import type { CallsStore } from './calls-store.js';
 import type { DomainEvents } from './domain-events.js';
@@ -25,8 +26,7 @@ export interface CallRetentionSettings {
  * left alone (its end is what a builder will want to see).
  */
 export class CallRetention {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
+  private readonly sweeper: LockedSweep;
 
   constructor(
     private readonly deps: {
@@ -40,24 +40,32 @@ export class CallRetention {
       log: Logger;
     },
     private readonly settings: CallRetentionSettings,
-  ) {}
-
-  start(): void {
-    const tick = () => void this.sweepIfFirst();
-    this.timer = setInterval(tick, this.settings.intervalMs);
-    this.timer.unref();
-    setTimeout(tick, Math.min(10_000, this.settings.intervalMs)).unref();
+  ) {
+    const { redis, log } = deps;
+    this.sweeper = new LockedSweep({
+      redis,
+      lock: LOCK,
+      intervalMs: settings.intervalMs,
+      run: () => this.sweepAll(Date.now()),
+      swept: (removed) => {
+        if (removed > 0) log.info({ removed }, 'old calls removed');
+      },
+      failed: (err) =>
+        log.warn({ code: 'CALL_RETENTION_FAILED', err: safeError(err) }, 'call retention failed'),
+    });
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running?.catch(() => 0);
+  start(): void {
+    this.sweeper.start();
+  }
+
+  stop(): Promise<void> {
+    return this.sweeper.stop();
   }
 
   /** One sweep as of `now`, whoever holds the lock (tests, an operator's repair): how many calls went. */
   sweep(now = Date.now()): Promise<number> {
-    this.running ??= this.sweepAll(now).finally(() => (this.running = undefined));
-    return this.running;
+    return this.sweeper.sweep(() => this.sweepAll(now));
   }
 
   private async sweepAll(now: number): Promise<number> {
@@ -93,19 +101,6 @@ export class CallRetention {
         }
       }
       if (ids.length < asked) return removed;
-    }
-  }
-
-  private async sweepIfFirst(): Promise<void> {
-    try {
-      const mine = await storage(() =>
-        this.deps.redis.set(LOCK, '1', 'PX', this.settings.intervalMs - 500, 'NX'),
-      );
-      if (mine !== 'OK') return;
-      const removed = await this.sweep();
-      if (removed > 0) this.deps.log.info({ removed }, 'old calls removed');
-    } catch (err) {
-      this.deps.log.warn({ code: 'CALL_RETENTION_FAILED', err: safeError(err) }, 'call retention failed');
     }
   }
 }

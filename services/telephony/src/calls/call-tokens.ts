@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { isJetStreamError, JetStreamApiCodes, JetStreamApiError, Kvm, type KV } from '@vab/bus';
-import { AppError } from '@vab/contracts';
-import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { kvUsedOnce } from '@vab/bus';
+import { createSignedTokens } from '@vab/service-kit';
+import { hkdfSync } from 'node:crypto';
 import { z } from 'zod';
 
 /**
@@ -26,11 +26,6 @@ export const CallGrant = z.object({
 });
 export type CallGrant = z.infer<typeof CallGrant>;
 
-const Payload = CallGrant.extend({
-  e: z.number().int(),
-  n: z.string().regex(/^[A-Za-z0-9_-]{16,64}$/),
-});
-
 export interface CallTokens {
   mint(grant: CallGrant): string;
   /** The grant of a genuine, unexpired, unused token (used up now); false otherwise. */
@@ -43,37 +38,21 @@ export function createCallTokens(opts: {
   markUsed: (nonce: string) => Promise<boolean>;
   now?: () => number;
 }): CallTokens {
-  const key = Buffer.from(hkdfSync('sha256', opts.authToken, 'vab-telephony', 'call-token-v1', 32));
-  const now = opts.now ?? Date.now;
-  const sign = (body: string) => createHmac('sha256', key).update(`${VERSION}.${body}`).digest();
+  const tokens = createSignedTokens({
+    key: Buffer.from(hkdfSync('sha256', opts.authToken, 'vab-telephony', 'call-token-v1', 32)),
+    version: VERSION,
+    claims: CallGrant,
+    maxLength: 2048,
+    now: opts.now,
+  });
   return {
-    mint(grant) {
-      const payload = { ...grant, e: now() + opts.ttlMs, n: randomBytes(18).toString('base64url') };
-      const body = Buffer.from(JSON.stringify(payload)).toString('base64url');
-      return `${VERSION}.${body}.${sign(body).toString('base64url')}`;
-    },
+    mint: (grant) => tokens.mint(grant, opts.ttlMs).token,
     async redeem(token) {
-      if (token.length > 2048) return false;
-      const [version, body, mac] = token.split('.');
-      if (version !== VERSION || !body || !mac) return false;
-      const expected = sign(body);
-      const presented = Buffer.from(mac, 'base64url');
-      if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) return false;
-      const parsed = Payload.safeParse(safeJson(Buffer.from(body, 'base64url').toString('utf8')));
-      if (!parsed.success || parsed.data.e <= now()) return false;
-      if (!(await opts.markUsed(parsed.data.n))) return false;
-      const { e: _e, n: _n, ...grant } = parsed.data;
-      return grant;
+      const opened = tokens.open(token);
+      if (!opened || !(await opts.markUsed(opened.nonce))) return false;
+      return opened.claims;
     },
   };
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }
 
 /**
@@ -81,36 +60,9 @@ function safeJson(text: string): unknown {
  * reached refuses the socket (SERVICE_UNAVAILABLE), never lets a token through twice.
  */
 export function kvUsedNonces(nc: NatsConnection, ttlMs: number): (nonce: string) => Promise<boolean> {
-  let bucket: Promise<KV> | undefined;
-  const open = (): Promise<KV> =>
-    (bucket ??= (async () => {
-      const kvm = new Kvm(nc);
-      const options = { history: 1, ttl: ttlMs + 10_000 };
-      try {
-        return await kvm.create(CALL_TOKENS_BUCKET, options);
-      } catch (err) {
-        if (err instanceof JetStreamApiError) return kvm.open(CALL_TOKENS_BUCKET);
-        throw err;
-      }
-    })().catch((err: unknown) => {
-      bucket = undefined;
-      throw err;
-    }));
-  const empty = new Uint8Array(0);
-  return async (nonce) => {
-    try {
-      await (await open()).create(nonce, empty);
-      return true;
-    } catch (err) {
-      if (
-        isJetStreamError(
-          err,
-          JetStreamApiCodes.StreamWrongLastSequence,
-          JetStreamApiCodes.StreamWrongLastSequenceUnknown,
-        )
-      )
-        return false;
-      throw new AppError('SERVICE_UNAVAILABLE', 'the call token store is unavailable', { cause: err });
-    }
-  };
+  return kvUsedOnce(nc, {
+    bucket: CALL_TOKENS_BUCKET,
+    ttlMs,
+    unavailable: 'the call token store is unavailable',
+  });
 }
