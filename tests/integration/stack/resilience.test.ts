@@ -472,20 +472,7 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
 
     // the owner sweep (every 2 s here, two misses) closes the record with its reason and names the recording
     const record = async () => (await get(`/api/agents/${lostAgent}/test-sessions/${sessionId}`)).body;
-    await expect.poll(async () => (await record()).status, { timeout: 60_000, interval: 500 }).toBe('closed');
-    await expect
-      .poll(async () => (await record()).recording, { timeout: 10_000, interval: 200 })
-      .not.toBeNull()
-      .catch((err: unknown) => {
-        console.log(
-          sessionsService
-            .output()
-            .split('\n')
-            .filter((l) => /"level":[45]0/.test(l))
-            .join('\n'),
-        );
-        throw err;
-      });
+    await untilEndedWithRecording(record, 'closed', sessionsService);
     const session = await record();
     expect(session.endedReason).toBe('instance_lost');
     const recording = session.recording as { durationMs: number; bytes: number; startedAt: number };
@@ -540,20 +527,7 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
 
     // the owner sweep ends the call at its instance's first miss, and names what was recorded as its recording
     const callOf = async () => (await http.get(`/api/agents/${callAgent}/calls/${callId}`)).body;
-    await expect.poll(async () => (await callOf()).status, { timeout: 60_000, interval: 500 }).toBe('ended');
-    await expect
-      .poll(async () => (await callOf()).recording, { timeout: 10_000, interval: 200 })
-      .not.toBeNull()
-      .catch((err: unknown) => {
-        console.log(
-          sessionsService
-            .output()
-            .split('\n')
-            .filter((l) => /"level":[45]0/.test(l))
-            .join('\n'),
-        );
-        throw err;
-      });
+    await untilEndedWithRecording(callOf, 'ended', sessionsService);
     const call = await callOf();
     expect(call.endedReason).toBe('instance_lost');
     // ended when the sweep first found its instance gone: after the caller spoke, before now
@@ -575,3 +549,28 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
     );
   }, 240_000);
 });
+
+/**
+ * Waits for a lost session's or call's record to reach `status` (the owner sweep's work) and then name its
+ * recording; when the recording never comes, prints the sessions service's warnings and errors (why not).
+ */
+async function untilEndedWithRecording(
+  read: () => Promise<Record<string, unknown>>,
+  status: 'closed' | 'ended',
+  sessionsService: { output(): string },
+): Promise<void> {
+  await expect.poll(async () => (await read()).status, { timeout: 60_000, interval: 500 }).toBe(status);
+  await expect
+    .poll(async () => (await read()).recording, { timeout: 10_000, interval: 200 })
+    .not.toBeNull()
+    .catch((err: unknown) => {
+      console.log(
+        sessionsService
+          .output()
+          .split('\n')
+          .filter((l) => /"level":[45]0/.test(l))
+          .join('\n'),
+      );
+      throw err;
+    });
+}
