@@ -196,6 +196,13 @@ describe('a playground process on two threads (PLAYGROUND_THREADS=2)', () => {
         .filter((l) => l.msg === 'shutdown complete')
         .map((l) => l.thread),
     ).toEqual(expect.arrayContaining(['0', '1', 'main']));
+    // each thread recorded its call (its own recorder timeline thread and encoder host)
+    for (const { sessionId } of [first, second]) {
+      const record = (await fetch(`${base}/api/agents/${agentId}/test-sessions/${sessionId}`).then((r) =>
+        r.json(),
+      )) as { recording: { durationMs: number } | null };
+      expect(record.recording?.durationMs, sessionId).toBeGreaterThan(1000);
+    }
   }, 300_000);
 
   it('ends the process (exit 1) when a thread dies: the other thread’s session ends, the dead one’s caller is told', async () => {
