@@ -61,7 +61,9 @@ export const layers = {
     ['transports/'],
     ['testing/', 'live/'],
     ['analysis/'],
-    ['config.ts', 'service.ts', 'index.ts', 'main.ts'],
+    ['config.ts', 'service.ts'],
+    ['threads/'],
+    ['index.ts', 'main.ts'],
   ],
   'services/sessions/src': [
     ['stats/'],

@@ -12,16 +12,28 @@
 //    turn decision took (`endOfTurnDelayMs`) and the TTS stub's own time taken out: the turn overhead.
 //    Preemptive generation is off unless `--preemptive on`: with it, LiveKit's model call starts inside the
 //    end-of-turn wait, so taking the model's time out of `responseMs` would take out time that was not waited.
-// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off] [--stagger off] [--preemptive on]
+//    `--threads N` (N ≥ 2): the playground as a process with PLAYGROUND_THREADS=N runs it — N worker threads, each
+//    an instance with its own event loop (bench/lib/voice-thread.mjs measures each inside it) — hosted by this
+//    process as the playground's main thread hosts them; each thread's delay p50/p99 is reported, and the worst.
+// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off] [--stagger off] [--preemptive on] [--threads 2]
 import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
-import { ensureEventsStream, loadConfig, startPlaygroundService } from '@vab/playground';
+import { ensureEventsStream, loadConfig, PlaygroundThreads, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { constants as perf, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { join } from 'node:path';
 import { pino } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
-import { option, runVoiceCallers, sendJson, startCore, startVoiceStubs, voiceConfig } from './processes.mjs';
+import {
+  admissionOff,
+  option,
+  runVoiceCallers,
+  sendJson,
+  startCore,
+  startVoiceStubs,
+  voiceConfig,
+} from './processes.mjs';
 import { pct, root as here } from './lib/figures.mjs';
 
 const FRAMES = option('frames', 250);
@@ -33,6 +45,8 @@ const RECORDINGS = option('recordings', 'on');
 const STAGGER = option('stagger', 'on');
 /** `--preemptive on`: the agent's default, LiveKit's preemptive generation (the turn overhead is then not meaningful). */
 const PREEMPTIVE = option('preemptive', 'off');
+/** `--threads N`: the playground on N worker threads (PLAYGROUND_THREADS), each measured inside it. */
+const THREADS = option('threads', 1);
 const log = pino({ level: 'silent' });
 
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : '—');
@@ -128,12 +142,7 @@ async function transport() {
 async function sessions() {
   // in a process of their own: the TTS stub's espeak-ng forks are not the playground's
   const stubs = await startVoiceStubs(here);
-  const playground = startPlaygroundService({
-    nc,
-    log,
-    config: voiceConfig(loadConfig, SESSIONS, RECORDINGS),
-  });
-  await playground.ready;
+  const playground = THREADS > 1 ? await startThreads() : await startInProcess();
   const agent = await sendJson('POST', `${core.url}/api/agents`, {
     name: 'bench voice',
     flow: voiceFlow({
@@ -144,7 +153,9 @@ async function sessions() {
   });
   // the callers run in a process of their own: this one's event loop and memory are the playground's
   const heapBefore = process.memoryUsage();
+  playground.markHeap?.();
   const delay = monitorEventLoopDelay({ resolution: 5 });
+  let probes;
   // the collector's pauses while they talk: what the event loop's tail is mostly made of
   const gcPauses = [];
   const gc = new PerformanceObserver((list) => {
@@ -160,7 +171,9 @@ async function sessions() {
     sessions: SESSIONS,
     turns: TURNS,
     stagger: STAGGER,
+    retry: THREADS > 1 ? 'on' : 'off',
     onConnected: () => {
+      probes = playground.probe?.();
       delay.enable();
       cpuFrom = process.cpuUsage();
       talkFrom = performance.now();
@@ -168,6 +181,9 @@ async function sessions() {
   });
   delay.disable();
   gc.disconnect();
+  const threads = probes ? await probes() : undefined;
+  // with threads, the collectors that matter are theirs (this process's main thread only supervises)
+  if (threads) gcPauses.splice(0, gcPauses.length, ...threads.flatMap((t) => t.pauses));
   // the playground's CPU while the callers talk (less contended by the machine's load than the delays)
   const cpu = process.cpuUsage(cpuFrom);
   const cpuShare = (cpu.user + cpu.system) / 1000 / (performance.now() - talkFrom);
@@ -178,13 +194,11 @@ async function sessions() {
     .filter((m) => m.endOfTurnDelayMs !== undefined)
     .map((m) => m.responseMs - m.endOfTurnDelayMs - (m.ttsTtfbMs ?? 0) - (m.llmTtftMs ?? 0));
   console.log(
-    `\n### ${SESSIONS} voice sessions on one playground instance, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s, turns ${STAGGER === 'on' ? 'staggered' : 'all at once'}, recordings ${RECORDINGS}, preemptive generation ${PREEMPTIVE})\n`,
+    `\n### ${SESSIONS} voice sessions on one playground ${THREADS > 1 ? `process, ${THREADS} threads` : 'instance'}, ${TURNS} spoken turns each (${talkSeconds.toFixed(0)} s, turns ${STAGGER === 'on' ? 'staggered' : 'all at once'}, recordings ${RECORDINGS}, preemptive generation ${PREEMPTIVE})\n`,
   );
   console.log('| figure | p50 | p99 |');
   console.log('| --- | --- | --- |');
-  console.log(
-    `| event-loop delay, ms | ${fmt(delay.percentile(50) / 1e6)} | ${fmt(delay.percentile(99) / 1e6)} |`,
-  );
+  printDelays(delay, threads);
   console.log(`| playground CPU per session, % of a core | ${fmt((cpuShare / SESSIONS) * 100)} | |`);
   const gcKinds = [
     ['scavenge', perf.NODE_PERFORMANCE_GC_MINOR],
@@ -204,11 +218,85 @@ async function sessions() {
   console.log(
     `| turn overhead (responseMs − endOfTurnDelayMs − LLM TTFT − TTS TTFB) | ${fmt(pct(overhead, 50))} | ${fmt(pct(overhead, 99))} |`,
   );
+  const heapDelta = threads
+    ? threads.reduce((n, t) => n + t.heapDelta, 0)
+    : heapAfter.heapUsed - heapBefore.heapUsed;
   console.log(
-    `\nturns measured: ${figures.length} of ${SESSIONS * TURNS}; heap +${((heapAfter.heapUsed - heapBefore.heapUsed) / SESSIONS / 1024).toFixed(0)} KB and RSS +${((heapAfter.rss - heapBefore.rss) / SESSIONS / 1024 / 1024).toFixed(1)} MB per session (the playground's process)`,
+    `\nturns measured: ${figures.length} of ${SESSIONS * TURNS}; heap +${(heapDelta / SESSIONS / 1024).toFixed(0)} KB and RSS +${((heapAfter.rss - heapBefore.rss) / SESSIONS / 1024 / 1024).toFixed(1)} MB per session (the playground's process)`,
   );
-  await playground.stop(5000);
+  await playground.stop();
   stubs.close();
+}
+
+/** The event-loop delay rows: this process's, or each thread's, the worst, and the supervising main thread's. */
+function printDelays(delay, threads) {
+  const own = `${fmt(delay.percentile(50) / 1e6)} | ${fmt(delay.percentile(99) / 1e6)} |`;
+  if (!threads) return console.log(`| event-loop delay, ms | ${own}`);
+  for (const t of threads)
+    console.log(
+      `| event-loop delay, thread ${t.thread} (${t.peakSessions} sessions at most), ms | ${fmt(t.p50)} | ${fmt(t.p99)} |`,
+    );
+  const worst = threads.reduce((a, b) => (b.p99 > a.p99 ? b : a));
+  console.log(
+    `| event-loop delay, worst thread (${worst.thread}), ms | ${fmt(worst.p50)} | ${fmt(worst.p99)} |`,
+  );
+  console.log(`| event-loop delay, main thread (supervising only), ms | ${own}`);
+}
+
+/** The playground in this process, on its event loop (the one measured). */
+async function startInProcess() {
+  const service = startPlaygroundService({ nc, log, config: voiceConfig(loadConfig, SESSIONS, RECORDINGS) });
+  await service.ready;
+  return { stop: () => service.stop(5000) };
+}
+
+/**
+ * The playground on THREADS worker threads, as its process runs them (PLAYGROUND_THREADS), this process their
+ * main thread; `probe()` starts measuring inside each and returns what resolves to each thread's figures.
+ */
+async function startThreads() {
+  const env = {
+    PATH: process.env.PATH,
+    NATS_URL: nats.url,
+    PLAYGROUND_THREADS: String(THREADS),
+    FLOW_EGRESS_ALLOW: '127.0.0.1',
+    ...admissionOff(),
+    MAX_SESSIONS: String(SESSIONS + 5),
+    MAX_SESSIONS_PER_CALLER: String(SESSIONS + 5),
+    RECORDINGS,
+    VOICE_INPUT_IDLE_MS: '30000',
+    LOG_LEVEL: 'error',
+    SHUTDOWN_TIMEOUT_MS: '10000',
+  };
+  const answers = new Map();
+  const threads = new PlaygroundThreads({
+    config: loadConfig(env),
+    env,
+    // a thread that fails is said on stderr (the playground's own lines go there too, at error)
+    log: pino({ level: 'warn' }, pino.destination(2)),
+    write: (line) => process.stderr.write(line),
+    script: join(here, 'bench/lib/voice-thread.mjs'),
+    onMessage: (thread, msg) => answers.get(thread)?.({ thread, ...msg }),
+  });
+  await threads.start();
+  const indexes = Array.from({ length: THREADS }, (_, i) => i);
+  return {
+    markHeap: () => indexes.forEach((i) => threads.post(i, { type: 'heap-mark' })),
+    probe() {
+      for (const i of indexes) threads.post(i, { type: 'probe-start' });
+      return () =>
+        Promise.all(
+          indexes.map(
+            (i) =>
+              new Promise((resolve) => {
+                answers.set(i, resolve);
+                threads.post(i, { type: 'probe-stop' });
+              }),
+          ),
+        );
+    },
+    stop: () => threads.stop('benchmark done', 'drain'),
+  };
 }
 
 try {

@@ -3,7 +3,13 @@ export * from './logger.js';
 export * from './lifecycle.js';
 export * from './idempotency.js';
 export * from './bus-service.js';
-export { runProcess, type ProcessDeps, type ProcessOptions, type Running } from './run-process.js';
+export {
+  runProcess,
+  type ProcessDeps,
+  type ProcessHost,
+  type ProcessOptions,
+  type Running,
+} from './run-process.js';
 export * from './tracing.js';
 export * from './metrics.js';
 export * from './ops-server.js';

@@ -19,6 +19,11 @@ export interface ServiceOptions {
    * `now` rather than living on as an orphan that holds its ports.
    */
   supervised?: boolean | undefined;
+  /**
+   * What stops the service instead of the process's signals: a worker thread receives none (they reach the
+   * main thread only), so its host (the process's main thread) asks it to stop. Given the stop, once.
+   */
+  stopOn?: ((stop: (reason: string, mode: StopMode) => void) => void) | undefined;
 }
 
 /**
@@ -59,8 +64,11 @@ export function runService(
         },
       );
   };
-  process.once('SIGTERM', () => stop('SIGTERM', 0));
-  process.once('SIGINT', () => stop('SIGINT', 0));
+  if (options.stopOn) options.stopOn((reason, mode) => stop(reason, 0, mode));
+  else {
+    process.once('SIGTERM', () => stop('SIGTERM', 0));
+    process.once('SIGINT', () => stop('SIGINT', 0));
+  }
   if (options.supervised) {
     // the listener keeps the channel referenced: the process lives as long as the supervisor holds it (a
     // channel closed before this line ran, while the process was loading, is seen below)

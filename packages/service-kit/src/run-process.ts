@@ -41,6 +41,20 @@ export interface Running {
   stop(boundMs: number, mode: StopMode): Promise<void>;
 }
 
+/**
+ * What hosts a service that is not a whole process: a worker thread, whose process's main thread owns the
+ * signals, the ops port and the supervisor's channel (the playground's threads, decision 0037). Its service
+ * runs as a process's would, and exits its thread as it would the process.
+ */
+export interface ProcessHost {
+  /** Given the stop, once: the host calls it instead of a signal. */
+  stopOn(stop: (reason: string, mode: StopMode) => void): void;
+  /** The service is up (what a supervised process tells its supervisor). */
+  ready(): void;
+  /** The dependency checks the process's `/readyz` would run, for the host's. */
+  checks(checks: Record<string, Check>): void;
+}
+
 export interface ProcessOptions {
   service: string;
   config: BaseConfig & Partial<MetricsConfig>;
@@ -53,6 +67,10 @@ export interface ProcessOptions {
   dispose?: (() => Promise<void>) | undefined;
   /** Where the process's log lines go (default: stdout), e.g. through a filter every line must pass. */
   logDestination?: DestinationStream | undefined;
+  /** Fields on every line of the process's own logger (e.g. the thread a line came from). */
+  logFields?: Record<string, string> | undefined;
+  /** Runs the service in a worker thread of a process (see ProcessHost); none: it is the whole process. */
+  host?: ProcessHost | undefined;
 }
 
 /**
@@ -66,9 +84,10 @@ export interface ProcessOptions {
  */
 export function runProcess(opts: ProcessOptions): void {
   const { service, config } = opts;
-  const log = createLogger(service, config.LOG_LEVEL, opts.logDestination);
+  const log = createLogger(service, config.LOG_LEVEL, opts.logDestination, { base: opts.logFields });
   const tracing = startTracing(service, config, log);
-  const supervised = Boolean(config.STACK_ID) && process.channel !== undefined;
+  const { host } = opts;
+  const supervised = !host && Boolean(config.STACK_ID) && process.channel !== undefined;
   runService(
     log,
     config.SHUTDOWN_TIMEOUT_MS,
@@ -80,6 +99,7 @@ export function runProcess(opts: ProcessOptions): void {
       // up before NATS: while the bus is not there yet, /healthz answers and /readyz says so
       const checks: Record<string, Check> = { nats: async () => (bus.nc ? natsCheck(bus.nc)() : false) };
       if (redis) checks.redis = redisCheck(redis);
+      host?.checks(checks);
       const ops =
         config.METRICS_PORT === undefined
           ? undefined
@@ -90,6 +110,7 @@ export function runProcess(opts: ProcessOptions): void {
       await running.ready;
       void running.closed?.then((err) => fail('stopped serving', err));
       if (supervised) process.send?.({ type: 'ready' });
+      host?.ready();
       return async (mode) => {
         await running.stop(config.SHUTDOWN_TIMEOUT_MS - 1000, mode);
         await nc.drain();
@@ -99,6 +120,6 @@ export function runProcess(opts: ProcessOptions): void {
         await tracing.shutdown();
       };
     },
-    { supervised },
+    { supervised, stopOn: host && ((stop) => host.stopOn(stop)) },
   );
 }

@@ -1,5 +1,6 @@
 import { configProblem, envInt, envParsed, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
 import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { parseSealingKey } from './live/sealing.js';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +21,20 @@ const Env = {
   REDIS_CLUSTER_PASSWORD: RedisEnv.REDIS_CLUSTER_PASSWORD,
   /** The server's local environment file, read afresh on each GET /api/env-keys (merged over the process env). */
   ENV_FILE: z.string().min(1).default(REPO_ROOT_ENV_FILE),
-  /** Sessions this instance runs at once; past it, new ones answer 503 CAPACITY_EXHAUSTED. */
+  /**
+   * Worker threads the process runs its sessions on (decision 0037), each a playground instance of its own
+   * (`<INSTANCE_ID>-t<i>`: its own event loop, heap, collector, NATS connection, queue-group membership and
+   * load-based admission) under a main thread that owns the signals, the ops port and the logs. `1`: the
+   * process is one instance on its main thread, as before threads; `auto`: one per CPU the process may use.
+   */
+  PLAYGROUND_THREADS: z
+    .union([z.literal('auto'), z.coerce.number().int().min(1).max(64)])
+    .default(1)
+    .transform((v) => (v === 'auto' ? Math.min(64, availableParallelism()) : v)),
+  /**
+   * Sessions this process runs at once; past it, new ones answer 503 CAPACITY_EXHAUSTED. With threads, each
+   * takes its share (they add up to this).
+   */
   MAX_SESSIONS: envInt(50, 1),
   /**
    * Sessions one caller (the gateway's caller: a token's identity, else an address) may hold at once, across
@@ -34,7 +48,10 @@ const Env = {
   /** Bound on one branch evaluation or structured-output call to the model. */
   LLM_DECISION_TIMEOUT_MS: envInt(15_000, 100),
   WEBHOOK_TIMEOUT_MS: envInt(5000, 100),
-  /** Calls analysed at once by one instance (post-call analysis, issue 47); 0: this instance analyses none. */
+  /**
+   * Calls analysed at once by one process (post-call analysis, issue 47), its threads' shares adding up to it;
+   * 0: it analyses none.
+   */
   ANALYSIS_CONCURRENCY: envInt(8, 0),
   /**
    * A job taken and not acknowledged within this long (its instance died) goes to another instance; it must
@@ -122,7 +139,10 @@ const Env = {
   LOAD_MAX_EVENT_LOOP_P99_MS: envInt(100, 0),
   /** …the worst voice session's audio this far behind real time (its VAD's queue), in ms: */
   LOAD_MAX_BEHIND_MS: envInt(500, 0),
-  /** …the process's CPU, in percent of one core (a process runs its sessions on one): */
+  /**
+   * …the process's CPU, in percent of one core (a thread runs its sessions on one; with PLAYGROUND_THREADS, each
+   * thread compares the process's CPU with this times the threads, as its own is not measured apart):
+   */
   LOAD_MAX_CPU_PERCENT: envInt(90, 0),
   /** …each of them past its threshold in every interval for this long (a burst or a start-up is not load): */
   LOAD_OVER_FOR_MS: envInt(3000, 0),
@@ -187,6 +207,18 @@ export type PlaygroundConfig = ReturnType<typeof load<typeof Env>> & {
 
 export function loadConfig(env: NodeJS.ProcessEnv): Readonly<PlaygroundConfig> {
   const config = load(Env, env);
+  if (config.PLAYGROUND_THREADS > config.MAX_SESSIONS) {
+    throw configProblem(
+      'PLAYGROUND_THREADS',
+      `must not exceed MAX_SESSIONS (${config.MAX_SESSIONS}): each thread takes at least one session`,
+    );
+  }
+  if (config.PLAYGROUND_THREADS > 1 && config.INSTANCE_ID.length > 60) {
+    throw configProblem(
+      'INSTANCE_ID',
+      'must be at most 60 characters with PLAYGROUND_THREADS above 1 (each thread is `<INSTANCE_ID>-t<i>`)',
+    );
+  }
   // the drain and its goodbyes run inside the shutdown's bound, with a second for the rest of the stop
   const drainMs = config.DRAIN_TIMEOUT_MS + config.DRAIN_GOODBYE_MS + 1000;
   if (config.DRAIN_TIMEOUT_MS > 0 && drainMs >= config.SHUTDOWN_TIMEOUT_MS) {

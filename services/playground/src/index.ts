@@ -9,3 +9,5 @@ export { ensureEventsStream, SessionEvents, type EventsConfig } from './sessions
 export { CallerSlots, CALLER_SLOTS_BUCKET } from './sessions/caller-slots.js';
 /** The attempts' seeded generator (mulberry32): what a seed repeats, tests draw from too. */
 export { seededRandom } from './testing/seeded-random.js';
+/** A process's threads (PLAYGROUND_THREADS), as bench/voice.mjs hosts them. */
+export { PlaygroundThreads, threadEnv, type ThreadsOptions } from './threads/supervisor.js';

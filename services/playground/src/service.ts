@@ -125,6 +125,12 @@ export interface PlaygroundServiceDeps {
   resolve?: Resolver;
   /** This process's tracing (service-kit's `startTracing`): LiveKit Agents' spans go to its provider. */
   tracing?: Tracing | undefined;
+  /**
+   * Whether this instance takes LiveKit room sessions (`playground.room.create`; default: it does). LiveKit's
+   * native side hands its events to one thread of a process only, so of a process's threads only that one
+   * hosts rooms (threads/thread-main.ts); the others serve everything else.
+   */
+  rooms?: boolean | undefined;
 }
 
 /**
@@ -229,12 +235,15 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
   const { policy, egressFetch, checkHost, readiness, models } = outboundOf(config, log, deps.resolve);
   const quota = { quota: config.MAX_SESSIONS_PER_CALLER, leaseMs: config.CALLER_SLOT_LEASE_MS };
   const slots = quota.quota > 0 ? new CallerSlots(nc, quota, log) : undefined;
+  const rooms = deps.rooms ?? true;
   const sessions = new HostedSessions({
     nc,
     bus,
     log,
     config,
-    createSubjects: CREATE_SUBJECTS,
+    createSubjects: rooms
+      ? CREATE_SUBJECTS
+      : CREATE_SUBJECTS.filter((s) => s !== Subjects.agentSessionCreate),
     recordings,
     slots,
   });
@@ -282,6 +291,8 @@ export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundS
     'playground.cases.generate': (req, ctx) => generator.generate(req.agentId, req.body, ctx.requestId),
     ...live.handlers,
   };
+  // not subscribed at all: the room starts go to the instances (threads) that can host them
+  if (!rooms) delete (handlers as Partial<HandlerTable<'playground'>>)['playground.room.create'];
   const served = serve(nc, {
     service: 'playground',
     handlers,

@@ -1,0 +1,70 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { AudioResampler, dispose as disposeLiveKit } from '@livekit/rtc-node';
+import { configOrExit, processMetrics, type Check, type StopMode } from '@vab/service-kit';
+import { loadConfig } from '../config.js';
+import { redactingDestination } from '../sessions/redactor.js';
+import { runPlaygroundInstance } from './instance.js';
+import type { FromThread, ThreadData, ToThread } from './messages.js';
+
+/**
+ * A worker thread of a playground process: one playground instance (threads/instance.ts) with its own event
+ * loop, heap and collector, its lifecycle driven by the main thread (threads/supervisor.ts), which owns the
+ * process's signals, its ops port and its log stream.
+ */
+const port = parentPort!;
+const { index, rooms } = workerData as ThreadData;
+const send = (msg: FromThread) => port.postMessage(msg);
+
+// LiveKit's native side (@livekit/rtc-node) sends its events — a room's, an audio stream's — to the thread that
+// initialized it last, for the whole process. Every thread but the rooms thread initializes it now; the main
+// thread starts the rooms thread after every other is up, so LiveKit's events reach the one thread that waits
+// for them. The others only ever make synchronous calls (a resampler), which answer on the calling thread.
+if (!rooms) new AudioResampler(48_000, 16_000).close();
+
+// the supervisor gave this thread its environment: its INSTANCE_ID, its share of MAX_SESSIONS, no ops port
+const config = configOrExit('playground', () => loadConfig(process.env));
+
+let stop: ((reason: string, mode: StopMode) => void) | undefined;
+let checks: Record<string, Check> = {};
+let disposeAllowed!: () => void;
+const othersEnded = new Promise<void>((resolve) => (disposeAllowed = resolve));
+
+port.on('message', (msg: ToThread) => {
+  switch (msg.type) {
+    case 'stop':
+      stop?.(msg.reason, msg.mode);
+      return;
+    case 'metrics':
+      void processMetrics()
+        .registry.getMetricsAsJSON()
+        .then(
+          (metrics) => send({ type: 'metrics', id: msg.id, metrics }),
+          () => send({ type: 'metrics', id: msg.id, metrics: [] }),
+        );
+      return;
+    case 'checks': {
+      const names = Object.keys(checks);
+      void Promise.all(names.map((n) => checks[n]!().catch(() => false))).then((up) =>
+        send({ type: 'checks', id: msg.id, results: Object.fromEntries(names.map((n, i) => [n, up[i]!])) }),
+      );
+      return;
+    }
+    case 'dispose':
+      disposeAllowed();
+      return;
+  }
+});
+
+runPlaygroundInstance(config, {
+  // the line goes to the main thread whole (one stream for the process: lines of threads never interleave)
+  logDestination: redactingDestination({ write: (line: string) => send({ type: 'log', line }) }),
+  logFields: { thread: String(index) },
+  rooms,
+  host: {
+    stopOn: (s) => (stop = s),
+    ready: () => send({ type: 'ready' }),
+    checks: (c) => (checks = c),
+  },
+  // LiveKit's native side is the process's: ended once, by the rooms thread, after every other thread ended
+  dispose: rooms ? () => othersEnded.then(() => disposeLiveKit()) : async () => undefined,
+});
