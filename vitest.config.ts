@@ -15,10 +15,12 @@ const LONGEST_FIRST = [
   'tests/integration/voice/voice.test.ts',
   'tests/bench-smoke.test.ts',
   'tests/integration/stack/resume.test.ts',
+  'tests/integration/stack/resilience.test.ts',
   'tests/integration/voice/voice-preemptive.test.ts',
   'tests/integration/runs/voice-simulations.test.ts',
   'tests/integration/voice/telephony.test.ts',
   'tests/integration/console/talk.test.ts',
+  'tests/integration/stack/playground-threads.test.ts',
 ];
 
 class LongestFirst extends BaseSequencer {
