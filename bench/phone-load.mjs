@@ -12,7 +12,9 @@
 // greeting, a turn unanswered, a socket closed by the far side, a call not listed ended with its recording), and
 // the turn figures (greeting after `start`, response felt: end of the caller's speech in the μ-law stream → the
 // first audible sample of the reply; the endpointing wait and the stubs' time are in it).
-// Usage: npm run build && node bench/phone-load.mjs [--calls 50] [--turns 2] [--ramp 10]
+// --threads N runs the instance's sessions on N worker threads (PLAYGROUND_THREADS, decision 37): each window's
+// figure is then the worst thread's event-loop p99.
+// Usage: npm run build && node bench/phone-load.mjs [--calls 50] [--turns 2] [--ramp 10] [--threads 1]
 import { freePort, postTwilioWebhook, speak, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +32,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CALLS = option('calls', 50);
 const TURNS = option('turns', 2);
 const RAMP_S = option('ramp', 10);
+const THREADS = option('threads', 1);
 const ENDPOINTING_MS = 500;
 const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
 
@@ -76,17 +79,19 @@ const playground = await startProcess(
     MAX_SESSIONS: String(CALLS + 10),
     MAX_SESSIONS_PER_CALLER: String(CALLS + 10),
     RECORDINGS: 'on',
+    PLAYGROUND_THREADS: String(THREADS),
     // the instance's admission by load is off (as in the other benchmarks: what the load costs is measured);
     // LOAD_MAX_EVENT_LOOP_P99_MS=… in the environment puts it back, and its refusals are counted apart
     ...admissionOff(),
   },
-  'playground instance up',
+  THREADS > 1 ? 'playground threads up' : 'playground instance up',
 );
 const metrics = `http://127.0.0.1:${metricsPort}/metrics`;
 async function loopP99() {
   const text = await (await fetch(metrics)).text();
-  const m = /^nodejs_eventloop_lag_p99_seconds(?:\{[^}]*\})? ([0-9.e+-]+)$/m.exec(text);
-  return m ? Number(m[1]) * 1000 : NaN;
+  // one line per thread on a threaded instance (labelled thread="<i>"; the supervising thread's too): the worst
+  const lags = [...text.matchAll(/^nodejs_eventloop_lag_p99_seconds(?:\{[^}]*\})? ([0-9.e+-]+)$/gm)];
+  return lags.length > 0 ? Math.max(...lags.map((m) => Number(m[1]) * 1000)) : NaN;
 }
 
 const lost = [];
@@ -207,7 +212,7 @@ try {
   }
 
   console.log(
-    `${CALLS} concurrent phone calls on one playground instance (recordings on), started over ${RAMP_S} s, ` +
+    `${CALLS} concurrent phone calls on one playground instance (recordings on, ${THREADS} thread${THREADS > 1 ? 's' : ''}), started over ${RAMP_S} s, ` +
       `${TURNS} espeak-ng turns each, ${wallS.toFixed(0)} s; load average ${loadavg()
         .map((x) => x.toFixed(1))
         .join(' ')}`,
