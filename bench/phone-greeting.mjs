@@ -19,9 +19,10 @@
 //             decision  `endOfTurnDelayMs` beyond the wait and the STT: LiveKit's turn decision, the VAD's lag
 //             pipeline  `responseMs` − `endOfTurnDelayMs` − the LLM's and TTS's times: from the turn's commit
 //                       to the first audible agent frame leaving the playground (as bench/voice.mjs's overhead)
-//             line      felt − `responseMs`: the phone path both ways, μ-law decode, resampling, the bus to the
-//                       playground, the VAD hearing the end (its estimate of it), the bus back, μ-law encode, the
-//                       telephony service's pacing and the stub Twilio's 20 ms playout tick
+//             line      felt − `responseMs`: where the VAD dates the end past the sound's (no clock: the same
+//                       audio through the process's VAD; LiveKit's own dating printed beside it), and the phone
+//                       path both ways: μ-law decode, resampling, the bus to the playground, the bus back, μ-law
+//                       encode, the telephony service's pacing and the stub Twilio's 20 ms playout tick
 // Usage: npm run build && node bench/phone-greeting.mjs [--calls 10] [--turns 2] [--endpointing 600]
 import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
@@ -53,26 +54,27 @@ const GREETING = 'Hello, how can I help?';
 const log = pino({ level: 'silent' });
 
 /**
- * Where the playground's VAD dates this speech's end (its END_OF_SPEECH less its silence window, as
- * `responseMs` counts from) past the sound's own end, in the audio's time: the utterance in the line's 20 ms
- * frames through the process's VAD, no clock. The same on every turn (the same audio), and in `responseMs`'s
- * start, so the part of felt − `responseMs` that is not the line's transport.
+ * Where the playground's VAD dates this speech's end (its END_OF_SPEECH's dating, the moment LiveKit counts
+ * the endpointing wait and `responseMs` from) past the sound's own end, in the audio's time: the utterance in
+ * the line's 20 ms frames through the process's VAD, no clock. The same on every turn (the same audio), and in
+ * `responseMs`'s start, so the part of felt − `responseMs` that is not the line's transport.
  */
-async function vadEndLag(pcm, soundEndMs) {
+async function vadEndLag(pcm, soundEndMs, soundDating = true) {
   // LiveKit's logger is the in-process playground's, set up when it started
   const { VADEventType } = await import('@livekit/agents');
   const { AudioFrame } = await import('@livekit/rtc-node');
   const { SessionVad } = await import(join(here, 'services/playground/dist/models/voice-models.js'));
-  const { VAD_OPTIONS } = await import(join(here, 'services/playground/dist/models/native-vad.js'));
-  const stream = new SessionVad().stream();
+  const { NativeVadStream, VAD_OPTIONS } = await import(
+    join(here, 'services/playground/dist/models/native-vad.js')
+  );
+  const stream = new NativeVadStream(new SessionVad(), undefined, VAD_OPTIONS, soundDating);
   const padded = new Int16Array(pcm.length + 8000);
   padded.set(pcm);
   for (let i = 0; i + 160 <= padded.length; i += 160)
     stream.pushFrame(new AudioFrame(padded.slice(i, i + 160), 8000, 1, 160));
   stream.endInput();
   let end;
-  for await (const ev of stream)
-    if (ev.type === VADEventType.END_OF_SPEECH) end ??= ev.timestamp - VAD_OPTIONS.minSilenceDuration;
+  for await (const ev of stream) if (ev.type === VADEventType.END_OF_SPEECH) end ??= stream.lastSpeechEndMs;
   return end === undefined ? NaN : end - soundEndMs;
 }
 
@@ -139,6 +141,8 @@ try {
   while (last > 0 && Math.abs(utterance[last]) < 500) last--;
   const speechMs = (last + 1) / 8;
   const vadLagMs = await vadEndLag(utterance, speechMs);
+  // where LiveKit's own VAD would date it (the last window over the threshold): for comparison, not used
+  const modelLagMs = await vadEndLag(utterance, speechMs, false);
   const greetMs = [];
   /** Per turn: what the caller felt, and the call it was in (its stored figures are read once it has ended). */
   const felt = [];
@@ -279,7 +283,7 @@ try {
   );
   row('  of it: felt − responseMs', parts.line);
   row(
-    `    of that: where the VAD dates the speech's end past the sound's (its own time, the same audio each turn)`,
+    `    of that: where the VAD dates the speech's end past the sound's (its own time, the same audio each turn; LiveKit's dating: ${f(modelLagMs)})`,
     parts.line.map(() => vadLagMs),
   );
   row(

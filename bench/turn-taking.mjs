@@ -9,8 +9,11 @@
 //   so both sides keep its intonation: is the pause held (one user turn, not two)?
 // --voice festival (the default: Festival's HTS voice, whose sentence ends the model hears) or espeak (the
 // voice the tests used before: the model scores its sentence ends as unfinished, so each turn waits
-// maxEndpointingDelay). The speech is made before the sessions start. Prints each trial and the two shares.
+// maxEndpointingDelay). --rate 8000: the client sends (and the VAD hears) the speech at a phone line's 8 kHz,
+// as a phone call's audio reaches the playground (the turn settings stay the web's defaults). The speech is
+// made before the sessions start. Prints each trial and the two shares.
 // Usage: npm run build && node bench/turn-taking.mjs [--trials 10] [--pause 1000] [--voice festival|espeak]
+//        [--rate 16000|8000]
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -29,6 +32,7 @@ import { root } from './lib/figures.mjs';
 const TRIALS = option('trials', 10);
 const PAUSE_MS = option('pause', 1000);
 const VOICE = option('voice', 'festival');
+const RATE = option('rate', 16000);
 /** The agent node's defaults (packages/flow/src/params.ts). */
 const MIN_ENDPOINTING_DELAY = 500;
 const MAX_ENDPOINTING_DELAY = 3000;
@@ -66,16 +70,17 @@ function pauseAfter(sentence) {
 
 const withPause = (sentence) => {
   const k = pauseAfter(sentence);
-  if (VOICE === 'festival') return speakWithPause(sentence, k, PAUSE_MS);
+  if (VOICE === 'festival') return speakWithPause(sentence, k, PAUSE_MS, RATE);
   // espeak-ng: the two parts said apart (it has no word timing to cut the whole at)
   const words = sentence.split(' ');
-  return concat(speak(words.slice(0, k).join(' ')), silence(PAUSE_MS), speak(words.slice(k).join(' ')));
+  const said = (text) => speak(text, { voice: 'espeak', sampleRate: RATE });
+  return concat(said(words.slice(0, k).join(' ')), silence(PAUSE_MS, RATE), said(words.slice(k).join(' ')));
 };
 
 // every line made first: Festival takes ~1 s a sentence, and the clients pace their audio in this process
 const lines = SENTENCES.map((s) => ({
   sentence: s,
-  whole: speak(s, { voice: VOICE }),
+  whole: speak(s, { voice: VOICE, sampleRate: RATE }),
   paused: withPause(s),
   after: s.split(' ').slice(0, pauseAfter(s)).join(' '),
 }));
@@ -109,8 +114,12 @@ const until = async (done, timeoutMs) => {
 async function trial(agentId, pcm) {
   const started = await sendJson('POST', `${base}/api/agents/${agentId}/voice-sessions`, {
     apiKeys: { openai: 'k' },
+    audio: { sampleRate: RATE, frameMs: 20 },
   });
-  const client = new VoiceClient({ url: `${base.replace('http', 'ws')}${started.audioPath}` });
+  const client = new VoiceClient({
+    url: `${base.replace('http', 'ws')}${started.audioPath}`,
+    sampleRate: RATE,
+  });
   await client.ready;
   await until(() => client.segments.length >= 1, 20_000);
   client.say(pcm);
@@ -148,7 +157,7 @@ try {
   const bound = MIN_ENDPOINTING_DELAY + 300;
   let ended = 0;
   let held = 0;
-  console.log(`\n### Turn-taking, ${VOICE}, default settings, a ${PAUSE_MS} ms pause\n`);
+  console.log(`\n### Turn-taking, ${VOICE} at ${RATE} Hz, default settings, a ${PAUSE_MS} ms pause\n`);
   console.log('| sentence | whole: endOfTurnDelayMs (responseMs) | paused after | user turns |');
   console.log('| --- | --- | --- | --- |');
   for (const line of lines) {

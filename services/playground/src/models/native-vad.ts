@@ -17,6 +17,23 @@ export const VAD_OPTIONS = {
   deactivationThreshold: 0.35,
 } as const;
 
+/**
+ * Where the end of speech is dated (ours, not LiveKit's). The model's probability stays over the deactivation
+ * threshold for a few windows after the voice stops (its memory of the speech: ~120 ms past the sound on a
+ * Festival voice at 8 kHz, bench/phone-greeting.mjs), and LiveKit dates the end at the last window over it, so
+ * every wait counted from there (`minEndpointingDelay`, `responseMs`) started that late. The model still
+ * decides that the speech ended; the end is dated where its sound did: the end of the last 10 ms of the speech
+ * within `SOUND_BELOW_PEAK_DB` of its loudest 10 ms and above `SOUND_FLOOR`. On a noisy line the noise keeps
+ * its 10 ms blocks "loud" and the dating stays the model's: never later than LiveKit's, at most
+ * `SOUND_MAX_BACKDATE_MS` earlier (a caller who trails off far quieter is not cut).
+ */
+const SOUND_BLOCK_MS = 10;
+/** −30 dB: a fricative or a falling last syllable still counts, the model's lingering silence does not. */
+const SOUND_BELOW_PEAK_DB = 30;
+/** −50 dBFS (RMS 104 of 32768): under any speech on a line, over its digital and comfort silence. */
+const SOUND_FLOOR = 104;
+const SOUND_MAX_BACKDATE_MS = 300;
+
 /** The model hears 16 kHz audio, a window of `VAD_WINDOW_SAMPLES` (32 ms) at a time. */
 const MODEL_RATE = 16_000;
 const WINDOW = local.VAD_WINDOW_SAMPLES;
@@ -80,7 +97,11 @@ class SampleQueue {
  *
  * What it says is LiveKit's: the same settings (`VAD_OPTIONS`), the same windows and thresholds, the same
  * events in the same order with the same fields, the speech kept from `prefixPaddingDuration` before its start
- * up to `maxBufferedSpeech`, and `flush` a hard boundary (nothing heard before it counts after).
+ * up to `maxBufferedSpeech`, and `flush` a hard boundary (nothing heard before it counts after). Except where
+ * an END_OF_SPEECH dates the speech's end (its `silenceDuration`, which LiveKit counts the endpointing wait
+ * back from, and `speechDuration`): where the sound ended (above, `SOUND_*`), and up to the audio received so
+ * far, not the window's end (a frame's samples beyond the last whole window have been heard already: up to
+ * 32 ms of the line that LiveKit's dating counted as not yet waited).
  */
 export class NativeVadStream extends VADStream {
   private readonly model = local.createVad();
@@ -115,13 +136,37 @@ export class NativeVadStream extends VADStream {
   private speechStarts = 0;
   private inferenceMsTotal = 0;
 
-  /** `onSegment` sees each start and end of speech as it is sent. */
+  /** The sound's dating, in samples at the input's rate since the stream's start (or flush): see `SOUND_*`. */
+  private inputIndex = 0;
+  private blockSamples = 0;
+  private blockPower = 0;
+  private blockFilled = 0;
+  /** The loudest 10 ms (mean square) of the speech under way, and the end of its last loud 10 ms. */
+  private peakPower = 0;
+  private loudUntil = 0;
+  /** Where this speech's first window over the threshold began and its last one ended. */
+  private speechFrom = 0;
+  private speechUntil = 0;
+  private endedAt: number | undefined;
+  /** When the last frame appended to the queue arrived (`performance.now()`). */
+  private lastArrivedAt = 0;
+
+  /**
+   * `onSegment` sees each start and end of speech as it is sent. `soundDating` false dates the end of speech
+   * as LiveKit's does (at the last window over the threshold): its events are then LiveKit's exactly.
+   */
   constructor(
     vad: VAD,
     private readonly onSegment?: (event: VADEvent) => void,
     private readonly opts: typeof VAD_OPTIONS = VAD_OPTIONS,
+    private readonly soundDating = true,
   ) {
     super(vad);
+  }
+
+  /** Where the last end of speech was dated, in ms of the audio since the stream's start (or flush). */
+  get lastSpeechEndMs(): number | undefined {
+    return this.endedAt;
   }
 
   override updateInputStream(audio: ReadableStream<AudioFrame>): void {
@@ -241,6 +286,7 @@ export class NativeVadStream extends VADStream {
       return;
     }
     this.atInputRate.append(frame.data);
+    this.lastArrivedAt = arrivedAt;
     if (this.resampler) for (const f of this.resampler.push(frame)) this.atModelRate.append(f.data);
     const model = this.resampler ? this.atModelRate : this.atInputRate;
     while (model.length >= WINDOW && !this.closed) await this.window(model);
@@ -255,6 +301,38 @@ export class NativeVadStream extends VADStream {
       Math.trunc((this.opts.maxBufferedSpeech * rate) / 1000) + this.paddingSamples,
     );
     this.resampler = resamplerFor(rate);
+    this.blockSamples = Math.max(1, Math.round((rate * SOUND_BLOCK_MS) / 1000));
+  }
+
+  /**
+   * How loud `heard` (this window, at the input's rate) was, per 10 ms: the peak counts only windows the model
+   * calls speech (a click before it raises no bar), any loud 10 ms moves the sound's end.
+   */
+  private measure(heard: Int16Array, speech: boolean): void {
+    const block = this.blockSamples;
+    const floor = SOUND_FLOOR * SOUND_FLOOR;
+    const belowPeak = 10 ** (-SOUND_BELOW_PEAK_DB / 10);
+    for (let i = 0; i < heard.length; i++) {
+      const v = heard[i]!;
+      this.blockPower += v * v;
+      if (++this.blockFilled < block) continue;
+      const power = this.blockPower / block;
+      this.blockPower = 0;
+      this.blockFilled = 0;
+      if (speech && power > this.peakPower) this.peakPower = power;
+      if (power >= floor && power >= this.peakPower * belowPeak) this.loudUntil = this.inputIndex + i + 1;
+    }
+  }
+
+  /**
+   * The end of the speech that just ended, in input samples: where its sound ended, within the backdating
+   * bound, or where the model's last window over the threshold did.
+   */
+  private speechEnd(): number {
+    const byModel = this.speechUntil;
+    if (!this.soundDating || this.loudUntil <= this.speechFrom || this.loudUntil >= byModel) return byModel;
+    const bound = byModel - Math.round((SOUND_MAX_BACKDATE_MS * this.rate) / 1000);
+    return Math.max(this.loudUntil, bound);
   }
 
   /** One window through the model, and what it means for the speech so far. */
@@ -274,6 +352,10 @@ export class NativeVadStream extends VADStream {
 
     this.lastInferenceAt = performance.now();
     const inferenceDuration = this.lastInferenceAt - startedAt;
+    const { activationThreshold, deactivationThreshold } = this.opts;
+    const speechWindow =
+      probability >= activationThreshold || (this.speaking && probability > deactivationThreshold);
+    this.measure(heard, probability >= activationThreshold);
     // LiveKit's metrics sum each window's duration rounded
     this.inferenceMsTotal += Math.round(inferenceDuration);
     this.extraInferenceMs = Math.max(0, this.extraInferenceMs + inferenceDuration - WINDOW_MS);
@@ -299,8 +381,9 @@ export class NativeVadStream extends VADStream {
       rawAccumulatedSpeech: this.rawSpeechMs,
     });
 
-    const { activationThreshold, deactivationThreshold } = this.opts;
-    if (probability >= activationThreshold || (this.speaking && probability > deactivationThreshold)) {
+    if (speechWindow) {
+      if (!this.speaking && this.rawSpeechMs === 0) this.speechFrom = this.inputIndex;
+      this.speechUntil = this.inputIndex + heard.length;
       this.rawSpeechMs += WINDOW_MS;
       this.rawSilenceMs = 0;
       if (!this.speaking && this.rawSpeechMs >= this.opts.minSpeechDuration) {
@@ -313,23 +396,54 @@ export class NativeVadStream extends VADStream {
     } else {
       this.rawSilenceMs += WINDOW_MS;
       this.rawSpeechMs = 0;
-      if (!this.speaking) this.keepOnlyPadding();
-      else if (this.rawSilenceMs >= this.opts.minSilenceDuration) {
+      if (!this.speaking) {
+        this.keepOnlyPadding();
+        this.peakPower = 0;
+      } else if (this.rawSilenceMs >= this.opts.minSilenceDuration) {
         this.speaking = false;
         this.silenceMs = this.rawSilenceMs;
-        this.segmentEvent(
-          VADEventType.END_OF_SPEECH,
-          probability,
-          inferenceDuration,
-          Math.max(0, this.speechMs - this.rawSilenceMs),
-        );
+        this.endSpeech(probability, inferenceDuration);
         this.speechMs = 0;
+        this.peakPower = 0;
         this.keepOnlyPadding();
       }
     }
 
+    this.inputIndex += heard.length;
     this.atInputRate.drop(heardSamples);
     if (model !== this.atInputRate) model.drop(WINDOW);
+  }
+
+  /**
+   * The END_OF_SPEECH, dated: LiveKit takes `Date.now() - silenceDuration - inferenceDuration` for the end, so
+   * the silence runs from the speech's end to the last sample received (this window's end and what waits past
+   * it), and on to now from when that sample arrived, less this window's inference (which LiveKit takes off).
+   */
+  private endSpeech(probability: number, inferenceDuration: number): void {
+    if (!this.soundDating) {
+      this.endedAt = this.timestamp - this.rawSilenceMs;
+      this.segmentEvent(
+        VADEventType.END_OF_SPEECH,
+        probability,
+        inferenceDuration,
+        Math.max(0, this.speechMs - this.rawSilenceMs),
+      );
+      return;
+    }
+    const ms = (samples: number) => (samples / this.rate) * 1000;
+    const end = this.speechEnd();
+    // the window's samples are still in the queue: everything received is this window and what follows it
+    const received = this.inputIndex + this.atInputRate.length;
+    const earlier = ms(this.speechUntil - end);
+    const waited = Math.max(0, performance.now() - this.lastArrivedAt - inferenceDuration);
+    this.endedAt = ms(end);
+    this.segmentEvent(
+      VADEventType.END_OF_SPEECH,
+      probability,
+      inferenceDuration,
+      Math.max(0, this.speechMs - this.rawSilenceMs - earlier),
+      ms(received - end) + waited,
+    );
   }
 
   /** A start or end of speech, with the speech so far (a view of the buffer, as LiveKit's is). */
@@ -338,13 +452,14 @@ export class NativeVadStream extends VADStream {
     probability: number,
     inferenceDuration: number,
     speechDuration: number,
+    silenceDuration = this.silenceMs,
   ): void {
     const speech = this.speech!.subarray(0, this.speechAt);
     this.sendVADEvent({
       type,
       samplesIndex: this.samplesIndex,
       timestamp: this.timestamp,
-      silenceDuration: this.silenceMs,
+      silenceDuration,
       speechDuration,
       probability,
       inferenceDuration,
@@ -407,6 +522,9 @@ export class NativeVadStream extends VADStream {
     this.speaking = false;
     this.speechMs = this.silenceMs = this.rawSpeechMs = this.rawSilenceMs = 0;
     this.samplesIndex = this.timestamp = 0;
+    this.inputIndex = this.blockPower = this.blockFilled = this.peakPower = 0;
+    this.loudUntil = this.speechFrom = this.speechUntil = 0;
+    this.endedAt = undefined;
     if (this.rate !== 0) {
       this.resampler?.close();
       this.resampler = resamplerFor(this.rate);

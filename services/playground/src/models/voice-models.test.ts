@@ -9,7 +9,7 @@ import {
 import local from '@livekit/local-inference';
 import { AudioFrame } from '@livekit/rtc-node';
 import { describe, expect, it, vi } from 'vitest';
-import { VAD_OPTIONS } from './native-vad.js';
+import { NativeVadStream, VAD_OPTIONS } from './native-vad.js';
 import { compile } from '@vab/flow';
 import { concat, fullFlow, silence, speak, withNode } from '@vab/testkit';
 import { PHONE_TURN_DEFAULTS, phoneTurnSettings, prewarmVoiceModels, SessionVad } from './voice-models.js';
@@ -134,8 +134,15 @@ describe("a session's VAD", () => {
         expect(a.filter((e) => e.type === VADEventType.END_OF_SPEECH)).toHaveLength(2);
         // the resampler keeps a few samples back: both streams end on the same window, whatever it is
         expect(a.length).toBeGreaterThan(windows * 0.95);
-        if (rate === RATE) expect(a).toEqual(b);
-        else {
+        if (rate === RATE) {
+          // all the same but where an end of speech is dated: ours no later (its silence no shorter) than theirs
+          const ends = (events: typeof a) => events.filter((e) => e.type === VADEventType.END_OF_SPEECH);
+          for (const [i, end] of ends(a).entries()) {
+            expect(end.silenceDuration).toBeGreaterThanOrEqual(ends(b)[i]!.silenceDuration);
+            expect(end.speechDuration).toBeLessThanOrEqual(ends(b)[i]!.speechDuration);
+          }
+          expect(a.map(undated)).toEqual(b.map(undated));
+        } else {
           // a resampler dithers (±2 of 32768, at random): the same speech, but not the same bits twice
           const segments = (events: typeof a) =>
             events.filter((e) => e.type !== VADEventType.INFERENCE_DONE).map((e) => [e.type, e.samplesIndex]);
@@ -185,13 +192,84 @@ describe("a session's VAD", () => {
       }
       ours.close();
       theirs.close();
-      expect(heard[0]).toEqual(heard[1]);
+      // all the same but where the end of speech is dated (above)
+      const undatedAll = (events: unknown[]) => (events as { type: VADEventType }[]).map(undated);
+      expect(undatedAll(heard[0])).toEqual(undatedAll(heard[1]));
       // after the flush the count starts again, and the speech that goes on starts anew
       const second = heard[0].slice(beforeFlush) as { type: VADEventType; samplesIndex: number }[];
       expect(second[0]).toMatchObject({ type: VADEventType.INFERENCE_DONE, samplesIndex: 512 });
       expect(second.some((e) => e.type === VADEventType.START_OF_SPEECH)).toBe(true);
     },
   );
+});
+
+/** An event without the dating of an end of speech (its silence and speech durations), where ours differs. */
+const undated = <E extends { type: VADEventType }>(e: E) =>
+  e.type === VADEventType.END_OF_SPEECH ? { ...e, silenceDuration: 0, speechDuration: 0 } : e;
+
+describe("where the session's VAD dates the end of speech", () => {
+  /** The audio's last sample at or over `level`, in ms: where its sound ends. */
+  const soundEndMs = (pcm: Int16Array, rate: number, level = 500) => {
+    let last = pcm.length - 1;
+    while (last > 0 && Math.abs(pcm[last]!) < level) last--;
+    return ((last + 1) / rate) * 1000;
+  };
+
+  /** Each END_OF_SPEECH's dating (ms of audio), by a stream dating by sound or as LiveKit does. */
+  async function endsOf(audio: Int16Array, rate: number, soundDating: boolean): Promise<number[]> {
+    const stream = new NativeVadStream(new SessionVad(), undefined, VAD_OPTIONS, soundDating);
+    const frame = (rate * 20) / 1000;
+    for (let i = 0; i + frame <= audio.length; i += frame)
+      stream.pushFrame(new AudioFrame(audio.slice(i, i + frame), rate, 1, frame));
+    stream.endInput();
+    const ends: number[] = [];
+    for await (const ev of stream)
+      if (ev.type === VADEventType.END_OF_SPEECH) ends.push(stream.lastSpeechEndMs!);
+    stream.close();
+    return ends;
+  }
+
+  // the audio's clock, not the wall's: frames pushed at once, each end read off the stream
+  for (const rate of [8000, 16000]) {
+    it(`dates it where the sound ended, not where the model's probability fell (${rate} Hz)`, async () => {
+      prewarmVoiceModels();
+      const speech = speak('I would like to book a table for two tonight.', {
+        voice: 'festival',
+        sampleRate: rate,
+      });
+      const audio = concat(silence(300, rate), speech, silence(1000, rate));
+      const sound = soundEndMs(audio, rate);
+      const [ours] = await endsOf(audio, rate, true);
+      const [livekits] = await endsOf(audio, rate, false);
+      // within a 10 ms block past the last sample over −36 dBFS (and its fade), and never later than LiveKit's
+      expect(ours! - sound).toBeGreaterThanOrEqual(-10);
+      expect(ours! - sound).toBeLessThanOrEqual(30);
+      expect(ours!).toBeLessThanOrEqual(livekits!);
+    });
+  }
+
+  it('dates it as the model does on a line whose noise goes on after the speech', async () => {
+    prewarmVoiceModels();
+    const rate = 16000;
+    const speech = speak('I would like to book a table for two tonight.', {
+      voice: 'festival',
+      sampleRate: rate,
+    });
+    const audio = concat(silence(300, rate), speech, silence(1000, rate));
+    // hiss at −30 dBFS, seeded: loud enough to count as sound, nothing the model takes for speech
+    let seed = 1;
+    for (let i = 0; i < audio.length; i++) {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      audio[i] = Math.max(
+        -32768,
+        Math.min(32767, audio[i]! + Math.round(((seed / 0x7fffffff) * 2 - 1) * 1800)),
+      );
+    }
+    const ours = await endsOf(audio, rate, true);
+    const livekits = await endsOf(audio, rate, false);
+    expect(ours.length).toBeGreaterThan(0);
+    expect(ours).toEqual(livekits);
+  });
 });
 
 /** A stream `stream` reads its audio from (as LiveKit's audio recognition hands it one), and its feed. */

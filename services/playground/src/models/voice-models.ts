@@ -33,6 +33,8 @@ export class SessionVad extends VAD {
   label = 'inference.VAD';
   private readonly followers = new Set<FollowerVadStream>();
   private readonly followerVad: FollowerVad;
+  /** Where the speech that last ended was dated, on the wall clock, until taken or the next speech starts. */
+  private speechEndedAt: number | undefined;
 
   constructor() {
     super(sharedVad().capabilities);
@@ -46,8 +48,22 @@ export class SessionVad extends VAD {
   /** The session's stream (its audio recognition's): the model's own, its segments passed on to followers. */
   override stream(): VADStream {
     return new NativeVadStream(this, (ev) => {
+      // LiveKit's own dating of the end (agent_activity's and audio_recognition's), before it reads the event
+      if (ev.type === VADEventType.END_OF_SPEECH)
+        this.speechEndedAt = Date.now() - ev.silenceDuration - ev.inferenceDuration;
+      else this.speechEndedAt = undefined;
       for (const f of this.followers) f.mirror(ev);
     });
+  }
+
+  /**
+   * Where the speech that just ended ended, on the wall clock, as LiveKit dates it (the endpointing wait
+   * counts from it): once, after its END_OF_SPEECH (undefined when none came since the speech started).
+   */
+  takeSpeechEnd(): number | undefined {
+    const at = this.speechEndedAt;
+    this.speechEndedAt = undefined;
+    return at;
   }
 
   /** `model` made streaming: a batch one on this session's VAD segments, a streaming one as it is. */

@@ -6,7 +6,7 @@ import type { FlowConversation } from '../conversation/conversation.js';
 import type { ConversationKit, TransportSide } from '../conversation/conversation-kit.js';
 import { SPOKEN } from '../conversation/conversation-mode.js';
 import { spokenTextTransforms } from '../conversation/spoken-text.js';
-import { phoneTurnSettings, sharedVad, turnHandlingOf } from '../models/voice-models.js';
+import { phoneTurnSettings, SessionVad, sharedVad, turnHandlingOf } from '../models/voice-models.js';
 import { inSession } from '../observability/telemetry.js';
 import type { PlaybackHooks } from './playback.js';
 
@@ -157,9 +157,11 @@ export class VoicePipeline {
     // a turn may span several stretches of speech (a pause the end-of-turn model held, "Stop. What time…"): its
     // figures count from the last one's end, and its last final transcript, as LiveKit's own do
     session.on(voice.AgentSessionEventTypes.UserStateChanged, (ev) => {
-      // the VAD reports the end of speech once its silence has lasted: the speech ended that long before
+      // the VAD reports the end of speech once its silence has lasted: the speech ended where it dates it (where
+      // the sound ended, the moment LiveKit counts the endpointing wait from), or its silence window before
       if (ev.oldState === 'speaking')
-        this.hearing.speechEndAt = ev.createdAt - sharedVad().minSilenceDuration;
+        this.hearing.speechEndAt =
+          this.vadSpeechEnd(session) ?? ev.createdAt - sharedVad().minSilenceDuration;
     });
     session.on(voice.AgentSessionEventTypes.UserInputTranscribed, (ev) => {
       if (ev.isFinal) this.hearing.transcriptAt = Date.now();
@@ -171,6 +173,18 @@ export class VoicePipeline {
       this.hearing = {};
     });
     session.on(voice.AgentSessionEventTypes.Close, () => ctx.stop('session closed'));
+  }
+
+  /** The end of speech the agent's VAD dated last, if its END_OF_SPEECH is what changed the user's state. */
+  private vadSpeechEnd(session: voice.AgentSession): number | undefined {
+    let vad: unknown;
+    try {
+      vad = session.currentAgent.vad;
+    } catch {
+      // not running (yet, or any more)
+      return undefined;
+    }
+    return vad instanceof SessionVad ? vad.takeSpeechEnd() : undefined;
   }
 
   /**
