@@ -7,22 +7,23 @@
 // the figure is `start` → the first audible sample played on its line, per call, one call at a time.
 // The speech stub's TTS is not instant (it runs espeak-ng and sox per request): its own time to the first byte
 // of the greeting is measured apart and printed, so what the backend adds is the difference.
-// Then `--turns` spoken turns per call: the response a caller feels (the end of their speech in the μ-law stream
-// → the first audible reply sample on their line, both on the stub Twilio's clock), split per turn with the
-// call's own stored figures (GET …/calls/:callId, each reply's `metrics`, measured by the playground on the
-// audio itself from the VAD's end of speech):
+// Then `--turns` spoken turns per call: the response a caller feels, as issue 46 measures it (the end of their
+// speech in the μ-law stream → the first audible reply sample sent back on the stream, both on the stub Twilio's
+// clock; also printed: when the stub played it, after its own 20 ms playout tick, as Twilio plays a call's audio
+// from its buffer), split per turn with the call's own stored figures (GET …/calls/:callId, each reply's
+// `metrics`, measured by the playground on the audio itself from the VAD's end of speech):
 //   wait      the endpointing delay in force (VAD turns: a fixed minimum, `--endpointing`, the phone default 600)
 //   stubs     the providers' own time: the LLM's first token and the TTS's first byte (LiveKit's `llmTtftMs`,
 //             `ttsTtfbMs`), and the STT's only where its transcript came after the wait (`transcriptionDelayMs`
 //             beyond it: the turn waited on it; the chat and STT stubs answer at once, the TTS runs espeak-ng)
-//   ours      the rest: felt − wait − stubs, itself split into
+//   ours      the rest: sent back − wait − stubs, itself split into
 //             decision  `endOfTurnDelayMs` beyond the wait and the STT: LiveKit's turn decision, the VAD's lag
 //             pipeline  `responseMs` − `endOfTurnDelayMs` − the LLM's and TTS's times: from the turn's commit
 //                       to the first audible agent frame leaving the playground (as bench/voice.mjs's overhead)
-//             line      felt − `responseMs`: where the VAD dates the end past the sound's (no clock: the same
-//                       audio through the process's VAD; LiveKit's own dating printed beside it), and the phone
-//                       path both ways: μ-law decode, resampling, the bus to the playground, the bus back, μ-law
-//                       encode, the telephony service's pacing and the stub Twilio's 20 ms playout tick
+//             line      sent back − `responseMs`: where the VAD dates the end past the sound's (no clock: the
+//                       same audio through the process's VAD; LiveKit's own dating printed beside it), and the
+//                       phone path both ways: the stream's 20 ms frames in, μ-law decode, resampling, the bus to
+//                       the playground, the bus back, μ-law encode and the telephony service's pacing
 // Usage: npm run build && node bench/phone-greeting.mjs [--calls 10] [--turns 2] [--endpointing 600]
 import { connectNats } from '@vab/bus';
 import { loadConfig, startPlaygroundService } from '@vab/playground';
@@ -184,7 +185,8 @@ try {
         if (i > 1500) throw new Error('no reply within 15 s');
         await new Promise((r) => setTimeout(r, 10));
       }
-      felt.push({ call: c, turn: t, ms: caller.segments[segmentsBefore].audibleAt - endAt });
+      const reply = caller.segments[segmentsBefore];
+      felt.push({ call: c, turn: t, ms: reply.audibleAt - endAt, sentMs: reply.sentAt - endAt });
     }
     caller.hangUp();
     await caller.closed;
@@ -237,13 +239,15 @@ try {
     stt: [],
     llm: [],
     tts: [],
+    sent: [],
+    playout: [],
     ours: [],
     decision: [],
     pipeline: [],
     line: [],
   };
   let unmatched = 0;
-  for (const { call, turn, ms } of felt) {
+  for (const { call, turn, ms: heard, sentMs: ms } of felt) {
     const m = figuresOf[call]?.[turn];
     if (m?.endOfTurnDelayMs === undefined) {
       unmatched++;
@@ -252,7 +256,9 @@ try {
     const stt = Math.max(0, (m.transcriptionDelayMs ?? 0) - ENDPOINTING_MS);
     const llm = m.llmTtftMs ?? 0;
     const tts = m.ttsTtfbMs ?? 0;
-    parts.felt.push(ms);
+    parts.felt.push(heard);
+    parts.sent.push(ms);
+    parts.playout.push(heard - ms);
     parts.wait.push(ENDPOINTING_MS);
     parts.stt.push(stt);
     parts.llm.push(llm);
@@ -263,31 +269,33 @@ try {
     parts.line.push(ms - m.responseMs);
   }
   console.log(
-    `\nresponse a caller feels, ${parts.felt.length} turns (end of speech in the μ-law stream → first audible reply on the line)` +
+    `\nresponse a caller feels, ${parts.felt.length} turns (end of speech in the μ-law stream → first audible reply sent back on it, and as the stub Twilio played it)` +
       (unmatched > 0 ? `; ${unmatched} turns without stored figures left out` : ''),
   );
   console.log('| part | p50 ms | p99 ms | max ms |');
   console.log('|---|---|---|---|');
   const row = (name, xs) =>
     console.log(`| ${name} | ${f(pct(xs, 50))} | ${f(pct(xs, 99))} | ${f(Math.max(...xs))} |`);
-  row('felt', parts.felt);
+  row('felt on the line (the stub Twilio played it)', parts.felt);
+  row("  of it: the stub Twilio's playout (its 20 ms tick, its buffer)", parts.playout);
+  row('felt: sent back on the stream (the goal’s measure)', parts.sent);
   row(`the endpointing wait in force (VAD turns, minEndpointingDelay)`, parts.wait);
   row('the STT stub, where its transcript came after the wait', parts.stt);
   row("the LLM stub's first token (llmTtftMs)", parts.llm);
   row("the TTS stub's first byte (ttsTtfbMs)", parts.tts);
-  row('**ours: felt − wait − stubs**', parts.ours);
+  row('**ours: sent back − wait − stubs**', parts.ours);
   row('  of it: the turn decision beyond the wait (endOfTurnDelayMs − wait − STT)', parts.decision);
   row(
     '  of it: commit → first audible frame out of the playground (responseMs − endOfTurnDelayMs − LLM − TTS)',
     parts.pipeline,
   );
-  row('  of it: felt − responseMs', parts.line);
+  row('  of it: sent back − responseMs', parts.line);
   row(
     `    of that: where the VAD dates the speech's end past the sound's (its own time, the same audio each turn; LiveKit's dating: ${f(modelLagMs)})`,
     parts.line.map(() => vadLagMs),
   );
   row(
-    "    of that: the line both ways (decode, resampling, the bus, encode, pacing, the stub Twilio's playout tick)",
+    "    of that: the line both ways (the stream's 20 ms frames in, decode, resampling, the bus, encode, pacing)",
     parts.line.map((x) => x - vadLagMs),
   );
 } finally {

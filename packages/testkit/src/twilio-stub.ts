@@ -77,6 +77,11 @@ export const fromMulaw = (ulaw: Uint8Array) => Int16Array.from(ulaw, linearOf);
 export interface HeardSegment {
   /** Ms since `start` when its first audible sample played. */
   audibleAt: number | undefined;
+  /**
+   * Ms since `start` when its first audible sample arrived on the stream: what the service sent back, before
+   * this stub's playout (a 20 ms tick, as Twilio plays a call's audio out of its own buffer).
+   */
+  sentAt: number | undefined;
   playedMs: number;
   /** It ended with a `clear`, not a mark. */
   cleared: boolean;
@@ -106,6 +111,10 @@ export class TwilioCaller {
   /** The agent's audio and marks, in the order sent: played frame by frame. */
   private playback: (Uint8Array | string)[] = [];
   private segment: HeardSegment | undefined;
+  /** When the first audible sample of the segment now arriving came (its mark not yet received). */
+  private arriving: number | undefined;
+  /** The same for each segment whose mark came but has not played yet, in order. */
+  private arrivals: (number | undefined)[] = [];
 
   constructor(opts: {
     url: string;
@@ -257,13 +266,19 @@ export class TwilioCaller {
           sequenceNumber: String(++this.seq),
           mark: { name: head },
         });
-        if (this.segment) this.segments.push(this.segment);
+        const sentAt = this.arrivals.shift();
+        if (this.segment) this.segments.push({ ...this.segment, sentAt });
         this.segment = undefined;
         continue;
       }
       if (left === 0) break;
       const take = Math.min(head.length, left);
-      const seg = (this.segment ??= { audibleAt: undefined, playedMs: 0, cleared: false });
+      const seg = (this.segment ??= {
+        audibleAt: undefined,
+        sentAt: undefined,
+        playedMs: 0,
+        cleared: false,
+      });
       if (
         seg.audibleAt === undefined &&
         fromMulaw(head.subarray(0, take)).some((v) => Math.abs(v) >= AUDIBLE)
@@ -278,16 +293,25 @@ export class TwilioCaller {
 
   private onMessage(m: { event: string; media?: { payload: string }; mark?: { name: string } }): void {
     if (m.event === 'media') {
-      this.playback.push(new Uint8Array(Buffer.from(m.media!.payload, 'base64')));
+      const ulaw = new Uint8Array(Buffer.from(m.media!.payload, 'base64'));
+      if (this.arriving === undefined && fromMulaw(ulaw).some((v) => Math.abs(v) >= AUDIBLE))
+        this.arriving = this.now();
+      this.playback.push(ulaw);
       return;
     }
     this.received.push(m);
-    if (m.event === 'mark') this.playback.push(m.mark!.name);
-    else if (m.event === 'clear') {
+    if (m.event === 'mark') {
+      this.playback.push(m.mark!.name);
+      this.arrivals.push(this.arriving);
+      this.arriving = undefined;
+    } else if (m.event === 'clear') {
       // Twilio empties its buffer and returns the marks that were pending in it
       const marks = this.playback.filter((p): p is string => typeof p === 'string');
       this.playback = [];
-      if (this.segment) this.segments.push({ ...this.segment, cleared: true });
+      const sentAt = this.arrivals[0] ?? this.arriving;
+      this.arrivals = [];
+      this.arriving = undefined;
+      if (this.segment) this.segments.push({ ...this.segment, sentAt, cleared: true });
       this.segment = undefined;
       for (const name of marks) this.sendJson({ event: 'mark', streamSid: this.streamSid, mark: { name } });
     }
