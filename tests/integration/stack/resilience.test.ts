@@ -316,16 +316,7 @@ describe('a session too far behind real time (issue 50)', () => {
     await expect
       .poll(behind.isClosed, { timeout: 120_000, interval: 200 })
       .toBe(true)
-      .catch((err: unknown) => {
-        console.log(
-          held
-            .output()
-            .split('\n')
-            .filter((l) => /"level":[45]0/.test(l))
-            .join('\n'),
-        );
-        throw err;
-      });
+      .catch(withWarningsOf(held));
     console.log(`[behind real time] caller closed ${Date.now() - loadedAt} ms after the load began`);
     // the load passes; what it ended stays ended
     held.child.kill('SIGUSR2');
@@ -563,14 +554,19 @@ async function untilEndedWithRecording(
   await expect
     .poll(async () => (await read()).recording, { timeout: 10_000, interval: 200 })
     .not.toBeNull()
-    .catch((err: unknown) => {
-      console.log(
-        sessionsService
-          .output()
-          .split('\n')
-          .filter((l) => /"level":[45]0/.test(l))
-          .join('\n'),
-      );
-      throw err;
-    });
+    .catch(withWarningsOf(sessionsService));
+}
+
+/** A failed wait's handler: prints the process's warning and error lines (why it failed), then fails as it would. */
+function withWarningsOf(proc: { output(): string }): (err: unknown) => never {
+  return (err) => {
+    console.log(
+      proc
+        .output()
+        .split('\n')
+        .filter((l) => /"level":[45]0/.test(l))
+        .join('\n'),
+    );
+    throw err;
+  };
 }
