@@ -223,6 +223,12 @@ describe('a playground process on two threads (PLAYGROUND_THREADS=2)', () => {
     // restart it whole, its other threads drained as on SIGTERM
     expect(await pg.exited).toBe(1);
     const output = lines(pg);
+    // the crash is told by the thread itself, through its own redactor (thread-main.ts), then its end
+    expect(output.find((l) => l.msg === 'playground thread crashed')).toMatchObject({
+      thread: '1',
+      code: 'THREAD_CRASHED',
+      err: { message: 'a bug in a playground thread (injected by the test)' },
+    });
     expect(output.find((l) => l.msg === 'playground thread ended')).toMatchObject({ thread: 1, exitCode: 1 });
     expect(output.find((l) => l.msg === 'cannot go on')).toMatchObject({
       reason: 'a playground thread ended',

@@ -449,17 +449,7 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
     // what the instance has written to the bucket while recording (decision 35): wait until it covers the speech
     await recordingCovers(doomed, lostAgent, sessionId, spokeAt + spokeMs + 300);
 
-    let closedAt = 0;
-    void client.closed.then(() => (closedAt = Date.now()));
-    const killedAt = Date.now();
-    await stopped(doomed, 'SIGKILL');
-    // the product's bound (docs/api.md, close code 4503): two probes of the session's owner a second apart
-    await expect.poll(() => closedAt, { timeout: 5000, interval: 50 }).toBeGreaterThan(0);
-    expect(await client.closed).toEqual({
-      code: 4503,
-      reason: 'the instance running the session is gone',
-    });
-    console.log(`[kill -9 playground] caller closed 4503 ${closedAt - killedAt} ms after the kill`);
+    const killedAt = await killedAndTold(doomed, client, 'caller');
 
     // the owner sweep (every 2 s here, two misses) closes the record with its reason and names the recording
     const record = async () => (await get(`/api/agents/${lostAgent}/test-sessions/${sessionId}`)).body;
@@ -505,16 +495,7 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
     // what the instance has written to the bucket while recording the call: wait until it covers the speech
     const zero = await recordingCovers(doomed, callAgent, callId, spokeAt + spokeMs + 300);
 
-    let closedAt = 0;
-    void client.closed.then(() => (closedAt = Date.now()));
-    const killedAt = Date.now();
-    await stopped(doomed, 'SIGKILL');
-    await expect.poll(() => closedAt, { timeout: 5000, interval: 50 }).toBeGreaterThan(0);
-    expect(await client.closed).toEqual({
-      code: 4503,
-      reason: 'the instance running the session is gone',
-    });
-    console.log(`[kill -9 playground] public caller closed 4503 ${closedAt - killedAt} ms after the kill`);
+    const killedAt = await killedAndTold(doomed, client, 'public caller');
 
     // the owner sweep ends the call at its instance's first miss, and names what was recorded as its recording
     const callOf = async () => (await http.get(`/api/agents/${callAgent}/calls/${callId}`)).body;
@@ -569,4 +550,24 @@ function withWarningsOf(proc: { output(): string }): (err: unknown) => never {
     );
     throw err;
   };
+}
+
+/**
+ * SIGKILLs the instance running `client`'s session and holds the product's bound (docs/api.md, close code
+ * 4503): the caller is closed within 5 s (two probes of the session's owner a second apart), saying why.
+ * Resolves with when the kill was sent.
+ */
+async function killedAndTold(
+  doomed: ServiceProcess,
+  client: { closed: Promise<{ code: number; reason: string }> },
+  who: string,
+): Promise<number> {
+  let closedAt = 0;
+  void client.closed.then(() => (closedAt = Date.now()));
+  const killedAt = Date.now();
+  await stopped(doomed, 'SIGKILL');
+  await expect.poll(() => closedAt, { timeout: 5000, interval: 50 }).toBeGreaterThan(0);
+  expect(await client.closed).toEqual({ code: 4503, reason: 'the instance running the session is gone' });
+  console.log(`[kill -9 playground] ${who} closed 4503 ${closedAt - killedAt} ms after the kill`);
+  return killedAt;
 }

@@ -130,6 +130,8 @@ export class PlaygroundThreads {
           opts.onMessage?.(index, msg);
       }
     });
+    // what ends a thread before its own handler of uncaught errors is installed (its modules' loading); after
+    // that the thread logs its crash itself, through its redactor (thread-main.ts)
     worker.on('error', (err) =>
       opts.log.error({ thread: index, err: safeError(err) }, 'playground thread failed'),
     );

@@ -1,6 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { AudioResampler, dispose as disposeLiveKit } from '@livekit/rtc-node';
-import { configOrExit, processMetrics, type Check, type StopMode } from '@vab/service-kit';
+import { safeError } from '@vab/bus';
+import { configOrExit, createLogger, processMetrics, type Check, type StopMode } from '@vab/service-kit';
 import { loadConfig } from '../config.js';
 import { redactingDestination } from '../sessions/redactor.js';
 import { runPlaygroundInstance } from './instance.js';
@@ -23,6 +24,21 @@ if (!rooms) new AudioResampler(48_000, 16_000).close();
 
 // the supervisor gave this thread its environment: its INSTANCE_ID, its share of MAX_SESSIONS, no ops port
 const config = configOrExit('playground', () => loadConfig(process.env));
+
+// the line goes to the main thread whole (one stream for the process: lines of threads never interleave)
+const logDestination = redactingDestination({ write: (line: string) => send({ type: 'log', line }) });
+
+// An uncaught error ends this thread (and the main thread then ends the process, decision 37). It is logged
+// here, through this thread's redactor — its message can carry what a provider or a flow said, a key among it
+// — and not by the main thread, which knows no credential in play. The line is posted before the thread exits
+// (a worker's messages are delivered before its exit).
+process.on('uncaughtException', (err) => {
+  createLogger('playground', 'fatal', logDestination, { base: { thread: String(index) } }).fatal(
+    { code: 'THREAD_CRASHED', err: safeError(err) },
+    'playground thread crashed',
+  );
+  process.exit(1);
+});
 
 let stop: ((reason: string, mode: StopMode) => void) | undefined;
 let checks: Record<string, Check> = {};
@@ -56,8 +72,7 @@ port.on('message', (msg: ToThread) => {
 });
 
 runPlaygroundInstance(config, {
-  // the line goes to the main thread whole (one stream for the process: lines of threads never interleave)
-  logDestination: redactingDestination({ write: (line: string) => send({ type: 'log', line }) }),
+  logDestination,
   logFields: { thread: String(index) },
   rooms,
   host: {
