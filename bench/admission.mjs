@@ -12,6 +12,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { voiceFlow } from '@vab/testkit';
+import { pct } from './lib/figures.mjs';
 import { option, runVoiceCallers, sendJson, startCoreStack, startVoiceStubs } from './processes.mjs';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -19,10 +20,6 @@ const SESSIONS = option('sessions', 50);
 const TURNS = option('turns', 3);
 const HOG = option('hog', 'on');
 
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : '—');
 
 const stack = await startCoreStack(here);
@@ -127,7 +124,7 @@ try {
     .filter((m) => m.endOfTurnDelayMs !== undefined)
     .map((m) => m.responseMs - m.endOfTurnDelayMs - (m.ttsTtfbMs ?? 0) - (m.llmTtftMs ?? 0));
   console.log(
-    `\nstarts refused (503, retried after Retry-After): ${refused}; given up after 5 tries: ${givenUp}; sessions talking: ${sessionIds.length} of ${SESSIONS}; closed before ready: ${notReady.length}${notReady.length ? ` (${[...new Set(notReady)].join('; ')})` : ''}`,
+    `\nstarts refused (503, retried after Retry-After): ${refused}; given up after 5 retries: ${givenUp}; sessions talking: ${sessionIds.length} of ${SESSIONS}; closed before ready: ${notReady.length}${notReady.length ? ` (${[...new Set(notReady)].join('; ')})` : ''}`,
   );
   const reasons = new Map();
   for (const r of endedEarly) reasons.set(r, (reasons.get(r) ?? 0) + 1);

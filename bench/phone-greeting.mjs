@@ -180,7 +180,7 @@ try {
       caller.say(utterance);
       // the next frame out carries the speech's start: it covers the line's time from `frames` × 20 ms on (read
       // at once, no tick can run between), so its end in the stream is known to the sample, not to a tick
-      const endAt = caller.frames * 20 + speechMs;
+      const endAt = caller.streamMs + speechMs;
       for (let i = 0; caller.segments[segmentsBefore]?.audibleAt === undefined; i++) {
         if (i > 1500) throw new Error('no reply within 15 s');
         await new Promise((r) => setTimeout(r, 10));

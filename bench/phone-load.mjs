@@ -16,9 +16,9 @@
 // figure is then the worst thread's event-loop p99.
 // Usage: npm run build && node bench/phone-load.mjs [--calls 50] [--turns 2] [--ramp 10] [--threads 1]
 import { freePort, postTwilioWebhook, speak, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { loadavg } from 'node:os';
+import { pct, root, sleep } from './lib/figures.mjs';
 import {
   admissionOff,
   option,
@@ -28,7 +28,6 @@ import {
   startVoiceStubs,
 } from './processes.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CALLS = option('calls', 50);
 const TURNS = option('turns', 2);
 const RAMP_S = option('ramp', 10);
@@ -36,12 +35,8 @@ const THREADS = option('threads', 1);
 const ENDPOINTING_MS = 500;
 const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
 
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
+/** Whole ms (the shared `fmt` prints one decimal). */
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(0) : '—');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** Polls `done` every 10 ms until it holds; false after `ms`. */
 async function until(done, ms) {
   const end = Date.now() + ms;
@@ -134,7 +129,9 @@ async function phoneCall(c, number, utterance, speechMs) {
       )
         return void lost.push(`${c}: the agent kept speaking or the line closed`);
       const before = caller.segments.length;
-      const endAt = caller.now() + speechMs;
+      // where the speech starts in the stream (the next frame), not the wall clock: with 50 callers' ticks in
+      // one process a tick runs late, and the end would be dated late, the response understated
+      const endAt = caller.streamMs + speechMs;
       caller.say(utterance);
       if (
         !(await until(() => caller.segments[before]?.audibleAt !== undefined || farClosed, 30_000)) ||

@@ -180,6 +180,14 @@ export class TwilioCaller {
     return this.playback.some((p) => typeof p !== 'string');
   }
 
+  /**
+   * Ms of the stream the caller has sent (where the next frame starts): said speech starts here, so its end in
+   * the stream is known to the sample, not to a tick that may run late.
+   */
+  get streamMs(): number {
+    return this.frames * 20;
+  }
+
   now(): number {
     return Date.now() - this.startedAt;
   }
