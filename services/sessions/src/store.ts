@@ -453,10 +453,6 @@ export class SessionsStore {
   }
 
   /**
-   * The owner sweep found no owner: remembers since when (the first time) and answers it. An owner seen
-   * again clears it (`lostAt` undefined).
-   */
-  /**
    * The owner sweep's close: the session closed at `endedAt`, its reason `instance_lost` set first (a sweep
    * that fails between the two closes it again next pass, and the reason is already there).
    */
@@ -470,6 +466,10 @@ export class SessionsStore {
     return this.closeSession(agentId, sessionId, endedAt, durationMs);
   }
 
+  /**
+   * The owner sweep found no owner: remembers since when (the first time) and answers it. An owner seen
+   * again clears it (`lostAt` undefined).
+   */
   async lostSince(agentId: string, sessionId: string, now: number | undefined): Promise<number | undefined> {
     const key = keys.session(agentId, sessionId);
     if (now === undefined) {

@@ -145,6 +145,7 @@ export class AudioRecording {
     clearInterval(this.flushTimer);
     if (!recorder || !file || startedAt === undefined) return;
     const { bus, agentId, sessionId, log } = this.deps;
+    let sealed = false;
     try {
       // idempotent: the session's close has usually closed it already
       await recorder.close();
@@ -158,6 +159,7 @@ export class AudioRecording {
         return;
       }
       await chunks.seal();
+      sealed = true;
       const recording: Recording = { durationMs, bytes: chunks.bytes, startedAt };
       if (this.deps.named) {
         await this.deps.named(recording);
@@ -171,6 +173,10 @@ export class AudioRecording {
       }
     } catch (err) {
       log.warn({ code: 'RECORDING_NOT_STORED', err: safeError(err) }, 'recording not stored');
+      // chunks written during the call and never sealed would be named by nothing (the owner sweep salvages
+      // only a lost instance's) and hold the bucket's bytes until they age out: removed. A sealed recording
+      // stays: its naming may have landed though its answer did not.
+      if (!sealed) await chunks?.discard().catch(() => undefined);
     } finally {
       await rm(file, { force: true }).catch(() => undefined);
     }

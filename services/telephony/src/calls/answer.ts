@@ -34,7 +34,7 @@ export interface AnswerDeps {
   streamUrl: string;
   requestId: string;
   /** The caller's keyed hash (its full number's): what keeps it on one side of a canary. */
-  callerKeyOf?: (number: string) => string;
+  callerKeyOf?: (number: string) => string | undefined;
 }
 
 /** Bound on starting the call (Twilio waits 15 s for TwiML; the start's own bound is 30 s). */
@@ -66,7 +66,7 @@ export async function answerCall(
         agentId: number.agentId,
         channel: 'phone',
         caller: { from, to: call.to },
-        ...(deps.callerKeyOf && call.from ? { callerKey: deps.callerKeyOf(call.from) } : {}),
+        ...withCallerKey(call.from ? deps.callerKeyOf?.(call.from) : undefined),
         transport: 'bus',
         audio: PHONE_AUDIO,
       },
@@ -88,3 +88,8 @@ export async function answerCall(
 
 /** The refusal words for a failure of ours while answering (logged by the caller). */
 export const failedTwiml = () => sayHangupTwiml(REFUSALS.failed);
+
+/** A caller's key where the number names one caller (a withheld number has none: drawn afresh). */
+function withCallerKey(callerKey: string | undefined): { callerKey?: string } {
+  return callerKey === undefined ? {} : { callerKey };
+}

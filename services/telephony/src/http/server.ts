@@ -14,7 +14,7 @@ import { PhoneRelay, type PhoneRelaySettings } from '../calls/phone-relay.js';
 import type { NumberStore } from '../numbers/store.js';
 import { SIGNATURE_HEADER, validTwilioSignature } from '../twilio/signature.js';
 import { EMPTY_TWIML } from '../twilio/twiml.js';
-import { createHmac } from 'node:crypto';
+import { createHmac, hkdfSync } from 'node:crypto';
 
 export const VOICE_PATH = '/telephony/twilio/voice';
 export const STATUS_PATH = '/telephony/twilio/status';
@@ -38,16 +38,21 @@ export interface TelephonyHttpDeps {
 /** Twilio's form-encoded parameters, in order, as signed. */
 type Form = [string, string][];
 
-/** An address's rate-limit key: IPv4 whole, IPv6 by its /64 (one host's whole allocation). */
 /**
- * A phone caller as a canary keeps it on one side (decision 0035): an HMAC of the full number, keyed by the
- * account's auth token (shared by every instance; the `canary-caller:` prefix keeps it apart from Twilio's
- * own use of the token), so the number itself never leaves this service.
+ * A phone caller as a canary keeps it on one side (decision 0035): an HMAC of the full number, keyed from the
+ * account's auth token (shared by every instance) through HKDF as the call tokens' key is — never the token
+ * itself — so the number itself never leaves this service. A withheld number (Twilio's `anonymous`,
+ * `restricted`, `+266696687`, none) names no one caller: no key, the call is drawn afresh.
  */
-export function callerKey(authToken: string, number: string): string {
-  return createHmac('sha256', authToken).update(`canary-caller:${number}`).digest('base64url').slice(0, 32);
+export function callerKeys(authToken: string): (number: string) => string | undefined {
+  const key = Buffer.from(hkdfSync('sha256', authToken, 'vab-telephony', 'canary-caller-v1', 32));
+  return (number) =>
+    /^\+\d{7,15}$/.test(number) && number !== '+266696687'
+      ? createHmac('sha256', key).update(number).digest('base64url').slice(0, 32)
+      : undefined;
 }
 
+/** An address's rate-limit key: IPv4 whole, IPv6 by its /64 (one host's whole allocation). */
 export function addressKey(ip: string): string {
   if (!ip.includes(':') || ip.startsWith('::ffff:')) return ip.replace(/^::ffff:/, '');
   const groups = ip.split('::')[0]!.split(':');
@@ -74,6 +79,7 @@ function calledUrl(
  * stays that edge, and `/api/phone-numbers` reaches this service over the bus.
  */
 export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<FastifyInstance> {
+  const callerKeyOf = callerKeys(deps.authToken);
   const app = Fastify({
     loggerInstance: deps.log as FastifyBaseLogger,
     bodyLimit: 64 * 1024,
@@ -133,7 +139,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
         log: deps.log,
         streamUrl: calledUrl({ url: MEDIA_PATH, headers: req.headers }, deps.publicUrl, 'ws'),
         requestId: String(req.id),
-        callerKeyOf: (number) => callerKey(deps.authToken, number),
+        callerKeyOf,
       });
       if (answer.refused)
         deps.log.info({ callSid: call.callSid, refused: answer.refused }, 'phone call refused');
