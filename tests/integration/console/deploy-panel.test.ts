@@ -469,6 +469,20 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
     await expect.poll(() => page.locator('#status').textContent()).toBe(`Call ${booked2}: analysed again`);
     await page.screenshot({ path: '/tmp/console-analysis.png', fullPage: true });
 
+    // the analyst's own model, from the form, as the API keeps it; emptied again: the agent's model
+    const analysisOf = async () =>
+      (await http.get(`/api/agents/${agentId}/analysis`)).body as { model: unknown };
+    await page.fill('#analysis-provider', 'openai');
+    await page.fill('#analysis-model', 'gpt-4o-mini');
+    await page.click('#analysis-form button[type="submit"]');
+    await expect
+      .poll(async () => (await analysisOf()).model)
+      .toEqual({ provider: 'openai', model: 'gpt-4o-mini' });
+    await page.fill('#analysis-provider', '');
+    await page.fill('#analysis-model', '');
+    await page.click('#analysis-form button[type="submit"]');
+    await expect.poll(async () => (await analysisOf()).model).toBeNull();
+
     // a call going on: its analysis comes after it ends, and it cannot be re-run yet
     const ongoing = await bus.request(
       Subjects.callsAdmit,
@@ -503,15 +517,24 @@ describe('the Deploy, Keys for callers and Calls panels', () => {
 
     // version 2 for a quarter of new calls: a canary beside version 1, which stays live
     await page.fill('#deploy-traffic', '25');
+    // promoted by itself after an hour unless promoted by hand first (below): the form's seconds, the API's ms
+    await page.fill('#deploy-window', '3600');
     await page.selectOption('#deploy-version', '2');
     await page.click('#deploy');
     const canary = page.locator('#deploys li[data-deploy-id]').first();
     await expect.poll(() => canary.getAttribute('data-status'), { timeout: DEPLOY_MS }).toBe('canary');
     expect(await canary.locator('.verdict').textContent()).toBe('canary');
-    expect(await canary.locator('.traffic').textContent()).toBe(' · 25 % of new calls');
+    expect(await canary.locator('.traffic').textContent()).toBe(
+      ' · 25 % of new calls · promoted after 3600 s',
+    );
     expect(await page.locator('#deploy-live').getAttribute('data-version')).toBe('1');
     const [started] = await deploysOf(agentId);
-    expect(started).toMatchObject({ status: 'canary', version: 2, trafficPercent: 25 });
+    expect(started).toMatchObject({
+      status: 'canary',
+      version: 2,
+      trafficPercent: 25,
+      canaryWindowMs: 3_600_000,
+    });
 
     // promoted from its row: the live deploy for every new call, the previous one superseded
     await canary.locator('button.promote').click();
