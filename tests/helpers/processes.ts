@@ -33,6 +33,8 @@ export function requireBuilt(): void {
 }
 
 export interface ServiceProcess {
+  /** The service this process runs (`gateway`, `playground`, …). */
+  name: string;
   child: ChildProcess;
   exited: Promise<number | null>;
   waitFor(text: string, timeoutMs?: number): Promise<void>;
@@ -66,5 +68,41 @@ export function spawnService(svc: string, env: Record<string, string>): ServiceP
       },
       { timeout: timeoutMs, interval: 20 },
     );
-  return { child, exited, waitFor, output: () => out };
+  return { name: svc, child, exited, waitFor, output: () => out };
+}
+
+/**
+ * Waits until the gateway at `base` answers `/readyz` with 200. Fails at once when one of `procs` has exited
+ * (with its output: a port taken, a bad variable), and at `timeoutMs` with what `/readyz` said last and each
+ * process's last lines: a stack that never became ready must say which service was missing and why, not only
+ * that it timed out (a clean-clone CI run once failed here with no more than the timeout).
+ */
+export async function untilStackReady(
+  base: string,
+  procs: ServiceProcess[],
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no answer';
+  for (;;) {
+    const dead = procs.find((p) => p.child.exitCode !== null || p.child.signalCode !== null);
+    if (dead) {
+      throw new Error(
+        `${dead.name} exited (${dead.child.exitCode ?? dead.child.signalCode}) before the stack was ready:\n` +
+          dead.output().slice(-3000),
+      );
+    }
+    const res = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(5_000) }).catch(
+      (err: unknown) => err as Error,
+    );
+    if (!(res instanceof Error) && res.ok) return;
+    last = res instanceof Error ? res.message : `${res.status} ${await res.text().catch(() => '')}`;
+    if (Date.now() > deadline) {
+      const outputs = procs.map((p) => `--- ${p.name}:\n${p.output().slice(-1500) || '(no output)'}`);
+      throw new Error(
+        `the stack did not become ready within ${timeoutMs} ms; /readyz said: ${last}\n${outputs.join('\n')}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

@@ -16,7 +16,13 @@ import {
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
-import { requireBuilt, SERVICES, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import {
+  requireBuilt,
+  SERVICES,
+  spawnService,
+  untilStackReady,
+  type ServiceProcess,
+} from '../../helpers/processes.js';
 
 // A real Prometheus (Debian's `prometheus`) scrapes a running stack of real processes with the repository's
 // own scrape configuration (deploy/prometheus.yml: its jobs, with this test's ports and a 1 s interval) and
@@ -79,11 +85,8 @@ describe.skipIf(!haveProm)('Prometheus scraping the stack', () => {
     }
     procs.push(spawnService('gateway', { ...common, PORT: String(ports.gateway), HOST: '127.0.0.1' }));
     base = `http://127.0.0.1:${ports.gateway}`;
-    await waitFor(
-      'the stack',
-      async () => (await fetch(`${base}/readyz`).catch(() => undefined))?.ok ?? false,
-      60_000,
-    );
+    // the hook's own bound less Prometheus' start: a playground took over 10 s to start at load average 30
+    await untilStackReady(base, procs, 80_000);
 
     // the repository's configuration, each job pointed at this test's port, scraped every second
     const config = parse(readFileSync(join(root, 'deploy', 'prometheus.yml'), 'utf8')) as ScrapeConfig;
