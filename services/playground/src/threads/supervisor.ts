@@ -92,11 +92,18 @@ export class PlaygroundThreads {
    * other has initialized LiveKit's native side. One at a time because two threads starting together once hung
    * both for good after they connected to NATS, in their native models' loading (the VAD's and the end-of-turn
    * model's, `prewarmVoiceModels`; seen in 1 of 4 starts, never once they were apart). Resolves once every
-   * thread serves; rejects if one ends first.
+   * thread serves; rejects if one ends first, once the threads that had started stopped (drained, as on a
+   * SIGTERM: they serve from the moment they are ready, so a session may already be on one; the process's
+   * stop bound still holds, its timer set by the `died` that a thread's end also reports).
    */
   async start(): Promise<void> {
-    for (let i = 1; i < this.count; i++) await this.spawn(i, false).ready;
-    await this.spawn(0, true).ready;
+    try {
+      for (let i = 1; i < this.count; i++) await this.spawn(i, false).ready;
+      await this.spawn(0, true).ready;
+    } catch (err) {
+      await this.stop('a playground thread failed to start', 'drain');
+      throw err;
+    }
   }
 
   private spawn(index: number, rooms: boolean): { ready: Promise<void> } {
