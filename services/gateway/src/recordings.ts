@@ -162,6 +162,13 @@ export function registerRecordingRoute(
           void reply.header('content-range', `bytes */${size}`);
           throw new AppError('RANGE_NOT_SATISFIABLE', `the recording has ${size} bytes`);
         }
+        // opened before the status and length are set: a bucket that fails here answers 503 as it is
+        let bytes: AsyncGenerator<Buffer> | undefined;
+        try {
+          if (size > 0) bytes = await openRecording(jetstream(deps.nc), meta, range);
+        } catch (err) {
+          throw unavailable(err);
+        }
         if (range) {
           void reply
             .code(206)
@@ -170,14 +177,7 @@ export function registerRecordingRoute(
         } else {
           void reply.header('content-length', size);
         }
-        if (size === 0) return reply.send(Buffer.alloc(0));
-        let bytes: AsyncGenerator<Buffer>;
-        try {
-          bytes = await openRecording(jetstream(deps.nc), meta, range);
-        } catch (err) {
-          throw unavailable(err);
-        }
-        return reply.send(Readable.from(logged(bytes, deps.log)));
+        return reply.send(bytes ? Readable.from(logged(bytes, deps.log)) : Buffer.alloc(0));
       },
     });
   }
