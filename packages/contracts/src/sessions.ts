@@ -88,6 +88,82 @@ export const recordingChunksId = (agentId: string, sessionId: string) =>
 /** Headers on each chunk of a recording being made: the recording's zero, and its length up to that chunk's end. */
 export const RECORDING_STARTED_AT_HEADER = 'Vab-Recording-Started-At';
 export const RECORDING_DURATION_HEADER = 'Vab-Recording-Duration-Ms';
+/**
+ * Header on each chunk of a recording being made: its number in the recording, from 0. A write whose answer was
+ * lost is looked up by it (was the chunk stored?) before it is sent again, so no chunk is stored twice.
+ */
+export const RECORDING_CHUNK_HEADER = 'Vab-Recording-Chunk';
+/** The Object Store's own stream behind the recordings bucket. */
+export const RECORDINGS_STREAM = `OBJ_${RECORDINGS_BUCKET}`;
+/** The Object Store's default chunk size: a recording's chunks are at most this long. */
+export const RECORDING_MAX_CHUNK = 128 * 1024;
+/**
+ * The subject a recording's chunks are stored on (the Object Store's chunk subject of its `nuid`). The bucket's
+ * own subjects, not the bus's (`…Subject`, each in docs/architecture.md's subject list): hence `…SubjectOf`.
+ */
+export const recordingChunksSubjectOf = (nuid: string) => `$O.${RECORDINGS_BUCKET}.C.${nuid}`;
+/** The subject a recording's meta is stored on (the Object Store's: its name in padded base64url). */
+export const recordingMetaSubjectOf = (agentId: string, sessionId: string) =>
+  `$O.${RECORDINGS_BUCKET}.M.${padded(Buffer.from(recordingObject(agentId, sessionId)).toString('base64url'))}`;
+
+/**
+ * A recording's meta in the bucket: what makes its chunks an object, exactly as the Object Store's `put` writes it
+ * (ADR-20 of nats-io/nats-architecture-and-design, @nats-io/obj 3.4.0), so its own client reads ours and we read
+ * its. Written by the playground when a recording ends and by the sessions service for one a killed instance left
+ * (decision 35), read by the gateway that serves it; each checks it with this schema. A deleted object's meta
+ * stays, `deleted: true` with no size, chunks or digest.
+ */
+export const RecordingMeta = z.object({
+  /** `recordingObject(agentId, sessionId)`. */
+  name: z.string().min(1),
+  options: z.object({ max_chunk_size: z.number().int().positive() }).partial().optional(),
+  /** `{ agentId, sessionId }` on ours. */
+  metadata: z.record(z.string(), z.string()).optional(),
+  bucket: z.literal(RECORDINGS_BUCKET),
+  /** The id its chunks are stored under: `recordingChunksId(agentId, sessionId)`. */
+  nuid: z.string().min(1),
+  size: z.number().int().nonnegative(),
+  chunks: z.number().int().nonnegative(),
+  mtime: z.string(),
+  /** `SHA-256=` and the digest of the chunks' bytes in padded base64url (`recordingDigest`); empty once deleted. */
+  digest: z.union([z.string().regex(/^SHA-256=[A-Za-z0-9_-]{43}=$/), z.literal('')]),
+  deleted: z.boolean().optional(),
+});
+export type RecordingMeta = z.infer<typeof RecordingMeta>;
+
+/** An object's digest as the Object Store writes it, from the SHA-256 of its bytes. */
+export const recordingDigest = (sha256: Uint8Array) =>
+  `SHA-256=${padded(Buffer.from(sha256).toString('base64url'))}`;
+
+/**
+ * The meta that makes a recording's stored chunks (`size` bytes in `chunks` chunks, `sha256` their digest) the
+ * session's object; checked before it is written.
+ */
+export function recordingMeta(o: {
+  agentId: string;
+  sessionId: string;
+  size: number;
+  chunks: number;
+  sha256: Uint8Array;
+}): RecordingMeta {
+  return RecordingMeta.parse({
+    name: recordingObject(o.agentId, o.sessionId),
+    options: { max_chunk_size: RECORDING_MAX_CHUNK },
+    metadata: { agentId: o.agentId, sessionId: o.sessionId },
+    bucket: RECORDINGS_BUCKET,
+    nuid: recordingChunksId(o.agentId, o.sessionId),
+    size: o.size,
+    chunks: o.chunks,
+    mtime: new Date().toISOString(),
+    digest: recordingDigest(o.sha256),
+    deleted: false,
+  });
+}
+
+/** The Object Store's names and digests are base64url with its padding. */
+function padded(b64url: string): string {
+  return b64url + '='.repeat((4 - (b64url.length % 4)) % 4);
+}
 
 export const TestSession = z.object({
   id: Id,

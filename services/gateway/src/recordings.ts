@@ -1,22 +1,19 @@
 import { Readable } from 'node:stream';
-import { Objm, type ObjectResult, type ObjectStore } from '@nats-io/obj';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
-import { AppError, CallParams, RECORDINGS_BUCKET, recordingObject, TestSessionParams } from '@vab/contracts';
+import { AppError, CallParams, TestSessionParams, type RecordingMeta } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorResponses } from './openapi.js';
+import { openRecording, readRecordingMeta, type ByteRange } from './recording-reader.js';
 import { z } from 'zod';
+
+export type { ByteRange } from './recording-reader.js';
 
 /** What a recording may be asked with: a ticket, for an `<audio>` element when API tokens are on. */
 const RecordingQuery = z.object({
   ticket: z.string().optional().describe('A ticket from POST /api/tickets (reusable until it expires)'),
 });
-
-/** One byte range of a representation, both ends inclusive. */
-export interface ByteRange {
-  start: number;
-  end: number;
-}
 
 /**
  * A `Range` header against a representation of `size` bytes (RFC 9110 §14): one range, or null when the whole
@@ -59,42 +56,6 @@ export function noneMatch(header: string | undefined, etag: string): boolean {
   });
 }
 
-/** The bytes of an object's stream within `range` (all of it when none), as they arrive. */
-async function* slice(result: ObjectResult, range: ByteRange | null): AsyncGenerator<Buffer> {
-  const reader = result.data.getReader();
-  let offset = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      const chunkStart = offset;
-      offset += value.byteLength;
-      if (!range) {
-        yield Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-        continue;
-      }
-      if (offset <= range.start) continue;
-      const from = Math.max(0, range.start - chunkStart);
-      const to = Math.min(value.byteLength, range.end + 1 - chunkStart);
-      if (to > from) yield Buffer.from(value.buffer, value.byteOffset + from, to - from);
-      if (offset > range.end) break;
-    }
-  } finally {
-    // a range that ends early (or a client gone) reads the object to its end, unsent: cancelling the stream
-    // stops the object's consumer, but @nats-io/obj 3.4.0 still enqueues the chunks it has already received
-    // into the cancelled stream, an unhandled rejection — and a recording is many small chunks (decision 35)
-    void drain(reader);
-  }
-}
-
-async function drain(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
-  try {
-    for (;;) if ((await reader.read()).done) return;
-  } catch {
-    // the object's read failed: nothing more to read
-  }
-}
-
 /** What the route answers, for the API document. */
 const RESPONSES = {
   200: {
@@ -121,17 +82,17 @@ const RESPONSES = {
  * A voice session's recording (`audio/ogg`, stereo Opus: the user on the left, the agent on the right as
  * played), streamed from the recordings bucket (NATS Object Store) to the client: a blob is no request/reply
  * (a bus message is at most 1 MB), so this route reads the engine directly, as the events route reads its
- * stream. Ranges (one per request), ETag (the object's digest), If-None-Match and If-Range.
+ * stream: the object's meta, then only the chunks a range needs (`recording-reader.ts`). Ranges (one per
+ * request), ETag (the object's digest), If-None-Match and If-Range.
  */
 export function registerRecordingRoute(
   app: FastifyInstance,
   deps: { nc: NatsConnection; log: Logger } | undefined,
 ): void {
-  let bucket: Promise<ObjectStore> | undefined;
-  const open = (nc: NatsConnection) =>
-    // unchecked: a bucket not made yet answers StreamNotFound on the read itself
-    (bucket ??= new Objm(nc).open(RECORDINGS_BUCKET, false).catch((err: unknown) => {
-      bucket = undefined;
+  let manager: Promise<JetStreamManager> | undefined;
+  const jsm = (nc: NatsConnection) =>
+    (manager ??= jetstreamManager(nc).catch((err: unknown) => {
+      manager = undefined;
       throw err;
     }));
   // a test session's and a call's (issue 45): the same object naming (`<agentId>/<id>.ogg`), the same answers
@@ -175,38 +136,38 @@ export function registerRecordingRoute(
         const { agentId, id } = of.idOf(req.params);
         const missing = () =>
           new AppError('NOT_FOUND', `no recording of ${of.what} ${id} (none was made, or not yet stored)`);
-        let result: ObjectResult | null;
+        const unavailable = (err: unknown) =>
+          new AppError('SERVICE_UNAVAILABLE', 'the recordings store is unavailable', { cause: err });
+        let meta: RecordingMeta | null;
         try {
-          result = await (await open(deps.nc)).get(recordingObject(agentId, id));
+          meta = await readRecordingMeta(await jsm(deps.nc), agentId, id);
         } catch (err) {
           // no bucket yet: no voice session was ever recorded here
           if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) throw missing();
-          throw new AppError('SERVICE_UNAVAILABLE', 'the recordings store is unavailable', { cause: err });
+          throw unavailable(err);
         }
-        if (!result) throw missing();
-        void result.error.then((err) => {
-          if (err)
-            deps.log.warn({ code: 'RECORDING_READ_FAILED', err: safeError(err) }, 'recording read failed');
-        });
-        const { size, digest } = result.info;
+        if (!meta) throw missing();
+        const { size, digest } = meta;
         const etag = `"${digest}"`;
         void reply
           .header('accept-ranges', 'bytes')
           .header('etag', etag)
           .header('cache-control', 'private, no-cache')
           .type('audio/ogg');
-        const drop = () => void result.data.cancel().catch(() => undefined);
-        if (noneMatch(req.headers['if-none-match'], etag)) {
-          drop();
-          return reply.code(304).send();
-        }
+        if (noneMatch(req.headers['if-none-match'], etag)) return reply.code(304).send();
         // If-Range compares strongly: a weak tag never matches, and the whole file is sent
         const ifRange = req.headers['if-range'];
         const range = ifRange === undefined || ifRange === etag ? parseRange(req.headers.range, size) : null;
         if (range === 'unsatisfiable') {
-          drop();
           void reply.header('content-range', `bytes */${size}`);
           throw new AppError('RANGE_NOT_SATISFIABLE', `the recording has ${size} bytes`);
+        }
+        // opened before the status and length are set: a bucket that fails here answers 503 as it is
+        let bytes: AsyncGenerator<Buffer> | undefined;
+        try {
+          if (size > 0) bytes = await openRecording(jetstream(deps.nc), meta, range);
+        } catch (err) {
+          throw unavailable(err);
         }
         if (range) {
           void reply
@@ -216,8 +177,18 @@ export function registerRecordingRoute(
         } else {
           void reply.header('content-length', size);
         }
-        return reply.send(Readable.from(slice(result, range)));
+        return reply.send(bytes ? Readable.from(logged(bytes, deps.log)) : Buffer.alloc(0));
       },
     });
+  }
+}
+
+/** The recording's bytes, a read that fails mid-file logged (the client gets a cut-off answer). */
+async function* logged(bytes: AsyncGenerator<Buffer>, log: Logger): AsyncGenerator<Buffer> {
+  try {
+    yield* bytes;
+  } catch (err) {
+    log.warn({ code: 'RECORDING_READ_FAILED', err: safeError(err) }, 'recording read failed');
+    throw err;
   }
 }

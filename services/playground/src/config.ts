@@ -129,6 +129,12 @@ const Env = {
    * instance loses of it is at most about this plus the recorder's 2.5 s settle (decision 35).
    */
   RECORDING_FLUSH_MS: envInt(2000, 200),
+  /**
+   * How long a recording keeps trying a bucket that refuses its writes (backing off from RECORDING_FLUSH_MS)
+   * before it stops writing until its call ends; nothing is lost meanwhile (the spooled file holds it), and the
+   * call's end tries once more.
+   */
+  RECORDING_FLUSH_RETRY_MS: envInt(60_000, 0),
   /** How often this instance measures its load (event-loop delay, sessions behind real time, CPU). */
   LOAD_CHECK_INTERVAL_MS: envInt(1000, 100),
   /**

@@ -7,15 +7,17 @@ import {
   RECORDING_DURATION_HEADER,
   RECORDING_STARTED_AT_HEADER,
   RECORDINGS_BUCKET,
+  RECORDINGS_STREAM,
   recordingChunksId,
+  recordingChunksSubjectOf,
+  recordingMeta,
+  recordingMetaSubjectOf,
   recordingObject,
   type Recording,
 } from '@vab/contracts';
 
 /** The Object Store's own stream behind the bucket. */
-const STREAM = `OBJ_${RECORDINGS_BUCKET}`;
-/** The Object Store's default chunk size, as the playground writes them. */
-const MAX_CHUNK = 128 * 1024;
+const STREAM = RECORDINGS_STREAM;
 
 /**
  * Removes recordings with their sessions: the recordings bucket (NATS Object Store, written by the playground)
@@ -66,7 +68,7 @@ export class Recordings {
   private async purgeChunks(agentId: string, sessionId: string): Promise<void> {
     const jsm = await jetstreamManager(this.nc);
     await jsm.streams.purge(STREAM, {
-      filter: `$O.${RECORDINGS_BUCKET}.C.${recordingChunksId(agentId, sessionId)}`,
+      filter: recordingChunksSubjectOf(recordingChunksId(agentId, sessionId)),
     });
   }
 
@@ -76,8 +78,7 @@ export class Recordings {
    * does) and described as a `Recording`. Undefined when it left none. Never throws (logged).
    */
   async salvage(agentId: string, sessionId: string): Promise<Recording | undefined> {
-    const name = recordingObject(agentId, sessionId);
-    const subject = `$O.${RECORDINGS_BUCKET}.C.${recordingChunksId(agentId, sessionId)}`;
+    const subject = recordingChunksSubjectOf(recordingChunksId(agentId, sessionId));
     try {
       const jsm = await jetstreamManager(this.nc);
       const last = await jsm.streams.getMessage(STREAM, { last_by_subj: subject }).catch(() => null);
@@ -98,29 +99,13 @@ export class Recordings {
         chunks++;
         seq = m.seq + 1;
       }
-      const js = jetstream(this.nc);
-      const digest = hash.digest('base64url');
-      const meta = {
-        name,
-        options: { max_chunk_size: MAX_CHUNK },
-        metadata: { agentId, sessionId },
-        bucket: RECORDINGS_BUCKET,
-        nuid: recordingChunksId(agentId, sessionId),
-        size,
-        chunks,
-        mtime: new Date().toISOString(),
-        digest: `SHA-256=${padded(digest)}`,
-        deleted: false,
-      };
+      const meta = recordingMeta({ agentId, sessionId, size, chunks, sha256: hash.digest() });
       const h = headers();
+      // as the Object Store's own put: the meta subject keeps only its last message
       h.set('Nats-Rollup', 'sub');
-      await js.publish(
-        `$O.${RECORDINGS_BUCKET}.M.${padded(Buffer.from(name).toString('base64url'))}`,
-        JSON.stringify(meta),
-        {
-          headers: h,
-        },
-      );
+      await jetstream(this.nc).publish(recordingMetaSubjectOf(agentId, sessionId), JSON.stringify(meta), {
+        headers: h,
+      });
       return { durationMs, bytes: size, startedAt };
     } catch (err) {
       this.log.warn(
@@ -130,9 +115,4 @@ export class Recordings {
       return undefined;
     }
   }
-}
-
-/** The Object Store's names and digests are base64url with its padding. */
-function padded(b64url: string): string {
-  return b64url + '='.repeat((4 - (b64url.length % 4)) % 4);
 }

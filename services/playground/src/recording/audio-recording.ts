@@ -1,12 +1,12 @@
-import { open, rm, stat, type FileHandle } from 'node:fs/promises';
+import { open, rm, stat } from 'node:fs/promises';
 import type { voice } from '@livekit/agents';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
 import { Subjects, type Recording, type SessionEventInput } from '@vab/contracts';
 import type { EncoderHost } from './encoder-host.js';
 import type { RecorderThread } from './recorder-thread.js';
 import { loadRecorderIO, type RecorderIO } from './recorder-io.js';
-import { oggMs, oggPages } from './ogg-pages.js';
-import type { RecordingChunks, RecordingsBucket } from './recordings-bucket.js';
+import { RecordingUpload } from './recording-upload.js';
+import type { RecordingsBucket } from './recordings-bucket.js';
 import { spoolFile } from './spool.js';
 
 /**
@@ -47,15 +47,8 @@ export class AudioRecording {
   private file: string | undefined;
   private startedAt: number | undefined;
   private finished: Promise<void> | undefined;
-  /** The recording in the bucket as it is made (decision 35), and how far the file has been written there. */
-  private chunks: RecordingChunks | undefined;
-  private flushTimer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> = Promise.resolve();
-  private readAt = 0;
-  private pending: Buffer = Buffer.alloc(0);
-  private preSkip: number | undefined;
-  private durationMs: number | undefined;
-  private flushFailed = false;
+  /** The recording written to the bucket as it is made (decision 35). */
+  private upload: RecordingUpload | undefined;
 
   constructor(private readonly deps: AudioRecordingDeps) {}
 
@@ -87,9 +80,15 @@ export class AudioRecording {
       // the event's `at` is the recording's zero, the very number the record's `startedAt` stores
       this.deps.emit({ type: 'recording_started', sampleRate }, startedAt);
       // written to the bucket while it is made: a killed instance leaves what it recorded (decision 35)
-      this.chunks = this.deps.bucket.chunks(this.deps.agentId, this.deps.sessionId, startedAt);
-      this.flushTimer = setInterval(() => void this.flush(false), this.deps.bucket.flushMs);
-      this.flushTimer.unref();
+      const { bucket } = this.deps;
+      this.upload = new RecordingUpload({
+        file: this.file,
+        chunks: bucket.chunks(this.deps.agentId, this.deps.sessionId, startedAt),
+        flushMs: bucket.flushMs,
+        retryMs: bucket.flushRetryMs,
+        log: this.deps.log,
+      });
+      this.upload.start();
     } catch (err) {
       this.deps.log.warn({ code: 'RECORDING_NOT_STARTED', err: safeError(err) }, 'recording not started');
     }
@@ -101,66 +100,20 @@ export class AudioRecording {
     return this.finished;
   }
 
-  /**
-   * Writes what the file gained since the last flush to the bucket: its complete pages, or (`last`, the encoder
-   * done) all of it. One flush at a time; a failed write stops the flushing (logged), the recording is then
-   * not kept.
-   */
-  private flush(last: boolean): Promise<void> {
-    this.flushing = this.flushing.then(async () => {
-      const { file, chunks } = this;
-      if (!file || !chunks || this.flushFailed) return;
-      let fd: FileHandle | undefined;
-      try {
-        fd = await open(file, 'r');
-        const { size } = await fd.stat();
-        if (size > this.readAt) {
-          const fresh = Buffer.alloc(size - this.readAt);
-          const { bytesRead } = await fd.read(fresh, 0, fresh.length, this.readAt);
-          this.readAt += bytesRead;
-          this.pending = Buffer.concat([this.pending, fresh.subarray(0, bytesRead)]);
-        }
-        const pages = oggPages(this.pending);
-        this.preSkip ??= pages.preSkip;
-        this.durationMs = oggMs(pages.granule, this.preSkip) ?? this.durationMs;
-        const ready = last ? this.pending.length : pages.complete;
-        if (ready === 0) return;
-        const data = this.pending.subarray(0, ready);
-        this.pending = this.pending.subarray(ready);
-        await chunks.append(data, this.durationMs);
-      } catch (err) {
-        // the encoder makes its file with its first audio: nothing to write yet
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT' && !last) return;
-        this.flushFailed = true;
-        this.deps.log.warn({ code: 'RECORDING_NOT_STORED', err: safeError(err) }, 'recording not stored');
-      } finally {
-        await fd?.close().catch(() => undefined);
-      }
-    });
-    return this.flushing;
-  }
-
   private async store(): Promise<void> {
-    const { recorder, file, startedAt, chunks } = this;
-    clearInterval(this.flushTimer);
+    const { recorder, file, startedAt, upload } = this;
     if (!recorder || !file || startedAt === undefined) return;
     const { bus, agentId, sessionId, log } = this.deps;
-    let sealed = false;
+    let finishing = false;
     try {
       // idempotent: the session's close has usually closed it already
       await recorder.close();
-      if (!chunks) return;
-      await this.flush(true);
-      const durationMs = this.durationMs ?? (await oggDurationMs(file));
-      if (this.flushFailed || durationMs === undefined) {
-        if (!this.flushFailed)
-          log.warn({ code: 'RECORDING_NOT_STORED', reason: 'no audio' }, 'recording not stored');
-        await chunks.discard();
-        return;
-      }
-      await chunks.seal();
-      sealed = true;
-      const recording: Recording = { durationMs, bytes: chunks.bytes, startedAt };
+      if (!upload) return;
+      // stored and sealed, or not kept (logged, its chunks removed)
+      finishing = true;
+      const stored = await upload.finish(() => oggDurationMs(file));
+      if (!stored) return;
+      const recording: Recording = { ...stored, startedAt };
       if (this.deps.named) {
         await this.deps.named(recording);
       } else {
@@ -173,10 +126,10 @@ export class AudioRecording {
       }
     } catch (err) {
       log.warn({ code: 'RECORDING_NOT_STORED', err: safeError(err) }, 'recording not stored');
-      // chunks written during the call and never sealed would be named by nothing (the owner sweep salvages
-      // only a lost instance's) and hold the bucket's bytes until they age out: removed. A sealed recording
-      // stays: its naming may have landed though its answer did not.
-      if (!sealed) await chunks?.discard().catch(() => undefined);
+      // the recorder did not close: the chunks written during the call would be named by nothing (the owner
+      // sweep salvages only a lost instance's) and hold the bucket's bytes until they age out. A sealed
+      // recording stays: its naming may have landed though its answer did not.
+      if (!finishing) await upload?.discard().catch(() => undefined);
     } finally {
       await rm(file, { force: true }).catch(() => undefined);
     }

@@ -1,14 +1,25 @@
 import { createHash, type Hash } from 'node:crypto';
-import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
+import {
+  jetstream,
+  JetStreamApiCodes,
+  jetstreamManager,
+  StorageType,
+  type JetStreamClient,
+} from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { safeError, type Logger } from '@vab/bus';
+import { isJetStreamError, safeError, type Logger } from '@vab/bus';
 import {
+  RECORDING_CHUNK_HEADER,
   RECORDING_DURATION_HEADER,
+  RECORDING_MAX_CHUNK,
   RECORDING_STARTED_AT_HEADER,
   RECORDINGS_BUCKET,
+  RECORDINGS_STREAM,
   recordingChunksId,
-  recordingObject,
+  recordingChunksSubjectOf,
+  recordingMeta,
+  recordingMetaSubjectOf,
 } from '@vab/contracts';
 import { sweepSpools } from './spool.js';
 
@@ -23,14 +34,16 @@ export interface RecordingsConfig {
   EVENTS_SETUP_TIMEOUT_MS: number;
   /** How often a recording being made is written to the bucket. */
   RECORDING_FLUSH_MS: number;
+  /**
+   * How long a recording keeps trying a bucket that refuses its writes before it stops writing until its call
+   * ends (the call's end still tries once more).
+   */
+  RECORDING_FLUSH_RETRY_MS: number;
 }
-
-/** The Object Store's largest chunk (its default): a flush bigger than this goes as several. */
-const MAX_CHUNK = 128 * 1024;
 
 const nanos = (ms: number) => ms * 1_000_000;
 /** The Object Store's own stream behind the bucket (`OBJ_<bucket>`), brought to the configured limits. */
-const STREAM = `OBJ_${RECORDINGS_BUCKET}`;
+const STREAM = RECORDINGS_STREAM;
 
 /**
  * Where recordings are kept: a NATS JetStream Object Store bucket (chunked blobs, replicated like the events
@@ -51,8 +64,7 @@ export class RecordingsBucket {
    * processes left spooled on this machine is gone.
    */
   ready(): Promise<void> {
-    this.store ??= this.setUp();
-    return Promise.all([this.store, sweepSpools(this.log)]).then(() => undefined);
+    return Promise.all([this.opened(), sweepSpools(this.log)]).then(() => undefined);
   }
 
   /** How often a recording being made is written here. */
@@ -60,13 +72,27 @@ export class RecordingsBucket {
     return this.cfg.RECORDING_FLUSH_MS;
   }
 
+  /** How long a recording keeps trying this bucket while it refuses its writes. */
+  get flushRetryMs(): number {
+    return this.cfg.RECORDING_FLUSH_RETRY_MS;
+  }
+
   /**
    * A recording written as it is made (decision 35): its chunks go to the bucket's own chunk subject under an
    * id known from the session (`recordingChunksId`), each as it is flushed, so a killed instance leaves them
    * stored; `seal` then writes the object's meta (what makes it an object: name, size, chunks, digest).
    */
-  chunks(agentId: string, sessionId: string, startedAt: number): RecordingChunks {
-    return new RecordingChunks(this.nc, agentId, sessionId, startedAt, () => (this.store ??= this.setUp()));
+  chunks(agentId: string, sessionId: string, startedAt: number, js?: ChunkPublisher): RecordingChunks {
+    return new RecordingChunks(this.nc, agentId, sessionId, startedAt, () => this.opened(), js);
+  }
+
+  /** The bucket, set up once; a set-up that failed is tried again by the next write. */
+  private opened(): Promise<ObjectStore> {
+    this.store ??= this.setUp().catch((err: unknown) => {
+      this.store = undefined;
+      throw err;
+    });
+    return this.store;
   }
 
   private async setUp(): Promise<ObjectStore> {
@@ -108,13 +134,36 @@ export class RecordingsBucket {
   }
 }
 
-/** One recording's chunks, written in order; then sealed as the object, or discarded. */
+/** The part of the JetStream client a recording's chunks are written with (a test wraps it to fail). */
+export type ChunkPublisher = Pick<JetStreamClient, 'publish'>;
+
+/** A chunk formed from the file, in the order it is to be stored, with the length of the recording at its end. */
+interface Chunk {
+  data: Buffer;
+  durationMs: number | undefined;
+}
+
+/**
+ * One recording's chunks, written in order; then sealed as the object, or discarded.
+ *
+ * A chunk the bucket refused stays queued, the very bytes, and is sent again by the next `write`: the recording
+ * loses nothing to a NATS hiccup. Each chunk is published expecting the subject's last message to be the previous
+ * chunk (`Nats-Expected-Last-Subject-Sequence`), and numbered (`Vab-Recording-Chunk`); a write whose answer was
+ * lost (a timeout: it may have been stored all the same, or still be on its way) is looked up before it is sent
+ * again. Only one publish of a chunk can ever be stored, so a reader never sees a chunk twice or a hole.
+ */
 export class RecordingChunks {
-  private readonly js;
   private readonly hash: Hash = createHash('sha256');
   private size = 0;
   private count = 0;
-  private readonly id: string;
+  /** The stream sequence of the last chunk stored (0: none yet). */
+  private lastSeq = 0;
+  /** Chunks formed and not yet stored, oldest first. */
+  private readonly queue: Chunk[] = [];
+  private queued = 0;
+  /** The first queued chunk was published without an answer: it may be stored. */
+  private unsure = false;
+  private readonly subject: string;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -122,65 +171,122 @@ export class RecordingChunks {
     private readonly sessionId: string,
     private readonly startedAt: number,
     private readonly ready: () => Promise<ObjectStore>,
+    private readonly js: ChunkPublisher = jetstream(nc),
   ) {
-    this.js = jetstream(nc);
-    this.id = recordingChunksId(agentId, sessionId);
+    this.subject = recordingChunksSubjectOf(recordingChunksId(agentId, sessionId));
   }
 
+  /** The bytes stored. */
   get bytes(): number {
     return this.size;
   }
 
-  /** Stores `data` (complete Ogg pages) as the next chunk(s); `durationMs` is the recording's length at its end. */
-  async append(data: Buffer, durationMs: number | undefined): Promise<void> {
-    await this.ready();
-    for (let at = 0; at < data.length; at += MAX_CHUNK) {
-      const chunk = data.subarray(at, at + MAX_CHUNK);
-      const h = headers();
-      h.set(RECORDING_STARTED_AT_HEADER, String(this.startedAt));
-      if (durationMs !== undefined) h.set(RECORDING_DURATION_HEADER, String(durationMs));
-      await this.js.publish(`$O.${RECORDINGS_BUCKET}.C.${this.id}`, chunk, { headers: h });
-      this.hash.update(chunk);
-      this.size += chunk.length;
-      this.count++;
+  /** The bytes queued, not yet stored. */
+  get unwritten(): number {
+    return this.queued;
+  }
+
+  /**
+   * Queues `data` (complete Ogg pages) as the next chunk(s); `durationMs` is the recording's length at its end.
+   * Nothing is sent until `write`.
+   */
+  add(data: Buffer, durationMs: number | undefined): void {
+    for (let at = 0; at < data.length; at += RECORDING_MAX_CHUNK) {
+      // a copy: the caller's buffer may be reused, a queued chunk must stay the bytes it was
+      const chunk = Buffer.from(data.subarray(at, at + RECORDING_MAX_CHUNK));
+      this.queue.push({ data: chunk, durationMs });
+      this.queued += chunk.length;
     }
   }
 
-  /** Writes the object's meta over the chunks stored: from now on it is the session's recording. */
+  /**
+   * Stores the queued chunks, in order. Throws at the first the bucket does not take; it and those after it stay
+   * queued for the next call.
+   */
+  async write(): Promise<void> {
+    await this.ready();
+    while (this.queue.length > 0) {
+      const chunk = this.queue[0]!;
+      if (this.unsure && (await this.landed(chunk))) continue;
+      const h = headers();
+      h.set(RECORDING_STARTED_AT_HEADER, String(this.startedAt));
+      h.set(RECORDING_CHUNK_HEADER, String(this.count));
+      if (chunk.durationMs !== undefined) h.set(RECORDING_DURATION_HEADER, String(chunk.durationMs));
+      try {
+        const ack = await this.js.publish(this.subject, chunk.data, {
+          headers: h,
+          expect: { lastSubjectSequence: this.lastSeq },
+        });
+        this.stored(chunk, ack.seq);
+      } catch (err) {
+        this.unsure = true;
+        if (!isJetStreamError(err, JetStreamApiCodes.StreamWrongLastSequence)) throw err;
+        // refused as not following the last chunk stored: an earlier publish of this very chunk was stored
+        if (!(await this.landed(chunk))) throw err;
+      }
+    }
+  }
+
+  /**
+   * Whether the queued `chunk`, published before without an answer, is the subject's last message: then it is
+   * counted as stored. Throws when the subject's last message is neither it nor the chunk before it (another
+   * writer's): sending it again could never be taken.
+   */
+  private async landed(chunk: Chunk): Promise<boolean> {
+    const jsm = await jetstreamManager(this.nc);
+    // from the stream's leader (not a direct get, which a replica may answer from behind)
+    const last = await jsm.streams.getMessage(RECORDINGS_STREAM, { last_by_subj: this.subject });
+    const lastSeq = last?.seq ?? 0;
+    this.unsure = false;
+    if (lastSeq === this.lastSeq) return false;
+    if (
+      last &&
+      last.header.get(RECORDING_CHUNK_HEADER) === String(this.count) &&
+      last.header.get(RECORDING_STARTED_AT_HEADER) === String(this.startedAt)
+    ) {
+      this.stored(chunk, last.seq);
+      return true;
+    }
+    this.unsure = true;
+    throw new Error(`the recording's chunk subject holds another writer's message (seq ${lastSeq})`);
+  }
+
+  private stored(chunk: Chunk, seq: number): void {
+    this.queue.shift();
+    this.queued -= chunk.data.length;
+    this.hash.update(chunk.data);
+    this.size += chunk.data.length;
+    this.count++;
+    this.lastSeq = seq;
+  }
+
+  /**
+   * Writes the object's meta over the chunks stored: from now on it is the session's recording. After every
+   * chunk is stored; again if it throws (the meta subject keeps only its last message).
+   */
   async seal(): Promise<void> {
-    const name = recordingObject(this.agentId, this.sessionId);
-    const meta = {
-      name,
-      options: { max_chunk_size: MAX_CHUNK },
-      metadata: { agentId: this.agentId, sessionId: this.sessionId },
-      bucket: RECORDINGS_BUCKET,
-      nuid: this.id,
+    if (this.queue.length > 0) throw new Error('a recording is sealed with chunks not stored');
+    const meta = recordingMeta({
+      agentId: this.agentId,
+      sessionId: this.sessionId,
       size: this.size,
       chunks: this.count,
-      mtime: new Date().toISOString(),
-      digest: `SHA-256=${padded(this.hash.digest('base64url'))}`,
-      deleted: false,
-    };
+      // a copy: a seal tried again digests again
+      sha256: this.hash.copy().digest(),
+    });
     const h = headers();
     // as the Object Store's own put: the meta subject keeps only its last message
     h.set('Nats-Rollup', 'sub');
-    await this.js.publish(
-      `$O.${RECORDINGS_BUCKET}.M.${padded(Buffer.from(name).toString('base64url'))}`,
-      JSON.stringify(meta),
-      {
-        headers: h,
-      },
-    );
+    await this.js.publish(recordingMetaSubjectOf(this.agentId, this.sessionId), JSON.stringify(meta), {
+      headers: h,
+    });
   }
 
   /** Removes the chunks written (a recording not kept). */
   async discard(): Promise<void> {
+    this.queue.length = 0;
+    this.queued = 0;
     const jsm = await jetstreamManager(this.nc);
-    await jsm.streams.purge(STREAM, { filter: `$O.${RECORDINGS_BUCKET}.C.${this.id}` });
+    await jsm.streams.purge(RECORDINGS_STREAM, { filter: this.subject });
   }
-}
-
-/** The Object Store's names and digests are base64url with its padding. */
-function padded(b64url: string): string {
-  return b64url + '='.repeat((4 - (b64url.length % 4)) % 4);
 }

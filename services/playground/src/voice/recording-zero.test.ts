@@ -37,7 +37,14 @@ describe("a recording's zero", () => {
       // nothing stored: this test is about the recording's zero
       bucket: {
         flushMs: 60_000,
-        chunks: () => ({ append: async () => {}, seal: async () => {}, discard: async () => {}, bytes: 0 }),
+        chunks: () => ({
+          add: () => undefined,
+          write: async () => {},
+          seal: async () => {},
+          discard: async () => {},
+          bytes: 0,
+          unwritten: 0,
+        }),
       } as unknown as RecordingsBucket,
       encoders: {} as EncoderHost,
       timeline,
