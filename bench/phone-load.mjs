@@ -13,8 +13,11 @@
 // the turn figures (greeting after `start`, response felt: end of the caller's speech in the μ-law stream → the
 // first audible sample of the reply; the endpointing wait and the stubs' time are in it).
 // --threads N runs the instance's sessions on N worker threads (PLAYGROUND_THREADS, decision 37): each window's
-// figure is then the worst thread's event-loop p99.
-// Usage: npm run build && node bench/phone-load.mjs [--calls 50] [--turns 2] [--ramp 10] [--threads 1]
+// figure is then the worst thread's event-loop p99. --window 0 scrapes once at the end: one p99 over the whole
+// run. The figure is prom-client's: Node's histogram records each 10 ms timer's whole period (an idle loop reads
+// 10 ms), so the table also says how late that is beyond the period (what Elastic's APM agent reports, and what
+// the instance's own admission reads, sessions/load.ts).
+// Usage: npm run build && node bench/phone-load.mjs [--calls 50] [--turns 2] [--ramp 10] [--threads 1] [--window 5]
 import { freePort, postTwilioWebhook, speak, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
 import { join } from 'node:path';
 import { loadavg } from 'node:os';
@@ -32,6 +35,9 @@ const CALLS = option('calls', 50);
 const TURNS = option('turns', 2);
 const RAMP_S = option('ramp', 10);
 const THREADS = option('threads', 1);
+const WINDOW_S = option('window', 5);
+/** prom-client's default eventLoopMonitoringPrecision: the period of the timer Node's histogram samples with. */
+const SAMPLING_MS = 10;
 const ENDPOINTING_MS = 500;
 const AUTH_TOKEN = 'bench-twilio-auth-token-0123456789';
 
@@ -182,8 +188,8 @@ try {
   const windows = [];
   let talking = true;
   const sampler = (async () => {
-    while (talking) {
-      await sleep(5000);
+    while (talking && WINDOW_S > 0) {
+      await sleep(WINDOW_S * 1000);
       if (talking) windows.push(await loopP99());
     }
   })();
@@ -216,10 +222,18 @@ try {
   );
   console.log('| what | figure |');
   console.log('|---|---|');
-  console.log(
-    `| the instance's event-loop delay p99, ms (5 s windows: worst / median, ${windows.length} windows) | ` +
-      `${fmt(Math.max(...windows))} / ${fmt(pct(windows, 50))} |`,
-  );
+  const late = (ms) => fmt(Math.max(0, ms - SAMPLING_MS));
+  if (WINDOW_S > 0)
+    console.log(
+      `| the instance's event-loop delay p99, ms (${WINDOW_S} s windows: worst / median, ${windows.length} windows; ` +
+        `late beyond the ${SAMPLING_MS} ms sampling period) | ${fmt(Math.max(...windows))} / ${fmt(pct(windows, 50))} ` +
+        `(${late(Math.max(...windows))} / ${late(pct(windows, 50))}) |`,
+    );
+  else
+    console.log(
+      `| the instance's event-loop delay p99 over the run, ms (late beyond the ${SAMPLING_MS} ms sampling period) | ` +
+        `${fmt(windows[0])} (${late(windows[0])}) |`,
+    );
   console.log(`| calls completed / refused busy / lost | ${ended} / ${refused} / ${lost.length} |`);
   console.log(`| calls listed ended with a recording | ${stored} |`);
   console.log(
