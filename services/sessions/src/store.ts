@@ -391,6 +391,11 @@ export class SessionsStore {
   ): Promise<DeployRecord> {
     const deployId = randomUUID();
     const subdomain = await this.claimSubdomain(agentId, subdomainBase);
+    // indexed before it exists, so no crash leaves a deploy the sweep cannot find (an entry whose record was
+    // never written is dropped by the sweep); an external deployer moves its own, however long it takes
+    if (!external) {
+      await storage(() => this.redis.zadd(keys.pipelineDeploys, this.now(), `${agentId}/${deployId}`));
+    }
     try {
       const flat = await this.redis.ssCreateDeploy(
         keys.deployMeta(agentId),
@@ -588,6 +593,16 @@ export class SessionsStore {
     /** A rolled-back canary's `rollback`, a promoted one's `promoted`. */
     outcome?: CanaryRollback | NonNullable<DeployRecord['promoted']>,
   ): Promise<DeployRecord> {
+    const member = `${agentId}/${deployId}`;
+    if (status === 'canary') {
+      // indexed before the move (the window's end as of now: no later than the real one, which the move sets
+      // below), so no crash leaves a canary with a window the sweep cannot find
+      const window = await this.getDeploy(agentId, deployId).then((d) => d.canaryWindowMs);
+      if (window !== undefined) {
+        await storage(() => this.redis.zadd(keys.canaryWindows, this.now() + window, member));
+      }
+    }
+    let moved: DeployRecord;
     try {
       const flat = await this.redis.ssUpdateDeploy(
         keys.deployMeta(agentId),
@@ -601,7 +616,7 @@ export class SessionsStore {
         outcome ? JSON.stringify(outcome) : '',
       );
       await this.writes.confirm(keys.deployMeta(agentId));
-      return toDeploy(pairs(flat));
+      moved = toDeploy(pairs(flat));
     } catch (err) {
       throw scriptError(err, {
         NOT_FOUND: () => new AppError('NOT_FOUND', `deploy ${deployId} not found`),
@@ -613,6 +628,35 @@ export class SessionsStore {
         },
       });
     }
+    // after the move: a crash before these leaves entries the sweep settles from the record
+    if (moved.status === 'canary' && moved.canaryWindowMs !== undefined && moved.liveAt !== undefined) {
+      await storage(() => this.redis.zadd(keys.canaryWindows, moved.liveAt! + moved.canaryWindowMs!, member));
+    }
+    if (moved.status !== 'pending' && moved.status !== 'building') await this.forgetPipelineDeploy(member);
+    return moved;
+  }
+
+  /**
+   * Deploys the pipeline was moving, made before `cutoff` and not yet seen leaving pending/building, as
+   * `<agentId>/<deployId>`, oldest first (the deploy sweep fails those whose pipeline was interrupted).
+   */
+  async pipelineDeploysBefore(cutoff: number, batch: number): Promise<string[]> {
+    return storage(() =>
+      this.redis.zrangebyscore(keys.pipelineDeploys, '-inf', `(${cutoff}`, 'LIMIT', 0, batch),
+    );
+  }
+
+  async forgetPipelineDeploy(member: string): Promise<void> {
+    await storage(() => this.redis.zrem(keys.pipelineDeploys, member));
+  }
+
+  /** Canaries whose window ended by `now` (as indexed), as `<agentId>/<deployId>`, soonest first. */
+  async canaryWindowsOver(now: number, batch: number): Promise<string[]> {
+    return storage(() => this.redis.zrangebyscore(keys.canaryWindows, '-inf', now, 'LIMIT', 0, batch));
+  }
+
+  async forgetCanaryWindow(member: string): Promise<void> {
+    await storage(() => this.redis.zrem(keys.canaryWindows, member));
   }
 
   /** Merges call settings into a deploy's (calls started afterwards use them). */
