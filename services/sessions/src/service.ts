@@ -290,14 +290,16 @@ function startDeploys(
   const canary = new CanaryJudge({
     store,
     calls,
-    events,
     pipeline,
     agents,
     liveDeploys,
     log: deps.log,
     rule,
   });
-  const deploySweep = new DeploySweep({ store, canary, events, redis: deps.redis, log: deps.log }, settings);
+  const deploySweep = new DeploySweep(
+    { store, canary, pipeline, redis: deps.redis, log: deps.log },
+    settings,
+  );
   deploySweep.start();
   return { pipeline, canary, deploySweep };
 }

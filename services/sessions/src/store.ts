@@ -632,18 +632,31 @@ export class SessionsStore {
     if (moved.status === 'canary' && moved.canaryWindowMs !== undefined && moved.liveAt !== undefined) {
       await storage(() => this.redis.zadd(keys.canaryWindows, moved.liveAt! + moved.canaryWindowMs!, member));
     }
-    if (moved.status !== 'pending' && moved.status !== 'building') await this.forgetPipelineDeploy(member);
+    // the pipeline's index keeps it until its move is announced (DeployPipeline.announce): the sweep
+    // publishes again what a crash left unannounced
     return moved;
   }
 
   /**
-   * Deploys the pipeline was moving, made before `cutoff` and not yet seen leaving pending/building, as
-   * `<agentId>/<deployId>`, oldest first (the deploy sweep fails those whose pipeline was interrupted).
+   * Deploys the pipeline was moving, made before `cutoff`, whose move out of pending/building was not
+   * announced yet, as `<agentId>/<deployId>`, oldest first (the deploy sweep fails those whose pipeline was
+   * interrupted, and announces the others' moves).
    */
   async pipelineDeploysBefore(cutoff: number, batch: number): Promise<string[]> {
     return storage(() =>
       this.redis.zrangebyscore(keys.pipelineDeploys, '-inf', `(${cutoff}`, 'LIMIT', 0, batch),
     );
+  }
+
+  /**
+   * A deploy's move to `status` was announced (its event stored): it leaves the pipeline's index, and the
+   * windows' unless it is a canary still (its window is yet to come). One round trip (one slot).
+   */
+  async announced(agentId: string, deployId: string, status: DeployRecord['status']): Promise<void> {
+    const member = `${agentId}/${deployId}`;
+    const tx = this.redis.multi().zrem(keys.pipelineDeploys, member);
+    if (status !== 'canary') tx.zrem(keys.canaryWindows, member);
+    await storage(() => tx.exec());
   }
 
   async forgetPipelineDeploy(member: string): Promise<void> {

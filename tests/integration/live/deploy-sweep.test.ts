@@ -1,5 +1,12 @@
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { Subjects, type DeployRecord, type DomainEvent } from '@vab/contracts';
+import {
+  DOMAIN_EVENTS_STREAM,
+  DOMAIN_EVENTS_SUBJECTS,
+  Subjects,
+  type DeployRecord,
+  type DomainEvent,
+} from '@vab/contracts';
 import { voiceFlow } from '@vab/testkit';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -8,7 +15,8 @@ import { api, startStack, type Stack } from '../../helpers/stack.js';
 /**
  * A deploy transition no sessions instance's memory is trusted with (the deploy sweep): a canary whose window
  * ends while no instance that knew of it runs is promoted all the same, and a deploy whose instance died in
- * the middle of its pipeline does not stay `building` forever — it fails, saying to deploy again.
+ * the middle of its pipeline does not stay `building` forever — it fails, saying to deploy again; a move
+ * whose event the stream did not take is announced again, once.
  */
 
 let stack: Stack;
@@ -50,6 +58,18 @@ function eventsOf(agentId: string, type: string) {
     callback: (_e, m) => void seen.push(m.json<DomainEvent>()),
   });
   return { seen, stop: () => sub.unsubscribe() };
+}
+
+/** The agent's events the stream DOMAIN_EVENTS holds. */
+async function stored(agentId: string): Promise<DomainEvent[]> {
+  const jsm = await jetstreamManager(nc);
+  const { state } = await jsm.streams.info(DOMAIN_EVENTS_STREAM);
+  const out: DomainEvent[] = [];
+  for (let seq = state.first_seq; seq <= state.last_seq && state.messages > 0; seq++) {
+    const m = await jsm.streams.getMessage(DOMAIN_EVENTS_STREAM, { seq }).catch(() => null);
+    if (m?.subject.startsWith(`domain.${agentId}.`)) out.push(m.json<DomainEvent>());
+  }
+  return out;
 }
 
 describe('deploys across a sessions restart', () => {
@@ -109,5 +129,30 @@ describe('deploys across a sessions restart', () => {
     }
     // deploying again works as ever
     await deployed(agentId, {}, 'live');
+  }, 90_000);
+
+  // last: it takes the events stream away for a while
+  it('a move whose event the stream did not take is published again by the sweep, once', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Unannounced desk', flow })).body.id as string;
+    const jsm = await jetstreamManager(nc);
+    // JetStream loses the stream (an outage of its own): the deploy goes live, its event is not stored
+    await jsm.streams.delete(DOMAIN_EVENTS_STREAM);
+    const live = await deployed(agentId, {}, 'live');
+    await vi.waitFor(
+      () =>
+        expect(stack.logs.some((l) => l.includes('DOMAIN_EVENT_NOT_PUBLISHED') && l.includes(agentId))).toBe(
+          true,
+        ),
+      { timeout: 10_000 },
+    );
+    await jsm.streams.add({ name: DOMAIN_EVENTS_STREAM, subjects: [DOMAIN_EVENTS_SUBJECTS] });
+
+    await expect
+      .poll(async () => (await stored(agentId)).map((e) => `${e.type} ${e.id}`), { timeout: 30_000 })
+      .toEqual([`deploy.live ${live.id}_live`]);
+    expect((await stored(agentId))[0]!.data).toMatchObject({ deploy: { id: live.id, status: 'live' } });
+    // and only once: the next passes have nothing left to tell
+    await stack.services.sessions.sessions!.deploySweep.sweep(Date.now() + 60_000);
+    expect(await stored(agentId)).toHaveLength(1);
   }, 90_000);
 });

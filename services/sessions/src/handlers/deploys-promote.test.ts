@@ -9,7 +9,6 @@ import { DEFAULT_LIMITS } from '../config.js';
 import type { Deps } from '../deps.js';
 import { CanaryJudge } from '../live/canary.js';
 import type { CallsStore } from '../live/calls-store.js';
-import type { DomainEvents } from '../live/domain-events.js';
 import type { LiveDeploys } from '../live/live-deploys.js';
 import type { DeployPipeline } from '../live/pipeline.js';
 import { SessionsStore } from '../store.js';
@@ -69,10 +68,12 @@ function judgeWith(agents: AgentsDirectory) {
   const judge = new CanaryJudge({
     store,
     calls: {} as CallsStore,
-    events: {
-      publish: async (_a: string, type: string) => void published.push(type),
-    } as unknown as DomainEvents,
-    pipeline: { publishLive: async () => void published.push('live') } as unknown as DeployPipeline,
+    pipeline: {
+      publishLive: async () => {
+        published.push('live');
+        return true;
+      },
+    } as unknown as DeployPipeline,
     agents,
     liveDeploys: { remove: async () => undefined, put: async () => undefined } as unknown as LiveDeploys,
     log,

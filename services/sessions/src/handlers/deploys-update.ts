@@ -10,15 +10,7 @@ import { gateRefusal } from '../live/gate.js';
  * record first wins, the other gets ILLEGAL_TRANSITION (docs/api.md › Deploys).
  */
 export const deploysUpdate =
-  ({
-    store,
-    testing,
-    agents,
-    pipeline,
-    liveDeploys,
-    canary,
-    events,
-  }: Deps): Handler<'sessions.deploys.update'> =>
+  ({ store, testing, agents, pipeline, liveDeploys, canary }: Deps): Handler<'sessions.deploys.update'> =>
   async (req, ctx) => {
     const { status, override } = req.update;
     const settings = settingsOf(req.update);
@@ -69,8 +61,9 @@ export const deploysUpdate =
       if (refused) throw refused;
     }
     if (deploy.status === 'live') await pipeline.publishLive(deploy, !wasLive);
-    if (deploy.status === 'canary' && !wasCanary)
-      await events.publish(req.agentId, 'deploy.live', { deploy });
+    if (deploy.status === 'canary' && !wasCanary) await pipeline.announce(deploy, 'deploy.live');
+    // a deployer's own failure is theirs to tell (no event): nothing is left for the sweep to announce
+    if (deploy.status === 'failed') await store.announced(req.agentId, req.deployId, 'failed');
     ctx.log.info(
       { agentId: req.agentId, deployId: req.deployId, status: deploy.status },
       'deploy status changed',

@@ -6,7 +6,6 @@ import type { SessionsStore } from '../store.js';
 import { offlineIfArchived } from './archived.js';
 import type { CallsStore } from './calls-store.js';
 import type { LiveDeploys } from './live-deploys.js';
-import type { DomainEvents } from './domain-events.js';
 import type { DeployPipeline } from './pipeline.js';
 
 /** The one-sided 95 % bound of a standard normal: the canary rule's confidence (decision 0035). */
@@ -96,7 +95,6 @@ export class CanaryJudge {
     private readonly deps: {
       store: SessionsStore;
       calls: CallsStore;
-      events: DomainEvents;
       pipeline: DeployPipeline;
       agents: AgentsDirectory;
       liveDeploys: LiveDeploys;
@@ -199,7 +197,7 @@ export class CanaryJudge {
       { agentId, deployId: canary.id, liveDeployId: live.id, rule: verdict.rule, z: verdict.z },
       'canary rolled back',
     );
-    await this.deps.events.publish(agentId, 'deploy.rolled_back', { deploy: rolled, live });
+    await this.deps.pipeline.announce(rolled, 'deploy.rolled_back', { live });
     return rolled;
   }
 

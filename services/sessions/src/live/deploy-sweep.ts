@@ -1,10 +1,10 @@
 import { safeError, type Logger } from '@vab/bus';
-import { AppError, type DeployIssue } from '@vab/contracts';
+import { AppError, type DeployIssue, type DeployRecord } from '@vab/contracts';
 import type { RedisClient } from '@vab/storage';
 import { LockedSweep } from '../locked-sweep.js';
 import type { SessionsStore } from '../store.js';
 import type { CanaryJudge } from './canary.js';
-import type { DomainEvents } from './domain-events.js';
+import type { DeployPipeline } from './pipeline.js';
 
 /** One instance sweeps per interval: the others find the lock taken and skip. Its own slot on a cluster. */
 const LOCK = 'ss:{deploys}:lock';
@@ -32,6 +32,8 @@ export interface DeploySweepSettings {
  *   failed (`INTERRUPTED`) — its instance died mid-pipeline. Failed rather than resumed: the builder asked
  *   for it minutes ago, may have deployed again or changed the agent since, and a deploy going live long
  *   after, by itself, would replace what they now expect to be live; a clear failure says to deploy again.
+ * - a move whose event a crash (or JetStream) lost — the index entry stays until the event is stored — has
+ *   its event published again, with the same id (domain-events.ts: deployEventId).
  * Instances (and a late pipeline, a deployer's PATCH) racing on one deploy are settled by the store's
  * transitions: the loser gets ILLEGAL_TRANSITION and leaves it.
  */
@@ -42,7 +44,7 @@ export class DeploySweep {
     private readonly deps: {
       store: SessionsStore;
       canary: CanaryJudge;
-      events: DomainEvents;
+      pipeline: DeployPipeline;
       redis: RedisClient;
       log: Logger;
     },
@@ -76,75 +78,112 @@ export class DeploySweep {
     return (await this.promoteOver(now)) + (await this.failInterrupted(now));
   }
 
-  private async promoteOver(now: number): Promise<number> {
-    const { store, canary, log } = this.deps;
-    let promoted = 0;
-    for (const member of await store.canaryWindowsOver(now, BATCH)) {
+  /** Each index entry of a pass: a failure is logged and the entry stays for the next pass. */
+  private async each(
+    members: string[],
+    settle: (agentId: string, deployId: string, member: string) => Promise<void>,
+    forget: (member: string) => Promise<void>,
+  ): Promise<void> {
+    for (const member of members) {
       const [agentId, deployId] = member.split('/');
-      if (!agentId || !deployId) {
-        await store.forgetCanaryWindow(member);
-        continue;
-      }
       try {
-        const deploy = await store.getDeploy(agentId, deployId);
-        const since = deploy.liveAt ?? deploy.updatedAt;
-        if (deploy.status === 'canary' && deploy.canaryWindowMs !== undefined) {
-          // indexed as of just before its move: not over yet by the record, the next pass sees it
-          if (now < since + deploy.canaryWindowMs) continue;
-          const after = await canary.judge(agentId);
-          if (after?.status === 'live') promoted++;
-        }
-        await store.forgetCanaryWindow(member);
+        if (!agentId || !deployId) await forget(member);
+        else await settle(agentId, deployId, member);
       } catch (err) {
-        if (err instanceof AppError && err.code === 'NOT_FOUND') await store.forgetCanaryWindow(member);
+        if (err instanceof AppError && err.code === 'NOT_FOUND') await forget(member);
         else
-          log.warn(
-            { code: 'DEPLOY_SWEEP_FAILED', err: safeError(err), agentId, deployId },
-            'deploy sweep could not promote a canary',
-          );
-      }
-    }
-    if (promoted > 0) log.info({ promoted }, 'canaries promoted after their window');
-    return promoted;
-  }
-
-  private async failInterrupted(now: number): Promise<number> {
-    const { store, events, log } = this.deps;
-    let failed = 0;
-    for (const member of await store.pipelineDeploysBefore(now - this.settings.interruptedAfterMs, BATCH)) {
-      const [agentId, deployId] = member.split('/');
-      if (!agentId || !deployId) {
-        await store.forgetPipelineDeploy(member);
-        continue;
-      }
-      try {
-        const deploy = await store.getDeploy(agentId, deployId);
-        if (deploy.status === 'pending' || deploy.status === 'building') {
-          const moved = await store.updateDeploy(agentId, deployId, 'failed', undefined, {
-            reason: INTERRUPTED.message,
-            issues: [INTERRUPTED],
-            at: now,
-          });
-          failed++;
-          log.warn(
-            { code: 'DEPLOY_INTERRUPTED', agentId, deployId, was: deploy.status },
-            'deploy failed: its pipeline was interrupted',
-          );
-          await events.publish(agentId, 'deploy.failed', { deploy: moved });
-        } else {
-          // it moved on; only the index entry was left behind (a crash between its move and this)
-          await store.forgetPipelineDeploy(member);
-        }
-      } catch (err) {
-        if (err instanceof AppError && (err.code === 'NOT_FOUND' || err.code === 'ILLEGAL_TRANSITION'))
-          await store.forgetPipelineDeploy(member);
-        else
-          log.warn(
+          this.deps.log.warn(
             { code: 'DEPLOY_SWEEP_FAILED', err: safeError(err), agentId, deployId },
             'deploy sweep could not settle a deploy',
           );
       }
     }
+  }
+
+  /** Canaries whose window is over: promoted; a settled one whose move was not announced: announced. */
+  private async promoteOver(now: number): Promise<number> {
+    const { store, canary, log } = this.deps;
+    let promoted = 0;
+    const members = await store.canaryWindowsOver(now, BATCH);
+    await this.each(
+      members,
+      async (agentId, deployId, member) => {
+        const deploy = await store.getDeploy(agentId, deployId);
+        if (deploy.status === 'canary' && deploy.canaryWindowMs !== undefined) {
+          // indexed as of just before its move: not over yet by the record, the next pass sees it
+          if (now < (deploy.liveAt ?? deploy.updatedAt) + deploy.canaryWindowMs) return;
+          // the promotion announces itself, which takes it out of the index
+          if ((await canary.judge(agentId))?.status === 'live') promoted++;
+          return;
+        }
+        if (!(await this.announce(deploy))) await store.forgetCanaryWindow(member);
+      },
+      (member) => store.forgetCanaryWindow(member),
+    );
+    if (promoted > 0) log.info({ promoted }, 'canaries promoted after their window');
+    return promoted;
+  }
+
+  /**
+   * The pipeline's deploys made more than `interruptedAfterMs` ago whose move was never announced: still
+   * pending/building, failed `INTERRUPTED`; moved on, announced now.
+   */
+  private async failInterrupted(now: number): Promise<number> {
+    const { store, pipeline, log } = this.deps;
+    let failed = 0;
+    const members = await store.pipelineDeploysBefore(now - this.settings.interruptedAfterMs, BATCH);
+    await this.each(
+      members,
+      async (agentId, deployId, member) => {
+        const deploy = await store.getDeploy(agentId, deployId);
+        if (deploy.status !== 'pending' && deploy.status !== 'building') {
+          if (!(await this.announce(deploy))) await store.forgetPipelineDeploy(member);
+          return;
+        }
+        let moved;
+        try {
+          moved = await store.updateDeploy(agentId, deployId, 'failed', undefined, {
+            reason: INTERRUPTED.message,
+            issues: [INTERRUPTED],
+            at: now,
+          });
+        } catch (err) {
+          // moved meanwhile (a late pipeline, another sweeper): the next pass announces it if need be
+          if (err instanceof AppError && err.code === 'ILLEGAL_TRANSITION') return;
+          throw err;
+        }
+        failed++;
+        log.warn(
+          { code: 'DEPLOY_INTERRUPTED', agentId, deployId, was: deploy.status },
+          'deploy failed: its pipeline was interrupted',
+        );
+        await pipeline.announce(moved, 'deploy.failed');
+      },
+      (member) => store.forgetPipelineDeploy(member),
+    );
     return failed;
+  }
+
+  /**
+   * Publishes again the event of the status a deploy reached, whose announcement a crash (or JetStream)
+   * lost; the same event id, so one that was stored after all is dropped by the stream's duplicate window.
+   * Answers whether there was one to publish (superseded or stopped: what it reached was overtaken, and
+   * telling it now would mislead).
+   */
+  private async announce(deploy: DeployRecord): Promise<boolean> {
+    const { pipeline, store, log } = this.deps;
+    const type =
+      deploy.status === 'failed'
+        ? 'deploy.failed'
+        : deploy.status === 'live' || deploy.status === 'canary'
+          ? 'deploy.live'
+          : deploy.status === 'rolled_back'
+            ? 'deploy.rolled_back'
+            : null;
+    if (!type) return false;
+    const more = type === 'deploy.rolled_back' ? { live: await store.liveDeploy(deploy.agentId) } : {};
+    if (await pipeline.announce(deploy, type, more))
+      log.info({ agentId: deploy.agentId, deployId: deploy.id, type }, 'deploy event published again');
+    return true;
   }
 }

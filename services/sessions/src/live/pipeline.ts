@@ -5,7 +5,7 @@ import type { AgentsDirectory } from '../agents-directory.js';
 import type { SessionsStore } from '../store.js';
 import type { TestingStore } from '../testing/store.js';
 import { offlineIfArchived } from './archived.js';
-import type { DomainEvents } from './domain-events.js';
+import { deployEventId, type DomainEvents } from './domain-events.js';
 import { gateRefusal } from './gate.js';
 import type { LiveDeploys } from './live-deploys.js';
 
@@ -100,7 +100,7 @@ export class DeployPipeline {
         { code: 'DEPLOY_FAILED', agentId, deployId, issues: issues.map((i) => i.code) },
         'deploy failed',
       );
-      await this.deps.events.publish(agentId, 'deploy.failed', { deploy: failed });
+      await this.announce(failed, 'deploy.failed');
       return;
     }
     if (deploy.trafficPercent !== undefined) {
@@ -138,21 +138,21 @@ export class DeployPipeline {
         issues: [{ code: 'NOTHING_LIVE', message: err.message }],
         at: Date.now(),
       });
-      await this.deps.events.publish(agentId, 'deploy.failed', { deploy: failed });
+      await this.announce(failed, 'deploy.failed');
       return;
     }
     if (await this.archivedMeanwhile(agentId, requestId)) return;
     log.info({ agentId, deployId, trafficPercent: canary.trafficPercent }, 'deploy canary');
-    await this.deps.events.publish(agentId, 'deploy.live', { deploy: canary });
+    await this.announce(canary, 'deploy.live');
     // its window's end is not this instance's to remember (it may restart first): the store indexed it with
     // the move, and the deploy sweep promotes it (live/deploy-sweep.ts), as does any call's admission or end
   }
 
   /**
    * Broadcasts what is live (a deploy that went live by the pipeline or a PATCH, or new settings of the live
-   * one): the KV bucket, and (`wentLive`) the domain event.
+   * one): the KV bucket, and (`wentLive`) the domain event; false when that event could not be stored.
    */
-  async publishLive(live: DeployRecord, wentLive = true): Promise<void> {
+  async publishLive(live: DeployRecord, wentLive = true): Promise<boolean> {
     await this.deps.liveDeploys
       .put(live)
       .catch((err: unknown) =>
@@ -161,6 +161,28 @@ export class DeployPipeline {
           'live deploy not written to its bucket',
         ),
       );
-    if (wentLive) await this.deps.events.publish(live.agentId, 'deploy.live', { deploy: live });
+    return wentLive ? this.announce(live, 'deploy.live') : true;
+  }
+
+  /**
+   * Publishes a deploy's move (its event id: the deploy and the status it reached, so a re-publish is one
+   * event). Once the stream has it, the deploy leaves the pipeline's and the windows' index (store.announced):
+   * until then the deploy sweep sees it there and publishes it again (a crash between the move and this,
+   * JetStream down). True once stored.
+   */
+  async announce(
+    deploy: DeployRecord,
+    type: 'deploy.live' | 'deploy.failed' | 'deploy.rolled_back',
+    more: Record<string, unknown> = {},
+  ): Promise<boolean> {
+    const { agentId, id, status } = deploy;
+    const stored = await this.deps.events.publish(
+      agentId,
+      type,
+      { deploy, ...more },
+      deployEventId(id, status),
+    );
+    if (stored) await this.deps.store.announced(agentId, id, status);
+    return stored;
   }
 }
