@@ -297,7 +297,7 @@ function startDeploys(
     rule,
   });
   const deploySweep = new DeploySweep(
-    { store, canary, pipeline, redis: deps.redis, log: deps.log },
+    { store, canary, pipeline, agents, liveDeploys, redis: deps.redis, log: deps.log },
     settings,
   );
   deploySweep.start();

@@ -1,9 +1,13 @@
 import { safeError, type Logger } from '@vab/bus';
 import { AppError, type DeployIssue, type DeployRecord } from '@vab/contracts';
 import type { RedisClient } from '@vab/storage';
+import { randomUUID } from 'node:crypto';
+import type { AgentsDirectory } from '../agents-directory.js';
 import { LockedSweep } from '../locked-sweep.js';
 import type { SessionsStore } from '../store.js';
 import type { CanaryJudge } from './canary.js';
+import { offlineIfArchived } from './archived.js';
+import type { LiveDeploys } from './live-deploys.js';
 import type { DeployPipeline } from './pipeline.js';
 
 /** One instance sweeps per interval: the others find the lock taken and skip. Its own slot on a cluster. */
@@ -45,6 +49,9 @@ export class DeploySweep {
       store: SessionsStore;
       canary: CanaryJudge;
       pipeline: DeployPipeline;
+      /** Asked before a live move is told again: an agent archived meanwhile has it taken offline instead. */
+      agents: AgentsDirectory;
+      liveDeploys: LiveDeploys;
       redis: RedisClient;
       log: Logger;
     },
@@ -181,9 +188,17 @@ export class DeploySweep {
             ? 'deploy.rolled_back'
             : null;
     if (!type) return false;
-    const more = type === 'deploy.rolled_back' ? { live: await store.liveDeploy(deploy.agentId) } : {};
-    if (await pipeline.announce(deploy, type, more))
-      log.info({ agentId: deploy.agentId, deployId: deploy.id, type }, 'deploy event published again');
+    const { agentId, id: deployId } = deploy;
+    // its mover may have died before it checked the agent, as a move to live must (live/archived.ts)
+    if (type === 'deploy.live' && (await offlineIfArchived(this.deps, agentId, randomUUID(), log)))
+      return false;
+    const more = type === 'deploy.rolled_back' ? { live: await store.liveDeploy(agentId) } : {};
+    // a live one: the bucket live-deploys may have missed it too (its mover died before it); the same put
+    const stored =
+      deploy.status === 'live'
+        ? await pipeline.publishLive(deploy)
+        : await pipeline.announce(deploy, type, more);
+    if (stored) log.info({ agentId, deployId, type }, 'deploy event published again');
     return true;
   }
 }
