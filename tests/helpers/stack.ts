@@ -93,6 +93,8 @@ export interface StackOptions {
   sessionsLimits?: Partial<SessionsLimits>;
   /** The sessions service's canary settings (CANARY_STICKY_MS, CANARY_MIN_CALLS, CANARY_MAX_SLOWDOWN_MS). */
   canary?: Parameters<typeof startSessionsService>[0]['canary'];
+  /** The sessions service's readiness-check bound and deploy sweep (DEPLOY_CHECK_TIMEOUT_MS, DEPLOY_SWEEP_*). */
+  deploys?: Parameters<typeof startSessionsService>[0]['deploys'];
   /** NATS user and password per service, for a server that requires them (deploy/nats.conf). */
   natsCredentials?: Record<'gateway' | ServiceName, { user: string; pass: string }>;
   /** The gateway's security settings (API tokens, CORS, rate limits). */
@@ -215,6 +217,7 @@ function startService(
       retention: { testSessionDays: opts.testSessionDays ?? 0, intervalMs: 3_600_000 },
       ...(opts.testRuns ? { testRuns: opts.testRuns } : {}),
       ...(opts.canary ? { canary: opts.canary } : {}),
+      ...(opts.deploys ? { deploys: opts.deploys } : {}),
     });
     return { served: sessions, sessions };
   }

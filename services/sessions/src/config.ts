@@ -55,6 +55,13 @@ const Env = {
   CANARY_MAX_SLOWDOWN_MS: envInt(300, 0),
   /** How often one instance (a lock picks it) sweeps for test sessions (and calls) past their retention. */
   RETENTION_SWEEP_INTERVAL_MS: envInt(3_600_000, 1000),
+  /** How long the deploy pipeline waits for the readiness check of a deploy's version (the playground's). */
+  DEPLOY_CHECK_TIMEOUT_MS: envInt(30_000, 1000),
+  /**
+   * How often one instance (a lock picks it) promotes canaries whose window is over and fails deploys whose
+   * pipeline was interrupted (its instance died): what no instance's memory may be trusted with.
+   */
+  DEPLOY_SWEEP_INTERVAL_MS: envInt(15_000, 100),
 };
 
 export type SessionsConfig = ReturnType<typeof loadConfig>;
@@ -103,6 +110,21 @@ export function ownerSweepFrom(config: SessionsConfig) {
 }
 
 export const DEFAULT_LIMITS: SessionsLimits = limitsFrom(loadConfig({}));
+
+/**
+ * The deploy sweep (live/deploy-sweep.ts): a deploy still `pending` or `building` this long after it was made
+ * has lost its pipeline (a pipeline ends within the readiness check's bound; the margin covers the gate's
+ * and the store's round trips on a loaded machine).
+ */
+export const DEPLOY_INTERRUPTED_MARGIN_MS = 30_000;
+
+export function deploySweepFrom(config: SessionsConfig) {
+  return {
+    intervalMs: config.DEPLOY_SWEEP_INTERVAL_MS,
+    checkTimeoutMs: config.DEPLOY_CHECK_TIMEOUT_MS,
+    interruptedAfterMs: config.DEPLOY_CHECK_TIMEOUT_MS + DEPLOY_INTERRUPTED_MARGIN_MS,
+  };
+}
 
 export function canaryFrom(config: SessionsConfig) {
   return {

@@ -8,6 +8,7 @@ import { storage, type RedisClient } from '@vab/storage';
  */
 export class LockedSweep {
   private timer: NodeJS.Timeout | undefined;
+  private early: NodeJS.Timeout | undefined;
   private running: Promise<number> | undefined;
 
   constructor(
@@ -32,11 +33,16 @@ export class LockedSweep {
     const tick = () => void this.sweepIfFirst();
     this.timer = setInterval(tick, this.opts.intervalMs);
     this.timer.unref();
-    if (this.opts.early !== false) setTimeout(tick, Math.min(10_000, this.opts.intervalMs)).unref();
+    if (this.opts.early !== false) {
+      this.early = setTimeout(tick, Math.min(10_000, this.opts.intervalMs));
+      this.early.unref();
+    }
   }
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    // a stopped instance's first tick would run against connections already closed
+    clearTimeout(this.early);
     await this.running?.catch(() => 0);
   }
 

@@ -1,5 +1,12 @@
 import { configOrExit, runBusService } from '@vab/service-kit';
-import { canaryFrom, limitsFrom, loadConfig, ownerSweepFrom, testRunsFrom } from './config.js';
+import {
+  canaryFrom,
+  deploySweepFrom,
+  limitsFrom,
+  loadConfig,
+  ownerSweepFrom,
+  testRunsFrom,
+} from './config.js';
 import { startSessionsService } from './service.js';
 
 const config = configOrExit('sessions', () => loadConfig(process.env));
@@ -10,6 +17,7 @@ runBusService('sessions', config, (deps) =>
     testRuns: testRunsFrom(config),
     ownerSweep: ownerSweepFrom(config),
     canary: canaryFrom(config),
+    deploys: deploySweepFrom(config),
     liveMaxCallsPerAddress: config.LIVE_MAX_CALLS_PER_ADDRESS,
     retention: {
       testSessionDays: config.TEST_SESSION_RETENTION_DAYS,

@@ -28,6 +28,16 @@ export const keys = {
    * session whose playground instance is gone is closed by it). Its own slot on a cluster.
    */
   openSessions: 'ss:{open}:sessions',
+  /**
+   * Deploys the pipeline moves, `<agentId>/<deployId>` by their creation, until they leave pending/building:
+   * what the deploy sweep reads (one whose pipeline's instance died is failed). Its own slot on a cluster.
+   */
+  pipelineDeploys: 'ss:{deploys}:pipeline',
+  /**
+   * Canaries with a window, `<agentId>/<deployId>` by the window's end: what the deploy sweep promotes (no
+   * instance's timer is trusted with it). Left by a canary when the sweep finds it over or settled.
+   */
+  canaryWindows: 'ss:{deploys}:windows',
   /** Issue 45: the agent's stored credentials (sealed blob, status), publishable keys, call settings. */
   credentials: (agentId: string) => `ss:{${agentId}}:cred`,
   publicKeys: (agentId: string) => `ss:{${agentId}}:pk`,

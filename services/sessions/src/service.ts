@@ -72,6 +72,7 @@ import { DomainEvents } from './live/domain-events.js';
 import { LiveDeploys } from './live/live-deploys.js';
 import { DeployPipeline } from './live/pipeline.js';
 import { CanaryJudge } from './live/canary.js';
+import { DeploySweep, type DeploySweepSettings } from './live/deploy-sweep.js';
 
 export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
   return {
@@ -133,8 +134,20 @@ export interface SessionsService extends Served {
   retention: SessionRetention;
   callRetention: CallRetention;
   ownerSweep: OwnerSweep;
+  /** Canaries whose window is over, deploys whose pipeline was interrupted (live/deploy-sweep.ts). */
+  deploySweep: DeploySweep;
   runner: TestRunner;
 }
+
+/**
+ * The deploy pipeline's bounds and sweep unless configured (config: DEPLOY_CHECK_TIMEOUT_MS,
+ * DEPLOY_SWEEP_INTERVAL_MS; `interruptedAfterMs` is the check's bound plus a margin, config.ts).
+ */
+export const DEFAULT_DEPLOYS: DeploySweepSettings & { checkTimeoutMs: number } = {
+  checkTimeoutMs: 30_000,
+  intervalMs: 15_000,
+  interruptedAfterMs: 60_000,
+};
 
 /** Test runs unless configured (sessions config: TEST_RUN_CONCURRENCY, TEST_CASE_TIMEOUT_MS, …). */
 export const DEFAULT_RUNNER: RunnerSettings & { maxCases: number; maxRuns: number } = {
@@ -172,6 +185,8 @@ export function startSessionsService(deps: {
   ownerSweep?: { intervalMs: number; graceMs: number };
   /** The canary rule and stickiness (config: CANARY_*; decision 0035). */
   canary?: Partial<CanarySettings>;
+  /** The readiness check's bound and the deploy sweep (config: DEPLOY_CHECK_TIMEOUT_MS, DEPLOY_SWEEP_*). */
+  deploys?: Partial<typeof DEFAULT_DEPLOYS>;
 }): SessionsService {
   const limits = { ...DEFAULT_LIMITS, ...deps.limits };
   const retentionDays = deps.retention?.testSessionDays ?? 0;
@@ -187,19 +202,18 @@ export function startSessionsService(deps: {
   runner.startSweeping();
   const liveDeploys = new LiveDeploys(deps.nc);
   const events = new DomainEvents(deps.nc, deps.log);
-  const pipeline = new DeployPipeline(deps.nc, {
-    store,
-    testing,
-    liveDeploys,
-    events,
-    log: deps.log,
-    checkTimeoutMs: 30_000,
-  });
+  const agents = new AgentsDirectory(deps.nc, limits.agentLookupTimeoutMs);
   const recordings = new Recordings(deps.nc, deps.log);
   const calls = new CallsStore(deps.redis, deps.liveMaxCallsPerAddress ?? 3);
   const canarySettings = { ...DEFAULT_CANARY, ...deps.canary };
-  const canary = new CanaryJudge({ store, calls, events, pipeline, log: deps.log, rule: canarySettings });
-  pipeline.onCanaryWindow = (agentId) => canary.check(agentId);
+  const { pipeline, canary, deploySweep } = startDeploys(deps, canarySettings, {
+    store,
+    testing,
+    calls,
+    liveDeploys,
+    events,
+    agents,
+  });
   const handlerDeps: Deps = {
     store,
     testing,
@@ -216,7 +230,7 @@ export function startSessionsService(deps: {
     callLimits: { maxMessages: limits.maxMessagesPerSession },
     recordings,
     callErasure: new CallErasure(deps.nc, recordings, deps.log),
-    agents: new AgentsDirectory(deps.nc, limits.agentLookupTimeoutMs),
+    agents,
     redis: deps.redis,
     statsMaxDays: retentionDays > 0 ? retentionDays : 366,
   };
@@ -241,9 +255,11 @@ export function startSessionsService(deps: {
     retention,
     callRetention,
     ownerSweep,
+    deploySweep,
     runner,
     stop: async (timeoutMs) => {
       await ownerSweep.stop();
+      await deploySweep.stop();
       await retention.stop();
       await callRetention.stop();
       await runner.stop();
@@ -252,6 +268,40 @@ export function startSessionsService(deps: {
       await canary.drain();
     },
   };
+}
+
+/** The deploy pipeline, the canary judge and the deploy sweep (live/*): what moves deploys. */
+function startDeploys(
+  deps: Parameters<typeof startSessionsService>[0],
+  rule: CanarySettings,
+  parts: Pick<Deps, 'store' | 'testing' | 'calls' | 'liveDeploys' | 'events' | 'agents'>,
+) {
+  const { store, testing, calls, liveDeploys, events, agents } = parts;
+  const settings = { ...DEFAULT_DEPLOYS, ...deps.deploys };
+  const pipeline = new DeployPipeline(deps.nc, {
+    store,
+    testing,
+    liveDeploys,
+    events,
+    agents,
+    log: deps.log,
+    checkTimeoutMs: settings.checkTimeoutMs,
+  });
+  const canary = new CanaryJudge({
+    store,
+    calls,
+    pipeline,
+    agents,
+    liveDeploys,
+    log: deps.log,
+    rule,
+  });
+  const deploySweep = new DeploySweep(
+    { store, canary, pipeline, agents, liveDeploys, redis: deps.redis, log: deps.log },
+    settings,
+  );
+  deploySweep.start();
+  return { pipeline, canary, deploySweep };
 }
 
 /** Sessions and calls whose playground instance is gone are closed (and a call's end is told). */

@@ -391,6 +391,11 @@ export class SessionsStore {
   ): Promise<DeployRecord> {
     const deployId = randomUUID();
     const subdomain = await this.claimSubdomain(agentId, subdomainBase);
+    // indexed before it exists, so no crash leaves a deploy the sweep cannot find (an entry whose record was
+    // never written is dropped by the sweep); an external deployer moves its own, however long it takes
+    if (!external) {
+      await storage(() => this.redis.zadd(keys.pipelineDeploys, this.now(), `${agentId}/${deployId}`));
+    }
     try {
       const flat = await this.redis.ssCreateDeploy(
         keys.deployMeta(agentId),
@@ -588,6 +593,16 @@ export class SessionsStore {
     /** A rolled-back canary's `rollback`, a promoted one's `promoted`. */
     outcome?: CanaryRollback | NonNullable<DeployRecord['promoted']>,
   ): Promise<DeployRecord> {
+    const member = `${agentId}/${deployId}`;
+    if (status === 'canary') {
+      // indexed before the move (the window's end as of now: no later than the real one, which the move sets
+      // below), so no crash leaves a canary with a window the sweep cannot find
+      const window = await this.getDeploy(agentId, deployId).then((d) => d.canaryWindowMs);
+      if (window !== undefined) {
+        await storage(() => this.redis.zadd(keys.canaryWindows, this.now() + window, member));
+      }
+    }
+    let moved: DeployRecord;
     try {
       const flat = await this.redis.ssUpdateDeploy(
         keys.deployMeta(agentId),
@@ -601,7 +616,7 @@ export class SessionsStore {
         outcome ? JSON.stringify(outcome) : '',
       );
       await this.writes.confirm(keys.deployMeta(agentId));
-      return toDeploy(pairs(flat));
+      moved = toDeploy(pairs(flat));
     } catch (err) {
       throw scriptError(err, {
         NOT_FOUND: () => new AppError('NOT_FOUND', `deploy ${deployId} not found`),
@@ -613,6 +628,48 @@ export class SessionsStore {
         },
       });
     }
+    // after the move: a crash before these leaves entries the sweep settles from the record
+    if (moved.status === 'canary' && moved.canaryWindowMs !== undefined && moved.liveAt !== undefined) {
+      await storage(() => this.redis.zadd(keys.canaryWindows, moved.liveAt! + moved.canaryWindowMs!, member));
+    }
+    // the pipeline's index keeps it until its move is announced (DeployPipeline.announce): the sweep
+    // publishes again what a crash left unannounced
+    return moved;
+  }
+
+  /**
+   * Deploys the pipeline was moving, made before `cutoff`, whose move out of pending/building was not
+   * announced yet, as `<agentId>/<deployId>`, oldest first (the deploy sweep fails those whose pipeline was
+   * interrupted, and announces the others' moves).
+   */
+  async pipelineDeploysBefore(cutoff: number, batch: number): Promise<string[]> {
+    return storage(() =>
+      this.redis.zrangebyscore(keys.pipelineDeploys, '-inf', `(${cutoff}`, 'LIMIT', 0, batch),
+    );
+  }
+
+  /**
+   * A deploy's move to `status` was announced (its event stored): it leaves the pipeline's index, and the
+   * windows' unless it is a canary still (its window is yet to come). One round trip (one slot).
+   */
+  async announced(agentId: string, deployId: string, status: DeployRecord['status']): Promise<void> {
+    const member = `${agentId}/${deployId}`;
+    const tx = this.redis.multi().zrem(keys.pipelineDeploys, member);
+    if (status !== 'canary') tx.zrem(keys.canaryWindows, member);
+    await storage(() => tx.exec());
+  }
+
+  async forgetPipelineDeploy(member: string): Promise<void> {
+    await storage(() => this.redis.zrem(keys.pipelineDeploys, member));
+  }
+
+  /** Canaries whose window ended by `now` (as indexed), as `<agentId>/<deployId>`, soonest first. */
+  async canaryWindowsOver(now: number, batch: number): Promise<string[]> {
+    return storage(() => this.redis.zrangebyscore(keys.canaryWindows, '-inf', now, 'LIMIT', 0, batch));
+  }
+
+  async forgetCanaryWindow(member: string): Promise<void> {
+    await storage(() => this.redis.zrem(keys.canaryWindows, member));
   }
 
   /** Merges call settings into a deploy's (calls started afterwards use them). */

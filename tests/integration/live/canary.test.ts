@@ -52,7 +52,8 @@ beforeAll(async () => {
   voice = await startVoiceStack({
     chat: analyst,
     transcribe: () => '',
-    stack: { canary: { minCalls: MIN_CALLS, stickyMs: 600_000 } },
+    // the deploy sweep (what promotes a canary whose window is over) passes every second, not every 15 s
+    stack: { canary: { minCalls: MIN_CALLS, stickyMs: 600_000 }, deploys: { intervalMs: 1_000 } },
   });
   ({ http, nc, bus } = voice);
   const bodies: string[] = [];

@@ -1,6 +1,7 @@
 import type { Handler } from '@vab/bus';
-import { AppError, ARCHIVED_AGENT_REASON, settingsOf } from '@vab/contracts';
+import { AppError, settingsOf } from '@vab/contracts';
 import type { Deps } from '../deps.js';
+import { offlineIfArchived, takeArchivedOffline } from '../live/archived.js';
 import { gateRefusal } from '../live/gate.js';
 
 /**
@@ -9,15 +10,7 @@ import { gateRefusal } from '../live/gate.js';
  * record first wins, the other gets ILLEGAL_TRANSITION (docs/api.md › Deploys).
  */
 export const deploysUpdate =
-  ({
-    store,
-    testing,
-    agents,
-    pipeline,
-    liveDeploys,
-    canary,
-    events,
-  }: Deps): Handler<'sessions.deploys.update'> =>
+  ({ store, testing, agents, pipeline, liveDeploys, canary }: Deps): Handler<'sessions.deploys.update'> =>
   async (req, ctx) => {
     const { status, override } = req.update;
     const settings = settingsOf(req.update);
@@ -26,16 +19,8 @@ export const deploysUpdate =
     }
     // An archived agent answers no caller: none of its deploys moves towards live, and none stays live
     // (one an archive could not reach is taken offline here too).
-    const archived = async () => {
-      const stopped = await store.stopLiveDeploy(req.agentId, ARCHIVED_AGENT_REASON);
-      if (stopped) {
-        ctx.log.info({ agentId: req.agentId, deployId: stopped.id }, 'deploy stopped');
-        await liveDeploys.remove(stopped.subdomain);
-      }
-      return new AppError('AGENT_ARCHIVED', `agent ${req.agentId} is archived: its deploys cannot go live`);
-    };
     if (status !== 'failed' && (await agents.requireExisting(req.agentId, ctx.requestId)).archived) {
-      throw await archived();
+      throw await takeArchivedOffline({ store, liveDeploys }, req.agentId, ctx.log);
     }
     let deploy = await store.getDeploy(req.agentId, req.deployId);
     if (Object.keys(settings).length > 0) {
@@ -47,7 +32,7 @@ export const deploysUpdate =
     // decision 0035: `live` on a canary is its promotion (it passed the gate when it went canary); on a
     // building deploy with a share, its start as one
     if (status === 'live' && deploy.status === 'canary') {
-      return canary.promote(req.agentId, req.deployId, 'hand');
+      return canary.promote(req.agentId, req.deployId, 'hand', ctx.requestId);
     }
     let gateOverride: { reason: string; at: number } | undefined;
     if (status === 'live' && deploy.status !== 'live') {
@@ -65,18 +50,20 @@ export const deploysUpdate =
     const wasCanary = deploy.status === 'canary';
     const target = status === 'live' && deploy.trafficPercent !== undefined ? 'canary' : status;
     deploy = await store.updateDeploy(req.agentId, req.deployId, target, gateOverride);
-    // The archive writes the agent's state, then stops what is live; this writes live, then reads the
-    // agent's state: whichever comes second sees the other's write, so a deploy never stays live on an
-    // agent archived while it went live.
-    if (
-      (deploy.status === 'live' || deploy.status === 'canary') &&
-      (await agents.lookup(req.agentId, ctx.requestId)).archived
-    ) {
-      throw await archived();
+    // an agent archived while it went live: offline again (live/archived.ts says why this order suffices)
+    if (deploy.status === 'live' || deploy.status === 'canary') {
+      const refused = await offlineIfArchived(
+        { store, liveDeploys, agents },
+        req.agentId,
+        ctx.requestId,
+        ctx.log,
+      );
+      if (refused) throw refused;
     }
     if (deploy.status === 'live') await pipeline.publishLive(deploy, !wasLive);
-    if (deploy.status === 'canary' && !wasCanary)
-      await events.publish(req.agentId, 'deploy.live', { deploy });
+    if (deploy.status === 'canary' && !wasCanary) await pipeline.announce(deploy, 'deploy.live');
+    // a deployer's own failure is theirs to tell (no event): nothing is left for the sweep to announce
+    if (deploy.status === 'failed') await store.announced(req.agentId, req.deployId, 'failed');
     ctx.log.info(
       { agentId: req.agentId, deployId: req.deployId, status: deploy.status },
       'deploy status changed',

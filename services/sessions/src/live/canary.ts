@@ -1,8 +1,11 @@
 import { AppError, type CanaryRollback, type CanarySide, type DeployRecord } from '@vab/contracts';
 import { safeError, type Logger } from '@vab/bus';
+import { randomUUID } from 'node:crypto';
+import type { AgentsDirectory } from '../agents-directory.js';
 import type { SessionsStore } from '../store.js';
+import { offlineIfArchived } from './archived.js';
 import type { CallsStore } from './calls-store.js';
-import type { DomainEvents } from './domain-events.js';
+import type { LiveDeploys } from './live-deploys.js';
 import type { DeployPipeline } from './pipeline.js';
 
 /** The one-sided 95 % bound of a standard normal: the canary rule's confidence (decision 0035). */
@@ -80,7 +83,8 @@ export function canaryVerdict(
 
 /**
  * Judges an agent's running canary against its live deploy (decision 0035) whenever one of their calls ends
- * or is analysed, and promotes it once its `canaryWindowMs` is over. Checks of one agent run one at a time on
+ * or is analysed, and promotes it once its `canaryWindowMs` is over (then or at the deploy sweep's next pass,
+ * live/deploy-sweep.ts, for an agent without calls). Checks of one agent run one at a time on
  * an instance (a check asked for meanwhile runs once after it); instances racing on one canary are settled by
  * the store's transitions (the first rollback or promotion wins, the other gets ILLEGAL_TRANSITION).
  */
@@ -91,8 +95,9 @@ export class CanaryJudge {
     private readonly deps: {
       store: SessionsStore;
       calls: CallsStore;
-      events: DomainEvents;
       pipeline: DeployPipeline;
+      agents: AgentsDirectory;
+      liveDeploys: LiveDeploys;
       log: Logger;
       rule: CanaryRule;
     },
@@ -169,7 +174,11 @@ export class CanaryJudge {
     if (!live) return null;
     const since = canary.liveAt ?? canary.updatedAt;
     if (canary.canaryWindowMs !== undefined && Date.now() >= since + canary.canaryWindowMs) {
-      return this.promote(agentId, canary.id, 'window').catch(ignoreLostRace);
+      return this.promote(agentId, canary.id, 'window').catch((err: unknown) => {
+        // archived meanwhile: the promotion took it offline with the rest of the agent's deploys
+        if (err instanceof AppError && err.code === 'AGENT_ARCHIVED') return null;
+        return ignoreLostRace(err);
+      });
     }
     const [c, l] = await Promise.all([this.side(canary, since), this.side(live, since)]);
     const verdict = canaryVerdict(c, l, this.deps.rule);
@@ -188,20 +197,31 @@ export class CanaryJudge {
       { agentId, deployId: canary.id, liveDeployId: live.id, rule: verdict.rule, z: verdict.z },
       'canary rolled back',
     );
-    await this.deps.events.publish(agentId, 'deploy.rolled_back', { deploy: rolled, live });
+    await this.deps.pipeline.announce(rolled, 'deploy.rolled_back', { live });
     return rolled;
   }
 
-  /** The canary becomes the full live deploy (the previous one superseded): `deploy.live` is published. */
-  async promote(agentId: string, deployId: string, by: 'hand' | 'window'): Promise<DeployRecord> {
-    const deploy = await this.deps.store.getDeploy(agentId, deployId);
+  /**
+   * The canary becomes the full live deploy (the previous one superseded): `deploy.live` is published. An
+   * agent archived while it was promoted has it taken offline at once (AGENT_ARCHIVED), as a PATCH to live.
+   */
+  async promote(
+    agentId: string,
+    deployId: string,
+    by: 'hand' | 'window',
+    requestId: string = randomUUID(),
+  ): Promise<DeployRecord> {
+    const { store, log } = this.deps;
+    const deploy = await store.getDeploy(agentId, deployId);
     if (deploy.status !== 'canary')
       throw new AppError('ILLEGAL_TRANSITION', `a ${deploy.status} deploy cannot be promoted: only a canary`);
-    const live = await this.deps.store.updateDeploy(agentId, deployId, 'live', undefined, undefined, {
+    const live = await store.updateDeploy(agentId, deployId, 'live', undefined, undefined, {
       at: Date.now(),
       by,
     });
-    this.deps.log.info({ agentId, deployId, by }, 'canary promoted');
+    const refused = await offlineIfArchived(this.deps, agentId, requestId, log);
+    if (refused) throw refused;
+    log.info({ agentId, deployId, by }, 'canary promoted');
     await this.deps.pipeline.publishLive(live);
     return live;
   }

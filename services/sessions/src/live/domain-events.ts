@@ -11,6 +11,13 @@ import {
 import { randomUUID } from 'node:crypto';
 
 /**
+ * A deploy transition's event id: the same however often the transition is announced, so JetStream's
+ * duplicate window drops a re-publish of it (the deploy sweep's, after a crash between the move and its
+ * event) and a webhook's delivery id, derived from it, stays one.
+ */
+export const deployEventId = (deployId: string, status: string) => `${deployId}_${status}`;
+
+/**
  * Publishes domain events into the stream DOMAIN_EVENTS (made here when missing): a JetStream publish whose
  * message id is the event's id, so a retried publish is stored once. What reads them (webhooks) is durable.
  */
@@ -46,18 +53,27 @@ export class DomainEvents {
     }));
   }
 
-  /** Publishes one event; a failure is logged (DOMAIN_EVENT_NOT_PUBLISHED), never the caller's failure. */
-  async publish(agentId: string, type: DomainEventType, data: Record<string, unknown>): Promise<DomainEvent> {
-    const event: DomainEvent = { id: randomUUID(), type, at: Date.now(), agentId, data };
+  /**
+   * Publishes one event (`id`: its id when the same event may be published again, else a new one); a failure
+   * is logged (DOMAIN_EVENT_NOT_PUBLISHED), never the caller's failure. True once the stream stored it.
+   */
+  async publish(
+    agentId: string,
+    type: DomainEventType,
+    data: Record<string, unknown>,
+    id: string = randomUUID(),
+  ): Promise<boolean> {
+    const event: DomainEvent = { id, type, at: Date.now(), agentId, data };
     try {
       await this.ensure();
       await this.js!.publish(domainEventSubject(agentId, type), JSON.stringify(event), { msgID: event.id });
+      return true;
     } catch (err) {
       this.log.warn(
         { code: 'DOMAIN_EVENT_NOT_PUBLISHED', err: safeError(err), agentId, type, eventId: event.id },
         'domain event not published',
       );
+      return false;
     }
-    return event;
   }
 }

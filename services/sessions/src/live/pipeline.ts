@@ -1,9 +1,11 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, safeError, type BusClient, type Logger } from '@vab/bus';
 import { AppError, Subjects, type DeployIssue, type DeployRecord } from '@vab/contracts';
+import type { AgentsDirectory } from '../agents-directory.js';
 import type { SessionsStore } from '../store.js';
 import type { TestingStore } from '../testing/store.js';
-import type { DomainEvents } from './domain-events.js';
+import { offlineIfArchived } from './archived.js';
+import { deployEventId, type DomainEvents } from './domain-events.js';
 import { gateRefusal } from './gate.js';
 import type { LiveDeploys } from './live-deploys.js';
 
@@ -15,7 +17,9 @@ import type { LiveDeploys } from './live-deploys.js';
  * with the issues on the record (`deploy.failed`). A deploy with `trafficPercent` becomes a canary beside the
  * live one instead (decision 0035). It runs in the sessions instance that took the POST; an
  * external deployer's PATCH moves the same record through the same transitions (the store refuses a move
- * that is not one), so whichever moves it first wins and the other gets ILLEGAL_TRANSITION.
+ * that is not one), so whichever moves it first wins and the other gets ILLEGAL_TRANSITION. When that
+ * instance dies mid-way, the deploy sweep (live/deploy-sweep.ts) fails the deploy `INTERRUPTED` once the
+ * readiness check's bound is well past. An agent archived while its deploy went live has it taken offline.
  */
 export class DeployPipeline {
   private readonly bus: BusClient;
@@ -28,6 +32,7 @@ export class DeployPipeline {
       testing: TestingStore;
       liveDeploys: LiveDeploys;
       events: DomainEvents;
+      agents: AgentsDirectory;
       log: Logger;
       checkTimeoutMs: number;
     },
@@ -37,12 +42,18 @@ export class DeployPipeline {
 
   /** Starts moving a new deploy; the answer to the POST does not wait for it. */
   start(deploy: DeployRecord, requestId: string): void {
-    const run = this.run(deploy, requestId).catch((err: unknown) =>
-      this.deps.log.warn(
-        { code: 'DEPLOY_PIPELINE_FAILED', err: safeError(err), agentId: deploy.agentId, deployId: deploy.id },
-        'deploy pipeline failed',
-      ),
-    );
+    const run = this.run(deploy, requestId).catch((err: unknown) => {
+      const ids = { agentId: deploy.agentId, deployId: deploy.id };
+      // moved meanwhile by someone else (the deploy sweep took this pipeline for a dead one, a deployer's
+      // PATCH): theirs stands
+      if (err instanceof AppError && err.code === 'ILLEGAL_TRANSITION')
+        this.deps.log.info({ ...ids, err: safeError(err) }, 'deploy moved by another meanwhile');
+      else
+        this.deps.log.warn(
+          { code: 'DEPLOY_PIPELINE_FAILED', err: safeError(err), ...ids },
+          'deploy pipeline failed',
+        );
+    });
     this.running.add(run);
     void run.finally(() => this.running.delete(run));
   }
@@ -89,16 +100,24 @@ export class DeployPipeline {
         { code: 'DEPLOY_FAILED', agentId, deployId, issues: issues.map((i) => i.code) },
         'deploy failed',
       );
-      await this.deps.events.publish(agentId, 'deploy.failed', { deploy: failed });
+      await this.announce(failed, 'deploy.failed');
       return;
     }
     if (deploy.trafficPercent !== undefined) {
-      await this.goCanary(deploy);
+      await this.goCanary(deploy, requestId);
       return;
     }
     const live = await store.updateDeploy(agentId, deployId, 'live');
+    if (await this.archivedMeanwhile(agentId, requestId)) return;
     log.info({ agentId, deployId, version }, 'deploy live');
     await this.publishLive(live);
+  }
+
+  /** The agent was archived while its deploy went live: it is offline again (live/archived.ts). */
+  private async archivedMeanwhile(agentId: string, requestId: string): Promise<boolean> {
+    const refused = await offlineIfArchived(this.deps, agentId, requestId, this.deps.log);
+    if (refused) this.deps.log.info({ agentId }, 'agent archived while its deploy went live');
+    return refused !== null;
   }
 
   /**
@@ -106,7 +125,7 @@ export class DeployPipeline {
    * (decision 0035): `deploy.live` is published with its record (status `canary`); the bucket keeps the full
    * live deploy. Nothing live to run beside any more: it fails.
    */
-  private async goCanary(deploy: DeployRecord): Promise<void> {
+  private async goCanary(deploy: DeployRecord, requestId: string): Promise<void> {
     const { store, log } = this.deps;
     const { agentId, id: deployId } = deploy;
     let canary: DeployRecord;
@@ -119,28 +138,21 @@ export class DeployPipeline {
         issues: [{ code: 'NOTHING_LIVE', message: err.message }],
         at: Date.now(),
       });
-      await this.deps.events.publish(agentId, 'deploy.failed', { deploy: failed });
+      await this.announce(failed, 'deploy.failed');
       return;
     }
+    if (await this.archivedMeanwhile(agentId, requestId)) return;
     log.info({ agentId, deployId, trafficPercent: canary.trafficPercent }, 'deploy canary');
-    await this.deps.events.publish(agentId, 'deploy.live', { deploy: canary });
-    if (canary.canaryWindowMs !== undefined) {
-      // the window's end is also checked at every call's admission and end, so a restart loses no promotion
-      // an agent with calls would see; this timer covers an agent without any
-      // (a timer holds at most 2^31 − 1 ms: a longer window is checked early, found not over, and left)
-      const wait = Math.min(canary.canaryWindowMs + 1000, 2 ** 31 - 1);
-      setTimeout(() => this.onCanaryWindow?.(agentId), wait).unref();
-    }
+    await this.announce(canary, 'deploy.live');
+    // its window's end is not this instance's to remember (it may restart first): the store indexed it with
+    // the move, and the deploy sweep promotes it (live/deploy-sweep.ts), as does any call's admission or end
   }
-
-  /** Told when a canary's window may be over (service.ts wires the canary judge). */
-  onCanaryWindow: ((agentId: string) => void) | undefined;
 
   /**
    * Broadcasts what is live (a deploy that went live by the pipeline or a PATCH, or new settings of the live
-   * one): the KV bucket, and (`wentLive`) the domain event.
+   * one): the KV bucket, and (`wentLive`) the domain event; false when that event could not be stored.
    */
-  async publishLive(live: DeployRecord, wentLive = true): Promise<void> {
+  async publishLive(live: DeployRecord, wentLive = true): Promise<boolean> {
     await this.deps.liveDeploys
       .put(live)
       .catch((err: unknown) =>
@@ -149,6 +161,28 @@ export class DeployPipeline {
           'live deploy not written to its bucket',
         ),
       );
-    if (wentLive) await this.deps.events.publish(live.agentId, 'deploy.live', { deploy: live });
+    return wentLive ? this.announce(live, 'deploy.live') : true;
+  }
+
+  /**
+   * Publishes a deploy's move (its event id: the deploy and the status it reached, so a re-publish is one
+   * event). Once the stream has it, the deploy leaves the pipeline's and the windows' index (store.announced):
+   * until then the deploy sweep sees it there and publishes it again (a crash between the move and this,
+   * JetStream down). True once stored.
+   */
+  async announce(
+    deploy: DeployRecord,
+    type: 'deploy.live' | 'deploy.failed' | 'deploy.rolled_back',
+    more: Record<string, unknown> = {},
+  ): Promise<boolean> {
+    const { agentId, id, status } = deploy;
+    const stored = await this.deps.events.publish(
+      agentId,
+      type,
+      { deploy, ...more },
+      deployEventId(id, status),
+    );
+    if (stored) await this.deps.store.announced(agentId, id, status);
+    return stored;
   }
 }

@@ -1,0 +1,158 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import {
+  DOMAIN_EVENTS_STREAM,
+  DOMAIN_EVENTS_SUBJECTS,
+  Subjects,
+  type DeployRecord,
+  type DomainEvent,
+} from '@vab/contracts';
+import { voiceFlow } from '@vab/testkit';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { api, startStack, type Stack } from '../../helpers/stack.js';
+
+/**
+ * A deploy transition no sessions instance's memory is trusted with (the deploy sweep): a canary whose window
+ * ends while no instance that knew of it runs is promoted all the same, and a deploy whose instance died in
+ * the middle of its pipeline does not stay `building` forever — it fails, saying to deploy again; a move
+ * whose event the stream did not take is announced again, once.
+ */
+
+let stack: Stack;
+let http: ReturnType<typeof api>;
+let nc: NatsConnection;
+
+const flow = voiceFlow({ chatURL: 'http://127.0.0.1:9/v1', speechURL: 'http://127.0.0.1:9/v1' });
+
+beforeAll(async () => {
+  stack = await startStack({
+    playground: { CREDENTIALS_KEY: randomBytes(32).toString('hex') },
+    // a short sweep and bound, so the test need not wait the production ones
+    deploys: { intervalMs: 250, interruptedAfterMs: 4_000, checkTimeoutMs: 2_000 },
+  });
+  http = api(stack.baseUrl);
+  nc = await connect({ servers: stack.natsUrl });
+}, 60_000);
+afterAll(async () => {
+  await nc?.close();
+  await stack?.close();
+});
+
+const deployOf = async (agentId: string, id: string) =>
+  (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body.find((d) => d.id === id)!;
+
+async function deployed(agentId: string, body: Record<string, unknown>, status: string) {
+  const res = await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, body);
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  await expect
+    .poll(async () => (await deployOf(agentId, res.body.id)).status, { timeout: 30_000, interval: 100 })
+    .toBe(status);
+  return deployOf(agentId, res.body.id);
+}
+
+/** The domain events of one type the agent's stream gets from now on. */
+function eventsOf(agentId: string, type: string) {
+  const seen: DomainEvent[] = [];
+  const sub = nc.subscribe(`domain.${agentId}.${type}`, {
+    callback: (_e, m) => void seen.push(m.json<DomainEvent>()),
+  });
+  return { seen, stop: () => sub.unsubscribe() };
+}
+
+/** The agent's events the stream DOMAIN_EVENTS holds. */
+async function stored(agentId: string): Promise<DomainEvent[]> {
+  const jsm = await jetstreamManager(nc);
+  const { state } = await jsm.streams.info(DOMAIN_EVENTS_STREAM);
+  const out: DomainEvent[] = [];
+  for (let seq = state.first_seq; seq <= state.last_seq && state.messages > 0; seq++) {
+    const m = await jsm.streams.getMessage(DOMAIN_EVENTS_STREAM, { seq }).catch(() => null);
+    if (m?.subject.startsWith(`domain.${agentId}.`)) out.push(m.json<DomainEvent>());
+  }
+  return out;
+}
+
+describe('deploys across a sessions restart', () => {
+  it('a canary whose window ends while its instance is gone is promoted by the sweep', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Window desk', flow })).body.id as string;
+    const live = await deployed(agentId, {}, 'live');
+    const canary = await deployed(agentId, { trafficPercent: 50, canaryWindowMs: 10_000 }, 'canary');
+    const wentLive = eventsOf(agentId, 'deploy.live');
+
+    // the instance that ran its pipeline stops (a restart): nothing of it remembers the window; the agent
+    // takes no call that could look at it either
+    await stack.services.sessions.stop();
+    await stack.services.sessions.start();
+
+    await expect
+      .poll(async () => (await deployOf(agentId, canary.id)).status, { timeout: 45_000, interval: 250 })
+      .toBe('live');
+    const promoted = await deployOf(agentId, canary.id);
+    expect(promoted.promoted).toMatchObject({ by: 'window' });
+    expect(promoted.promoted!.at).toBeGreaterThanOrEqual(canary.liveAt! + 10_000);
+    expect(await deployOf(agentId, live.id)).toMatchObject({ status: 'superseded' });
+    // the builder is told, once
+    await vi.waitFor(() => expect(wentLive.seen).toHaveLength(1), { timeout: 10_000 });
+    expect(wentLive.seen[0]!.data).toMatchObject({ deploy: { id: canary.id, status: 'live' } });
+    wentLive.stop();
+  }, 90_000);
+
+  it('a deploy whose instance died mid-pipeline fails, saying to deploy again; the next one goes live', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Interrupted desk', flow })).body.id as string;
+    const failed = eventsOf(agentId, 'deploy.failed');
+    // the readiness check is taken by something that never answers: the pipeline waits in `building`
+    await stack.services.playground.stop();
+    const held = nc.subscribe(Subjects.deployCheck, { callback: () => undefined });
+    try {
+      const res = await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, {});
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      await expect
+        .poll(async () => (await deployOf(agentId, res.body.id)).status, { timeout: 10_000, interval: 50 })
+        .toBe('building');
+      // its instance is killed mid-check, and another takes over
+      await stack.services.sessions.crash();
+      await stack.services.sessions.start();
+
+      await expect
+        .poll(async () => (await deployOf(agentId, res.body.id)).status, { timeout: 30_000, interval: 250 })
+        .toBe('failed');
+      expect((await deployOf(agentId, res.body.id)).failure).toMatchObject({
+        reason: 'the deploy pipeline was interrupted; deploy again',
+        issues: [{ code: 'INTERRUPTED', message: 'the deploy pipeline was interrupted; deploy again' }],
+      });
+      await vi.waitFor(() => expect(failed.seen).toHaveLength(1), { timeout: 10_000 });
+      expect(failed.seen[0]!.data).toMatchObject({ deploy: { id: res.body.id, status: 'failed' } });
+    } finally {
+      held.unsubscribe();
+      failed.stop();
+      await stack.services.playground.start();
+    }
+    // deploying again works as ever
+    await deployed(agentId, {}, 'live');
+  }, 90_000);
+
+  // last: it takes the events stream away for a while
+  it('a move whose event the stream did not take is published again by the sweep, once', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Unannounced desk', flow })).body.id as string;
+    const jsm = await jetstreamManager(nc);
+    // JetStream loses the stream (an outage of its own): the deploy goes live, its event is not stored
+    await jsm.streams.delete(DOMAIN_EVENTS_STREAM);
+    const live = await deployed(agentId, {}, 'live');
+    await vi.waitFor(
+      () =>
+        expect(stack.logs.some((l) => l.includes('DOMAIN_EVENT_NOT_PUBLISHED') && l.includes(agentId))).toBe(
+          true,
+        ),
+      { timeout: 10_000 },
+    );
+    await jsm.streams.add({ name: DOMAIN_EVENTS_STREAM, subjects: [DOMAIN_EVENTS_SUBJECTS] });
+
+    await expect
+      .poll(async () => (await stored(agentId)).map((e) => `${e.type} ${e.id}`), { timeout: 30_000 })
+      .toEqual([`deploy.live ${live.id}_live`]);
+    expect((await stored(agentId))[0]!.data).toMatchObject({ deploy: { id: live.id, status: 'live' } });
+    // and only once: the next passes have nothing left to tell
+    await stack.services.sessions.sessions!.deploySweep.sweep(Date.now() + 60_000);
+    expect(await stored(agentId)).toHaveLength(1);
+  }, 90_000);
+});
