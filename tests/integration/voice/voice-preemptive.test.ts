@@ -1,22 +1,20 @@
 import { VoiceCloseCodes, type Flow } from '@vab/contracts';
 import {
+  lastUserText,
   speak,
-  startSpeechStub,
+  textOf,
   VoiceClient,
   voiceFlow,
   withEdge,
   withNode,
   withoutNode,
+  type ChatRequest,
+  type OpenAiStub,
+  type SpeechStub,
 } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import {
-  lastUserText,
-  startOpenAiStub,
-  textOf,
-  type ChatRequest,
-} from '../../../services/playground/test/openai-stub.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
-import { scriptedHearing } from '../../helpers/voice.js';
+import type { api, Stack } from '../../helpers/stack.js';
+import { scriptedHearing, startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * Preemptive generation on real audio: LiveKit starts the model on the caller's final transcript, before the
@@ -28,10 +26,11 @@ const KEY = 'sk-preemptive-test-key-0123456789';
 const FIRST = 'I would like to book an appointment';
 const SECOND = 'On Tuesday morning please';
 
+let voice: VoiceStack;
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let chat: OpenAiStub;
+let speech: SpeechStub;
 const hearing = scriptedHearing();
 
 const system = (req: ChatRequest) => textOf(req.messages.find((m) => m.role === 'system')?.content);
@@ -42,22 +41,21 @@ const GOODBYE = 'Goodbye, see you on Tuesday.';
 let afterIt = GOODBYE;
 
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) => {
-    const last = req.messages.at(-1);
-    if (last?.role === 'tool') return { content: afterIt };
-    const offered = req.tools?.some((t) => t.function.name === 'complete_step');
-    if (completesOn !== undefined && lastUserText(req) === completesOn && offered && last?.role === 'user')
-      return { toolCalls: [{ name: 'complete_step', args: {} }] };
-    return { content: `ok: ${lastUserText(req)}` };
+  voice = await startVoiceStack({
+    chat: (req) => {
+      const last = req.messages.at(-1);
+      if (last?.role === 'tool') return { content: afterIt };
+      const offered = req.tools?.some((t) => t.function.name === 'complete_step');
+      if (completesOn !== undefined && lastUserText(req) === completesOn && offered && last?.role === 'user')
+        return { toolCalls: [{ name: 'complete_step', args: {} }] };
+      return { content: `ok: ${lastUserText(req)}` };
+    },
+    transcribe: hearing.transcribe,
   });
-  speech = await startSpeechStub({ transcribe: hearing.transcribe });
-  stack = await startStack();
-  http = api(stack.baseUrl);
+  ({ stack, http, chat, speech } = voice);
 });
 afterAll(async () => {
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
+  await voice?.close();
 });
 
 /**
