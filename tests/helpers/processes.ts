@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { stopOnExit } from '@vab/testkit';
-import { vi } from 'vitest';
+import { afterAll, vi } from 'vitest';
 
 // The built entry points (`npm test` builds first), run as an operator would.
 const root = join(import.meta.dirname, '..', '..');
@@ -67,4 +67,41 @@ export function spawnService(svc: string, env: Record<string, string>): ServiceP
       { timeout: timeoutMs, interval: 20 },
     );
   return { child, exited, waitFor, output: () => out };
+}
+
+/** Undoing a suite's setup: each step pushed as it is set up. */
+export type Cleanup = (() => Promise<unknown>)[];
+
+/**
+ * A suite's cleanup, run after all its tests, last set up first; a step that fails is passed over so the rest
+ * (a process still to kill, a server to stop) still runs.
+ */
+export function cleanupAfterAll(): Cleanup {
+  const cleanup: Cleanup = [];
+  afterAll(async () => {
+    for (const c of cleanup.reverse()) await c().catch(() => undefined);
+  });
+  return cleanup;
+}
+
+/** The line a built service logs once it serves. */
+export const readyLine = (svc: string) => (svc === 'gateway' ? 'gateway listening' : '"msg":"serving"');
+
+/**
+ * A built service spawned and waited for until it serves (`ready`: another line to wait for); its kill
+ * (SIGKILL, waited for) goes on `cleanup` first, so a process that never got ready is not left behind either.
+ */
+export async function startService(
+  svc: string,
+  env: Record<string, string>,
+  cleanup: Cleanup,
+  opts: { ready?: string; timeoutMs?: number } = {},
+): Promise<ServiceProcess> {
+  const p = spawnService(svc, env);
+  cleanup.push(async () => {
+    p.child.kill('SIGKILL');
+    await p.exited;
+  });
+  await p.waitFor(opts.ready ?? readyLine(svc), opts.timeoutMs);
+  return p;
 }

@@ -10,9 +10,9 @@ import {
   VoiceClient,
   voiceFlow,
 } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { cleanupAfterAll, requireBuilt, startService, type ServiceProcess } from '../../helpers/processes.js';
 
 /**
  * Issue 50: a playground process on worker threads (PLAYGROUND_THREADS, decision 0037), each thread an instance
@@ -23,25 +23,15 @@ import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/p
 const CRASH = join(import.meta.dirname, '..', '..', 'helpers', 'thread-crash.cjs');
 const KEY = 'sk-threads-test-key-0123456789';
 const SAID = 'I would like to book an appointment please';
-const cleanup: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  for (const c of cleanup.reverse()) await c().catch(() => undefined);
-});
+const cleanup = cleanupAfterAll();
 
 let env: Record<string, string>;
 let base: string;
 let agentId: string;
 let dir: string;
 
-async function start(svc: string, extra: Record<string, string> = {}, ready = '"msg":"serving"') {
-  const p = spawnService(svc, { ...env, ...extra });
-  cleanup.push(async () => {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  });
-  await p.waitFor(svc === 'gateway' ? 'gateway listening' : ready, 120_000);
-  return p;
-}
+const start = (svc: string, extra: Record<string, string> = {}, ready?: string) =>
+  startService(svc, { ...env, ...extra }, cleanup, { ready, timeoutMs: 120_000 });
 
 /** A playground process of two threads with room for one session each: the second start goes to the other. */
 const startThreads = (extra: Record<string, string> = {}) =>

@@ -20,10 +20,10 @@ import {
   withNode,
 } from '@vab/testkit';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
 import { joinCall, liveDeploy, startWebCall } from '../../helpers/live.js';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { cleanupAfterAll, requireBuilt, startService, type ServiceProcess } from '../../helpers/processes.js';
 import { api } from '../../helpers/stack.js';
 
 /**
@@ -32,10 +32,7 @@ import { api } from '../../helpers/stack.js';
  */
 
 const HOG = join(import.meta.dirname, '..', '..', 'helpers', 'event-loop-hog.mjs');
-const cleanup: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  for (const c of cleanup.reverse()) await c().catch(() => undefined);
-});
+const cleanup = cleanupAfterAll();
 
 let env: Record<string, string>;
 let watcher: NatsConnection;
@@ -47,15 +44,8 @@ let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 const KEY = 'sk-resilience-test-key-0123456789';
 const DRAIN_GOODBYE = 'We are updating our systems, please call back in a minute. Goodbye.';
 
-async function start(svc: string, extra: Record<string, string> = {}): Promise<ServiceProcess> {
-  const p = spawnService(svc, { ...env, ...extra });
-  cleanup.push(async () => {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  });
-  await p.waitFor(svc === 'gateway' ? 'gateway listening' : '"msg":"serving"', 90_000);
-  return p;
-}
+const start = (svc: string, extra: Record<string, string> = {}) =>
+  startService(svc, { ...env, ...extra }, cleanup, { timeoutMs: 90_000 });
 
 /**
  * An instance as the tests run it. Load-based admission off unless a test is about it: this machine is shared

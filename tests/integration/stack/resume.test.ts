@@ -10,9 +10,9 @@ import {
   voiceFlow,
 } from '@vab/testkit';
 import { createServer, connect as tcpConnect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { cleanupAfterAll, requireBuilt, startService, type ServiceProcess } from '../../helpers/processes.js';
 import { scriptedHearing } from '../../helpers/voice.js';
 
 /**
@@ -29,10 +29,7 @@ const RESUME_WITHIN_MS = 3000;
 /** How long a detached session waits (VOICE_RESUME_WINDOW_MS as this test sets it). */
 const WINDOW_MS = 8000;
 
-const cleanup: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  for (const c of cleanup.reverse()) await c().catch(() => undefined);
-});
+const cleanup = cleanupAfterAll();
 
 let env: Record<string, string>;
 const gateways: { process: ServiceProcess; base: string }[] = [];
@@ -43,13 +40,8 @@ let playground: ServiceProcess;
 
 const spawned: ServiceProcess[] = [];
 async function start(svc: string, extra: Record<string, string> = {}): Promise<ServiceProcess> {
-  const p = spawnService(svc, { ...env, ...extra });
+  const p = await startService(svc, { ...env, ...extra }, cleanup, { timeoutMs: 90_000 });
   spawned.push(p);
-  cleanup.push(async () => {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  });
-  await p.waitFor(svc === 'gateway' ? 'gateway listening' : '"msg":"serving"', 90_000);
   return p;
 }
 
