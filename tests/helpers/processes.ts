@@ -1,8 +1,16 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { stopOnExit } from '@vab/testkit';
-import { vi } from 'vitest';
+import {
+  startLocalNats,
+  startLocalRedis,
+  startOpenAiStub,
+  startSpeechStub,
+  stopOnExit,
+  voiceFlow,
+  type Script,
+} from '@vab/testkit';
+import { afterAll, vi } from 'vitest';
 
 // The built entry points (`npm test` builds first), run as an operator would.
 const root = join(import.meta.dirname, '..', '..');
@@ -105,4 +113,89 @@ export async function untilStackReady(
     }
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** Undoing a suite's setup: each step pushed as it is set up. */
+export type Cleanup = (() => Promise<unknown>)[];
+
+/**
+ * A suite's cleanup, run after all its tests, last set up first; a step that fails is passed over so the rest
+ * (a process still to kill, a server to stop) still runs.
+ */
+export function cleanupAfterAll(): Cleanup {
+  const cleanup: Cleanup = [];
+  afterAll(async () => {
+    for (const c of cleanup.reverse()) await c().catch(() => undefined);
+  });
+  return cleanup;
+}
+
+/** The line a built service logs once it serves. */
+export const readyLine = (svc: string) => (svc === 'gateway' ? 'gateway listening' : '"msg":"serving"');
+
+/**
+ * A built service spawned and waited for until it serves (`ready`: another line to wait for); its kill
+ * (SIGKILL, waited for) goes on `cleanup` first, so a process that never got ready is not left behind either.
+ */
+export async function startService(
+  svc: string,
+  env: Record<string, string>,
+  cleanup: Cleanup,
+  opts: { ready?: string; timeoutMs?: number } = {},
+): Promise<ServiceProcess> {
+  const p = spawnService(svc, env);
+  cleanup.push(async () => {
+    p.child.kill('SIGKILL');
+    await p.exited;
+  });
+  await p.waitFor(opts.ready ?? readyLine(svc), opts.timeoutMs);
+  return p;
+}
+
+/**
+ * What a suite of built service processes runs on: a NATS and a Redis of its own, a chat stub and a speech stub
+ * (`transcribe`: what its STT hears), each stopped by `cleanup`. `env`: what every process of the suite is
+ * given; `flow`: the clinic's voice flow with its models at the stubs (`agent`: params of its agent node).
+ */
+export async function startBackends(
+  cleanup: Cleanup,
+  opts: { chat: Script; transcribe: (index: number, durationMs: number) => string },
+) {
+  const nats = await startLocalNats();
+  cleanup.push(() => nats.dispose());
+  const redis = await startLocalRedis();
+  cleanup.push(() => redis.dispose());
+  const chat = await startOpenAiStub(opts.chat);
+  cleanup.push(() => chat.close());
+  const speech = await startSpeechStub({ transcribe: opts.transcribe });
+  cleanup.push(() => speech.close());
+  return {
+    natsUrl: nats.url,
+    chat,
+    speech,
+    env: { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '5000', LOG_LEVEL: 'info' },
+    flow: (agent?: Record<string, unknown>) =>
+      voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent }),
+  };
+}
+export type Backends = Awaited<ReturnType<typeof startBackends>>;
+
+/**
+ * A suite of built service processes on backends of its own: `cleanup` runs after all its tests (last set up
+ * first); `backends` starts what the processes run on (in the suite's beforeAll); `start` spawns a service with
+ * the backends' env and `extra`, and waits until it serves (`ready`: another line to wait for).
+ */
+export function processSuite(opts: { timeoutMs?: number } = {}) {
+  const cleanup = cleanupAfterAll();
+  let env: Record<string, string> = {};
+  return {
+    cleanup,
+    async backends(b: Parameters<typeof startBackends>[1]): Promise<Backends> {
+      const started = await startBackends(cleanup, b);
+      env = started.env;
+      return started;
+    },
+    start: (svc: string, extra: Record<string, string> = {}, ready?: string) =>
+      startService(svc, { ...env, ...extra }, cleanup, { ready, timeoutMs: opts.timeoutMs }),
+  };
 }

@@ -254,12 +254,20 @@ function errorFromReply(data: Uint8Array): AppError {
   }
 }
 
+/**
+ * Whether a NATS request failed because no one subscribes to its subject: NATS says so at once, so it proves the
+ * subject's holder gone, where a timeout proves nothing. `nc.request` reports it as a RequestError, this
+ * client's own inbox (and older paths of the library) as a NoRespondersError.
+ */
+export function isNoResponders(err: unknown): boolean {
+  return (
+    (err instanceof errors.RequestError && err.isNoResponders()) || err instanceof errors.NoRespondersError
+  );
+}
+
 function translateNatsError(err: unknown, subject: string): AppError {
   const service = subject.split('.')[0];
-  if (err instanceof errors.RequestError && err.isNoResponders()) {
-    return new AppError('SERVICE_UNAVAILABLE', `the ${service} service is not available`);
-  }
-  if (err instanceof errors.NoRespondersError) {
+  if (isNoResponders(err)) {
     return new AppError('SERVICE_UNAVAILABLE', `the ${service} service is not available`);
   }
   if (err instanceof errors.TimeoutError) {

@@ -16,3 +16,4 @@ export * from './ops-server.js';
 export * from './fast-histogram.js';
 export * from './sealing.js';
 export * from './signed-tokens.js';
+export * from './socket-close.js';

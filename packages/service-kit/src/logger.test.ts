@@ -38,26 +38,19 @@ describe('lazyChild', () => {
 });
 
 describe('createAccessLog', () => {
+  /** A url with a quote and a backslash: the line is written by hand, not by pino, and must escape them. */
+  const request = { requestId: 'r-1', method: 'GET', url: '/api/agents/"odd"\\path', status: 404, ms: 3 };
+
   it('writes one JSON line per request, shaped like the pino lines around it', () => {
     const { out, stream } = capture();
-    createAccessLog('gateway', 'info', stream).request({
-      requestId: 'r-1',
-      method: 'GET',
-      url: '/api/agents/"odd"\\path',
-      status: 404,
-      ms: 3,
-    });
+    createAccessLog('gateway', 'info', stream).request(request);
     const line = JSON.parse(out[0]!) as Record<string, unknown>;
     expect(line).toEqual({
       level: 30,
       time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       name: 'gateway',
       service: 'gateway',
-      requestId: 'r-1',
-      method: 'GET',
-      url: '/api/agents/"odd"\\path',
-      status: 404,
-      ms: 3,
+      ...request,
       msg: 'request completed',
     });
     const { out: pinoOut, stream: pinoStream } = capture();
@@ -67,13 +60,7 @@ describe('createAccessLog', () => {
 
   it('writes nothing above the info level', () => {
     const { out, stream } = capture();
-    createAccessLog('gateway', 'warn', stream).request({
-      requestId: 'r',
-      method: 'GET',
-      url: '/',
-      status: 200,
-      ms: 1,
-    });
+    createAccessLog('gateway', 'warn', stream).request(request);
     expect(out).toEqual([]);
   });
 });

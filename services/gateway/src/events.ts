@@ -6,8 +6,15 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from '@nats-io/jetstream';
-import { errors, type NatsConnection } from '@nats-io/transport-node';
-import { isJetStreamError, JetStreamApiCodes, safeError, type BusClient, type Logger } from '@vab/bus';
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  isJetStreamError,
+  isNoResponders,
+  JetStreamApiCodes,
+  safeError,
+  type BusClient,
+  type Logger,
+} from '@vab/bus';
 import {
   AppError,
   EVENTS_STREAM,
@@ -196,8 +203,7 @@ export class EventStreams {
       });
       return true;
     } catch (err) {
-      if (err instanceof errors.RequestError && err.isNoResponders()) return false;
-      if (err instanceof errors.NoRespondersError) return false;
+      if (isNoResponders(err)) return false;
       // a timeout is not proof of death: asked again at the next heartbeat
       return true;
     }

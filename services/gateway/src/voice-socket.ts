@@ -1,10 +1,5 @@
-import {
-  errors,
-  headers as natsHeaders,
-  type NatsConnection,
-  type Subscription,
-} from '@nats-io/transport-node';
-import { type BusClient, type Logger, safeError } from '@vab/bus';
+import { headers as natsHeaders, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { type BusClient, isNoResponders, type Logger, safeError } from '@vab/bus';
 import {
   AppError,
   liveSubject,
@@ -21,6 +16,7 @@ import {
   voiceRelaySubject,
   VoiceResumeToken,
 } from '@vab/contracts';
+import { closeSocket } from '@vab/service-kit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { ServerResponse, type IncomingMessage } from 'node:http';
@@ -58,11 +54,8 @@ export const DEFAULT_VOICE_SOCKET: VoiceSocketSettings = {
   controlBurst: 50,
   ownerCheckMs: 1000,
 };
-const MAX_REASON_BYTES = 120;
 /** How long a socket closed for a flood of messages is kept (unread) for its close frame to reach the client. */
 const FLOOD_CLOSE_GRACE_MS = 1000;
-/** A close reason fits in a control frame (RFC 6455: 123 bytes). */
-const reasonOf = (text: string) => Buffer.from(text).subarray(0, MAX_REASON_BYTES).toString();
 
 /** The bytes that came after an upgrade request's headers (kept by our upgrade listener for `ws`). */
 const kHead = Symbol('voice-upgrade-head');
@@ -339,10 +332,7 @@ class VoiceRelay {
       nc.request(liveSubject(sessionId), undefined, { timeout: settings.ownerCheckMs }).then(
         () => (this.ownerMisses = 0),
         (err: unknown) => {
-          const gone =
-            (err instanceof errors.RequestError && err.isNoResponders()) ||
-            err instanceof errors.NoRespondersError;
-          if (!gone) return;
+          if (!isNoResponders(err)) return;
           if (++this.ownerMisses >= 2)
             this.close(VoiceCloseCodes.lost, 'the instance running the session is gone', false);
         },
@@ -487,11 +477,7 @@ class VoiceRelay {
 
   private close(code: number, reason: string, endSession = true): void {
     if (this.closed) return;
-    const { socket } = this.deps;
-    const told = reasonOf(reason);
-    if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING)
-      socket.close(code, told);
-    void this.finish(endSession, told);
+    void this.finish(endSession, closeSocket(this.deps.socket, code, reason));
   }
 
   /**

@@ -1,5 +1,5 @@
-import { errors, type NatsConnection } from '@nats-io/transport-node';
-import { safeError, type Logger } from '@vab/bus';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { isNoResponders, safeError, type Logger } from '@vab/bus';
 import { AppError, liveSubject } from '@vab/contracts';
 import type { RedisClient } from '@vab/storage';
 import type { CallSummary, EndCallRequest, Recording } from '@vab/contracts';
@@ -193,8 +193,7 @@ export class OwnerSweep {
       return true;
     } catch (err) {
       // NATS answers at once when nobody subscribes: the owner is gone; a timeout proves nothing
-      if (err instanceof errors.RequestError && err.isNoResponders()) return false;
-      if (err instanceof errors.NoRespondersError) return false;
+      if (isNoResponders(err)) return false;
       return undefined;
     }
   }

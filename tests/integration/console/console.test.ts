@@ -1,5 +1,5 @@
 import { SessionEvent, type SessionEventInput } from '@vab/contracts';
-import { fullFlow, launchChromium, withNode } from '@vab/testkit';
+import { edge, fullFlow, launchChromium, withNode } from '@vab/testkit';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
@@ -189,7 +189,7 @@ describe('the console', () => {
     await edit((f) => {
       f.nodes = f.nodes.filter((n) => n.id !== 'burst');
       f.edges = f.edges.filter((e) => e.source !== 'burst' && e.target !== 'burst');
-      f.edges.push({ source: 'start', sourceHandle: 'output', target: 'end', targetHandle: 'in' });
+      f.edges.push(edge('start', 'output', 'end'));
     });
     await page.click('#save');
     await expect
@@ -234,11 +234,11 @@ describe('the console', () => {
         { id: 'end', nodeType: 'end', command: 'Bye', isLiteral: true, position: { x: 1200, y: 2400 } },
       ],
       edges: [
-        { source: 'agent', sourceHandle: 'output', target: 'start', targetHandle: 'in' },
-        { source: 'start', sourceHandle: 'output', target: 'talk', targetHandle: 'in' },
-        { source: 'talk', sourceHandle: 'output', target: 'check', targetHandle: 'in' },
-        { source: 'check', sourceHandle: 'true', target: 'end', targetHandle: 'in' },
-        { source: 'check', sourceHandle: 'false', target: 'talk', targetHandle: 'in' },
+        edge('agent', 'output', 'start'),
+        edge('start', 'output', 'talk'),
+        edge('talk', 'output', 'check'),
+        edge('check', 'true', 'end'),
+        edge('check', 'false', 'talk'),
       ],
     };
     const agentId = (await http.post('/api/agents', { name: 'Loop drawing', flow })).body.id as string;
@@ -347,9 +347,9 @@ describe('the console with a scripted stream', () => {
       { id: 'bye', nodeType: 'end', name: 'Goodbye', position: { x: 200, y: 270 } },
     ],
     edges: [
-      { source: 'agent', sourceHandle: 'output', target: 'greet', targetHandle: 'in' },
-      { source: 'greet', sourceHandle: 'output', target: 'route', targetHandle: 'in' },
-      { source: 'route', sourceHandle: 'cat_0', target: 'bye', targetHandle: 'in' },
+      edge('agent', 'output', 'greet'),
+      edge('greet', 'output', 'route'),
+      edge('route', 'cat_0', 'bye'),
     ],
   };
   const base = { sessionId: 'session-1', agentId: agent.id };

@@ -3,18 +3,17 @@ import {
   decodeRecording,
   levelOf,
   offersTool,
-  startOpenAiStub,
   startSpeechStub,
   systemText,
   textOf,
-  voiceFlow,
   type ChatReply,
   type ChatRequest,
+  type SpeechStub,
 } from '@vab/testkit';
-import type { OpenAiStub, SpeechStub } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finishedRun } from '../../helpers/runs.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
+import type { api, Stack } from '../../helpers/stack.js';
+import { startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * Simulated callers by voice, on real audio: the caller's lines spoken by a TTS (the OpenAI speech stub,
@@ -31,9 +30,9 @@ const LONG =
   'and our doctors can see you for a check up, a vaccination or a longer consultation.';
 const HEARD = 'the agent answers';
 
+let voice: VoiceStack;
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: OpenAiStub;
 /** The flows' speech: TTS (espeak-ng), and an STT that hears the caller's line. */
 let speech: SpeechStub;
 /** A TTS whose first byte comes 3.5 s late: a slow provider. */
@@ -81,27 +80,27 @@ const script = (req: ChatRequest): ChatReply =>
   offersTool(req, 'end_call') ? caller(req) : offersTool(req, 'verdict') ? judge(req) : agent(req);
 
 beforeAll(async () => {
-  chat = await startOpenAiStub(script);
-  speech = await startSpeechStub({ transcribe: () => 'I would like to book an appointment' });
   slowSpeech = await startSpeechStub({ transcribe: () => LINE, speechDelayMs: 3500 });
   ear = await startSpeechStub({ transcribe: () => HEARD });
-  stack = await startStack({
-    testRuns: { caseTimeoutMs: 120_000, attempts: 1, heartbeatMs: 2000, concurrency: 4 },
-    playground: { VOICE_SIM_SETTLE_MS: 800, VOICE_SIM_ANSWER_TIMEOUT_MS: 8000 },
+  voice = await startVoiceStack({
+    chat: script,
+    transcribe: () => 'I would like to book an appointment',
+    stack: {
+      testRuns: { caseTimeoutMs: 120_000, attempts: 1, heartbeatMs: 2000, concurrency: 4 },
+      playground: { VOICE_SIM_SETTLE_MS: 800, VOICE_SIM_ANSWER_TIMEOUT_MS: 8000 },
+    },
   });
-  http = api(stack.baseUrl);
+  ({ stack, http, speech } = voice);
 });
 afterAll(async () => {
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
+  await voice?.close();
   await slowSpeech?.close();
   await ear?.close();
 });
 
 /** The clinic's voice flow; `agent` sets turn handling on the agent node, `tts` moves its TTS. */
 function flowOf(opts: { agent?: Record<string, unknown>; ttsURL?: string } = {}): Flow {
-  const flow = voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent: opts.agent });
+  const flow = voice.flow(opts.agent);
   if (opts.ttsURL) flow.nodes = flow.nodes.map((n) => (n.id === 'tts' ? { ...n, baseURL: opts.ttsURL } : n));
   return flow;
 }

@@ -1,17 +1,14 @@
 import { freePort, fullFlow, startLocalNats, startLocalRedis, withNode } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   clinicScript,
   lastUserText,
   startOpenAiStub,
   type ChatRequest,
 } from '../../../services/playground/test/openai-stub.js';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { cleanupAfterAll, requireBuilt, startService } from '../../helpers/processes.js';
 
-const cleanup: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  for (const c of cleanup.reverse()) await c().catch(() => undefined);
-});
+const cleanup = cleanupAfterAll();
 
 const SWEEP_MS = 300;
 
@@ -32,15 +29,8 @@ describe('sessions whose playground is gone (issue 35 #10)', () => {
       () => stub.close(),
     );
     const env = { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '5000', LOG_LEVEL: 'info' };
-    const start = async (svc: string, extra: Record<string, string> = {}) => {
-      const p: ServiceProcess = spawnService(svc, { ...env, ...extra });
-      cleanup.push(async () => {
-        p.child.kill('SIGKILL');
-        await p.exited;
-      });
-      await p.waitFor(svc === 'gateway' ? 'gateway listening' : '"msg":"serving"', 20_000);
-      return p;
-    };
+    const start = (svc: string, extra: Record<string, string> = {}) =>
+      startService(svc, { ...env, ...extra }, cleanup, { timeoutMs: 20_000 });
     await start('agents');
     await start('sessions', { OWNER_SWEEP_INTERVAL_MS: String(SWEEP_MS), OWNER_SWEEP_GRACE_MS: '500' });
     const playground = await start('playground', {

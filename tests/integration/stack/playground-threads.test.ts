@@ -1,18 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  freePort,
-  speak,
-  startLocalNats,
-  startLocalRedis,
-  startSpeechStub,
-  VoiceClient,
-  voiceFlow,
-} from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { clinicScript, freePort, speak, VoiceClient } from '@vab/testkit';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { processSuite, requireBuilt, type ServiceProcess } from '../../helpers/processes.js';
 
 /**
  * Issue 50: a playground process on worker threads (PLAYGROUND_THREADS, decision 0037), each thread an instance
@@ -23,25 +14,11 @@ import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/p
 const CRASH = join(import.meta.dirname, '..', '..', 'helpers', 'thread-crash.cjs');
 const KEY = 'sk-threads-test-key-0123456789';
 const SAID = 'I would like to book an appointment please';
-const cleanup: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  for (const c of cleanup.reverse()) await c().catch(() => undefined);
-});
+const { cleanup, backends, start } = processSuite({ timeoutMs: 120_000 });
 
-let env: Record<string, string>;
 let base: string;
 let agentId: string;
 let dir: string;
-
-async function start(svc: string, extra: Record<string, string> = {}, ready = '"msg":"serving"') {
-  const p = spawnService(svc, { ...env, ...extra });
-  cleanup.push(async () => {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  });
-  await p.waitFor(svc === 'gateway' ? 'gateway listening' : ready, 120_000);
-  return p;
-}
 
 /** A playground process of two threads with room for one session each: the second start goes to the other. */
 const startThreads = (extra: Record<string, string> = {}) =>
@@ -118,19 +95,9 @@ async function messagesOf(sessionId: string) {
 
 beforeAll(async () => {
   requireBuilt();
-  const nats = await startLocalNats();
-  const redis = await startLocalRedis();
-  const chat = await startOpenAiStub(clinicScript);
-  const speech = await startSpeechStub({ transcribe: () => SAID });
+  const { flow } = await backends({ chat: clinicScript, transcribe: () => SAID });
   dir = mkdtempSync(join(tmpdir(), 'pg-threads-'));
-  cleanup.push(
-    () => nats.dispose(),
-    () => redis.dispose(),
-    () => chat.close(),
-    () => speech.close(),
-    async () => rmSync(dir, { recursive: true, force: true }),
-  );
-  env = { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '5000', LOG_LEVEL: 'info' };
+  cleanup.push(async () => rmSync(dir, { recursive: true, force: true }));
   await start('agents');
   await start('sessions', { OWNER_SWEEP_INTERVAL_MS: '2000', OWNER_SWEEP_GRACE_MS: '2000' });
   const port = await freePort();
@@ -138,7 +105,7 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${port}`;
   const agent = await post('/api/agents', {
     name: 'Threads',
-    flow: voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL }),
+    flow: flow(),
   });
   agentId = agent.body.id as string;
 }, 180_000);

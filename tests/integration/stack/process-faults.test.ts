@@ -1,7 +1,7 @@
 import { freePort, startLocalNats, startLocalRedis } from '@vab/testkit';
 import { Redis } from 'ioredis';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { requireBuilt, startService, type ServiceProcess } from '../../helpers/processes.js';
 
 const REQUEST_TIMEOUT_MS = 2000;
 
@@ -118,13 +118,8 @@ async function stackOfProcesses(opts: { agentsInstances: number; appendOnly?: bo
   const env = { NATS_URL: nats.url, REDIS_URL: redis.url, LOG_LEVEL: 'warn', SHUTDOWN_TIMEOUT_MS: '5000' };
   const procs: ServiceProcess[] = [];
   const start = async (svc: string, extra: Record<string, string> = {}) => {
-    const p = spawnService(svc, { ...env, ...extra, LOG_LEVEL: 'info' });
+    const p = await startService(svc, { ...env, ...extra, LOG_LEVEL: 'info' }, cleanup);
     procs.push(p);
-    cleanup.push(async () => {
-      p.child.kill('SIGKILL');
-      await p.exited;
-    });
-    await p.waitFor(svc === 'gateway' ? 'gateway listening' : '"msg":"serving"');
     return p;
   };
   const agents: ServiceProcess[] = [];

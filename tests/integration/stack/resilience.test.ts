@@ -7,23 +7,19 @@ import {
   type DeployRecord,
 } from '@vab/contracts';
 import {
+  clinicScript,
   decodeRecording,
   freePort,
-  levelOf,
   fullFlow,
-  startLocalNats,
-  startLocalRedis,
+  levelOf,
   speak,
-  startSpeechStub,
   VoiceClient,
-  voiceFlow,
   withNode,
 } from '@vab/testkit';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clinicScript, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { joinCall, liveDeploy, startWebCall } from '../../helpers/live.js';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { processSuite, requireBuilt, type Backends, type ServiceProcess } from '../../helpers/processes.js';
 import { api } from '../../helpers/stack.js';
 
 /**
@@ -32,30 +28,16 @@ import { api } from '../../helpers/stack.js';
  */
 
 const HOG = join(import.meta.dirname, '..', '..', 'helpers', 'event-loop-hog.mjs');
-const cleanup: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  for (const c of cleanup.reverse()) await c().catch(() => undefined);
-});
+const suite = processSuite({ timeoutMs: 90_000 });
+const { cleanup, start } = suite;
 
-let env: Record<string, string>;
 let watcher: NatsConnection;
 let sessionsService: ServiceProcess;
 let base: string;
 let agentId: string;
-let chatURL: string;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let backends: Backends;
 const KEY = 'sk-resilience-test-key-0123456789';
 const DRAIN_GOODBYE = 'We are updating our systems, please call back in a minute. Goodbye.';
-
-async function start(svc: string, extra: Record<string, string> = {}): Promise<ServiceProcess> {
-  const p = spawnService(svc, { ...env, ...extra });
-  cleanup.push(async () => {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  });
-  await p.waitFor(svc === 'gateway' ? 'gateway listening' : '"msg":"serving"', 90_000);
-  return p;
-}
 
 /**
  * An instance as the tests run it. Load-based admission off unless a test is about it: this machine is shared
@@ -194,19 +176,8 @@ const storedEvents = (agent: string, id: string) =>
 
 beforeAll(async () => {
   requireBuilt();
-  const nats = await startLocalNats();
-  const redis = await startLocalRedis();
-  const stub = await startOpenAiStub(clinicScript);
-  speech = await startSpeechStub({ transcribe: () => '' });
-  chatURL = stub.baseURL;
-  cleanup.push(
-    () => nats.dispose(),
-    () => redis.dispose(),
-    () => stub.close(),
-    () => speech.close(),
-  );
-  env = { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '5000', LOG_LEVEL: 'info' };
-  watcher = await connect({ servers: nats.url });
+  backends = await suite.backends({ chat: clinicScript, transcribe: () => '' });
+  watcher = await connect({ servers: backends.natsUrl });
   cleanup.push(() => watcher.close());
   await start('agents');
   // the owner sweep every 2 s: a lost session is closed a few seconds after its instance died
@@ -217,9 +188,13 @@ beforeAll(async () => {
   const port = await freePort();
   await start('gateway', { PORT: String(port) });
   base = `http://127.0.0.1:${port}`;
-  const flow = withNode(withNode(fullFlow(), 'llm', { baseURL: stub.baseURL, model: 'stub' }), 'hook', {
-    url: 'http://127.0.0.1:9/x',
-  });
+  const flow = withNode(
+    withNode(fullFlow(), 'llm', { baseURL: backends.chat.baseURL, model: 'stub' }),
+    'hook',
+    {
+      url: 'http://127.0.0.1:9/x',
+    },
+  );
   agentId = (await post('/api/agents', { name: 'Resilient', flow })).body.id as string;
 }, 120_000);
 
@@ -289,7 +264,7 @@ describe('a session too far behind real time (issue 50)', () => {
     );
     const voiceAgent = await post('/api/agents', {
       name: 'Deaf call',
-      flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
+      flow: backends.flow(),
     });
     const deafAgent = voiceAgent.body.id as string;
     const open = async () => {
@@ -371,7 +346,7 @@ describe('a drained instance (SIGTERM, issue 50)', () => {
     }
     const voiceAgent = await post('/api/agents', {
       name: 'Drained call',
-      flow: voiceFlow({ chatURL, speechURL: speech.baseURL, agent: { drainGoodbye: DRAIN_GOODBYE } }),
+      flow: backends.flow({ drainGoodbye: DRAIN_GOODBYE }),
     });
     const voiceAgentId = voiceAgent.body.id as string;
     const call = await post(`/api/agents/${voiceAgentId}/voice-sessions`, { apiKeys: { openai: KEY } });
@@ -401,7 +376,7 @@ describe('a drained instance (SIGTERM, issue 50)', () => {
     const closed = await client.closed;
     expect(closed.code).toBe(1000);
     // said (LiveKit speaks it sentence by sentence) and played to the caller after the greeting
-    expect(speech.requests.speech.map((r) => r.input).join(' ')).toContain(DRAIN_GOODBYE);
+    expect(backends.speech.requests.speech.map((r) => r.input).join(' ')).toContain(DRAIN_GOODBYE);
     expect(client.segments.length).toBeGreaterThanOrEqual(2);
     // the caller's socket carried the end and its reason
     expect(client.events.find((e) => e.type === 'session_ended')).toMatchObject({ reason: 'drained' });
@@ -427,7 +402,7 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
     const doomed = await start('playground', playgroundEnv({ RECORDING_FLUSH_MS: '1000' }));
     const voiceAgent = await post('/api/agents', {
       name: 'Lost call',
-      flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
+      flow: backends.flow(),
     });
     const lostAgent = voiceAgent.body.id as string;
     const call = await post(`/api/agents/${lostAgent}/voice-sessions`, {
@@ -478,7 +453,7 @@ describe('an instance lost mid-call (kill -9, issue 50)', () => {
     const http = api(base);
     const deployed = await post('/api/agents', {
       name: 'Lost public call',
-      flow: voiceFlow({ chatURL, speechURL: speech.baseURL }),
+      flow: backends.flow(),
     });
     const callAgent = deployed.body.id as string;
     const deploy: DeployRecord = await liveDeploy(http, callAgent);

@@ -1,18 +1,8 @@
 import type { DeployRecord } from '@vab/contracts';
-import {
-  freePort,
-  launchChromium,
-  speak,
-  startLocalNats,
-  startLocalRedis,
-  startSpeechStub,
-  VoiceClient,
-  voiceFlow,
-} from '@vab/testkit';
+import { freePort, lastUserText, launchChromium, speak, VoiceClient } from '@vab/testkit';
 import { createServer, connect as tcpConnect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
-import { requireBuilt, spawnService, type ServiceProcess } from '../../helpers/processes.js';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { processSuite, requireBuilt, type Backends, type ServiceProcess } from '../../helpers/processes.js';
 import { scriptedHearing } from '../../helpers/voice.js';
 
 /**
@@ -29,27 +19,18 @@ const RESUME_WITHIN_MS = 3000;
 /** How long a detached session waits (VOICE_RESUME_WINDOW_MS as this test sets it). */
 const WINDOW_MS = 8000;
 
-const cleanup: (() => Promise<unknown>)[] = [];
-afterAll(async () => {
-  for (const c of cleanup.reverse()) await c().catch(() => undefined);
-});
+const suite = processSuite({ timeoutMs: 90_000 });
+const { cleanup } = suite;
 
-let env: Record<string, string>;
 const gateways: { process: ServiceProcess; base: string }[] = [];
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
-let chatURL: string;
+let backends: Backends;
 const hearing = scriptedHearing();
 let playground: ServiceProcess;
 
 const spawned: ServiceProcess[] = [];
 async function start(svc: string, extra: Record<string, string> = {}): Promise<ServiceProcess> {
-  const p = spawnService(svc, { ...env, ...extra });
+  const p = await suite.start(svc, extra);
   spawned.push(p);
-  cleanup.push(async () => {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  });
-  await p.waitFor(svc === 'gateway' ? 'gateway listening' : '"msg":"serving"', 90_000);
   return p;
 }
 
@@ -109,7 +90,7 @@ async function send(base: string, method: string, path: string, body?: unknown) 
 
 /** A voice agent on the stubs, created through the gateway at `base`: its id. */
 async function voiceAgent(base: string, name: string): Promise<string> {
-  const flow = voiceFlow({ chatURL, speechURL: speech.baseURL });
+  const flow = backends.flow();
   return (await send(base, 'POST', '/api/agents', { name, flow })).body.id as string;
 }
 
@@ -144,18 +125,10 @@ async function killGateway(gateway: { process: ServiceProcess }, client: VoiceCl
 
 beforeAll(async () => {
   requireBuilt();
-  const nats = await startLocalNats();
-  const redis = await startLocalRedis();
-  const chat = await startOpenAiStub((req) => ({ content: `ok: ${lastUserText(req)}` }));
-  speech = await startSpeechStub({ transcribe: hearing.transcribe });
-  chatURL = chat.baseURL;
-  cleanup.push(
-    () => nats.dispose(),
-    () => redis.dispose(),
-    () => chat.close(),
-    () => speech.close(),
-  );
-  env = { NATS_URL: nats.url, REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '5000', LOG_LEVEL: 'info' };
+  backends = await suite.backends({
+    chat: (req) => ({ content: `ok: ${lastUserText(req)}` }),
+    transcribe: hearing.transcribe,
+  });
   await start('agents');
   // the owner sweep often: a lost instance's calls end within about two of its intervals
   await start('sessions', { OWNER_SWEEP_INTERVAL_MS: '1000', OWNER_SWEEP_GRACE_MS: '1000' });

@@ -1,15 +1,7 @@
-import type { Flow } from '@vab/contracts';
-import {
-  decodeRecording,
-  levelOf,
-  speak,
-  startSpeechStub,
-  VoiceClient,
-  voiceFlow as clinicVoiceFlow,
-} from '@vab/testkit';
+import { decodeRecording, lastUserText, levelOf, speak, VoiceClient } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { lastUserText, startOpenAiStub } from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * Every voice session recorded: LiveKit's recorder on the real pipeline (espeak-ng speech in real time, the stub
@@ -21,30 +13,30 @@ const KEY = 'sk-recording-test-key-0123456789';
 const TOKEN = 'recordings-test-token-0123456789abcdef';
 const SAID = 'I would like to book an appointment please';
 
+let voice: VoiceStack;
 let stack: Stack;
 let http: ReturnType<typeof authed>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 const auth = { authorization: `Bearer ${TOKEN}` };
 
-const voiceFlow = (): Flow => clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL });
+const voiceFlow = () => voice.flow();
 
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) => ({ content: `Noted: ${lastUserText(req)}` }));
-  speech = await startSpeechStub({ transcribe: () => SAID });
-  stack = await startStack({
-    testSessionDays: 7,
-    security: { apiTokens: [TOKEN] },
-    playground: { VOICE_INPUT_IDLE_MS: 3000 },
+  voice = await startVoiceStack({
+    chat: (req) => ({ content: `Noted: ${lastUserText(req)}` }),
+    transcribe: () => SAID,
+    stack: {
+      testSessionDays: 7,
+      security: { apiTokens: [TOKEN] },
+      playground: { VOICE_INPUT_IDLE_MS: 3000 },
+    },
   });
-  http = authed(api(stack.baseUrl));
+  stack = voice.stack;
+  http = authed(voice.http);
 });
 afterAll(async () => {
   if (process.env.VOICE_DEBUG)
     console.log(stack.logs.filter((l) => /"level":(40|50)|warn|error|ecord/.test(l)).join('\n'));
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
+  await voice?.close();
 });
 
 /** The API client with the bearer token on every call. */

@@ -1,22 +1,17 @@
 import { VoiceCloseCodes, type Flow } from '@vab/contracts';
 import {
+  lastUserText,
   speak,
-  startSpeechStub,
+  textOf,
   VoiceClient,
-  voiceFlow,
   withEdge,
   withNode,
   withoutNode,
+  type ChatRequest,
 } from '@vab/testkit';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import {
-  lastUserText,
-  startOpenAiStub,
-  textOf,
-  type ChatRequest,
-} from '../../../services/playground/test/openai-stub.js';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
-import { scriptedHearing } from '../../helpers/voice.js';
+import type { api, Stack } from '../../helpers/stack.js';
+import { scriptedHearing, startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * Preemptive generation on real audio: LiveKit starts the model on the caller's final transcript, before the
@@ -28,10 +23,9 @@ const KEY = 'sk-preemptive-test-key-0123456789';
 const FIRST = 'I would like to book an appointment';
 const SECOND = 'On Tuesday morning please';
 
+let voice: VoiceStack;
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
 const hearing = scriptedHearing();
 
 const system = (req: ChatRequest) => textOf(req.messages.find((m) => m.role === 'system')?.content);
@@ -42,22 +36,21 @@ const GOODBYE = 'Goodbye, see you on Tuesday.';
 let afterIt = GOODBYE;
 
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) => {
-    const last = req.messages.at(-1);
-    if (last?.role === 'tool') return { content: afterIt };
-    const offered = req.tools?.some((t) => t.function.name === 'complete_step');
-    if (completesOn !== undefined && lastUserText(req) === completesOn && offered && last?.role === 'user')
-      return { toolCalls: [{ name: 'complete_step', args: {} }] };
-    return { content: `ok: ${lastUserText(req)}` };
+  voice = await startVoiceStack({
+    chat: (req) => {
+      const last = req.messages.at(-1);
+      if (last?.role === 'tool') return { content: afterIt };
+      const offered = req.tools?.some((t) => t.function.name === 'complete_step');
+      if (completesOn !== undefined && lastUserText(req) === completesOn && offered && last?.role === 'user')
+        return { toolCalls: [{ name: 'complete_step', args: {} }] };
+      return { content: `ok: ${lastUserText(req)}` };
+    },
+    transcribe: hearing.transcribe,
   });
-  speech = await startSpeechStub({ transcribe: hearing.transcribe });
-  stack = await startStack();
-  http = api(stack.baseUrl);
+  ({ stack, http } = voice);
 });
 afterAll(async () => {
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
+  await voice?.close();
 });
 
 /**
@@ -67,7 +60,7 @@ afterAll(async () => {
  */
 async function talk(flow: Flow, { then = 0, ends = false }: { then?: number; ends?: boolean } = {}) {
   hearing.willHear(FIRST, SECOND);
-  const chatFrom = chat.requests.length;
+  const chatFrom = voice.chat.requests.length;
   const agent = await http.post('/api/agents', { name: 'Preemptive', flow });
   expect(agent.status).toBe(201);
   const agentId = agent.body.id as string;
@@ -103,7 +96,7 @@ async function talk(flow: Flow, { then = 0, ends = false }: { then?: number; end
   const said = (messages.body as { role: string; content: string; stepId: string }[]).map(
     ({ role, content, stepId }) => ({ role, content, stepId }),
   );
-  const requests = chat.requests.slice(chatFrom);
+  const requests = voice.chat.requests.slice(chatFrom);
   const endedBy = client.events.find((e) => e.type === 'session_ended') as { reason?: string } | undefined;
   /** The model requests that answered `text` (preemptive ones included, used or not). */
   const requestsFor = (text: string) => requests.filter((r) => lastUserText(r) === text);
@@ -117,9 +110,7 @@ async function talk(flow: Flow, { then = 0, ends = false }: { then?: number; end
 
 describe('preemptive generation in a voice session', () => {
   it('answers a turn the step only answers with the reply it prepared: one model request, not two', async () => {
-    const { said, requestsFor, endedBy } = await talk(
-      voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent: { preemptiveGeneration: true } }),
-    );
+    const { said, requestsFor, endedBy } = await talk(voice.flow({ preemptiveGeneration: true }));
     expect(endedBy).toBeUndefined();
     expect(said).toEqual([
       { role: 'assistant', content: 'Hello, how can I help?', stepId: 'start' },
@@ -141,14 +132,9 @@ describe('preemptive generation in a voice session', () => {
   it('the model completes the step in a turn LiveKit answered: the end step it leads to ends the call', async () => {
     completesOn = SECOND;
     try {
-      const { said, endedBy, requestsFor } = await talk(
-        voiceFlow({
-          chatURL: chat.baseURL,
-          speechURL: speech.baseURL,
-          agent: { preemptiveGeneration: true },
-        }),
-        { ends: true },
-      );
+      const { said, endedBy, requestsFor } = await talk(voice.flow({ preemptiveGeneration: true }), {
+        ends: true,
+      });
       // LiveKit answered it: its preemptive request (the tool call) and the one after the tool, no third
       expect(requestsFor(SECOND)).toHaveLength(2);
       expect(said.slice(3)).toEqual([
@@ -162,15 +148,15 @@ describe('preemptive generation in a voice session', () => {
   }, 90_000);
 
   it('the model completes the step in a turn LiveKit answered: the transfer it leads to follows that reply', async () => {
-    const stub = { chatURL: chat.baseURL, speechURL: speech.baseURL, agent: { preemptiveGeneration: true } };
+    const preemptive = () => voice.flow({ preemptiveGeneration: true });
     const target = await http.post('/api/agents', {
       name: 'Front desk',
-      flow: withNode(voiceFlow(stub), 'start', { command: 'Front desk here.' }),
+      flow: withNode(preemptive(), 'start', { command: 'Front desk here.' }),
     });
     expect(target.status).toBe(201);
     const targetAgentId = target.body.id as string;
     const transfer = { id: 'transfer', nodeType: 'transfer', targetAgentId };
-    const flow = withoutNode(voiceFlow(stub), 'end');
+    const flow = withoutNode(preemptive(), 'end');
     completesOn = SECOND;
     afterIt = 'Let me put you through.';
     try {
@@ -198,9 +184,7 @@ describe('preemptive generation in a voice session', () => {
   }, 90_000);
 
   it('off: the same conversation, each turn answered by one request made once the turn ended', async () => {
-    const { said, requestsFor } = await talk(
-      voiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent: { preemptiveGeneration: false } }),
-    );
+    const { said, requestsFor } = await talk(voice.flow({ preemptiveGeneration: false }));
     expect(said.map((m) => m.content)).toEqual([
       'Hello, how can I help?',
       FIRST,

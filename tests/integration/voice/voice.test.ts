@@ -1,19 +1,20 @@
 import type { Flow } from '@vab/contracts';
 import { loadConfig } from '@vab/playground';
 import {
+  lastUserText,
   speak,
   speakWithPause,
   startDeepgramStub,
-  startSpeechStub,
+  textOf,
   VoiceClient,
-  voiceFlow as clinicVoiceFlow,
+  type OpenAiStub,
+  type SpeechStub,
 } from '@vab/testkit';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
-import { lastUserText, startOpenAiStub, textOf } from '../../../services/playground/test/openai-stub.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
-import { scriptedHearing } from '../../helpers/voice.js';
+import { scriptedHearing, startVoiceStack, type VoiceStack } from '../../helpers/voice.js';
 
 /**
  * Voice over the gateway's WebSocket, on real audio: espeak-ng speech streamed in real time, LiveKit's pipeline
@@ -35,35 +36,34 @@ const GREETING =
   'Hello and welcome to the clinic, I am the booking assistant. I can find you an appointment with any ' +
   'of our doctors on any day of the week. How can I help?';
 
+let voice: VoiceStack;
 let stack: Stack;
 let http: ReturnType<typeof api>;
-let chat: Awaited<ReturnType<typeof startOpenAiStub>>;
-let speech: Awaited<ReturnType<typeof startSpeechStub>>;
+let chat: OpenAiStub;
+let speech: SpeechStub;
 /** What the stub STT answers for each utterance the next session sends, in order. */
 const hearing = scriptedHearing();
 
-const voiceFlow = (turns: Record<string, unknown> = {}): Flow =>
-  clinicVoiceFlow({ chatURL: chat.baseURL, speechURL: speech.baseURL, agent: turns });
+const voiceFlow = (turns: Record<string, unknown> = {}): Flow => voice.flow(turns);
 
 beforeAll(async () => {
-  chat = await startOpenAiStub((req) =>
-    lastUserText(req).includes('appointment')
-      ? { content: LONG_REPLY }
-      : lastUserText(req) === ASKS_QUOTE
-        ? { content: QUOTED }
-        : { content: `ok: ${lastUserText(req)}` },
-  );
-  speech = await startSpeechStub({ transcribe: hearing.transcribe });
-  // a client that sends nothing for this long is gone (real clients send silence, not nothing)
-  stack = await startStack({ playground: { VOICE_INPUT_IDLE_MS: 2500, VOICE_CONNECT_TIMEOUT_MS: 3000 } });
-  http = api(stack.baseUrl);
+  voice = await startVoiceStack({
+    chat: (req) =>
+      lastUserText(req).includes('appointment')
+        ? { content: LONG_REPLY }
+        : lastUserText(req) === ASKS_QUOTE
+          ? { content: QUOTED }
+          : { content: `ok: ${lastUserText(req)}` },
+    transcribe: hearing.transcribe,
+    // a client that sends nothing for this long is gone (real clients send silence, not nothing)
+    stack: { playground: { VOICE_INPUT_IDLE_MS: 2500, VOICE_CONNECT_TIMEOUT_MS: 3000 } },
+  });
+  ({ stack, http, chat, speech } = voice);
 });
 afterAll(async () => {
   if (process.env.VOICE_DEBUG)
     console.log(stack.logs.filter((l) => /"level":(40|50)|warn|error/.test(l)).join('\n'));
-  await stack?.close();
-  await chat?.close();
-  await speech?.close();
+  await voice?.close();
 });
 
 async function startVoice(flow: Flow) {

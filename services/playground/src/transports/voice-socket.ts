@@ -1,8 +1,8 @@
 import { voice } from '@livekit/agents';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { errors, headers as natsHeaders } from '@nats-io/transport-node';
+import { headers as natsHeaders } from '@nats-io/transport-node';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { safeError } from '@vab/bus';
+import { isNoResponders, safeError } from '@vab/bus';
 import {
   AppError,
   VOICE_CONTROL_HEADER,
@@ -322,11 +322,8 @@ class VoiceCall {
           if (this.connectionId === connectionId) this.relayMisses = 0;
         },
         (err: unknown) => {
-          const gone =
-            (err instanceof errors.RequestError && err.isNoResponders()) ||
-            err instanceof errors.NoRespondersError;
           // a resume meanwhile: the probe was of the relay before it
-          if (!gone || this.connectionId !== connectionId || this.detached) return;
+          if (!isNoResponders(err) || this.connectionId !== connectionId || this.detached) return;
           if (++this.relayMisses < 2) return;
           this.detached = true;
           ctx.log.info(

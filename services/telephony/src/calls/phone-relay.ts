@@ -1,11 +1,10 @@
 import {
   headers as natsHeaders,
-  errors,
   type Msg,
   type NatsConnection,
   type Subscription,
 } from '@nats-io/transport-node';
-import { safeError, type BusClient, type Logger } from '@vab/bus';
+import { isNoResponders, safeError, type BusClient, type Logger } from '@vab/bus';
 import {
   AppError,
   liveSubject,
@@ -19,6 +18,7 @@ import {
   voiceInSubject,
   voiceOutSubject,
 } from '@vab/contracts';
+import { closeSocket } from '@vab/service-kit';
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { decodeMulaw, encodeMulaw } from '../audio/mulaw.js';
@@ -49,8 +49,6 @@ const FRAME_SAMPLES = 160;
 const FRAME_MS = 20;
 /** How much of the agent's audio is sent ahead of what the line has played: Twilio's jitter buffer, no more. */
 const LEAD_MS = 100;
-const MAX_REASON_BYTES = 120;
-const reasonOf = (text: string) => Buffer.from(text).subarray(0, MAX_REASON_BYTES).toString();
 
 type Queued = { audio: Uint8Array } | { flush: number };
 
@@ -416,18 +414,13 @@ export class PhoneRelay {
     try {
       await this.deps.nc.request(liveSubject(sessionId), undefined, { timeout: 2000 });
     } catch (err) {
-      const gone =
-        (err instanceof errors.RequestError && err.isNoResponders()) ||
-        err instanceof errors.NoRespondersError;
-      if (gone) this.close(VoiceCloseCodes.ended, 'call ended', false);
+      if (isNoResponders(err)) this.close(VoiceCloseCodes.ended, 'call ended', false);
     }
   }
 
   private close(code: number, reason: string, endSession = true): void {
     if (this.closed) return;
-    const { socket } = this.deps;
-    if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING)
-      socket.close(code, reasonOf(reason));
+    closeSocket(this.deps.socket, code, reason);
     void this.finish(endSession);
   }
 
