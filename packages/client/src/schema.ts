@@ -4644,6 +4644,7 @@ export interface operations {
           | 'busy'
           | 'provider_error'
           | 'instance_lost'
+          | 'overloaded'
           | 'drained'
           | 'gateway_lost'
           | 'no_connect';
@@ -4742,6 +4743,7 @@ export interface operations {
                     | 'busy'
                     | 'provider_error'
                     | 'instance_lost'
+                    | 'overloaded'
                     | 'drained'
                     | 'gateway_lost'
                     | 'no_connect'
@@ -4984,6 +4986,7 @@ export interface operations {
                   | 'busy'
                   | 'provider_error'
                   | 'instance_lost'
+                  | 'overloaded'
                   | 'drained'
                   | 'gateway_lost'
                   | 'no_connect'

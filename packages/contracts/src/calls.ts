@@ -25,6 +25,8 @@ export type CallChannel = z.infer<typeof CallChannel>;
  * - `busy`: refused at a cap (never connected): `endedDetail.kind` names the cap;
  * - `provider_error`: a model provider failed the call (`endedDetail`: provider and kind);
  * - `instance_lost`: the playground instance hosting it went away;
+ * - `overloaded`: the instance hosting it fell too far behind real time to hear the caller
+ *   (`SESSION_MAX_BEHIND_MS`) and ended it rather than leave the caller unheard;
  * - `drained`: the instance hosting it shut down and the call could not be moved;
  * - `gateway_lost`: the edge relaying its audio went away;
  * - `no_connect`: admitted, but the caller never opened the audio socket in time.
@@ -38,6 +40,7 @@ export const EndedReason = z.enum([
   'busy',
   'provider_error',
   'instance_lost',
+  'overloaded',
   'drained',
   'gateway_lost',
   'no_connect',

@@ -20,6 +20,7 @@ export const ENDED_REASONS = [
   'busy',
   'provider_error',
   'instance_lost',
+  'overloaded',
   'drained',
   'gateway_lost',
   'no_connect',

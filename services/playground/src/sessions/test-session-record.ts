@@ -212,7 +212,9 @@ export function endedReasonOf(stopReason: string | undefined): {
     case 'shutdown':
       return { endedReason: 'drained' };
     case 'behind real time':
-      return { endedReason: 'instance_lost' };
+      // the instance is up but could not keep up with this call: not `instance_lost`, which sends an
+      // operator looking for a dead process
+      return { endedReason: 'overloaded' };
     case 'voice pipeline failed':
     case 'failed start':
       return { endedReason: 'provider_error', endedDetail: { kind: 'start' } };
