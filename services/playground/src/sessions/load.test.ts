@@ -55,6 +55,39 @@ describe('load-based admission', () => {
     expect(monitor.isOverloaded).toBe(false);
   });
 
+  it('waits LOAD_OVER_FOR_MS for the event loop and the CPU, not for sessions already behind real time', () => {
+    let now = 0;
+    const changes: boolean[] = [];
+    const monitor = new LoadMonitor({
+      log: pino({ level: 'silent' }),
+      config: { ...config, LOAD_OVER_FOR_MS: 3000 },
+      onChange: (o) => changes.push(o),
+      tooFarBehind: () => undefined,
+      now: () => now,
+    });
+    // a loop held and a busy CPU for 2 s: a spike (a start-up's models, a collection), still taking sessions
+    monitor.judge({ ...quiet, eventLoopP99Ms: 300, cpuPercent: 99 });
+    now = 2000;
+    monitor.judge({ ...quiet, eventLoopP99Ms: 300, cpuPercent: 99 });
+    expect(changes).toEqual([]);
+    now = 3000;
+    monitor.judge({ ...quiet, eventLoopP99Ms: 300 });
+    expect(changes).toEqual([true]);
+
+    // admitted callers heard late: overloaded at the first interval that says so
+    now = 0;
+    const behind: boolean[] = [];
+    const other = new LoadMonitor({
+      log: pino({ level: 'silent' }),
+      config: { ...config, LOAD_OVER_FOR_MS: 3000 },
+      onChange: (o) => behind.push(o),
+      tooFarBehind: () => undefined,
+      now: () => now,
+    });
+    other.judge({ ...quiet, behindMs: 600 });
+    expect(behind).toEqual([true]);
+  });
+
   it('hands over a session whose audio is past SESSION_MAX_BEHIND_MS, and sees the worst lag', async () => {
     const behind: [string, number][] = [];
     const monitor = new LoadMonitor({
