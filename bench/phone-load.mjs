@@ -82,8 +82,10 @@ const playground = await startProcess(
     RECORDINGS: 'on',
     PLAYGROUND_THREADS: String(THREADS),
     // the instance's admission by load is off (as in the other benchmarks: what the load costs is measured);
-    // LOAD_MAX_EVENT_LOOP_P99_MS=… in the environment puts it back, and its refusals are counted apart
+    // LOAD_MAX_EVENT_LOOP_P99_MS=… (and LOAD_MAX_BEHIND_MS, LOAD_MAX_CPU_PERCENT, LOAD_OVER_FOR_MS) in the environment
+    // puts it back; its refusals are counted apart (busy)
     ...admissionOff(),
+    ...(process.env.LOAD_OVER_FOR_MS ? { LOAD_OVER_FOR_MS: process.env.LOAD_OVER_FOR_MS } : {}),
   },
   THREADS > 1 ? 'playground threads up' : 'playground instance up',
 );
@@ -207,12 +209,16 @@ try {
 
   // each call that talked is listed ended, with its recording (stored once the call ends)
   let stored = 0;
+  let listed;
   for (let i = 0; i < 100; i++) {
-    const listed = await sendJson('GET', `${core.url}/api/agents/${agent.id}/calls?channel=phone&limit=100`);
+    listed = await sendJson('GET', `${core.url}/api/agents/${agent.id}/calls?channel=phone&limit=100`);
     stored = listed.calls.filter((x) => x.status === 'ended' && x.recording !== null).length;
     if (stored >= ended) break;
     await sleep(200);
   }
+  // why the calls ended, as their records say (a lost call's reason is the instance's, not the caller's)
+  const endedBy = new Map();
+  for (const x of listed?.calls ?? []) endedBy.set(x.endedReason, (endedBy.get(x.endedReason) ?? 0) + 1);
 
   console.log(
     `${CALLS} concurrent phone calls on one playground instance (recordings on, ${THREADS} thread${THREADS > 1 ? 's' : ''}), started over ${RAMP_S} s, ` +
@@ -236,6 +242,9 @@ try {
     );
   console.log(`| calls completed / refused busy / lost | ${ended} / ${refused} / ${lost.length} |`);
   console.log(`| calls listed ended with a recording | ${stored} |`);
+  console.log(
+    `| calls' endedReason | ${[...endedBy].map(([reason, n]) => `${reason ?? 'none'} ${n}`).join(', ')} |`,
+  );
   console.log(
     `| greeting (start → first audible sample), p50 / p99 ms | ${fmt(pct(greetMs, 50))} / ${fmt(pct(greetMs, 99))} |`,
   );

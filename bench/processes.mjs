@@ -1,9 +1,9 @@
 // Shared by the benchmarks: starting a service process, reading what a process has used, sending JSON to
 // the API, and the realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   clinicScript,
@@ -71,6 +71,13 @@ export function startProcess(file, env, ready, nodeArgs = []) {
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
+    // BENCH_LOG_DIR=<dir>: every line each process printed, kept in <dir>/<service>-<pid>.log (to explain a run)
+    if (process.env.BENCH_LOG_DIR) {
+      const name = basename(dirname(dirname(file)));
+      const log = createWriteStream(join(process.env.BENCH_LOG_DIR, `${name}-${child.pid}.log`));
+      child.stdout.pipe(log);
+      child.stderr.pipe(log);
+    }
     child.on('exit', (code) => {
       if (!isReady) reject(new Error(`${file} exited ${code}: ${out.slice(-500)}`));
     });
