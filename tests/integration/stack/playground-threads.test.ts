@@ -188,7 +188,8 @@ describe('a playground process on two threads (PLAYGROUND_THREADS=2)', () => {
     writeFileSync(trigger, '');
     // decision 0037: a process missing a thread is not the process configured; it ends for the orchestrator to
     // restart it whole, its other threads drained as on SIGTERM
-    expect(await pg.exited).toBe(1);
+    const exitCode = await pg.exited;
+    expect(exitCode, `signal ${pg.child.signalCode}:\n${pg.output().slice(-3000)}`).toBe(1);
     const output = lines(pg);
     // the crash is told by the thread itself, through its own redactor (thread-main.ts), then its end
     expect(output.find((l) => l.msg === 'playground thread crashed')).toMatchObject({

@@ -16,8 +16,11 @@ export type ToThread =
   | { type: 'stop'; reason: string; mode: StopMode }
   | { type: 'metrics'; id: number }
   | { type: 'checks'; id: number }
-  /** Every other thread has ended: LiveKit's native side may be disposed of (the rooms thread's last step). */
-  | { type: 'dispose' };
+  /**
+   * Every other thread has ended: LiveKit's native side may be disposed of (the rooms thread's last step);
+   * `native: false` when a thread died, its native objects left as they were: then it is left to the exit.
+   */
+  | { type: 'dispose'; native: boolean };
 
 /** A thread to the main thread. */
 export type FromThread =

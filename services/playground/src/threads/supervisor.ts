@@ -53,6 +53,8 @@ interface Thread {
   /** Its exit code, once it exited. */
   exited: Promise<number>;
   ended: boolean;
+  /** It ended when it was not asked to. */
+  died: boolean;
 }
 
 export interface ThreadsOptions {
@@ -115,7 +117,7 @@ export class PlaygroundThreads {
       name: `playground-t${index}`,
     });
     const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
-    const thread: Thread = { index, worker, exited, ended: false };
+    const thread: Thread = { index, worker, exited, ended: false, died: false };
     this.threads.push(thread);
     let ready!: () => void;
     const ended = exited.then((code) => {
@@ -145,6 +147,7 @@ export class PlaygroundThreads {
     void exited.then((code) => {
       thread.ended = true;
       if (this.stopping) return;
+      thread.died = true;
       opts.log.error({ thread: index, exitCode: code }, 'playground thread ended');
       this.reportDeath({ thread: index, code });
     });
@@ -206,7 +209,9 @@ export class PlaygroundThreads {
     const codes = await Promise.all(live.filter((t) => t.index !== 0).map((t) => t.exited));
     const rooms = live.find((t) => t.index === 0);
     if (rooms) {
-      this.post(0, { type: 'dispose' } satisfies ToThread);
+      // a thread that died may have left LiveKit's native objects half torn down (decision 0037): disposing of
+      // the native side over them is not worth a crash on the way out, the process ends anyway
+      this.post(0, { type: 'dispose', native: !this.threads.some((t) => t.died) } satisfies ToThread);
       codes.push(await rooms.exited);
     }
     return codes.every((c) => c === 0) ? 0 : 1;

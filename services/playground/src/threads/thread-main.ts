@@ -42,8 +42,9 @@ process.on('uncaughtException', (err) => {
 
 let stop: ((reason: string, mode: StopMode) => void) | undefined;
 let checks: Record<string, Check> = {};
-let disposeAllowed!: () => void;
-const othersEnded = new Promise<void>((resolve) => (disposeAllowed = resolve));
+let disposeAllowed!: (native: boolean) => void;
+/** Every other thread has ended; whether LiveKit's native side is to be disposed of (none died). */
+const othersEnded = new Promise<boolean>((resolve) => (disposeAllowed = resolve));
 
 port.on('message', (msg: ToThread) => {
   switch (msg.type) {
@@ -66,7 +67,7 @@ port.on('message', (msg: ToThread) => {
       return;
     }
     case 'dispose':
-      disposeAllowed();
+      disposeAllowed(msg.native);
       return;
   }
 });
@@ -81,5 +82,7 @@ runPlaygroundInstance(config, {
     checks: (c) => (checks = c),
   },
   // LiveKit's native side is the process's: ended once, by the rooms thread, after every other thread ended
-  dispose: rooms ? () => othersEnded.then(() => disposeLiveKit()) : async () => undefined,
+  dispose: rooms
+    ? () => othersEnded.then((native) => (native ? disposeLiveKit() : undefined))
+    : async () => undefined,
 });
