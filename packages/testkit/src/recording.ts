@@ -1,5 +1,5 @@
 import { getFfmpegPath } from '@livekit/av';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 
 /** A recording decoded to PCM: each channel 16-bit at `sampleRate`, as FFmpeg read the file. */
 export interface DecodedRecording {
@@ -59,4 +59,39 @@ export function levelOf(pcm: Int16Array, sampleRate: number, fromMs: number, toM
   let sum = 0;
   for (let i = from; i < to; i++) sum += pcm[i]! * pcm[i]!;
   return Math.sqrt(sum / (to - from));
+}
+
+/**
+ * Writes `file`: `seconds` of a 440 Hz tone, stereo at the recorder's 24 kHz, encoded as the recorder encodes
+ * (Ogg Opus at 32 kb/s, by @livekit/av's FFmpeg); sox makes the tone.
+ */
+export function writeToneRecording(file: string, seconds: number): void {
+  const wav = `${file}.wav`;
+  execFileSync('sox', [
+    '-n',
+    '-r',
+    '24000',
+    '-c',
+    '2',
+    '-b',
+    '16',
+    wav,
+    'synth',
+    String(seconds),
+    'sine',
+    '440',
+  ]);
+  execFileSync(getFfmpegPath() ?? 'ffmpeg', [
+    '-v',
+    'error',
+    '-i',
+    wav,
+    '-c:a',
+    'libopus',
+    '-b:a',
+    '32k',
+    '-f',
+    'ogg',
+    file,
+  ]);
 }

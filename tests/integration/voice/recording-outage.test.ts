@@ -1,4 +1,3 @@
-import { getFfmpegPath } from '@livekit/av';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Objm } from '@nats-io/obj';
@@ -10,9 +9,8 @@ import {
   recordingObject,
 } from '@vab/contracts';
 import { buildGateway } from '@vab/gateway';
-import { decodeRecording, startLocalNats } from '@vab/testkit';
+import { decodeRecording, startLocalNats, writeToneRecording } from '@vab/testkit';
 import type { FastifyInstance } from 'fastify';
-import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,22 +44,8 @@ const reconnecting = { maxReconnectAttempts: -1, reconnectTimeWait: 100 };
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'recording-outage-'));
-  const wav = join(dir, 'source.wav');
-  execFileSync('sox', ['-n', '-r', '24000', '-c', '2', '-b', '16', wav, 'synth', '20', 'sine', '440']);
   const ogg = join(dir, 'source.ogg');
-  execFileSync(getFfmpegPath()!, [
-    '-v',
-    'error',
-    '-i',
-    wav,
-    '-c:a',
-    'libopus',
-    '-b:a',
-    '32k',
-    '-f',
-    'ogg',
-    ogg,
-  ]);
+  writeToneRecording(ogg, 20);
   source = readFileSync(ogg);
   sourceMs = (await oggDurationMs(ogg))!;
   nats = await startLocalNats();

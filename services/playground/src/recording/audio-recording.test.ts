@@ -1,9 +1,8 @@
-import { getFfmpegPath } from '@livekit/av';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { writeToneRecording } from '@vab/testkit';
 import { describe, expect, it } from 'vitest';
 import { oggDurationMs } from './audio-recording.js';
 import { sweepSpools } from './spool.js';
@@ -13,21 +12,7 @@ describe('a recording file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ogg-'));
     const file = join(dir, 'a.ogg');
     // 2.5 s of a tone, stereo, at the recorder's rate, encoded as the recorder does
-    const wav = join(dir, 'a.wav');
-    execFileSync('sox', ['-n', '-r', '24000', '-c', '2', '-b', '16', wav, 'synth', '2.5', 'sine', '440']);
-    execFileSync(getFfmpegPath()!, [
-      '-v',
-      'error',
-      '-i',
-      wav,
-      '-c:a',
-      'libopus',
-      '-b:a',
-      '32k',
-      '-f',
-      'ogg',
-      file,
-    ]);
+    writeToneRecording(file, 2.5);
     expect(await oggDurationMs(file)).toBe(2500);
     writeFileSync(join(dir, 'empty.ogg'), '');
     expect(await oggDurationMs(join(dir, 'empty.ogg'))).toBeUndefined();
