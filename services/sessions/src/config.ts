@@ -118,13 +118,19 @@ export const DEFAULT_LIMITS: SessionsLimits = limitsFrom(loadConfig({}));
  */
 export const DEPLOY_INTERRUPTED_MARGIN_MS = 30_000;
 
+/** How long after its creation a pipeline deploy still pending/building counts as interrupted. */
+export const interruptedAfterMsOf = (checkTimeoutMs: number) => checkTimeoutMs + DEPLOY_INTERRUPTED_MARGIN_MS;
+
 export function deploySweepFrom(config: SessionsConfig) {
   return {
     intervalMs: config.DEPLOY_SWEEP_INTERVAL_MS,
     checkTimeoutMs: config.DEPLOY_CHECK_TIMEOUT_MS,
-    interruptedAfterMs: config.DEPLOY_CHECK_TIMEOUT_MS + DEPLOY_INTERRUPTED_MARGIN_MS,
+    interruptedAfterMs: interruptedAfterMsOf(config.DEPLOY_CHECK_TIMEOUT_MS),
   };
 }
+
+/** The deploy pipeline's bounds and sweep unless configured (DEPLOY_CHECK_TIMEOUT_MS, DEPLOY_SWEEP_INTERVAL_MS). */
+export const DEFAULT_DEPLOYS = deploySweepFrom(loadConfig({}));
 
 export function canaryFrom(config: SessionsConfig) {
   return {

@@ -8,7 +8,7 @@ import { CallErasure } from './live/call-erasure.js';
 import { CallRetention, type CallRetentionSettings } from './live/call-retention.js';
 import { SessionRetention, type RetentionSettings } from './retention.js';
 import { AgentsDirectory } from './agents-directory.js';
-import { DEFAULT_LIMITS, type SessionsLimits } from './config.js';
+import { DEFAULT_DEPLOYS, DEFAULT_LIMITS, interruptedAfterMsOf, type SessionsLimits } from './config.js';
 import type { Deps } from './deps.js';
 import { conversationsAppend } from './handlers/conversations-append.js';
 import { conversationsList } from './handlers/conversations-list.js';
@@ -72,7 +72,7 @@ import { DomainEvents } from './live/domain-events.js';
 import { LiveDeploys } from './live/live-deploys.js';
 import { DeployPipeline } from './live/pipeline.js';
 import { CanaryJudge } from './live/canary.js';
-import { DeploySweep, type DeploySweepSettings } from './live/deploy-sweep.js';
+import { DeploySweep } from './live/deploy-sweep.js';
 
 export function sessionsHandlers(deps: Deps): HandlerTable<'sessions'> {
   return {
@@ -138,16 +138,6 @@ export interface SessionsService extends Served {
   deploySweep: DeploySweep;
   runner: TestRunner;
 }
-
-/**
- * The deploy pipeline's bounds and sweep unless configured (config: DEPLOY_CHECK_TIMEOUT_MS,
- * DEPLOY_SWEEP_INTERVAL_MS; `interruptedAfterMs` is the check's bound plus a margin, config.ts).
- */
-export const DEFAULT_DEPLOYS: DeploySweepSettings & { checkTimeoutMs: number } = {
-  checkTimeoutMs: 30_000,
-  intervalMs: 15_000,
-  interruptedAfterMs: 60_000,
-};
 
 /** Test runs unless configured (sessions config: TEST_RUN_CONCURRENCY, TEST_CASE_TIMEOUT_MS, …). */
 export const DEFAULT_RUNNER: RunnerSettings & { maxCases: number; maxRuns: number } = {
@@ -277,7 +267,14 @@ function startDeploys(
   parts: Pick<Deps, 'store' | 'testing' | 'calls' | 'liveDeploys' | 'events' | 'agents'>,
 ) {
   const { store, testing, calls, liveDeploys, events, agents } = parts;
-  const settings = { ...DEFAULT_DEPLOYS, ...deps.deploys };
+  const checkTimeoutMs = deps.deploys?.checkTimeoutMs ?? DEFAULT_DEPLOYS.checkTimeoutMs;
+  // a check's bound given alone moves the interrupted deploys' bound with it (config.ts derives it so)
+  const settings = {
+    ...DEFAULT_DEPLOYS,
+    checkTimeoutMs,
+    interruptedAfterMs: interruptedAfterMsOf(checkTimeoutMs),
+    ...deps.deploys,
+  };
   const pipeline = new DeployPipeline(deps.nc, {
     store,
     testing,
