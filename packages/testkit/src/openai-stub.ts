@@ -27,6 +27,8 @@ export interface ChatReply {
   delayMs?: number;
   /** Start the answer at once, but send its first token only after this long (time to first token). */
   firstTokenDelayMs?: number;
+  /** With `wordByWord`: the words after the first only after this long (a model slow to finish its answer). */
+  restDelayMs?: number;
   /** Stream the content word by word (one chunk each), as a real model does. */
   wordByWord?: boolean;
   /** Stream the content in pieces of this many characters (one chunk each): a model streaming one long word. */
@@ -210,9 +212,10 @@ async function streamChat(res: ServerResponse, chat: ChatRequest, reply: ChatRep
   res.write(chunk({ role: 'assistant', content: '' }));
   if (reply.firstTokenDelayMs) await new Promise((r) => setTimeout(r, reply.firstTokenDelayMs));
   if (reply.content && reply.wordByWord) {
-    for (const word of reply.content.split(/(?<= )/)) {
+    const words = reply.content.split(/(?<= )/);
+    for (const [i, word] of words.entries()) {
       res.write(chunk({ content: word }));
-      await new Promise((r) => setTimeout(r, 2));
+      await new Promise((r) => setTimeout(r, i === 0 && reply.restDelayMs ? reply.restDelayMs : 2));
     }
   } else if (reply.content && reply.pieceChars) {
     for (let at = 0; at < reply.content.length; at += reply.pieceChars) {

@@ -15,15 +15,16 @@ import { finishedRun } from '../../helpers/runs.js';
 import { api, startStack, type Stack } from '../../helpers/stack.js';
 
 const KEY = 'sk-test-never-in-events-0123456789';
-/** What the model's replies look like to this test: words, streamed one by one; "slow" delays the first. */
+/** What the model's replies look like to this test: words, streamed one by one; "slow" delays the first and the rest. */
 let firstTokenDelayMs = 0;
+let restDelayMs = 0;
 let bigReply = '';
 const script = (req: Parameters<typeof clinicScript>[0]): ChatReply => {
   const reply = clinicScript(req);
   if (reply.content?.startsWith('ok:')) {
     const said = lastUserText(req);
     if (said === 'big') return { content: bigReply };
-    return { ...reply, wordByWord: true, firstTokenDelayMs: said === 'slow' ? firstTokenDelayMs : 0 };
+    return { ...reply, wordByWord: true, ...(said === 'slow' ? { firstTokenDelayMs, restDelayMs } : {}) };
   }
   return reply;
 };
@@ -392,29 +393,30 @@ describe("a turn's events, streamed by the turn request itself", () => {
 });
 
 describe('figures on every turn, stats per version', () => {
-  it("measures the model's time to first token within 20 ms of the stub's delay", async () => {
+  it("measures the model's time to first token: after the model's delay, before the rest of its answer", async () => {
     firstTokenDelayMs = 300;
+    restDelayMs = 400;
     const s = await startSession();
     // the model's connection is made by the first call: the figure is then the model's own delay
     await s.turn('Hi');
-    // three slow turns: each figure is at least the delay; the test process shares two cores with the rest of
-    // the suite, so a turn's figure may carry a scheduling delay: the closest of three is within 20 ms
-    const ttfts: number[] = [];
+    // Bounds that hold however loaded the machine (a scheduling delay only adds): the first token comes
+    // 300 ms after the answer's start, and the rest 400 ms after the first token, so a figure taken at the
+    // answer's start is under 300, and one taken at its end leaves under 400 of the turn after it.
     let t = await s.turn('slow');
     for (let i = 0; i < 3; i++) {
       if (i > 0) t = await s.turn('slow');
       expect(t.status).toBe(200);
-      ttfts.push(t.body.metrics.llmTtftMs as number);
-      expect(t.body.metrics.turnMs).toBeGreaterThanOrEqual(t.body.metrics.llmTtftMs);
+      const { llmTtftMs, turnMs } = t.body.metrics as { llmTtftMs: number; turnMs: number };
+      expect(llmTtftMs).toBeGreaterThanOrEqual(300 - 5);
+      expect(turnMs - llmTtftMs).toBeGreaterThanOrEqual(400 - 5);
     }
-    for (const ttft of ttfts) expect(ttft).toBeGreaterThanOrEqual(300 - 20);
-    expect(Math.min(...ttfts.map((v) => Math.abs(v - 300)))).toBeLessThanOrEqual(20);
     await http.delete(`/api/agents/${s.agentId}/text-sessions/${s.sessionId}`);
     // on the transcript: the agent message of that turn carries the same figures
     const messages = await http.get(`/api/agents/${s.agentId}/test-sessions/${s.sessionId}/messages`);
     const withFigures = messages.body.filter((m: { metrics?: unknown }) => m.metrics);
     expect(withFigures.at(-1).metrics).toEqual(t.body.metrics);
     firstTokenDelayMs = 0;
+    restDelayMs = 0;
   });
 
   it("keeps a version's stats at write time: sessions, turns, percentiles as the transcripts say", async () => {

@@ -106,6 +106,7 @@ describe('recordings of LiveKit room sessions', () => {
     const leftAt = Date.now();
     room.leave();
     const { session, events } = await ended(stack.baseUrl, agentId, sessionId);
+    const closedSeenAt = Date.now();
 
     // the agent heard the caller through the room, with the recorder in front of RoomIO's input
     const messages = (await h.get(`/api/agents/${agentId}/test-sessions/${sessionId}/messages`)).body as {
@@ -135,8 +136,10 @@ describe('recordings of LiveKit room sessions', () => {
     const decoded = await decodeRecording(new Uint8Array(await res.arrayBuffer()));
     expect(decoded).toMatchObject({ codec: 'opus', channels: 2, sampleRate: 48_000 });
     expect(Math.abs(decoded.durationMs - recording.durationMs)).toBeLessThanOrEqual(100);
-    // the file spans the session, from its start to the caller leaving (the session closes at once then)
-    expect(Math.abs(decoded.durationMs - (leftAt - recording.startedAt))).toBeLessThanOrEqual(100);
+    // the file spans the session, from its start to the caller leaving: the session closes then, as soon as
+    // the playground gets to it (on a loaded machine, later), and before this test saw it closed
+    expect(decoded.durationMs).toBeGreaterThanOrEqual(leftAt - recording.startedAt - 100);
+    expect(decoded.durationMs).toBeLessThanOrEqual(closedSeenAt - recording.startedAt + 100);
 
     // left: the caller, loud where their speech went into the room, quiet while the greeting played
     const rate = decoded.sampleRate;
