@@ -201,6 +201,20 @@ export async function sendJson(method, url, body) {
   return text ? JSON.parse(text) : undefined;
 }
 
+/**
+ * Starts a test run of the agent's cases (`body`: `POST …/test-runs`'s) and waits for its end, asking every
+ * `pollMs`; the finished run. Its start is the moment the run is asked for, so time it from before the call.
+ */
+export async function finishedRun(baseUrl, agentId, body, pollMs) {
+  const started = await sendJson('POST', `${baseUrl}/api/agents/${agentId}/test-runs`, body);
+  let run = started;
+  while (run.finishedAt === null) {
+    await new Promise((r) => setTimeout(r, pollMs));
+    run = await sendJson('GET', `${baseUrl}/api/agents/${agentId}/test-runs/${started.id}`);
+  }
+  return run;
+}
+
 const AUTOCANNON = join(
   dirname(fileURLToPath(import.meta.url)),
   '..',

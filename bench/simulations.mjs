@@ -13,7 +13,7 @@ import pino from 'pino';
 import { BusClient, connectNats } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import { orderFlow } from '@vab/testkit';
-import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { finishedRun, option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
 import { root } from './lib/figures.mjs';
 
 const CASES = option('cases', 20);
@@ -81,12 +81,7 @@ console.log(
 );
 const calls0 = served.calls;
 const t0 = performance.now();
-const started = await sendJson('POST', `${base}/api/agents/${agent.id}/test-runs`, { apiKeys });
-let run = started;
-while (run.finishedAt === null) {
-  await new Promise((r) => setTimeout(r, 50));
-  run = await sendJson('GET', `${base}/api/agents/${agent.id}/test-runs/${started.id}`);
-}
+const run = await finishedRun(base, agent.id, { apiKeys }, 50);
 const seconds = (performance.now() - t0) / 1000;
 const attempts = run.cases.reduce((n, c) => n + c.repeats.length, 0);
 const turns = run.cases.reduce(

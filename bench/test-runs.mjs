@@ -10,7 +10,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fullFlow, withNode } from '@vab/testkit';
-import { option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
+import { finishedRun, option, sendJson, startCoreStack, startModelStub, startProcess } from './processes.mjs';
 import { root } from './lib/figures.mjs';
 
 const CASES = option('cases', 100);
@@ -71,12 +71,7 @@ for (let n = 1; n <= INSTANCES; n++) {
     ),
   );
   const t0 = performance.now();
-  const started = await sendJson('POST', `${base}/api/agents/${agent.id}/test-runs`, { apiKeys });
-  let run = started;
-  while (run.finishedAt === null) {
-    await new Promise((r) => setTimeout(r, 100));
-    run = await sendJson('GET', `${base}/api/agents/${agent.id}/test-runs/${started.id}`);
-  }
+  const run = await finishedRun(base, agent.id, { apiKeys }, 100);
   const seconds = (performance.now() - t0) / 1000;
   console.log(
     `| ${n} | ${seconds.toFixed(1)} s | ${(CASES / seconds).toFixed(1)} | ${run.counts.passed} | ${run.counts.errored} |`,

@@ -11,7 +11,15 @@
 //   [--concurrency 30] [--cpu-prof <dir>]
 import { join } from 'node:path';
 import { freePort, startSpeechStub, voiceFlow } from '@vab/testkit';
-import { option, sendJson, startCoreStack, startModelStub, startProcess, usage } from './processes.mjs';
+import {
+  finishedRun,
+  option,
+  sendJson,
+  startCoreStack,
+  startModelStub,
+  startProcess,
+  usage,
+} from './processes.mjs';
 import { root } from './lib/figures.mjs';
 
 const CASES = option('cases', 10);
@@ -44,7 +52,7 @@ const speech = await startSpeechStub({ transcribe: () => 'I would like to book a
 const core = await startCoreStack(root, {
   TEST_RUN_CONCURRENCY: String(CONCURRENCY),
   TEST_CASE_TIMEOUT_MS: '300000',
-  TEST_CASE_ATTEMPTS: '1',
+  TEST_CASE_RETRIES: '0',
 });
 const { url: base, procs, nats, redis, env } = core;
 const metricsPort = await freePort();
@@ -111,14 +119,7 @@ try {
   await eventLoop();
   const cpu0 = usage(playground.pid).cpuSeconds;
   const t0 = performance.now();
-  const started = await sendJson('POST', `${base}/api/agents/${agent.id}/test-runs`, {
-    apiKeys: { openai: 'sk-bench' },
-  });
-  let run = started;
-  while (run.finishedAt === null) {
-    await new Promise((r) => setTimeout(r, 500));
-    run = await sendJson('GET', `${base}/api/agents/${agent.id}/test-runs/${started.id}`);
-  }
+  const run = await finishedRun(base, agent.id, { apiKeys: { openai: 'sk-bench' } }, 500);
   const seconds = (performance.now() - t0) / 1000;
   const cpu = usage(playground.pid).cpuSeconds - cpu0;
   const loop = await eventLoop();

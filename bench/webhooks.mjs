@@ -15,8 +15,7 @@ import { connectNats } from '@vab/bus';
 import { createLogger } from '@vab/service-kit';
 import { createRedis } from '@vab/storage';
 import { startLocalNats, startLocalRedis } from '@vab/testkit';
-import { startWebhooksService } from '@vab/webhooks';
-import { parseAllowList } from '@vab/egress';
+import { loadConfig, startWebhooksService, webhooksSettingsFrom } from '@vab/webhooks';
 import { option } from './processes.mjs';
 import { sleep } from './lib/figures.mjs';
 
@@ -48,15 +47,14 @@ const webhooks = startWebhooksService({
   redis: redisOf(),
   log,
   settings: {
-    secretsKey: Buffer.alloc(32, 3),
-    egressAllow: parseAllowList('127.0.0.1'),
+    // the service's own defaults (as it runs in production), with receivers on loopback allowed
+    ...webhooksSettingsFrom(
+      loadConfig({ WEBHOOK_SECRETS_KEY: '03'.repeat(32), WEBHOOK_EGRESS_ALLOW: '127.0.0.1' }),
+    ),
     timeoutMs: 5000,
-    concurrency: 32,
     // the backlog's receiver comes back within seconds: the delays stay short enough to see it recover
     retry: { firstMs: 1000, maxDelayMs: 5000, forMs: 3_600_000 },
-    failingAfter: 5,
     retentionDays: 1,
-    pollMs: 500,
     stream: { maxAgeMs: 3_600_000, replicas: 1 },
   },
 });

@@ -381,21 +381,12 @@ async function ensureNats() {
     }
   }
   let target = hostPort(NATS_URL, 4222);
-  if (!NATS_GIVEN && (await portTaken(target.host, target.port))) {
-    const port = await freePort();
-    print(
-      record(
-        'stack',
-        40,
-        'a program this stack did not start (a NATS server?) holds the default port: starting ours on a free port (set NATS_URL to use a NATS there)',
-        {
-          taken: `${target.host}:${target.port}`,
-          port,
-        },
-      ),
+  if (!NATS_GIVEN) {
+    target = await ownPort(
+      target,
+      'a program this stack did not start (a NATS server?) holds the default port: starting ours on a free port (set NATS_URL to use a NATS there)',
     );
-    target = { host: target.host, port };
-    NATS_URL = `nats://${target.host}:${port}`;
+    NATS_URL = `nats://${target.host}:${target.port}`;
   }
   needBinary('nats-server', 'nats-server');
   mkdirSync(stateDir, { recursive: true });
@@ -405,6 +396,17 @@ async function ensureNats() {
   run('nats-server', 'nats-server', ['-c', conf]);
   await waitFor('nats-server', () => answers(target, undefined, 'INFO'), 15000);
   log('started nats-server (ours: stopped with the stack)', { natsUrl: NATS_URL, maxPayload: '8 MiB' });
+}
+
+/**
+ * Where a server of our own starts: `target`, the default address, unless a program this stack did not start
+ * holds its port (somebody else's server: left alone), then a free port on its host, said in a warning (`msg`).
+ */
+async function ownPort(target, msg) {
+  if (!(await portTaken(target.host, target.port))) return target;
+  const port = await freePort();
+  print(record('stack', 40, msg, { taken: `${target.host}:${target.port}`, port }));
+  return { host: target.host, port };
 }
 
 /**
@@ -447,21 +449,12 @@ async function ensureRedis() {
     });
     return;
   }
-  if (!REDIS_GIVEN && (await portTaken(target.host, target.port))) {
-    const port = await freePort();
-    print(
-      record(
-        'stack',
-        40,
-        'a program this stack did not start (a Redis?) holds the default port: starting ours on a free port (set REDIS_URL to use a Redis there)',
-        {
-          taken: `${target.host}:${target.port}`,
-          port,
-        },
-      ),
+  if (!REDIS_GIVEN) {
+    target = await ownPort(
+      target,
+      'a program this stack did not start (a Redis?) holds the default port: starting ours on a free port (set REDIS_URL to use a Redis there)',
     );
-    target = { host: target.host, port };
-    REDIS_URL = `redis://${target.host}:${port}`;
+    REDIS_URL = `redis://${target.host}:${target.port}`;
   }
   needBinary('redis-server', 'redis-server');
   const dir = join(stateDir, 'redis');

@@ -23,8 +23,13 @@ import {
   type Resolver,
 } from '@vab/playground';
 import { startSessionsService, type SessionsLimits, type SessionsService } from '@vab/sessions';
-import { parseAllowList } from '@vab/egress';
-import { startWebhooksService, type WebhooksService, type WebhooksSettings } from '@vab/webhooks';
+import {
+  loadConfig as loadWebhooksConfig,
+  startWebhooksService,
+  webhooksSettingsFrom,
+  type WebhooksService,
+  type WebhooksSettings,
+} from '@vab/webhooks';
 import {
   createRedis,
   redisTargetOf,
@@ -169,15 +174,15 @@ function playgroundConfigOf(opts: StackOptions): PlaygroundServiceConfig {
   };
 }
 
-/** The webhooks service's defaults in a test: receivers on loopback allowed, retries quick. */
+/** The webhooks service's own defaults, with what a test needs: receivers on loopback allowed, retries quick. */
 export function webhooksSettingsOf(): WebhooksSettings {
   return {
-    secretsKey: Buffer.alloc(32, 7),
-    egressAllow: parseAllowList('127.0.0.1'),
+    ...webhooksSettingsFrom(
+      loadWebhooksConfig({ WEBHOOK_SECRETS_KEY: '07'.repeat(32), WEBHOOK_EGRESS_ALLOW: '127.0.0.1' }),
+    ),
     timeoutMs: 2000,
     concurrency: 16,
     retry: { firstMs: 200, maxDelayMs: 1000, forMs: 60_000 },
-    failingAfter: 5,
     retentionDays: 1,
     pollMs: 50,
     stream: { maxAgeMs: 3_600_000, replicas: 1 },

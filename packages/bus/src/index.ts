@@ -7,3 +7,4 @@ export type { Logger } from 'pino';
 export * from './kv.js';
 export * from './observe.js';
 export * from './streams.js';
+export * from './recordings.js';

@@ -9,6 +9,24 @@ export const VOICE_SAMPLE_RATES = [8000, 16000, 24000, 48000] as const;
 /** Frame lengths a client may send (ms of audio per binary message). */
 export const VOICE_FRAME_MS = [10, 20, 40, 60] as const;
 
+// The protocol's audio (16-bit mono PCM) made and joined: here, in the one package the services and the test
+// kit both build on, so the playground's simulated callers and the tests' callers make it the one way.
+
+/** `ms` of silence at `sampleRate`. */
+export const pcmSilence = (ms: number, sampleRate: number): Int16Array =>
+  new Int16Array(Math.round((ms / 1000) * sampleRate));
+
+/** The parts one after another, as one buffer. */
+export function concatPcm(parts: readonly Int16Array[]): Int16Array {
+  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
 export const VoiceAudioFormat = z
   .object({
     sampleRate: z

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { hasBinary } from './servers.js';
+import { concat, silence, speak } from './speech.js';
 
 /** Debian's Chromium: the browser tests drive (no browser download can happen here). */
 export const CHROMIUM_PATH = '/usr/bin/chromium';
@@ -59,6 +60,25 @@ export async function launchChromiumWithMicrophone(caller: Int16Array, rate: num
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/** The rate a page's caller is fed to Chromium's microphone at. */
+const CALLER_RATE = 48000;
+/** Before a page's caller speaks: the agent's greeting plays out first (Chromium starts the file at each capture). */
+export const CALLER_LEAD_MS = 4500;
+
+/**
+ * A Chromium whose page talks as a caller that waits `CALLER_LEAD_MS`, then says `turns` in order (a string spoken
+ * by espeak-ng, a number that many ms of silence), then is silent for 90 s: Chromium loops the file, and a test is
+ * done before the loop.
+ */
+export function launchChromiumCaller(...turns: (string | number)[]): Promise<Browser> {
+  const caller = concat(
+    silence(CALLER_LEAD_MS, CALLER_RATE),
+    ...turns.map((t) => (typeof t === 'string' ? speak(t, CALLER_RATE) : silence(t, CALLER_RATE))),
+    silence(90_000, CALLER_RATE),
+  );
+  return launchChromiumWithMicrophone(caller, CALLER_RATE);
 }
 
 /** A 16-bit mono PCM WAV (what Chromium's fake capture reads). */

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { WebSocket, WebSocketServer } from 'ws';
+import { concatPcm, pcmSilence } from '@vab/contracts';
 import { flood } from './openai-stub.js';
 import { listenOnLoopback } from './ports.js';
 
@@ -137,18 +138,10 @@ export function speakWithPause(
   }
 }
 
-export const silence = (ms: number, sampleRate = 16000): Int16Array =>
-  new Int16Array(Math.round((ms / 1000) * sampleRate));
+/** `ms` of silence at `sampleRate` (16 kHz unless set). */
+export const silence = (ms: number, sampleRate = 16000): Int16Array => pcmSilence(ms, sampleRate);
 
-export function concat(...parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
+export const concat = (...parts: Int16Array[]): Int16Array => concatPcm(parts);
 
 /** Milliseconds of audio in `pcm` at `sampleRate`. */
 export const durationMs = (pcm: Int16Array, sampleRate = 16000) => (pcm.length / sampleRate) * 1000;

@@ -2,13 +2,12 @@ import { createHash } from 'node:crypto';
 import { jetstream, jetstreamManager, StorageType, type JetStreamClient } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { sealRecording } from '@vab/bus';
 import {
   RECORDINGS_BUCKET,
   RECORDINGS_STREAM,
   recordingChunksId,
   recordingChunksSubjectOf,
-  recordingMeta,
-  recordingMetaSubjectOf,
   recordingObject,
 } from '@vab/contracts';
 import { startNats, type DisposableServer } from '@vab/testkit';
@@ -47,18 +46,14 @@ afterAll(async () => {
   await nats?.dispose();
 });
 
-async function seal(agentId: string, sessionId: string, bytes: Buffer, chunks: number) {
-  const meta = recordingMeta({
+const seal = (agentId: string, sessionId: string, bytes: Buffer, chunks: number) =>
+  sealRecording(js, {
     agentId,
     sessionId,
     size: bytes.length,
     chunks,
     sha256: createHash('sha256').update(bytes).digest(),
   });
-  const h = headers();
-  h.set('Nats-Rollup', 'sub');
-  await js.publish(recordingMetaSubjectOf(agentId, sessionId), JSON.stringify(meta), { headers: h });
-}
 
 async function read(sessionId: string, range: ByteRange | null, agentId = 'agent-1') {
   const meta = await readRecordingMeta(await jetstreamManager(nc), agentId, sessionId);

@@ -1,8 +1,15 @@
 import { createHash } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
-import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { isJetStreamError, JetStreamApiCodes, safeError, type Logger } from '@vab/bus';
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  isJetStreamError,
+  JetStreamApiCodes,
+  purgeRecordingChunks,
+  safeError,
+  sealRecording,
+  type Logger,
+} from '@vab/bus';
 import {
   RECORDING_DURATION_HEADER,
   RECORDING_STARTED_AT_HEADER,
@@ -10,14 +17,9 @@ import {
   RECORDINGS_STREAM,
   recordingChunksId,
   recordingChunksSubjectOf,
-  recordingMeta,
-  recordingMetaSubjectOf,
   recordingObject,
   type Recording,
 } from '@vab/contracts';
-
-/** The Object Store's own stream behind the bucket. */
-const STREAM = RECORDINGS_STREAM;
 
 /**
  * Removes recordings with their sessions: the recordings bucket (NATS Object Store, written by the playground)
@@ -52,7 +54,7 @@ export class Recordings {
         const { success } = await store.delete(recordingObject(agentId, sessionId));
         if (success) removed++;
         // no object: chunks never sealed (an instance killed while recording, the session gone before the sweep)
-        else await this.purgeChunks(agentId, sessionId);
+        else await purgeRecordingChunks(await jetstreamManager(this.nc), agentId, sessionId);
       } catch (err) {
         // no bucket: no recording was ever made (or recordings are off)
         if (isJetStreamError(err, JetStreamApiCodes.StreamNotFound)) return removed;
@@ -65,13 +67,6 @@ export class Recordings {
     return removed;
   }
 
-  private async purgeChunks(agentId: string, sessionId: string): Promise<void> {
-    const jsm = await jetstreamManager(this.nc);
-    await jsm.streams.purge(STREAM, {
-      filter: recordingChunksSubjectOf(recordingChunksId(agentId, sessionId)),
-    });
-  }
-
   /**
    * What an instance killed while recording left (decision 35): the chunks it wrote as it recorded, under the
    * id the session names, made the session's object (its meta written over them, as the Object Store's put
@@ -81,7 +76,9 @@ export class Recordings {
     const subject = recordingChunksSubjectOf(recordingChunksId(agentId, sessionId));
     try {
       const jsm = await jetstreamManager(this.nc);
-      const last = await jsm.streams.getMessage(STREAM, { last_by_subj: subject }).catch(() => null);
+      const last = await jsm.streams
+        .getMessage(RECORDINGS_STREAM, { last_by_subj: subject })
+        .catch(() => null);
       if (!last) return undefined;
       const startedAt = Number(last.header.get(RECORDING_STARTED_AT_HEADER));
       const durationMs = Number(last.header.get(RECORDING_DURATION_HEADER));
@@ -92,20 +89,14 @@ export class Recordings {
       // one direct get at a time (a server before 2.10 filters a consumer on one subject only as filter_subject,
       // which the ordered consumer no longer sends); a sweep salvages rarely, a recording has a few hundred
       for (let seq = 1; seq <= last.seq;) {
-        const m = await jsm.direct.getMessage(STREAM, { seq, next_by_subj: subject });
+        const m = await jsm.direct.getMessage(RECORDINGS_STREAM, { seq, next_by_subj: subject });
         if (!m) throw new Error('a recording chunk did not come');
         hash.update(m.data);
         size += m.data.length;
         chunks++;
         seq = m.seq + 1;
       }
-      const meta = recordingMeta({ agentId, sessionId, size, chunks, sha256: hash.digest() });
-      const h = headers();
-      // as the Object Store's own put: the meta subject keeps only its last message
-      h.set('Nats-Rollup', 'sub');
-      await jetstream(this.nc).publish(recordingMetaSubjectOf(agentId, sessionId), JSON.stringify(meta), {
-        headers: h,
-      });
+      await sealRecording(jetstream(this.nc), { agentId, sessionId, size, chunks, sha256: hash.digest() });
       return { durationMs, bytes: size, startedAt };
     } catch (err) {
       this.log.warn(

@@ -1,5 +1,5 @@
-import { envInt, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
-import { parseAllowList } from '@vab/egress';
+import { envInt, envParsed, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
+import { parseAllowList, type AllowEntry } from '@vab/egress';
 import { z } from 'zod';
 
 /** An empty variable counts as unset (compose passes `${X:-}` through as ''). */
@@ -44,17 +44,7 @@ export function loadConfig(env: NodeJS.ProcessEnv) {
        * Internal hosts, addresses and CIDR ranges the REST calls to TWILIO_API_BASE_URL may reach (no default:
        * Twilio's API is public; a stub on loopback in a test needs `127.0.0.1`), as FLOW_EGRESS_ALLOW.
        */
-      TWILIO_EGRESS_ALLOW: z
-        .string()
-        .optional()
-        .transform((v, ctx) => {
-          try {
-            return parseAllowList(v);
-          } catch (err) {
-            ctx.addIssue({ code: 'custom', message: (err as Error).message });
-            return z.NEVER;
-          }
-        }),
+      TWILIO_EGRESS_ALLOW: envParsed<AllowEntry[]>(parseAllowList),
       /** How long the call token in a Stream's TwiML opens its media socket (single use). */
       CALL_TOKEN_TTL_MS: envInt(30_000, 1000),
       /** How far ahead of real time a media socket's audio may run before it is closed. */

@@ -13,6 +13,7 @@ import { idempotency, processMetrics, RedisIdempotencyStore, SecretBox } from '@
 import type { RedisClient } from '@vab/storage';
 import { createHash } from 'node:crypto';
 import { Gauge } from 'prom-client';
+import type { WebhooksConfig } from './config.js';
 import type { RetryPolicy } from './backoff.js';
 import type { HandlerDeps } from './deps.js';
 import { Deliverer } from './delivery/deliverer.js';
@@ -42,7 +43,7 @@ export function webhooksHandlers(deps: HandlerDeps, redis: RedisClient): Handler
   };
 }
 
-/** The service's settings (config.ts names them; tests pass their own). */
+/** The service's settings (`settingsOf` makes them from the config; tests and benches override some). */
 export interface WebhooksSettings {
   secretsKey: Buffer;
   oldSecretsKeys?: Buffer[];
@@ -54,6 +55,26 @@ export interface WebhooksSettings {
   retentionDays: number;
   pollMs: number;
   stream: { maxAgeMs: number; replicas: number };
+}
+
+/** The service's settings from its config: what main.ts runs with, and what tests and benches start from. */
+export function settingsOf(config: WebhooksConfig): WebhooksSettings {
+  return {
+    secretsKey: config.secretsKey,
+    oldSecretsKeys: config.WEBHOOK_SECRETS_OLD_KEYS,
+    egressAllow: config.WEBHOOK_EGRESS_ALLOW,
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    concurrency: config.WEBHOOK_CONCURRENCY,
+    retry: {
+      firstMs: config.WEBHOOK_RETRY_FIRST_MS,
+      maxDelayMs: config.WEBHOOK_RETRY_MAX_DELAY_MS,
+      forMs: config.WEBHOOK_RETRY_FOR_MS,
+    },
+    failingAfter: config.WEBHOOK_FAILING_AFTER,
+    retentionDays: config.WEBHOOK_DELIVERY_RETENTION_DAYS,
+    pollMs: config.WEBHOOK_POLL_MS,
+    stream: { maxAgeMs: config.DOMAIN_EVENTS_MAX_AGE_MS, replicas: config.DOMAIN_EVENTS_REPLICAS },
+  };
 }
 
 export interface WebhooksServiceDeps {

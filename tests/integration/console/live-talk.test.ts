@@ -1,13 +1,11 @@
 import type { Call, CallList, DeployRecord } from '@vab/contracts';
 import {
-  concat,
+  CALLER_LEAD_MS,
   decodeRecording,
   lastUserText,
-  launchChromiumWithMicrophone,
+  launchChromiumCaller,
   levelOf,
   listenOnLoopback,
-  silence,
-  speak,
   VoiceClient,
   type OpenAiStub,
   type SpeechStub,
@@ -35,9 +33,6 @@ const STORED_KEY = `sk-live-talk-${randomBytes(12).toString('hex')}`;
 const GREETING = 'Hello, how can I help?';
 const SAID = 'I would like to book an appointment please';
 const REPLY = 'Of course, we have a slot on Monday morning.';
-const MIC_RATE = 48000;
-/** Before the caller speaks: the greeting plays out first (Chromium starts the file at each capture). */
-const LEAD_MS = 4500;
 /**
  * Bounds from talk.test.ts (the same pipeline on the same machine): the greeting within 20 s of the click, the
  * caller's words transcribed within 30 s, the answer heard within 20 s of them.
@@ -98,10 +93,7 @@ beforeAll(async () => {
   const port = await listenOnLoopback(site);
   siteOrigin = `http://127.0.0.1:${port}`;
   otherOrigin = `http://localhost:${port}`;
-  browser = await launchChromiumWithMicrophone(
-    concat(silence(LEAD_MS, MIC_RATE), speak(SAID, MIC_RATE), silence(90_000, MIC_RATE)),
-    MIC_RATE,
-  );
+  browser = await launchChromiumCaller(SAID);
 
   // the agent, its stored key (its models at the stubs get it: the builder's own key goes where the flow
   // points) and its live deploy
@@ -193,7 +185,7 @@ function expectAnsweredCall(call: Call) {
   expect(call.figures?.turns).toBeGreaterThanOrEqual(1);
   expect(call.figures?.responseMs?.p50).toBeGreaterThan(0);
   expect(call.figures?.llmTtftMs?.p50).toBeGreaterThan(0);
-  expect(call.durationMs).toBeGreaterThan(LEAD_MS);
+  expect(call.durationMs).toBeGreaterThan(CALLER_LEAD_MS);
   expect(call.caller.addressHash).toMatch(/^[A-Za-z0-9_-]{32}$/);
 }
 

@@ -1,12 +1,4 @@
-import {
-  concat,
-  lastUserText,
-  launchChromiumWithMicrophone,
-  silence,
-  speak,
-  startDeepgramStub,
-  type SpeechStub,
-} from '@vab/testkit';
+import { lastUserText, launchChromiumCaller, startDeepgramStub, type SpeechStub } from '@vab/testkit';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { watchedPage } from '../../helpers/pages.js';
@@ -29,9 +21,6 @@ const LONG_REPLY =
   'Please bring your insurance card and arrive ten minutes early so that we can prepare everything.';
 const SECOND = 'Stop. What time is it?';
 const REPLY = 'It is nine o clock.';
-const MIC_RATE = 48000;
-/** Before the caller speaks: the agent's greeting plays out first (Chromium starts the file at capture). */
-const LEAD_MS = 4500;
 /**
  * The caller talks over the long answer this long after their first words end: the answer starts about a
  * second after them and lasts ~16 s, so this lands in it even on a loaded machine (its start up to ~6 s late).
@@ -53,21 +42,14 @@ let browser: Browser;
 const bearer = { authorization: `Bearer ${TOKEN}` };
 
 beforeAll(async () => {
-  // Chromium loops the file: the caller's two turns, then a long silence (the test is done before the loop)
-  const caller = concat(
-    silence(LEAD_MS, MIC_RATE),
-    speak(SAID, MIC_RATE),
-    silence(BARGE_IN_AFTER_MS, MIC_RATE),
-    speak(SECOND, MIC_RATE),
-    silence(90_000, MIC_RATE),
-  );
   voice = await startVoiceStack({
     chat: (req) => ({ content: lastUserText(req).includes('appointment') ? LONG_REPLY : REPLY }),
     transcribe: (i) => [SAID, SECOND][i] ?? '',
     stack: { security: { apiTokens: [TOKEN] }, requestTimeoutMs: REQUEST_TIMEOUT_MS },
   });
   ({ stack, http, speech } = voice);
-  browser = await launchChromiumWithMicrophone(caller, MIC_RATE);
+  // the caller's two turns
+  browser = await launchChromiumCaller(SAID, BARGE_IN_AFTER_MS, SECOND);
 }, 60_000);
 
 afterAll(async () => {

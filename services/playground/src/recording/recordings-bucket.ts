@@ -8,7 +8,14 @@ import {
 } from '@nats-io/jetstream';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
-import { isJetStreamError, safeError, type Logger } from '@vab/bus';
+import {
+  isJetStreamError,
+  nanos,
+  purgeRecordingChunks,
+  safeError,
+  sealRecording,
+  type Logger,
+} from '@vab/bus';
 import {
   RECORDING_CHUNK_HEADER,
   RECORDING_DURATION_HEADER,
@@ -18,8 +25,6 @@ import {
   RECORDINGS_STREAM,
   recordingChunksId,
   recordingChunksSubjectOf,
-  recordingMeta,
-  recordingMetaSubjectOf,
 } from '@vab/contracts';
 import { sweepSpools } from './spool.js';
 
@@ -40,10 +45,6 @@ export interface RecordingsConfig {
    */
   RECORDING_FLUSH_RETRY_MS: number;
 }
-
-const nanos = (ms: number) => ms * 1_000_000;
-/** The Object Store's own stream behind the bucket (`OBJ_<bucket>`), brought to the configured limits. */
-const STREAM = RECORDINGS_STREAM;
 
 /**
  * Where recordings are kept: a NATS JetStream Object Store bucket (chunked blobs, replicated like the events
@@ -122,13 +123,13 @@ export class RecordingsBucket {
     });
     // create() keeps an existing bucket as it was: the limits an operator changed are applied here
     const jsm = await jetstreamManager(this.nc);
-    const { config } = await jsm.streams.info(STREAM);
+    const { config } = await jsm.streams.info(RECORDINGS_STREAM);
     if (
       config.max_age !== limits.max_age ||
       config.max_bytes !== limits.max_bytes ||
       config.num_replicas !== limits.num_replicas
     ) {
-      await jsm.streams.update(STREAM, limits);
+      await jsm.streams.update(RECORDINGS_STREAM, limits);
     }
     return store;
   }
@@ -266,7 +267,7 @@ export class RecordingChunks {
    */
   async seal(): Promise<void> {
     if (this.queue.length > 0) throw new Error('a recording is sealed with chunks not stored');
-    const meta = recordingMeta({
+    await sealRecording(this.js, {
       agentId: this.agentId,
       sessionId: this.sessionId,
       size: this.size,
@@ -274,19 +275,12 @@ export class RecordingChunks {
       // a copy: a seal tried again digests again
       sha256: this.hash.copy().digest(),
     });
-    const h = headers();
-    // as the Object Store's own put: the meta subject keeps only its last message
-    h.set('Nats-Rollup', 'sub');
-    await this.js.publish(recordingMetaSubjectOf(this.agentId, this.sessionId), JSON.stringify(meta), {
-      headers: h,
-    });
   }
 
   /** Removes the chunks written (a recording not kept). */
   async discard(): Promise<void> {
     this.queue.length = 0;
     this.queued = 0;
-    const jsm = await jetstreamManager(this.nc);
-    await jsm.streams.purge(RECORDINGS_STREAM, { filter: this.subject });
+    await purgeRecordingChunks(await jetstreamManager(this.nc), this.agentId, this.sessionId);
   }
 }

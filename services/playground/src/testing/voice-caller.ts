@@ -1,7 +1,7 @@
 import { stt as livekitStt, type stt, type tts } from '@livekit/agents';
 import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
-import type { CallerBehaviour, ModelUsage } from '@vab/contracts';
-import { concatPcm, isAudible, oneFrame, powerOf, silence } from '../voice/pcm.js';
+import { concatPcm, pcmSilence, type CallerBehaviour, type ModelUsage } from '@vab/contracts';
+import { isAudible, oneFrame, powerOf } from '../voice/pcm.js';
 import type { PlaybackHooks } from '../voice/playback.js';
 import { CALLER_RATE, FRAME_SAMPLES, pausePoint, speechRms } from './caller-line.js';
 import { CallerPlayback } from './caller-playback.js';
@@ -158,12 +158,12 @@ export class CallerVoice {
       const cut = pausePoint(speech);
       pcm = concatPcm([
         speech.subarray(0, cut),
-        silence(b.midSentencePause.ms, CALLER_RATE),
+        pcmSilence(b.midSentencePause.ms, CALLER_RATE),
         speech.subarray(cut),
       ]);
     }
     if (turn.silence && b.silenceBeforeAnswer)
-      pcm = concatPcm([silence(b.silenceBeforeAnswer.ms, CALLER_RATE), pcm]);
+      pcm = concatPcm([pcmSilence(b.silenceBeforeAnswer.ms, CALLER_RATE), pcm]);
     return { pcm, speech };
   }
 

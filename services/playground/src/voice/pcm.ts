@@ -1,4 +1,5 @@
 import { AudioFrame, AudioResampler } from '@livekit/rtc-node';
+import { concatPcm } from '@vab/contracts';
 
 /** A sample this loud or louder is speech-level audio, not silence (about −40 dBFS). */
 const AUDIBLE = 330;
@@ -17,20 +18,6 @@ export const powerOf = (pcm: Int16Array): number => {
   for (let i = 0; i < pcm.length; i++) sum += pcm[i]! * pcm[i]!;
   return sum / pcm.length;
 };
-
-/** `ms` of silence at `sampleRate`. */
-export const silence = (ms: number, sampleRate: number): Int16Array =>
-  new Int16Array(Math.round((ms / 1000) * sampleRate));
-
-export function concatPcm(parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 /**
  * Frames of one rate as one frame. LiveKit's own `mergeFrames` (which `recognize` and `collect` use on a list)
