@@ -161,7 +161,7 @@ describe('deploys of a store upgraded in place', () => {
   it('is idempotent: a second run adds nothing, and a run under way elsewhere is left to it', async () => {
     const backfill = stack.services.sessions.sessions!.deploySweep.backfill;
     const again = await backfill.run();
-    expect(again).toMatchObject({ indexed: 0, seeded: 0 });
+    expect(again).toMatchObject({ indexed: 0, recounted: 0 });
     expect(again!.agents).toBeGreaterThanOrEqual(3);
     // another instance holds the lock: this one leaves the backfill to it
     await stack.redis.set('ss:{deploys}:backfill-lock', 'another', 'PX', 60_000);

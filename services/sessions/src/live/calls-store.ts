@@ -444,11 +444,13 @@ export class CallsStore {
   }
 
   /**
-   * The upgrade's seeding of a canary that went canary before its calls were counted (decision 0035): from
-   * the canary's start (`since`, its `liveAt`) it is counted as every instance now counts, then its calls
-   * since then are recounted, `batch` at a time, and only then are its figures trusted (`seeded`). A call
-   * changed meanwhile is recounted by its own change too: each recount sets the call's place from what is
-   * stored, so the two never add up twice. False when the canary is no longer the agent's running one.
+   * The upgrade's recount of a running canary's figures (live/deploy-backfill.ts): a canary that went canary
+   * before calls were counted is counted from its start (`since`, its `liveAt`) as every instance now counts,
+   * then every call of the agent since then is recounted, `batch` at a time (so are calls an instance of the
+   * previous version closed without counting, during a rolling upgrade), and only then are the figures of a
+   * canary that had none trusted (`seeded`). A call changed meanwhile is recounted by its own change too: each
+   * recount sets the call's place from what is stored of it, so the two never add up twice. False when the
+   * canary is no longer the agent's running one.
    */
   async seedCanaryFigures(
     agentId: string,

@@ -6,7 +6,10 @@ import type { CallsStore } from './calls-store.js';
 
 /** One instance backfills at a time: the others find the lock taken and leave it to that one. Own slot. */
 const LOCK = 'ss:{deploys}:backfill-lock';
-/** Held this long, and renewed after each page of agents (an instance that dies frees it within this). */
+/**
+ * Held this long, renewed after each page of agents (an instance that dies frees it within this; one that
+ * outlasts it while recounting a busy canary's calls may have a second run beside it: the same idempotent work).
+ */
 const LOCK_MS = 60_000;
 /** Agents asked of the subdomains hash per page (HSCAN COUNT), deploys read per round trip of one agent. */
 const AGENTS = 100;
@@ -24,8 +27,8 @@ export interface BackfillCounts {
   deploys: number;
   /** Index entries added: deploys left pending/building, and running canaries, that no index held. */
   indexed: number;
-  /** Running canaries whose calls were counted for the judge (they went canary before calls were counted). */
-  seeded: number;
+  /** Running canaries whose calls since they went canary were recounted for the judge. */
+  recounted: number;
 }
 
 /**
@@ -33,10 +36,12 @@ export interface BackfillCounts {
  * what the deploy sweep's indexes would hold had they always existed. A deploy made before the pipeline's
  * index existed and left `pending`/`building` by a crash is indexed by its creation (the sweep fails it
  * `INTERRUPTED`); every running canary — with a window or not, made before canaries were indexed — is
- * indexed due at once (the sweep judges it, promotes it after its window); a canary whose calls were never
- * counted has them counted (calls-store.ts seedCanaryFigures) so that its checks stop listing them.
- * Idempotent: an entry already there stays as it is (ZADD NX), a seeded canary is not seeded again, so running
- * it at every start costs reads only. It needs no scan of the keyspace: the subdomains hash names every agent
+ * indexed due at once (the sweep judges it, promotes it after its window); a running canary's calls since it
+ * went canary are recounted for its judge (calls-store.ts seedCanaryFigures): one made before calls were
+ * counted stops having its calls listed at each check, and calls an instance of the previous version closed
+ * during a rolling upgrade (it counts nothing) are counted. Idempotent: an entry already there stays as it is
+ * (ZADD NX), a recount sets each call's place from what is stored of it, so running it at every start costs
+ * reads, and a recount of each running canary's calls. It needs no scan of the keyspace: the subdomains hash names every agent
  * ever deployed (HSCAN, a page at a time), and each agent's deploys are its `ss:{<agentId>}:dep` index, read
  * in the agent's slot (a cluster needs no scan per master). External deployers' deploys are theirs to move,
  * as ever.
@@ -80,7 +85,7 @@ export class DeployBackfill {
     const { store, redis, log } = this.deps;
     const token = randomUUID();
     if ((await storage(() => redis.set(LOCK, token, 'PX', LOCK_MS, 'NX'))) !== 'OK') return null;
-    const counts: BackfillCounts = { agents: 0, deploys: 0, indexed: 0, seeded: 0 };
+    const counts: BackfillCounts = { agents: 0, deploys: 0, indexed: 0, recounted: 0 };
     try {
       let cursor = '0';
       do {
@@ -93,7 +98,7 @@ export class DeployBackfill {
         }
         await storage(() => redis.eval(RENEW, 1, LOCK, token, String(LOCK_MS)));
       } while (cursor !== '0');
-      if (counts.indexed > 0 || counts.seeded > 0) log.info({ ...counts }, 'deploys backfilled');
+      if (counts.indexed > 0 || counts.recounted > 0) log.info({ ...counts }, 'deploys backfilled');
       return counts;
     } finally {
       await storage(() => redis.eval(RELEASE, 1, LOCK, token)).catch(() => undefined);
@@ -116,11 +121,10 @@ export class DeployBackfill {
         now,
       );
       for (const { id } of canaries) {
-        if (await calls.canaryFigures(agentId, id)) continue;
         const [canary, live] = await Promise.all([store.getDeploy(agentId, id), store.liveDeploy(agentId)]);
         if (canary.status !== 'canary' || !live) continue;
         const since = canary.liveAt ?? canary.updatedAt;
-        if (await calls.seedCanaryFigures(agentId, { id, since, liveId: live.id })) counts.seeded++;
+        if (await calls.seedCanaryFigures(agentId, { id, since, liveId: live.id })) counts.recounted++;
       }
       if (read < DEPLOYS) return;
     }
