@@ -134,8 +134,10 @@ export class DeploySweep {
         const deploy = await store.getDeploy(agentId, deployId);
         if (deploy.status === 'pending' || deploy.status === 'building') {
           // indexed just before its move to canary: judged once it is one (failed instead: the pipeline's
-          // index announces it, and this entry goes then)
-          await store.judgeCanaryAt(member, now + this.settings.intervalMs);
+          // index announces it, and this entry goes then). A move that never followed (refused, or its
+          // instance died: the pipeline's index fails it; an external deployer asks again) leaves it here
+          if (now - deploy.updatedAt > this.settings.interruptedAfterMs) await store.forgetCanary(member);
+          else await store.judgeCanaryAt(member, now + this.settings.intervalMs);
           return;
         }
         if (deploy.status === 'canary') {
