@@ -125,15 +125,39 @@ return 'ok'
 `;
 
 /**
- * KEYS: call, analysis, deploy meta, then the rest of the call's keys to delete. ARGV: calls index key,
+ * KEYS: call, analysis, deploy meta, the agent's calls index, then the rest of the call's keys to delete. ARGV:
  * counts prefix, callId. The call goes, and with it its place in the canary's figures.
  */
 const ERASE_CALL = `
 ${RECOUNT}
-for i = 1, #KEYS do if i ~= 3 then redis.call('DEL', KEYS[i]) end end
-redis.call('ZREM', ARGV[1], ARGV[3])
-recount(KEYS[3], KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+for i = 1, #KEYS do if i ~= 3 and i ~= 4 then redis.call('DEL', KEYS[i]) end end
+redis.call('ZREM', KEYS[4], ARGV[2])
+recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 return 'ok'
+`;
+
+/**
+ * KEYS: a canary's figures hash (redis-keys.ts canaryCounts). The figures at one instant: `since`, `seeded`,
+ * `live`, then per side (canary, live) passed, failed, timed and the median's p50 (the ⌈n/2⌉-th smallest,
+ * as the judge sorted them; false when none).
+ */
+const FIGURES = `
+local h = redis.call('HMGET', KEYS[1], 'since', 'seeded', 'live')
+local out = { h[1] or false, h[2] or false, h[3] or false }
+for _, side in ipairs({ 'c', 'l' }) do
+  local key = KEYS[1] .. ':' .. side
+  local timed = redis.call('ZCARD', key .. ':timed')
+  local median = false
+  if timed > 0 then
+    local rank = math.ceil(0.5 * timed) - 1
+    median = redis.call('ZRANGE', key .. ':timed', rank, rank, 'WITHSCORES')[2]
+  end
+  table.insert(out, redis.call('SCARD', key .. ':pass'))
+  table.insert(out, redis.call('SCARD', key .. ':fail'))
+  table.insert(out, timed)
+  table.insert(out, median)
+end
+return out
 `;
 
 /** KEYS: call, analysis, deploy meta. ARGV: counts prefix, callId. The upgrade's seeding, one call. */
@@ -179,6 +203,7 @@ export class CallsStore {
     redis.defineCommand('ssStoreCallAnalysis', { numberOfKeys: 4, lua: STORE_ANALYSIS });
     redis.defineCommand('ssEndCall', { numberOfKeys: 3, lua: END_CALL });
     redis.defineCommand('ssEraseCall', { lua: ERASE_CALL });
+    redis.defineCommand('ssCanaryFigures', { numberOfKeys: 1, lua: FIGURES });
     redis.defineCommand('ssRecountCall', { numberOfKeys: 3, lua: RECOUNT_CALL });
   }
 
@@ -385,14 +410,14 @@ export class CallsStore {
     const call = await this.get(agentId, callId);
     if (call.status === 'active') throw new AppError('CONFLICT', 'the call is still going on: end it first');
     await this.scripts.ssEraseCall(
-      6,
+      7,
       ck.call(agentId, callId),
       ck.analysis(agentId, callId),
       keys.deployMeta(agentId),
+      ck.calls(agentId),
       ck.messages(agentId, callId),
       `${ck.call(agentId, callId)}:addr`,
       ck.analysisJob(agentId, callId),
-      ck.calls(agentId),
       keys.canaryCountsPrefix(agentId),
       callId,
     );
@@ -404,43 +429,34 @@ export class CallsStore {
       ssEndCall(...a: string[]): Promise<string>;
       ssEraseCall(numKeys: number, ...a: string[]): Promise<string>;
       ssRecountCall(...a: string[]): Promise<string>;
+      ssCanaryFigures(key: string): Promise<(string | number | null)[]>;
     };
   }
 
   /**
    * The judge's figures of the agent's running canary `canaryId` (decision 0035) for its side and the live
-   * deploy's, kept as their calls change (RECOUNT above): a few reads whatever the number of calls (the
-   * medians by rank, O(log n)). Null when there are none to trust: the canary went canary before this
-   * version counted (the upgrade's seeding has not counted its calls yet), or it has ended.
+   * deploy's, kept as their calls change (RECOUNT above): one script, a few reads whatever the number of
+   * calls (the medians by rank, O(log n)), all at one instant. Null when there are none to trust: the canary
+   * went canary before this version counted (the upgrade's recount has not counted its calls yet), or it
+   * has ended.
    */
   async canaryFigures(
     agentId: string,
     canaryId: string,
   ): Promise<{ liveId: string; canary: CountedSide; live: CountedSide } | null> {
-    const key = keys.canaryCounts(agentId, canaryId);
-    const tx = this.redis.multi().hmget(key, 'since', 'seeded', 'live');
-    for (const side of ['c', 'l']) {
-      tx.scard(`${key}:${side}:pass`).scard(`${key}:${side}:fail`).zcard(`${key}:${side}:timed`);
-    }
-    const replies = (await storage(() => tx.exec())) ?? [];
-    const [since, seeded, liveId] = replies[0]?.[1] as (string | null)[];
-    if (!since || !seeded || !liveId) return null;
-    const n = replies.slice(1).map(([err, v]) => {
-      if (err) throw err;
-      return Number(v);
-    });
-    const side = async (s: 'c' | 'l', at: number): Promise<CountedSide> => {
-      const [pass, fail, timed] = n.slice(at, at + 3) as [number, number, number];
-      let responseP50Ms: number | null = null;
-      if (timed > 0) {
-        // the judge's median: the ⌈n/2⌉-th smallest, as sorting the calls' p50s gave it
-        const rank = Math.ceil(0.5 * timed) - 1;
-        const at = await storage(() => this.redis.zrange(`${key}:${s}:timed`, rank, rank, 'WITHSCORES'));
-        responseP50Ms = at[1] === undefined ? null : Number(at[1]);
-      }
-      return { judged: pass + fail, passed: pass, timed, responseP50Ms };
+    const f = await storage(() => this.scripts.ssCanaryFigures(keys.canaryCounts(agentId, canaryId)));
+    const [since, seeded, liveId] = f;
+    if (!since || !seeded || typeof liveId !== 'string') return null;
+    const side = (at: number): CountedSide => {
+      const [pass, fail, timed, median] = f.slice(at, at + 4);
+      return {
+        judged: Number(pass) + Number(fail),
+        passed: Number(pass),
+        timed: Number(timed),
+        responseP50Ms: median === null || median === undefined ? null : Number(median),
+      };
     };
-    return { liveId, canary: await side('c', 0), live: await side('l', 3) };
+    return { liveId, canary: side(3), live: side(7) };
   }
 
   /**
