@@ -34,10 +34,26 @@ export const keys = {
    */
   pipelineDeploys: 'ss:{deploys}:pipeline',
   /**
-   * Canaries with a window, `<agentId>/<deployId>` by the window's end: what the deploy sweep promotes (no
-   * instance's timer is trusted with it). Left by a canary when the sweep finds it over or settled.
+   * Every running canary, `<agentId>/<deployId>` by when the deploy sweep judges it next (its window's end at
+   * the latest): the sweep rolls back a worse one and promotes one whose window is over, whether or not an
+   * instance that would have (at a call's end or analysis) is still there. Left once the canary's end is
+   * announced, or when the sweep finds it superseded or stopped. Its own slot on a cluster.
    */
-  canaryWindows: 'ss:{deploys}:windows',
+  canaries: 'ss:{deploys}:canaries',
+  /**
+   * The previous version's index of canaries with a window (by the window's end): the deploy sweep moves what
+   * an instance of that version still writes there into `canaries` (a rolling upgrade).
+   */
+  legacyCanaryWindows: 'ss:{deploys}:windows',
+  /**
+   * Decision 0035: the canary judge's figures of a running canary (`<canaryId>`), kept as its and the live
+   * deploy's calls change (calls-store.ts): a hash (`since`, `canary`, `live`, `seeded`) and, per side (`c`
+   * canary, `l` live), the ids of the calls started since it went canary whose analysis passed (`:c:pass`),
+   * failed (`:c:fail`), and the ended ones that measured the caller's wait scored by their p50 (`:c:timed`,
+   * a sorted set). Deleted with the canary's end (scripts.ts).
+   */
+  canaryCounts: (agentId: string, canaryId: string) => `ss:{${agentId}}:cj:${canaryId}`,
+  canaryCountsPrefix: (agentId: string) => `ss:{${agentId}}:cj:`,
   /** Issue 45: the agent's stored credentials (sealed blob, status), publishable keys, call settings. */
   credentials: (agentId: string) => `ss:{${agentId}}:cred`,
   publicKeys: (agentId: string) => `ss:{${agentId}}:pk`,

@@ -134,7 +134,10 @@ export interface SessionsService extends Served {
   retention: SessionRetention;
   callRetention: CallRetention;
   ownerSweep: OwnerSweep;
-  /** Canaries whose window is over, deploys whose pipeline was interrupted (live/deploy-sweep.ts). */
+  /**
+   * Every canary judged on a timer, deploys whose pipeline was interrupted (live/deploy-sweep.ts), and at the
+   * start the backfill of what its indexes miss after an upgrade (its `backfill`).
+   */
   deploySweep: DeploySweep;
   runner: TestRunner;
 }
@@ -260,7 +263,7 @@ export function startSessionsService(deps: {
   };
 }
 
-/** The deploy pipeline, the canary judge and the deploy sweep (live/*): what moves deploys. */
+/** The deploy pipeline, the canary judge, the deploy sweep and its backfill (live/*): what moves deploys. */
 function startDeploys(
   deps: Parameters<typeof startSessionsService>[0],
   rule: CanarySettings,
@@ -294,7 +297,7 @@ function startDeploys(
     rule,
   });
   const deploySweep = new DeploySweep(
-    { store, canary, pipeline, agents, liveDeploys, redis: deps.redis, log: deps.log },
+    { store, calls, canary, pipeline, agents, liveDeploys, redis: deps.redis, log: deps.log },
     settings,
   );
   deploySweep.start();

@@ -578,6 +578,7 @@ export class SessionsStore {
         String(now),
         keys.deployPrefix(agentId),
         JSON.stringify({ reason, at: now }),
+        keys.canaryCountsPrefix(agentId),
       ),
     );
     await this.writes.confirm(keys.deployMeta(agentId));
@@ -595,12 +596,9 @@ export class SessionsStore {
   ): Promise<DeployRecord> {
     const member = `${agentId}/${deployId}`;
     if (status === 'canary') {
-      // indexed before the move (the window's end as of now: no later than the real one, which the move sets
-      // below), so no crash leaves a canary with a window the sweep cannot find
-      const window = await this.getDeploy(agentId, deployId).then((d) => d.canaryWindowMs);
-      if (window !== undefined) {
-        await storage(() => this.redis.zadd(keys.canaryWindows, this.now() + window, member));
-      }
+      // indexed before the move (due at once: the sweep leaves one still building for its next pass), so no
+      // crash leaves a canary the sweep cannot find, with a window or not
+      await storage(() => this.redis.zadd(keys.canaries, this.now(), member));
     }
     let moved: DeployRecord;
     try {
@@ -614,6 +612,7 @@ export class SessionsStore {
         gateOverride ? JSON.stringify(gateOverride) : '',
         failure ? JSON.stringify(failure) : '',
         outcome ? JSON.stringify(outcome) : '',
+        keys.canaryCountsPrefix(agentId),
       );
       await this.writes.confirm(keys.deployMeta(agentId));
       moved = toDeploy(pairs(flat));
@@ -627,10 +626,6 @@ export class SessionsStore {
           return new AppError('ILLEGAL_TRANSITION', `a ${from} deploy cannot move to ${to}`);
         },
       });
-    }
-    // after the move: a crash before these leaves entries the sweep settles from the record
-    if (moved.status === 'canary' && moved.canaryWindowMs !== undefined && moved.liveAt !== undefined) {
-      await storage(() => this.redis.zadd(keys.canaryWindows, moved.liveAt! + moved.canaryWindowMs!, member));
     }
     // the pipeline's index keeps it until its move is announced (DeployPipeline.announce): the sweep
     // publishes again what a crash left unannounced
@@ -650,12 +645,12 @@ export class SessionsStore {
 
   /**
    * A deploy's move to `status` was announced (its event stored): it leaves the pipeline's index, and the
-   * windows' unless it is a canary still (its window is yet to come). One round trip (one slot).
+   * canaries' unless it is a canary still (it is yet to be judged). One round trip (one slot).
    */
   async announced(agentId: string, deployId: string, status: DeployRecord['status']): Promise<void> {
     const member = `${agentId}/${deployId}`;
     const tx = this.redis.multi().zrem(keys.pipelineDeploys, member);
-    if (status !== 'canary') tx.zrem(keys.canaryWindows, member);
+    if (status !== 'canary') tx.zrem(keys.canaries, member).zrem(keys.legacyCanaryWindows, member);
     await storage(() => tx.exec());
   }
 
@@ -663,13 +658,87 @@ export class SessionsStore {
     await storage(() => this.redis.zrem(keys.pipelineDeploys, member));
   }
 
-  /** Canaries whose window ended by `now` (as indexed), as `<agentId>/<deployId>`, soonest first. */
-  async canaryWindowsOver(now: number, batch: number): Promise<string[]> {
-    return storage(() => this.redis.zrangebyscore(keys.canaryWindows, '-inf', now, 'LIMIT', 0, batch));
+  /** Canaries due to be judged by `now` (as indexed), as `<agentId>/<deployId>`, the longest due first. */
+  async canariesDue(now: number, batch: number): Promise<string[]> {
+    return storage(() => this.redis.zrangebyscore(keys.canaries, '-inf', now, 'LIMIT', 0, batch));
   }
 
-  async forgetCanaryWindow(member: string): Promise<void> {
-    await storage(() => this.redis.zrem(keys.canaryWindows, member));
+  /**
+   * The canary is judged again at `at`; only while it is indexed (XX), so a late reschedule never brings back
+   * an entry its announced end took out.
+   */
+  async judgeCanaryAt(member: string, at: number): Promise<void> {
+    await storage(() => this.redis.zadd(keys.canaries, 'XX', at, member));
+  }
+
+  async forgetCanary(member: string): Promise<void> {
+    await storage(() => this.redis.zrem(keys.canaries, member));
+  }
+
+  /**
+   * Moves up to `batch` entries of the previous version's windows index into the canaries' (due at once):
+   * what an instance of that version still writes there during a rolling upgrade. How many it moved.
+   */
+  async adoptLegacyWindows(now: number, batch: number): Promise<number> {
+    const members = await storage(() => this.redis.zrange(keys.legacyCanaryWindows, 0, batch - 1));
+    if (members.length === 0) return 0;
+    const tx = this.redis.multi();
+    for (const m of members) tx.zadd(keys.canaries, 'NX', now, m);
+    tx.zrem(keys.legacyCanaryWindows, ...members);
+    await storage(() => tx.exec());
+    return members.length;
+  }
+
+  /**
+   * The upgrade's backfill (live/deploy-backfill.ts): up to `count` of the agents that were ever deployed
+   * (the subdomains hash names each), from `cursor` (HSCAN; '0' to start, '0' back when done).
+   */
+  async deployedAgentsPage(cursor: string, count: number): Promise<{ cursor: string; agentIds: string[] }> {
+    const [next, flat] = await storage(() => this.redis.hscan(keys.subdomains, cursor, 'COUNT', count));
+    const agentIds = new Set<string>();
+    for (let i = 1; i < flat.length; i += 2) agentIds.add(flat[i]!);
+    return { cursor: next, agentIds: [...agentIds] };
+  }
+
+  /**
+   * The upgrade's backfill: the agent's deploys from the `from`-th (by number), up to `count`, with what the
+   * indexes need of them (one ZRANGE and one pipeline, the agent's slot).
+   */
+  async deployStates(
+    agentId: string,
+    from: number,
+    count: number,
+  ): Promise<{
+    read: number;
+    states: { id: string; status: string; createdAt: number; external: boolean }[];
+  }> {
+    return storage(async () => {
+      const ids = await this.redis.zrange(keys.deploys(agentId), from, from + count - 1);
+      if (ids.length === 0) return { read: 0, states: [] };
+      const pipe = this.redis.pipeline();
+      for (const id of ids) pipe.hmget(keys.deploy(agentId, id), 'status', 'createdAt', 'external');
+      const rows = (await pipe.exec()) ?? [];
+      const states = rows.flatMap(([err, row], i) => {
+        if (err) throw err;
+        const [status, createdAt, external] = row as (string | null)[];
+        return status ? [{ id: ids[i]!, status, createdAt: Number(createdAt), external: !!external }] : [];
+      });
+      return { read: ids.length, states };
+    });
+  }
+
+  /**
+   * The upgrade's backfill: indexes a deploy left pending/building (by its creation, as createDeploy does)
+   * and a running canary (due at once), unless indexed already (NX: what the index says stands). One round
+   * trip (one slot); how many entries it added.
+   */
+  async indexDeploys(pipeline: { member: string; createdAt: number }[], canaries: string[], now: number) {
+    if (pipeline.length === 0 && canaries.length === 0) return 0;
+    const tx = this.redis.multi();
+    for (const d of pipeline) tx.zadd(keys.pipelineDeploys, 'NX', d.createdAt, d.member);
+    for (const m of canaries) tx.zadd(keys.canaries, 'NX', now, m);
+    const replies = (await storage(() => tx.exec())) ?? [];
+    return replies.reduce((n, [, added]) => n + Number(added), 0);
   }
 
   /** Merges call settings into a deploy's (calls started afterwards use them). */

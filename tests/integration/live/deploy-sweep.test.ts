@@ -8,15 +8,17 @@ import {
   type DomainEvent,
 } from '@vab/contracts';
 import { voiceFlow } from '@vab/testkit';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { api, startStack, type Stack } from '../../helpers/stack.js';
+import { CallsStore } from '@vab/sessions';
+import { api, keysMatching, startStack, type Stack } from '../../helpers/stack.js';
 
 /**
  * A deploy transition no sessions instance's memory is trusted with (the deploy sweep): a canary whose window
  * ends while no instance that knew of it runs is promoted all the same, and a deploy whose instance died in
- * the middle of its pipeline does not stay `building` forever — it fails, saying to deploy again; a move
- * whose event the stream did not take is announced again, once.
+ * the middle of its pipeline does not stay `building` forever — it fails, saying to deploy again; a canary
+ * gone worse is rolled back though no instance checks it; a move whose event the stream did not take is
+ * announced again, once.
  */
 
 let stack: Stack;
@@ -129,6 +131,60 @@ describe('deploys across a sessions restart', () => {
     }
     // deploying again works as ever
     await deployed(agentId, {}, 'live');
+  }, 90_000);
+
+  it('a canary without a window gone worse is rolled back by the sweep when the instance that ended its calls died', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Worse desk', flow })).body.id as string;
+    const live = await deployed(agentId, {}, 'live');
+    const canary = await deployed(agentId, { trafficPercent: 50 }, 'canary');
+    expect(await stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`)).not.toBeNull();
+    const rolledBack = eventsOf(agentId, 'deploy.rolled_back');
+    // the calls are closed and analysed as the sessions instance that hosted them does, but no check of the
+    // canary follows (that instance died right after): the store's own code, under the API
+    const calls = new CallsStore(stack.redis, 3);
+    for (const [deploy, passing] of [
+      [canary, 4],
+      [live, 20],
+    ] as const) {
+      for (let i = 0; i < 20; i++) {
+        const callId = randomUUID();
+        await calls.create({ agentId, callId, deploy, channel: 'web', caller: {} });
+        await calls.end({ agentId, callId, endedAt: Date.now(), endedReason: 'caller_hung_up', usage: [] });
+        await calls.setAnalysis({
+          agentId,
+          callId,
+          jobId: randomUUID(),
+          requestedAt: Date.now(),
+          analysis: {
+            summary: null,
+            criteria: [],
+            success: i < passing,
+            data: {},
+            model: { provider: 'test', model: 'test' },
+            usage: [],
+            at: Date.now(),
+          },
+        });
+      }
+    }
+
+    await expect
+      .poll(async () => (await deployOf(agentId, canary.id)).status, { timeout: 30_000, interval: 250 })
+      .toBe('rolled_back');
+    expect((await deployOf(agentId, canary.id)).rollback).toMatchObject({
+      rule: 'success_rate',
+      canary: { judged: 20, passed: 4 },
+      live: { judged: 20, passed: 20 },
+    });
+    expect(await deployOf(agentId, live.id)).toMatchObject({ status: 'live' });
+    await vi.waitFor(() => expect(rolledBack.seen).toHaveLength(1), { timeout: 10_000 });
+    expect(rolledBack.seen[0]!.data).toMatchObject({ deploy: { id: canary.id, status: 'rolled_back' } });
+    // its end announced, it leaves the index, and its figures go with it
+    await expect
+      .poll(() => stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`), { timeout: 10_000 })
+      .toBeNull();
+    expect(await keysMatching(stack.redis, `ss:{${agentId}}:cj:*`)).toEqual([]);
+    rolledBack.stop();
   }, 90_000);
 
   // last: it takes the events stream away for a while

@@ -12,7 +12,8 @@ import {
   type Recording,
   type StoreAnalysisRequest,
 } from '@vab/contracts';
-import type { RedisClient } from '@vab/storage';
+import { storage, type RedisClient } from '@vab/storage';
+import { keys } from '../redis-keys.js';
 
 /** Keys of calls (issue 45): the agent's hash tag, so one agent's caps are counted atomically on a cluster. */
 const ck = {
@@ -52,10 +53,56 @@ return 'ok'
 `;
 
 /**
- * KEYS: call, analysis, analysis-job. ARGV: analysis JSON, requestedAt, jobId. Stores a job's analysis unless
- * the call is gone, this job's result is stored already (a redelivered job), or a later job's is.
+ * Lua: the canary judge's figures (decision 0035; redis-keys.ts canaryCounts) of the agent's running canary
+ * as they stand for one call after its record, its analysis or its erasure changed: the call is taken out of
+ * them, then counted again from what is stored of it now, exactly as the judge counted the calls it listed —
+ * started since the canary went canary, on the canary's or the live deploy's side; `passed`/`failed` by its
+ * analysis' `success` (null or absent: not judged); `timed` once ended with its own p50 of the caller's wait.
+ * A call erased (or past its retention) is in none of them, as it is in no list. Idempotent, so a retry or the
+ * upgrade's seeding (which recounts every call since the canary began) never counts a call twice.
+ * recount(meta key, call key, analysis key, counts prefix, callId).
+ */
+const RECOUNT = `
+local function recount(meta, call, analysis, prefix, callId)
+  local canary = redis.call('HGET', meta, 'canary')
+  if not canary then return end
+  local counts = prefix .. canary
+  for _, side in ipairs({ 'c', 'l' }) do
+    redis.call('SREM', counts .. ':' .. side .. ':pass', callId)
+    redis.call('SREM', counts .. ':' .. side .. ':fail', callId)
+    redis.call('ZREM', counts .. ':' .. side .. ':timed', callId)
+  end
+  local since = redis.call('HGET', counts, 'since')
+  if not since then return end
+  local raw = redis.call('GET', call)
+  if not raw then return end
+  local c = cjson.decode(raw)
+  if tonumber(c.startedAt) < tonumber(since) then return end
+  local side
+  if c.deployId == redis.call('HGET', counts, 'canary') then side = 'c'
+  elseif c.deployId == redis.call('HGET', counts, 'live') then side = 'l'
+  else return end
+  local a = redis.call('GET', analysis)
+  if a then
+    local success = cjson.decode(a).success
+    if success == true then redis.call('SADD', counts .. ':' .. side .. ':pass', callId)
+    elseif success == false then redis.call('SADD', counts .. ':' .. side .. ':fail', callId) end
+  end
+  local f = c.figures
+  if c.status == 'ended' and type(f) == 'table' and type(f.responseMs) == 'table'
+    and type(f.responseMs.p50) == 'number' then
+    redis.call('ZADD', counts .. ':' .. side .. ':timed', f.responseMs.p50, callId)
+  end
+end
+`;
+
+/**
+ * KEYS: call, analysis, analysis-job, deploy meta. ARGV: analysis JSON, requestedAt, jobId, counts prefix,
+ * callId. Stores a job's analysis unless the call is gone, this job's result is stored already (a redelivered
+ * job), or a later job's is; the canary's figures follow it in the same script.
  */
 const STORE_ANALYSIS = `
+${RECOUNT}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'gone' end
 local last = redis.call('GET', KEYS[3])
 if last then
@@ -65,8 +112,69 @@ if last then
 end
 redis.call('SET', KEYS[2], ARGV[1])
 redis.call('SET', KEYS[3], ARGV[2] .. ':' .. ARGV[3])
+recount(KEYS[4], KEYS[1], KEYS[2], ARGV[4], ARGV[5])
 return 'stored'
 `;
+
+/** KEYS: call, analysis, deploy meta. ARGV: the ended record's JSON, counts prefix, callId. */
+const END_CALL = `
+${RECOUNT}
+redis.call('SET', KEYS[1], ARGV[1])
+recount(KEYS[3], KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+return 'ok'
+`;
+
+/**
+ * KEYS: call, analysis, deploy meta, the agent's calls index, then the rest of the call's keys to delete. ARGV:
+ * counts prefix, callId. The call goes, and with it its place in the canary's figures.
+ */
+const ERASE_CALL = `
+${RECOUNT}
+for i = 1, #KEYS do if i ~= 3 and i ~= 4 then redis.call('DEL', KEYS[i]) end end
+redis.call('ZREM', KEYS[4], ARGV[2])
+recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+return 'ok'
+`;
+
+/**
+ * KEYS: a canary's figures hash (redis-keys.ts canaryCounts). The figures at one instant: `since`, `seeded`,
+ * `live`, then per side (canary, live) passed, failed, timed and the median's p50 (the ⌈n/2⌉-th smallest,
+ * as the judge sorted them; false when none).
+ */
+const FIGURES = `
+local h = redis.call('HMGET', KEYS[1], 'since', 'seeded', 'live')
+local out = { h[1] or false, h[2] or false, h[3] or false }
+for _, side in ipairs({ 'c', 'l' }) do
+  local key = KEYS[1] .. ':' .. side
+  local timed = redis.call('ZCARD', key .. ':timed')
+  local median = false
+  if timed > 0 then
+    local rank = math.ceil(0.5 * timed) - 1
+    median = redis.call('ZRANGE', key .. ':timed', rank, rank, 'WITHSCORES')[2]
+  end
+  table.insert(out, redis.call('SCARD', key .. ':pass'))
+  table.insert(out, redis.call('SCARD', key .. ':fail'))
+  table.insert(out, timed)
+  table.insert(out, median)
+end
+return out
+`;
+
+/** KEYS: call, analysis, deploy meta. ARGV: counts prefix, callId. The upgrade's seeding, one call. */
+const RECOUNT_CALL = `
+${RECOUNT}
+recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+return 'ok'
+`;
+
+/** One side's figures as the judge reads them (live/canary.ts). */
+export interface CountedSide {
+  judged: number;
+  passed: number;
+  timed: number;
+  /** The median (the ⌈n/2⌉-th smallest) of the timed calls' own p50s, or null. */
+  responseP50Ms: number | null;
+}
 
 /** Whether the call's analysis gave the criterion that verdict. */
 function hasVerdict(call: CallSummary, c: { name: string; verdict: string }): boolean {
@@ -92,7 +200,11 @@ export class CallsStore {
     private readonly maxPerAddress: number,
   ) {
     redis.defineCommand('ssTakeCallSlot', { numberOfKeys: 2, lua: TAKE_SLOT });
-    redis.defineCommand('ssStoreCallAnalysis', { numberOfKeys: 3, lua: STORE_ANALYSIS });
+    redis.defineCommand('ssStoreCallAnalysis', { numberOfKeys: 4, lua: STORE_ANALYSIS });
+    redis.defineCommand('ssEndCall', { numberOfKeys: 3, lua: END_CALL });
+    redis.defineCommand('ssEraseCall', { lua: ERASE_CALL });
+    redis.defineCommand('ssCanaryFigures', { numberOfKeys: 1, lua: FIGURES });
+    redis.defineCommand('ssRecountCall', { numberOfKeys: 3, lua: RECOUNT_CALL });
   }
 
   /** Admits a call against the caps (the address's, the deploy's); a refusal names its cap. */
@@ -180,9 +292,12 @@ export class CallsStore {
       ck.call(req.agentId, req.callId),
       ck.analysis(req.agentId, req.callId),
       ck.analysisJob(req.agentId, req.callId),
+      keys.deployMeta(req.agentId),
       JSON.stringify(req.analysis),
       String(req.requestedAt),
       req.jobId,
+      keys.canaryCountsPrefix(req.agentId),
+      req.callId,
     )) as 'stored' | 'kept' | 'gone';
   }
 
@@ -224,7 +339,14 @@ export class CallsStore {
       usage: req.usage,
       figures: await this.figures(req.agentId, req.callId),
     };
-    await this.redis.set(ck.call(req.agentId, req.callId), JSON.stringify(ended));
+    await this.scripts.ssEndCall(
+      ck.call(req.agentId, req.callId),
+      ck.analysis(req.agentId, req.callId),
+      keys.deployMeta(req.agentId),
+      JSON.stringify(ended),
+      keys.canaryCountsPrefix(req.agentId),
+      req.callId,
+    );
     return ended;
   }
 
@@ -287,15 +409,131 @@ export class CallsStore {
   async erase(agentId: string, callId: string): Promise<CallSummary> {
     const call = await this.get(agentId, callId);
     if (call.status === 'active') throw new AppError('CONFLICT', 'the call is still going on: end it first');
-    await this.redis.del(
+    await this.scripts.ssEraseCall(
+      7,
       ck.call(agentId, callId),
+      ck.analysis(agentId, callId),
+      keys.deployMeta(agentId),
+      ck.calls(agentId),
       ck.messages(agentId, callId),
       `${ck.call(agentId, callId)}:addr`,
-      ck.analysis(agentId, callId),
       ck.analysisJob(agentId, callId),
+      keys.canaryCountsPrefix(agentId),
+      callId,
     );
-    await this.redis.zrem(ck.calls(agentId), callId);
     return call;
+  }
+
+  private get scripts() {
+    return this.redis as unknown as {
+      ssEndCall(...a: string[]): Promise<string>;
+      ssEraseCall(numKeys: number, ...a: string[]): Promise<string>;
+      ssRecountCall(...a: string[]): Promise<string>;
+      ssCanaryFigures(key: string): Promise<(string | number | null)[]>;
+    };
+  }
+
+  /**
+   * The judge's figures of the agent's running canary `canaryId` (decision 0035) for its side and the live
+   * deploy's, kept as their calls change (RECOUNT above): one script, a few reads whatever the number of
+   * calls (the medians by rank, O(log n)), all at one instant. Null when there are none to trust: the canary
+   * went canary before this version counted (the upgrade's recount has not counted its calls yet), or it
+   * has ended.
+   */
+  async canaryFigures(
+    agentId: string,
+    canaryId: string,
+  ): Promise<{ liveId: string; canary: CountedSide; live: CountedSide } | null> {
+    const f = await storage(() => this.scripts.ssCanaryFigures(keys.canaryCounts(agentId, canaryId)));
+    const [since, seeded, liveId] = f;
+    if (!since || !seeded || typeof liveId !== 'string') return null;
+    const side = (at: number): CountedSide => {
+      const [pass, fail, timed, median] = f.slice(at, at + 4);
+      return {
+        judged: Number(pass) + Number(fail),
+        passed: Number(pass),
+        timed: Number(timed),
+        responseP50Ms: median === null || median === undefined ? null : Number(median),
+      };
+    };
+    return { liveId, canary: side(3), live: side(7) };
+  }
+
+  /**
+   * The upgrade's recount of a running canary's figures (live/deploy-backfill.ts): a canary that went canary
+   * before calls were counted is counted from its start (`since`, its `liveAt`) as every instance now counts,
+   * then every call of the agent since then is recounted, `batch` at a time (so are calls an instance of the
+   * previous version closed without counting, during a rolling upgrade), and only then are the figures of a
+   * canary that had none trusted (`seeded`). A call changed meanwhile is recounted by its own change too: each
+   * recount sets the call's place from what is stored of it, so the two never add up twice. False when the
+   * canary is no longer the agent's running one.
+   */
+  async seedCanaryFigures(
+    agentId: string,
+    canary: { id: string; since: number; liveId: string },
+    batch = 200,
+  ): Promise<boolean> {
+    const key = keys.canaryCounts(agentId, canary.id);
+    const started = await storage(() =>
+      this.redis.eval(
+        `if redis.call('HGET', KEYS[1], 'canary') ~= ARGV[1] then return 0 end
+         if redis.call('HEXISTS', KEYS[2], 'since') == 0 then
+           redis.call('HSET', KEYS[2], 'since', ARGV[2], 'canary', ARGV[1], 'live', ARGV[3])
+         end
+         return 1`,
+        2,
+        keys.deployMeta(agentId),
+        key,
+        canary.id,
+        String(canary.since),
+        canary.liveId,
+      ),
+    );
+    if (started !== 1) return false;
+    // by start (the index's score), not by rank: an erasure meanwhile shifts the ranks, never the scores; the
+    // calls at the page's last start are asked again and those recounted already skipped
+    let min = String(canary.since);
+    let atMin = new Set<string>();
+    for (;;) {
+      const limit = batch + atMin.size;
+      const flat = await storage(() =>
+        this.redis.zrangebyscore(ck.calls(agentId), min, '+inf', 'WITHSCORES', 'LIMIT', 0, limit),
+      );
+      const page: { id: string; at: string }[] = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) page.push({ id: flat[i]!, at: flat[i + 1]! });
+      const fresh = page.filter((c) => !atMin.has(c.id));
+      if (fresh.length > 0) {
+        const pipe = this.redis.pipeline() as unknown as {
+          ssRecountCall(...a: string[]): unknown;
+          exec(): Promise<[Error | null, unknown][] | null>;
+        };
+        for (const { id } of fresh) {
+          pipe.ssRecountCall(
+            ck.call(agentId, id),
+            ck.analysis(agentId, id),
+            keys.deployMeta(agentId),
+            keys.canaryCountsPrefix(agentId),
+            id,
+          );
+        }
+        for (const [err] of (await storage(() => pipe.exec())) ?? []) if (err) throw err;
+      }
+      if (page.length < limit) break;
+      const last = page.at(-1)!.at;
+      if (last !== min) atMin = new Set(page.filter((c) => c.at === last).map((c) => c.id));
+      else for (const c of fresh) atMin.add(c.id);
+      min = last;
+    }
+    const done = await storage(() =>
+      this.redis.eval(
+        `if redis.call('HEXISTS', KEYS[1], 'since') == 0 then return 0 end
+         redis.call('HSET', KEYS[1], 'seeded', '1')
+         return 1`,
+        1,
+        key,
+      ),
+    );
+    return done === 1;
   }
 
   /** Each turn's `responseMs` of a call (deploy stats pool them across calls). */

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { AgentsDirectory } from '../agents-directory.js';
 import type { SessionsStore } from '../store.js';
 import { offlineIfArchived } from './archived.js';
-import type { CallsStore } from './calls-store.js';
+import type { CallsStore, CountedSide } from './calls-store.js';
 import type { LiveDeploys } from './live-deploys.js';
 import type { DeployPipeline } from './pipeline.js';
 
@@ -81,10 +81,63 @@ export function canaryVerdict(
   return null;
 }
 
+const sideOf = (deployId: string, c: CountedSide): CanarySide => ({
+  deployId,
+  judged: c.judged,
+  passed: c.passed,
+  successRate: c.judged > 0 ? round(c.passed / c.judged) : null,
+  timed: c.timed,
+  responseP50Ms: c.responseP50Ms,
+});
+
+/**
+ * One side's figures from its calls started since the canary went canary, listed and read one by one (what the
+ * judge did before the figures were counted: a canary not seeded yet, and the tests' reference).
+ */
+export async function listedSide(
+  calls: CallsStore,
+  deploy: DeployRecord,
+  since: number,
+): Promise<CanarySide> {
+  let judged = 0;
+  let passed = 0;
+  const responses: number[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await calls.list({
+      agentId: deploy.agentId,
+      deployId: deploy.id,
+      from: since,
+      limit: 100,
+      ...(cursor ? { cursor } : {}),
+    });
+    for (const c of page.calls) {
+      const success = c.analysis && 'success' in c.analysis ? c.analysis.success : null;
+      if (success !== null) {
+        judged++;
+        if (success) passed++;
+      }
+      const p50 = c.figures?.responseMs?.p50;
+      if (c.status === 'ended' && p50 !== undefined) responses.push(p50);
+    }
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor);
+  return {
+    deployId: deploy.id,
+    judged,
+    passed,
+    successRate: judged > 0 ? round(passed / judged) : null,
+    timed: responses.length,
+    responseP50Ms: median(responses),
+  };
+}
+
 /**
  * Judges an agent's running canary against its live deploy (decision 0035) whenever one of their calls ends
- * or is analysed, and promotes it once its `canaryWindowMs` is over (then or at the deploy sweep's next pass,
- * live/deploy-sweep.ts, for an agent without calls). Checks of one agent run one at a time on
+ * or is analysed, and at each of the deploy sweep's passes over it (live/deploy-sweep.ts: every canary is
+ * indexed, so a rollback the instance that ended the call died before is not lost), and promotes it once its
+ * `canaryWindowMs` is over (then or at the sweep's next pass, for an agent without calls). A check reads the
+ * figures the calls store keeps (calls-store.ts canaryFigures), not the calls. Checks of one agent run one at a time on
  * an instance (a check asked for meanwhile runs once after it); instances racing on one canary are settled by
  * the store's transitions (the first rollback or promotion wins, the other gets ILLEGAL_TRANSITION).
  */
@@ -130,39 +183,19 @@ export class CanaryJudge {
     await Promise.allSettled([...this.running.values()].map((e) => e.done));
   }
 
-  /** One side's figures: its calls started since the canary went live. */
-  private async side(deploy: DeployRecord, since: number): Promise<CanarySide> {
-    let judged = 0;
-    let passed = 0;
-    const responses: number[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await this.deps.calls.list({
-        agentId: deploy.agentId,
-        deployId: deploy.id,
-        from: since,
-        limit: 100,
-        ...(cursor ? { cursor } : {}),
-      });
-      for (const c of page.calls) {
-        const success = c.analysis && 'success' in c.analysis ? c.analysis.success : null;
-        if (success !== null) {
-          judged++;
-          if (success) passed++;
-        }
-        const p50 = c.figures?.responseMs?.p50;
-        if (c.status === 'ended' && p50 !== undefined) responses.push(p50);
-      }
-      cursor = page.nextCursor ?? undefined;
-    } while (cursor);
-    return {
-      deployId: deploy.id,
-      judged,
-      passed,
-      successRate: judged > 0 ? round(passed / judged) : null,
-      timed: responses.length,
-      responseP50Ms: median(responses),
-    };
+  /**
+   * Both sides' figures: the counted ones (kept as the calls change, a few reads whatever their number), or,
+   * for a canary that went canary before calls were counted and is not seeded yet, its calls listed.
+   */
+  async sides(canary: DeployRecord, live: DeployRecord, since: number): Promise<[CanarySide, CanarySide]> {
+    const counted = await this.deps.calls.canaryFigures(canary.agentId, canary.id);
+    if (counted && counted.liveId === live.id) {
+      return [sideOf(canary.id, counted.canary), sideOf(live.id, counted.live)];
+    }
+    return Promise.all([
+      listedSide(this.deps.calls, canary, since),
+      listedSide(this.deps.calls, live, since),
+    ]);
   }
 
   /** Rolls the canary back, promotes it after its window, or leaves it; the canary's record as it ends. */
@@ -180,7 +213,7 @@ export class CanaryJudge {
         return ignoreLostRace(err);
       });
     }
-    const [c, l] = await Promise.all([this.side(canary, since), this.side(live, since)]);
+    const [c, l] = await this.sides(canary, live, since);
     const verdict = canaryVerdict(c, l, this.deps.rule);
     if (!verdict) return canary;
     let rolled: DeployRecord;

@@ -5,7 +5,9 @@ import { randomUUID } from 'node:crypto';
 import type { AgentsDirectory } from '../agents-directory.js';
 import { LockedSweep } from '../locked-sweep.js';
 import type { SessionsStore } from '../store.js';
+import type { CallsStore } from './calls-store.js';
 import type { CanaryJudge } from './canary.js';
+import { DeployBackfill } from './deploy-backfill.js';
 import { offlineIfArchived } from './archived.js';
 import type { LiveDeploys } from './live-deploys.js';
 import type { DeployPipeline } from './pipeline.js';
@@ -30,8 +32,10 @@ export interface DeploySweepSettings {
 /**
  * The deploy transitions no instance's memory may be trusted with, on a timer, from one instance at a time
  * (the store's indexes say where to look; no agent is scanned):
- * - a canary whose `canaryWindowMs` is over is promoted by the canary judge, even when its agent has no call
- *   and the instance that started it is gone;
+ * - every running canary is judged by the canary judge each interval (`ss:{deploys}:canaries`, by when it is
+ *   due): one worse than the live deploy is rolled back even when the instance that ended or analysed the
+ *   call that tipped it died before it could, and one whose `canaryWindowMs` is over is promoted, even when
+ *   its agent has no call and the instance that started it is gone;
  * - a deploy the pipeline was moving, still `pending` or `building` well past the readiness check's bound, is
  *   failed (`INTERRUPTED`) — its instance died mid-pipeline. Failed rather than resumed: the builder asked
  *   for it minutes ago, may have deployed again or changed the agent since, and a deploy going live long
@@ -43,10 +47,13 @@ export interface DeploySweepSettings {
  */
 export class DeploySweep {
   private readonly sweeper: LockedSweep;
+  /** What an earlier version left out of the indexes, run at each start (live/deploy-backfill.ts). */
+  readonly backfill: DeployBackfill;
 
   constructor(
     private readonly deps: {
       store: SessionsStore;
+      calls: CallsStore;
       canary: CanaryJudge;
       pipeline: DeployPipeline;
       /** Asked before a live move is told again: an agent archived meanwhile has it taken offline instead. */
@@ -66,14 +73,17 @@ export class DeploySweep {
       run: () => this.sweepOnce(Date.now()),
       failed: (err) => log.warn({ code: 'DEPLOY_SWEEP_FAILED', err: safeError(err) }, 'deploy sweep failed'),
     });
+    this.backfill = new DeployBackfill({ store: deps.store, calls: deps.calls, redis, log });
   }
 
   start(): void {
     this.sweeper.start();
+    this.backfill.start();
   }
 
-  stop(): Promise<void> {
-    return this.sweeper.stop();
+  async stop(): Promise<void> {
+    await this.backfill.stop();
+    await this.sweeper.stop();
   }
 
   /** One sweep as of `now`, whoever holds the lock (tests, an operator's repair): how many deploys it moved. */
@@ -82,7 +92,7 @@ export class DeploySweep {
   }
 
   private async sweepOnce(now: number): Promise<number> {
-    return (await this.promoteOver(now)) + (await this.failInterrupted(now));
+    return (await this.judgeCanaries(now)) + (await this.failInterrupted(now));
   }
 
   /** Each index entry of a pass: a failure is logged and the entry stays for the next pass. */
@@ -107,28 +117,50 @@ export class DeploySweep {
     }
   }
 
-  /** Canaries whose window is over: promoted; a settled one whose move was not announced: announced. */
-  private async promoteOver(now: number): Promise<number> {
+  /**
+   * Canaries due: each judged (live/canary.ts: rolled back when worse, promoted once its window is over), else
+   * judged again an interval later (its window's end at the latest); a settled one whose move was not
+   * announced: announced.
+   */
+  private async judgeCanaries(now: number): Promise<number> {
     const { store, canary, log } = this.deps;
+    await store.adoptLegacyWindows(now, BATCH);
     let promoted = 0;
-    const members = await store.canaryWindowsOver(now, BATCH);
+    let rolledBack = 0;
+    const members = await store.canariesDue(now, BATCH);
     await this.each(
       members,
       async (agentId, deployId, member) => {
         const deploy = await store.getDeploy(agentId, deployId);
-        if (deploy.status === 'canary' && deploy.canaryWindowMs !== undefined) {
-          // indexed as of just before its move: not over yet by the record, the next pass sees it
-          if (now < (deploy.liveAt ?? deploy.updatedAt) + deploy.canaryWindowMs) return;
-          // the promotion announces itself, which takes it out of the index
-          if ((await canary.judge(agentId))?.status === 'live') promoted++;
+        if (deploy.status === 'pending' || deploy.status === 'building') {
+          // indexed just before its move to canary: judged once it is one (failed instead: the pipeline's
+          // index announces it, and this entry goes then). A move that never followed (refused, or its
+          // instance died: the pipeline's index fails it; an external deployer asks again) leaves it here
+          if (now - deploy.updatedAt > this.settings.interruptedAfterMs) await store.forgetCanary(member);
+          else await store.judgeCanaryAt(member, now + this.settings.intervalMs);
           return;
         }
-        if (!(await this.announce(deploy))) await store.forgetCanaryWindow(member);
+        if (deploy.status === 'canary') {
+          // a promotion or a rollback announces itself, which takes it out of the index
+          const after = await canary.judge(agentId);
+          if (after?.id === deployId && after.status === 'live') promoted++;
+          else if (after?.id === deployId && after.status === 'rolled_back') rolledBack++;
+          else {
+            const windowEnd =
+              deploy.canaryWindowMs === undefined
+                ? Infinity
+                : (deploy.liveAt ?? deploy.updatedAt) + deploy.canaryWindowMs;
+            await store.judgeCanaryAt(member, Math.min(windowEnd, now + this.settings.intervalMs));
+          }
+          return;
+        }
+        if (!(await this.announce(deploy))) await store.forgetCanary(member);
       },
-      (member) => store.forgetCanaryWindow(member),
+      (member) => store.forgetCanary(member),
     );
     if (promoted > 0) log.info({ promoted }, 'canaries promoted after their window');
-    return promoted;
+    if (rolledBack > 0) log.info({ rolledBack }, 'canaries rolled back by the deploy sweep');
+    return promoted + rolledBack;
   }
 
   /**

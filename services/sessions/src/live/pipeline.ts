@@ -144,8 +144,9 @@ export class DeployPipeline {
     if (await this.archivedMeanwhile(agentId, requestId)) return;
     log.info({ agentId, deployId, trafficPercent: canary.trafficPercent }, 'deploy canary');
     await this.announce(canary, 'deploy.live');
-    // its window's end is not this instance's to remember (it may restart first): the store indexed it with
-    // the move, and the deploy sweep promotes it (live/deploy-sweep.ts), as does any call's admission or end
+    // neither its judging nor its window's end is this instance's to remember (it may restart first): the
+    // store indexed it before the move, and the deploy sweep judges it (live/deploy-sweep.ts), as does any
+    // call's admission, end or analysis
   }
 
   /**
@@ -166,7 +167,7 @@ export class DeployPipeline {
 
   /**
    * Publishes a deploy's move (its event id: the deploy and the status it reached, so a re-publish is one
-   * event). Once the stream has it, the deploy leaves the pipeline's and the windows' index (store.announced):
+   * event). Once the stream has it, the deploy leaves the pipeline's and the canaries' index (store.announced):
    * until then the deploy sweep sees it there and publishes it again (a crash between the move and this,
    * JetStream down). True once stored.
    */

@@ -1,0 +1,140 @@
+import type { AgentLookup, DeployRecord } from '@vab/contracts';
+import { createLogger } from '@vab/service-kit';
+import { Redis } from '@vab/storage';
+import { startLocalRedis } from '@vab/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentsDirectory } from '../agents-directory.js';
+import { DEFAULT_LIMITS } from '../config.js';
+import { SessionsStore } from '../store.js';
+import { CallsStore } from './calls-store.js';
+import { CanaryJudge } from './canary.js';
+import { DeploySweep } from './deploy-sweep.js';
+import type { LiveDeploys } from './live-deploys.js';
+import type { DeployPipeline } from './pipeline.js';
+
+/**
+ * Every running canary is in the deploy sweep's index (`ss:{deploys}:canaries`) until it ends, judged at each
+ * pass it is due: due again an interval later, its window's end at the latest; gone once it is promoted (by
+ * hand or by its window), rolled back, superseded or stopped with its archived agent. Real redis-server.
+ */
+
+let server: Awaited<ReturnType<typeof startLocalRedis>>;
+let redis: Redis;
+let store: SessionsStore;
+let calls: CallsStore;
+const announced: string[] = [];
+let judge: CanaryJudge;
+let sweep: DeploySweep;
+const INTERVAL = 15_000;
+const CANARIES = 'ss:{deploys}:canaries';
+
+beforeAll(async () => {
+  server = await startLocalRedis();
+  redis = new Redis(server.url);
+  store = new SessionsStore(redis, { limits: DEFAULT_LIMITS });
+  calls = new CallsStore(redis, 3);
+  const log = createLogger('sessions', 'silent');
+  const told = async (deploy: DeployRecord, type: string) => {
+    announced.push(`${type} ${deploy.id}`);
+    await store.announced(deploy.agentId, deploy.id, deploy.status);
+    return true;
+  };
+  const pipeline = {
+    announce: told,
+    publishLive: (deploy: DeployRecord) => told(deploy, 'deploy.live'),
+  } as unknown as DeployPipeline;
+  const agents = {
+    lookup: async (id: string): Promise<AgentLookup> => ({ id, exists: true, archived: false }),
+    requireActive: async (id: string): Promise<AgentLookup> => ({ id, exists: true, archived: false }),
+  } as unknown as AgentsDirectory;
+  const liveDeploys = { put: async () => undefined, remove: async () => undefined } as unknown as LiveDeploys;
+  const rule = { minCalls: 20, maxSlowdownMs: 300 };
+  judge = new CanaryJudge({ store, calls, pipeline, agents, liveDeploys, log, rule });
+  sweep = new DeploySweep(
+    { store, calls, canary: judge, pipeline, agents, liveDeploys, redis, log },
+    { intervalMs: INTERVAL, interruptedAfterMs: 60_000 },
+  );
+});
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.dispose();
+});
+
+async function withCanary(agentId: string, canaryWindowMs?: number) {
+  const live = await store.createDeploy(agentId, 1, agentId);
+  await store.updateDeploy(agentId, live.id, 'building');
+  await store.updateDeploy(agentId, live.id, 'live');
+  const next = await store.createDeploy(agentId, 2, agentId, undefined, false, {
+    trafficPercent: 10,
+    ...(canaryWindowMs ? { canaryWindowMs } : {}),
+  });
+  await store.updateDeploy(agentId, next.id, 'building');
+  const canary = await store.updateDeploy(agentId, next.id, 'canary');
+  return { live, canary, member: `${agentId}/${canary.id}` };
+}
+
+const score = (member: string) => redis.zscore(CANARIES, member).then((s) => (s === null ? null : Number(s)));
+
+describe("the deploy sweep's canaries", () => {
+  it('are indexed with or without a window, judged when due, and due again an interval later', async () => {
+    const plain = await withCanary('a-plain');
+    const windowed = await withCanary('a-windowed', 10_000);
+    for (const c of [plain, windowed]) expect(await score(c.member)).toBeLessThanOrEqual(Date.now());
+
+    const now = Date.now();
+    await sweep.sweep(now);
+    expect(await score(plain.member)).toBe(now + INTERVAL);
+    // its window ends before the next interval: due then
+    expect(await score(windowed.member)).toBe(windowed.canary.liveAt! + 10_000);
+    // not due: left as it is
+    await sweep.sweep(now + 1_000);
+    expect(await score(plain.member)).toBe(now + INTERVAL);
+    expect(await store.getDeploy('a-plain', plain.canary.id)).toMatchObject({ status: 'canary' });
+    expect(announced).toEqual([]);
+  });
+
+  it('leave the index once promoted by hand, superseded or stopped, and their figures with them', async () => {
+    const byHand = await withCanary('a-by-hand');
+    await judge.promote('a-by-hand', byHand.canary.id, 'hand');
+    expect(announced).toContain(`deploy.live ${byHand.canary.id}`);
+    expect(await score(byHand.member)).toBeNull();
+
+    const superseded = await withCanary('a-superseded');
+    const newer = await store.createDeploy('a-superseded', 3, 'a-superseded');
+    await store.updateDeploy('a-superseded', newer.id, 'building');
+    await store.updateDeploy('a-superseded', newer.id, 'live');
+    const archived = await withCanary('a-archived');
+    await store.stopLiveDeploy('a-archived', 'agent archived');
+    // still indexed: the sweep finds them ended, with nothing of theirs to tell
+    expect(await score(superseded.member)).not.toBeNull();
+    expect(await score(archived.member)).not.toBeNull();
+    announced.length = 0;
+    await sweep.sweep(Date.now() + INTERVAL);
+    expect(await score(superseded.member)).toBeNull();
+    expect(await score(archived.member)).toBeNull();
+    expect(announced).toEqual([]);
+    for (const agentId of ['a-by-hand', 'a-superseded', 'a-archived']) {
+      expect(await redis.keys(`ss:{${agentId}}:cj:*`)).toEqual([]);
+    }
+  });
+
+  it("take in the previous version's windows index, and promote after the window", async () => {
+    const old = await withCanary('a-old', 600_000);
+    // as the previous version indexed it
+    await redis.zrem(CANARIES, old.member);
+    await redis.zadd('ss:{deploys}:windows', old.canary.liveAt! + 600_000, old.member);
+    const now = Date.now();
+    await sweep.sweep(now);
+    expect(await redis.zcard('ss:{deploys}:windows')).toBe(0);
+    expect(await score(old.member)).toBe(now + INTERVAL);
+    expect(await store.getDeploy('a-old', old.canary.id)).toMatchObject({ status: 'canary' });
+    // the window over (the judge reads the clock: the record says it went canary that long ago)
+    await redis.hset(`ss:{a-old}:dep:${old.canary.id}`, 'liveAt', String(old.canary.liveAt! - 600_000));
+    await sweep.sweep(now + INTERVAL);
+    expect(await store.getDeploy('a-old', old.canary.id)).toMatchObject({
+      status: 'live',
+      promoted: { by: 'window' },
+    });
+    expect(await score(old.member)).toBeNull();
+  });
+});
