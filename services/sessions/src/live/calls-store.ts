@@ -116,13 +116,27 @@ recount(KEYS[4], KEYS[1], KEYS[2], ARGV[4], ARGV[5])
 return 'stored'
 `;
 
-/** KEYS: call, analysis, deploy meta. ARGV: the ended record's JSON, counts prefix, callId. */
+/**
+ * KEYS: call, analysis, deploy meta. ARGV: the ended record's JSON, counts prefix, callId, the record it was
+ * made from. Written only over that record ('changed' else: a recording stored or the call erased meanwhile).
+ */
 const END_CALL = `
 ${RECOUNT}
+if redis.call('GET', KEYS[1]) ~= ARGV[4] then return 'changed' end
 redis.call('SET', KEYS[1], ARGV[1])
 recount(KEYS[3], KEYS[1], KEYS[2], ARGV[2], ARGV[3])
 return 'ok'
 `;
+
+/** KEYS: call. ARGV: the record read, the record to write. Compare and set: 1 when written, 0 when it moved. */
+const REPLACE_CALL = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+`;
+
+/** Times a read-modify-write of a call record is tried again when another write came between. */
+const WRITE_ATTEMPTS = 5;
 
 /**
  * KEYS: call, analysis, deploy meta, the agent's calls index, then the rest of the call's keys to delete. ARGV:
@@ -202,6 +216,7 @@ export class CallsStore {
     redis.defineCommand('ssTakeCallSlot', { numberOfKeys: 2, lua: TAKE_SLOT });
     redis.defineCommand('ssStoreCallAnalysis', { numberOfKeys: 4, lua: STORE_ANALYSIS });
     redis.defineCommand('ssEndCall', { numberOfKeys: 3, lua: END_CALL });
+    redis.defineCommand('ssReplaceCall', { numberOfKeys: 1, lua: REPLACE_CALL });
     redis.defineCommand('ssEraseCall', { lua: ERASE_CALL });
     redis.defineCommand('ssCanaryFigures', { numberOfKeys: 1, lua: FIGURES });
     redis.defineCommand('ssRecountCall', { numberOfKeys: 3, lua: RECOUNT_CALL });
@@ -279,9 +294,18 @@ export class CallsStore {
 
   /** The record with its analysis; null when there is none. */
   private async read(agentId: string, callId: string): Promise<CallSummary | null> {
+    return (await this.readStored(agentId, callId))?.call ?? null;
+  }
+
+  /** The record with its analysis, and the stored text it was read from (what a later write compares). */
+  private async readStored(
+    agentId: string,
+    callId: string,
+  ): Promise<{ call: CallSummary; raw: string } | null> {
     const [raw, analysis] = await this.redis.mget(ck.call(agentId, callId), ck.analysis(agentId, callId));
     if (!raw) return null;
-    return CallSummary.parse({ ...JSON.parse(raw), analysis: analysis ? JSON.parse(analysis) : null });
+    const call = CallSummary.parse({ ...JSON.parse(raw), analysis: analysis ? JSON.parse(analysis) : null });
+    return { call, raw };
   }
 
   /** Stores a job's analysis (at most one result per job; an older job never replaces a newer's). */
@@ -321,33 +345,45 @@ export class CallsStore {
 
   /** Ends a call (the first end stands) and gives its slots back; null when it had ended already. */
   async end(req: EndCallRequest): Promise<CallSummary | null> {
-    const call = await this.get(req.agentId, req.callId);
     const addressKey = await this.redis.get(`${ck.call(req.agentId, req.callId)}:addr`);
-    await this.redis.zrem(ck.active(req.agentId, call.deployId), req.callId);
+    const first = await this.readStored(req.agentId, req.callId);
+    if (!first) throw new AppError('NOT_FOUND', `call ${req.callId} not found`);
+    await this.redis.zrem(ck.active(req.agentId, first.call.deployId), req.callId);
     if (addressKey) await this.redis.zrem(ck.address(addressKey), `${req.agentId}/${req.callId}`);
     await this.redis.zrem(ck.open, `${req.agentId}/${req.callId}`);
-    if (call.status === 'ended') return null;
-    const endedAt = Math.max(req.endedAt, call.startedAt);
-    const ended: CallSummary = {
-      ...call,
-      status: 'ended',
-      endedAt,
-      durationMs: endedAt - call.startedAt,
-      endedReason: req.endedReason,
-      endedDetail: req.endedDetail ?? null,
-      transferredTo: req.transferredTo ?? null,
-      usage: req.usage,
-      figures: await this.figures(req.agentId, req.callId),
-    };
-    await this.scripts.ssEndCall(
-      ck.call(req.agentId, req.callId),
-      ck.analysis(req.agentId, req.callId),
-      keys.deployMeta(req.agentId),
-      JSON.stringify(ended),
-      keys.canaryCountsPrefix(req.agentId),
-      req.callId,
-    );
-    return ended;
+    const figures = await this.figures(req.agentId, req.callId);
+    // the record is replaced whole: written only over the one it was made from, read again when a
+    // recording's store (or an erasure) came between, so neither is undone
+    let stored: { call: CallSummary; raw: string } | null = first;
+    for (let attempt = 0; stored && attempt < WRITE_ATTEMPTS; attempt++) {
+      const { call, raw } = stored;
+      if (call.status === 'ended') return null;
+      const endedAt = Math.max(req.endedAt, call.startedAt);
+      const ended: CallSummary = {
+        ...call,
+        status: 'ended',
+        endedAt,
+        durationMs: endedAt - call.startedAt,
+        endedReason: req.endedReason,
+        endedDetail: req.endedDetail ?? null,
+        transferredTo: req.transferredTo ?? null,
+        usage: req.usage,
+        figures,
+      };
+      const written = await this.scripts.ssEndCall(
+        ck.call(req.agentId, req.callId),
+        ck.analysis(req.agentId, req.callId),
+        keys.deployMeta(req.agentId),
+        JSON.stringify(ended),
+        keys.canaryCountsPrefix(req.agentId),
+        req.callId,
+        raw,
+      );
+      if (written === 'ok') return ended;
+      stored = await this.readStored(req.agentId, req.callId);
+    }
+    if (!stored) throw new AppError('NOT_FOUND', `call ${req.callId} not found`);
+    throw new AppError('CONFLICT', `call ${req.callId} kept changing while it was ended; try again`);
   }
 
   /** Active calls started before `before`, the oldest first (the owner sweep's). */
@@ -365,8 +401,14 @@ export class CallsStore {
   }
 
   async setRecording(agentId: string, callId: string, recording: Recording): Promise<void> {
-    const call = await this.get(agentId, callId);
-    await this.redis.set(ck.call(agentId, callId), JSON.stringify({ ...call, recording }));
+    // compare and set, as the end's write: the call may end (or be erased) between the read and the write
+    for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+      const stored = await this.readStored(agentId, callId);
+      if (!stored) throw new AppError('NOT_FOUND', `call ${callId} not found`);
+      const next = JSON.stringify({ ...JSON.parse(stored.raw), recording });
+      if ((await this.scripts.ssReplaceCall(ck.call(agentId, callId), stored.raw, next)) === 1) return;
+    }
+    throw new AppError('CONFLICT', `call ${callId} kept changing while its recording was stored; try again`);
   }
 
   /** Newest first, filtered; the cursor is the last call's `<startedAt>_<id>`. */
@@ -427,6 +469,7 @@ export class CallsStore {
   private get scripts() {
     return this.redis as unknown as {
       ssEndCall(...a: string[]): Promise<string>;
+      ssReplaceCall(...a: string[]): Promise<number>;
       ssEraseCall(numKeys: number, ...a: string[]): Promise<string>;
       ssRecountCall(...a: string[]): Promise<string>;
       ssCanaryFigures(key: string): Promise<(string | number | null)[]>;

@@ -1,0 +1,86 @@
+import { AppError, type DeployRecord } from '@vab/contracts';
+import { Redis } from '@vab/storage';
+import { startLocalRedis } from '@vab/testkit';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_LIMITS } from '../config.js';
+import { SessionsStore } from '../store.js';
+import { CallsStore } from './calls-store.js';
+
+/**
+ * A call's record is written whole by its end and by its recording's store, and the two come from different
+ * places at about the same moment (the playground seals the recording as the call ends): neither may undo the
+ * other, and neither may bring back a call erased meanwhile. Real redis-server; the writes race on one
+ * connection, as they do in the service.
+ */
+
+let server: Awaited<ReturnType<typeof startLocalRedis>>;
+let redis: Redis;
+let store: SessionsStore;
+let calls: CallsStore;
+let deploy: DeployRecord;
+const agentId = `agent-${randomUUID()}`;
+
+beforeAll(async () => {
+  server = await startLocalRedis();
+  redis = new Redis(server.url);
+  store = new SessionsStore(redis, { limits: DEFAULT_LIMITS });
+  calls = new CallsStore(redis, 3);
+  const made = await store.createDeploy(agentId, 1, agentId);
+  await store.updateDeploy(agentId, made.id, 'building');
+  await store.updateDeploy(agentId, made.id, 'live');
+  deploy = await store.getDeploy(agentId, made.id);
+});
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.dispose();
+});
+
+const recording = { durationMs: 4000, bytes: 32_000, startedAt: Date.now() };
+
+async function newCall() {
+  const callId = randomUUID();
+  await calls.create({ agentId, callId, deploy, channel: 'web', caller: {} });
+  return callId;
+}
+const end = (callId: string) =>
+  calls.end({ agentId, callId, endedAt: Date.now(), endedReason: 'caller_hung_up', usage: [] });
+
+describe('a call ended while its recording is stored', () => {
+  it.each([
+    [
+      'the end asked first',
+      (callId: string) => [end(callId), calls.setRecording(agentId, callId, recording)],
+    ],
+    [
+      'the recording asked first',
+      (callId: string) => [calls.setRecording(agentId, callId, recording), end(callId)],
+    ],
+  ])('keeps both, %s', async (_order, race) => {
+    const ids = await Promise.all(Array.from({ length: 20 }, newCall));
+    await Promise.all(ids.flatMap(race));
+    for (const callId of ids) {
+      const call = await calls.get(agentId, callId);
+      expect({ status: call.status, endedReason: call.endedReason, recording: call.recording }).toEqual({
+        status: 'ended',
+        endedReason: 'caller_hung_up',
+        recording,
+      });
+    }
+  });
+
+  it('does not bring back a call erased meanwhile', async () => {
+    const ids = await Promise.all(Array.from({ length: 20 }, newCall));
+    // an erasure is of an ended call (an active one is refused); its recording may still be on its way
+    await Promise.all(ids.map(end));
+    const results = await Promise.allSettled(
+      ids.flatMap((callId) => [calls.setRecording(agentId, callId, recording), calls.erase(agentId, callId)]),
+    );
+    for (const r of results) {
+      if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(AppError);
+    }
+    for (const callId of ids) {
+      await expect(calls.get(agentId, callId)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    }
+  });
+});
