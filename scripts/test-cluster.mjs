@@ -18,6 +18,8 @@ const SUBSET = [
   'tests/integration/sessions/text-sessions.test.ts',
   'tests/integration/runs/test-runs.test.ts',
   'tests/integration/api/webhooks.test.ts',
+  'tests/integration/live/deploy-sweep.test.ts',
+  'tests/integration/live/deploy-backfill.test.ts',
 ];
 
 const cluster = await startLocalRedisCluster();

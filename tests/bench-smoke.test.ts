@@ -28,6 +28,7 @@ describe('benchmarks still run', () => {
     ['webhooks.mjs', ['--events', '20', '--backlog', '50'], /\| backlog \| 50 \|/],
     ['docs-render.mjs', ['--runs', '1', '--visits', '1'], /\| 1st \(nothing cached\) \| \d+ \/ \d+ \|/],
     ['phone.mjs', ['--frames', '200'], /\| in \(Twilio → bus\) \| [\d.]+ \|/],
+    ['canary-check.mjs', ['--sizes', '20', '--checks', '2'], /\| 20 \| counted \|/],
     ['analysis.mjs', ['--calls', '5', '--over', '1', '--model-ms', '0'], /\| calls analysed \| 5 \/ 5 \|/],
   ])(
     '%s',
