@@ -1,10 +1,8 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { Subjects, type DeployRecord, type DomainEvent } from '@vab/contracts';
-import { CallsStore } from '@vab/sessions';
-import { voiceFlow } from '@vab/testkit';
-import { randomBytes, randomUUID } from 'node:crypto';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Subjects, type DeployRecord } from '@vab/contracts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { api, keysMatching, startStack, type Stack } from '../../helpers/stack.js';
+import { DeployHarness } from '../../helpers/deploys.js';
+import { api, keysMatching, type Stack } from '../../helpers/stack.js';
 
 /**
  * A store upgraded in place: deploys the previous version wrote are in none of the deploy sweep's indexes (a
@@ -14,94 +12,41 @@ import { api, keysMatching, startStack, type Stack } from '../../helpers/stack.j
  * indexed. Runs on a Redis Cluster too (the stack's Redis: REDIS_CLUSTER_NODES).
  */
 
+let d: DeployHarness;
 let stack: Stack;
 let http: ReturnType<typeof api>;
 let nc: NatsConnection;
 
-const flow = voiceFlow({ chatURL: 'http://127.0.0.1:9/v1', speechURL: 'http://127.0.0.1:9/v1' });
 const CANARIES = 'ss:{deploys}:canaries';
 const PIPELINE = 'ss:{deploys}:pipeline';
 const LEGACY_WINDOWS = 'ss:{deploys}:windows';
 
 beforeAll(async () => {
-  stack = await startStack({
-    playground: { CREDENTIALS_KEY: randomBytes(32).toString('hex') },
-    deploys: { intervalMs: 250, interruptedAfterMs: 4_000, checkTimeoutMs: 2_000 },
-  });
-  http = api(stack.baseUrl);
-  nc = await connect({ servers: stack.natsUrl });
+  d = await DeployHarness.start();
+  ({ stack, http, nc } = d);
 }, 60_000);
 afterAll(async () => {
-  await nc?.close();
-  await stack?.close();
+  await d?.close();
 });
-
-const deployOf = async (agentId: string, id: string) =>
-  (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body.find((d) => d.id === id)!;
-
-async function deployed(agentId: string, body: Record<string, unknown>, status: string) {
-  const res = await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, body);
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  await expect
-    .poll(async () => (await deployOf(agentId, res.body.id)).status, { timeout: 30_000, interval: 100 })
-    .toBe(status);
-  return deployOf(agentId, res.body.id);
-}
-
-function eventsOf(agentId: string, type: string) {
-  const seen: DomainEvent[] = [];
-  const sub = nc.subscribe(`domain.${agentId}.${type}`, {
-    callback: (_e, m) => void seen.push(m.json<DomainEvent>()),
-  });
-  return { seen, stop: () => sub.unsubscribe() };
-}
-
-const agent = async (name: string) => (await http.post('/api/agents', { name, flow })).body.id as string;
-
-/** Closed and analysed calls of `deploy`, the first `passing` of them successful (the store's own code). */
-async function calls(deploy: DeployRecord, count: number, passing: number) {
-  const store = new CallsStore(stack.redis, 3);
-  const { agentId } = deploy;
-  for (let i = 0; i < count; i++) {
-    const callId = randomUUID();
-    await store.create({ agentId, callId, deploy, channel: 'web', caller: {} });
-    await store.end({ agentId, callId, endedAt: Date.now(), endedReason: 'caller_hung_up', usage: [] });
-    await store.setAnalysis({
-      agentId,
-      callId,
-      jobId: randomUUID(),
-      requestedAt: Date.now(),
-      analysis: {
-        summary: null,
-        criteria: [],
-        success: i < passing,
-        data: {},
-        model: { provider: 'test', model: 'test' },
-        usage: [],
-        at: Date.now(),
-      },
-    });
-  }
-}
 
 describe('deploys of a store upgraded in place', () => {
   it('are indexed at the next start and settled by the sweep: interrupted, promoted, rolled back', async () => {
     const sessions = stack.services.sessions;
     // a canary with a window, which the previous version indexed in its own index
-    const windowed = await agent('Windowed desk');
-    await deployed(windowed, {}, 'live');
-    const windowCanary = await deployed(windowed, { trafficPercent: 50, canaryWindowMs: 10_000 }, 'canary');
+    const windowed = await d.agent('Windowed desk');
+    await d.deployed(windowed, {}, 'live');
+    const windowCanary = await d.deployed(windowed, { trafficPercent: 50, canaryWindowMs: 10_000 }, 'canary');
     // a canary without a window whose calls are worse than the live deploy's
-    const worse = await agent('Worse desk');
-    const worseLive = await deployed(worse, {}, 'live');
-    const worseCanary = await deployed(worse, { trafficPercent: 50 }, 'canary');
+    const worse = await d.agent('Worse desk');
+    const worseLive = await d.deployed(worse, {}, 'live');
+    const worseCanary = await d.deployed(worse, { trafficPercent: 50 }, 'canary');
     // a deploy whose pipeline will be cut short by the crash
-    const cut = await agent('Cut desk');
+    const cut = await d.agent('Cut desk');
     await stack.services.playground.stop();
     const held = nc.subscribe(Subjects.deployCheck, { callback: () => undefined });
     const building = (await http.post<DeployRecord>(`/api/agents/${cut}/deploys`, {})).body;
     await expect
-      .poll(async () => (await deployOf(cut, building.id)).status, { timeout: 10_000, interval: 50 })
+      .poll(async () => (await d.deployOf(cut, building.id)).status, { timeout: 10_000, interval: 50 })
       .toBe('building');
     await sessions.crash();
     held.unsubscribe();
@@ -115,36 +60,36 @@ describe('deploys of a store upgraded in place', () => {
     for (const key of await keysMatching(r, `ss:{${worse}}:cj:*`)) await r.del(key);
     for (const key of await keysMatching(r, `ss:{${windowed}}:cj:*`)) await r.del(key);
     // its calls were closed by an instance of the previous version, which counted nothing
-    await calls(worseCanary, 20, 4);
-    await calls(worseLive, 20, 20);
+    await d.closedCalls(worseCanary, 20, 4);
+    await d.closedCalls(worseLive, 20, 20);
     for (const key of await keysMatching(r, `ss:{${worse}}:cj:*`)) await r.del(key);
-    const failed = eventsOf(cut, 'deploy.failed');
-    const rolledBack = eventsOf(worse, 'deploy.rolled_back');
-    const wentLive = eventsOf(windowed, 'deploy.live');
+    const failed = d.eventsOf(cut, 'deploy.failed');
+    const rolledBack = d.eventsOf(worse, 'deploy.rolled_back');
+    const wentLive = d.eventsOf(windowed, 'deploy.live');
 
     await sessions.start();
 
     await expect
-      .poll(async () => (await deployOf(cut, building.id)).status, { timeout: 30_000, interval: 250 })
+      .poll(async () => (await d.deployOf(cut, building.id)).status, { timeout: 30_000, interval: 250 })
       .toBe('failed');
-    expect((await deployOf(cut, building.id)).failure?.issues).toEqual([
+    expect((await d.deployOf(cut, building.id)).failure?.issues).toEqual([
       { code: 'INTERRUPTED', message: 'the deploy pipeline was interrupted; deploy again' },
     ]);
     await expect
-      .poll(async () => (await deployOf(worse, worseCanary.id)).status, { timeout: 30_000, interval: 250 })
+      .poll(async () => (await d.deployOf(worse, worseCanary.id)).status, { timeout: 30_000, interval: 250 })
       .toBe('rolled_back');
-    expect((await deployOf(worse, worseCanary.id)).rollback).toMatchObject({
+    expect((await d.deployOf(worse, worseCanary.id)).rollback).toMatchObject({
       rule: 'success_rate',
       canary: { judged: 20, passed: 4 },
       live: { judged: 20, passed: 20 },
     });
     await expect
-      .poll(async () => (await deployOf(windowed, windowCanary.id)).status, {
+      .poll(async () => (await d.deployOf(windowed, windowCanary.id)).status, {
         timeout: 30_000,
         interval: 250,
       })
       .toBe('live');
-    expect((await deployOf(windowed, windowCanary.id)).promoted).toMatchObject({ by: 'window' });
+    expect((await d.deployOf(windowed, windowCanary.id)).promoted).toMatchObject({ by: 'window' });
     // each told once
     await vi.waitFor(() => expect(failed.seen).toHaveLength(1), { timeout: 10_000 });
     await vi.waitFor(() => expect(rolledBack.seen).toHaveLength(1), { timeout: 10_000 });

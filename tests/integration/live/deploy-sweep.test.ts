@@ -1,5 +1,5 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import {
   DOMAIN_EVENTS_STREAM,
   DOMAIN_EVENTS_SUBJECTS,
@@ -7,11 +7,9 @@ import {
   type DeployRecord,
   type DomainEvent,
 } from '@vab/contracts';
-import { voiceFlow } from '@vab/testkit';
-import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { CallsStore } from '@vab/sessions';
-import { api, keysMatching, startStack, type Stack } from '../../helpers/stack.js';
+import { DeployHarness } from '../../helpers/deploys.js';
+import { api, keysMatching, type Stack } from '../../helpers/stack.js';
 
 /**
  * A deploy transition no sessions instance's memory is trusted with (the deploy sweep): a canary whose window
@@ -21,46 +19,18 @@ import { api, keysMatching, startStack, type Stack } from '../../helpers/stack.j
  * announced again, once.
  */
 
+let d: DeployHarness;
 let stack: Stack;
 let http: ReturnType<typeof api>;
 let nc: NatsConnection;
 
-const flow = voiceFlow({ chatURL: 'http://127.0.0.1:9/v1', speechURL: 'http://127.0.0.1:9/v1' });
-
 beforeAll(async () => {
-  stack = await startStack({
-    playground: { CREDENTIALS_KEY: randomBytes(32).toString('hex') },
-    // a short sweep and bound, so the test need not wait the production ones
-    deploys: { intervalMs: 250, interruptedAfterMs: 4_000, checkTimeoutMs: 2_000 },
-  });
-  http = api(stack.baseUrl);
-  nc = await connect({ servers: stack.natsUrl });
+  d = await DeployHarness.start();
+  ({ stack, http, nc } = d);
 }, 60_000);
 afterAll(async () => {
-  await nc?.close();
-  await stack?.close();
+  await d?.close();
 });
-
-const deployOf = async (agentId: string, id: string) =>
-  (await http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body.find((d) => d.id === id)!;
-
-async function deployed(agentId: string, body: Record<string, unknown>, status: string) {
-  const res = await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, body);
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  await expect
-    .poll(async () => (await deployOf(agentId, res.body.id)).status, { timeout: 30_000, interval: 100 })
-    .toBe(status);
-  return deployOf(agentId, res.body.id);
-}
-
-/** The domain events of one type the agent's stream gets from now on. */
-function eventsOf(agentId: string, type: string) {
-  const seen: DomainEvent[] = [];
-  const sub = nc.subscribe(`domain.${agentId}.${type}`, {
-    callback: (_e, m) => void seen.push(m.json<DomainEvent>()),
-  });
-  return { seen, stop: () => sub.unsubscribe() };
-}
 
 /** The agent's events the stream DOMAIN_EVENTS holds. */
 async function stored(agentId: string): Promise<DomainEvent[]> {
@@ -76,10 +46,10 @@ async function stored(agentId: string): Promise<DomainEvent[]> {
 
 describe('deploys across a sessions restart', () => {
   it('a canary whose window ends while its instance is gone is promoted by the sweep', async () => {
-    const agentId = (await http.post('/api/agents', { name: 'Window desk', flow })).body.id as string;
-    const live = await deployed(agentId, {}, 'live');
-    const canary = await deployed(agentId, { trafficPercent: 50, canaryWindowMs: 10_000 }, 'canary');
-    const wentLive = eventsOf(agentId, 'deploy.live');
+    const agentId = await d.agent('Window desk');
+    const live = await d.deployed(agentId, {}, 'live');
+    const canary = await d.deployed(agentId, { trafficPercent: 50, canaryWindowMs: 10_000 }, 'canary');
+    const wentLive = d.eventsOf(agentId, 'deploy.live');
 
     // the instance that ran its pipeline stops (a restart): nothing of it remembers the window; the agent
     // takes no call that could look at it either
@@ -87,12 +57,12 @@ describe('deploys across a sessions restart', () => {
     await stack.services.sessions.start();
 
     await expect
-      .poll(async () => (await deployOf(agentId, canary.id)).status, { timeout: 45_000, interval: 250 })
+      .poll(async () => (await d.deployOf(agentId, canary.id)).status, { timeout: 45_000, interval: 250 })
       .toBe('live');
-    const promoted = await deployOf(agentId, canary.id);
+    const promoted = await d.deployOf(agentId, canary.id);
     expect(promoted.promoted).toMatchObject({ by: 'window' });
     expect(promoted.promoted!.at).toBeGreaterThanOrEqual(canary.liveAt! + 10_000);
-    expect(await deployOf(agentId, live.id)).toMatchObject({ status: 'superseded' });
+    expect(await d.deployOf(agentId, live.id)).toMatchObject({ status: 'superseded' });
     // the builder is told, once
     await vi.waitFor(() => expect(wentLive.seen).toHaveLength(1), { timeout: 10_000 });
     expect(wentLive.seen[0]!.data).toMatchObject({ deploy: { id: canary.id, status: 'live' } });
@@ -100,8 +70,8 @@ describe('deploys across a sessions restart', () => {
   }, 90_000);
 
   it('a deploy whose instance died mid-pipeline fails, saying to deploy again; the next one goes live', async () => {
-    const agentId = (await http.post('/api/agents', { name: 'Interrupted desk', flow })).body.id as string;
-    const failed = eventsOf(agentId, 'deploy.failed');
+    const agentId = await d.agent('Interrupted desk');
+    const failed = d.eventsOf(agentId, 'deploy.failed');
     // the readiness check is taken by something that never answers: the pipeline waits in `building`
     await stack.services.playground.stop();
     const held = nc.subscribe(Subjects.deployCheck, { callback: () => undefined });
@@ -109,16 +79,16 @@ describe('deploys across a sessions restart', () => {
       const res = await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, {});
       expect(res.status, JSON.stringify(res.body)).toBe(201);
       await expect
-        .poll(async () => (await deployOf(agentId, res.body.id)).status, { timeout: 10_000, interval: 50 })
+        .poll(async () => (await d.deployOf(agentId, res.body.id)).status, { timeout: 10_000, interval: 50 })
         .toBe('building');
       // its instance is killed mid-check, and another takes over
       await stack.services.sessions.crash();
       await stack.services.sessions.start();
 
       await expect
-        .poll(async () => (await deployOf(agentId, res.body.id)).status, { timeout: 30_000, interval: 250 })
+        .poll(async () => (await d.deployOf(agentId, res.body.id)).status, { timeout: 30_000, interval: 250 })
         .toBe('failed');
-      expect((await deployOf(agentId, res.body.id)).failure).toMatchObject({
+      expect((await d.deployOf(agentId, res.body.id)).failure).toMatchObject({
         reason: 'the deploy pipeline was interrupted; deploy again',
         issues: [{ code: 'INTERRUPTED', message: 'the deploy pipeline was interrupted; deploy again' }],
       });
@@ -130,53 +100,29 @@ describe('deploys across a sessions restart', () => {
       await stack.services.playground.start();
     }
     // deploying again works as ever
-    await deployed(agentId, {}, 'live');
+    await d.deployed(agentId, {}, 'live');
   }, 90_000);
 
   it('a canary without a window gone worse is rolled back by the sweep when the instance that ended its calls died', async () => {
-    const agentId = (await http.post('/api/agents', { name: 'Worse desk', flow })).body.id as string;
-    const live = await deployed(agentId, {}, 'live');
-    const canary = await deployed(agentId, { trafficPercent: 50 }, 'canary');
+    const agentId = await d.agent('Worse desk');
+    const live = await d.deployed(agentId, {}, 'live');
+    const canary = await d.deployed(agentId, { trafficPercent: 50 }, 'canary');
     expect(await stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`)).not.toBeNull();
-    const rolledBack = eventsOf(agentId, 'deploy.rolled_back');
+    const rolledBack = d.eventsOf(agentId, 'deploy.rolled_back');
     // the calls are closed and analysed as the sessions instance that hosted them does, but no check of the
     // canary follows (that instance died right after): the store's own code, under the API
-    const calls = new CallsStore(stack.redis, 3);
-    for (const [deploy, passing] of [
-      [canary, 4],
-      [live, 20],
-    ] as const) {
-      for (let i = 0; i < 20; i++) {
-        const callId = randomUUID();
-        await calls.create({ agentId, callId, deploy, channel: 'web', caller: {} });
-        await calls.end({ agentId, callId, endedAt: Date.now(), endedReason: 'caller_hung_up', usage: [] });
-        await calls.setAnalysis({
-          agentId,
-          callId,
-          jobId: randomUUID(),
-          requestedAt: Date.now(),
-          analysis: {
-            summary: null,
-            criteria: [],
-            success: i < passing,
-            data: {},
-            model: { provider: 'test', model: 'test' },
-            usage: [],
-            at: Date.now(),
-          },
-        });
-      }
-    }
+    await d.closedCalls(canary, 20, 4);
+    await d.closedCalls(live, 20, 20);
 
     await expect
-      .poll(async () => (await deployOf(agentId, canary.id)).status, { timeout: 30_000, interval: 250 })
+      .poll(async () => (await d.deployOf(agentId, canary.id)).status, { timeout: 30_000, interval: 250 })
       .toBe('rolled_back');
-    expect((await deployOf(agentId, canary.id)).rollback).toMatchObject({
+    expect((await d.deployOf(agentId, canary.id)).rollback).toMatchObject({
       rule: 'success_rate',
       canary: { judged: 20, passed: 4 },
       live: { judged: 20, passed: 20 },
     });
-    expect(await deployOf(agentId, live.id)).toMatchObject({ status: 'live' });
+    expect(await d.deployOf(agentId, live.id)).toMatchObject({ status: 'live' });
     await vi.waitFor(() => expect(rolledBack.seen).toHaveLength(1), { timeout: 10_000 });
     expect(rolledBack.seen[0]!.data).toMatchObject({ deploy: { id: canary.id, status: 'rolled_back' } });
     // its end announced, it leaves the index, and its figures go with it
@@ -189,11 +135,11 @@ describe('deploys across a sessions restart', () => {
 
   // last: it takes the events stream away for a while
   it('a move whose event the stream did not take is published again by the sweep, once', async () => {
-    const agentId = (await http.post('/api/agents', { name: 'Unannounced desk', flow })).body.id as string;
+    const agentId = await d.agent('Unannounced desk');
     const jsm = await jetstreamManager(nc);
     // JetStream loses the stream (an outage of its own): the deploy goes live, its event is not stored
     await jsm.streams.delete(DOMAIN_EVENTS_STREAM);
-    const live = await deployed(agentId, {}, 'live');
+    const live = await d.deployed(agentId, {}, 'live');
     await vi.waitFor(
       () =>
         expect(stack.logs.some((l) => l.includes('DOMAIN_EVENT_NOT_PUBLISHED') && l.includes(agentId))).toBe(

@@ -1,0 +1,99 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { DeployRecord, DomainEvent } from '@vab/contracts';
+import { CallsStore } from '@vab/sessions';
+import { voiceFlow } from '@vab/testkit';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { expect } from 'vitest';
+import { api, startStack, type Stack } from './stack.js';
+
+/** A voice flow whose models answer nowhere: a deploy of it goes live; no call of it is made. */
+export const deployableFlow = voiceFlow({
+  chatURL: 'http://127.0.0.1:9/v1',
+  speechURL: 'http://127.0.0.1:9/v1',
+});
+
+/**
+ * A stack whose deploy sweep runs every 250 ms with short bounds (the production ones are minutes), for the
+ * tests that stop, crash and restart the sessions service under deploys; with what they read deploys by.
+ */
+export class DeployHarness {
+  private constructor(
+    readonly stack: Stack,
+    readonly http: ReturnType<typeof api>,
+    readonly nc: NatsConnection,
+  ) {}
+
+  static async start(): Promise<DeployHarness> {
+    const stack = await startStack({
+      playground: { CREDENTIALS_KEY: randomBytes(32).toString('hex') },
+      deploys: { intervalMs: 250, interruptedAfterMs: 4_000, checkTimeoutMs: 2_000 },
+    });
+    return new DeployHarness(stack, api(stack.baseUrl), await connect({ servers: stack.natsUrl }));
+  }
+
+  async close(): Promise<void> {
+    await this.nc.close();
+    await this.stack.close();
+  }
+
+  /** A new agent of `deployableFlow`: its id. */
+  async agent(name: string): Promise<string> {
+    return (await this.http.post('/api/agents', { name, flow: deployableFlow })).body.id as string;
+  }
+
+  async deployOf(agentId: string, id: string): Promise<DeployRecord> {
+    const all = (await this.http.get<DeployRecord[]>(`/api/agents/${agentId}/deploys`)).body;
+    return all.find((d) => d.id === id)!;
+  }
+
+  /** Deploys with `body` and waits until the deploy reaches `status`. */
+  async deployed(agentId: string, body: Record<string, unknown>, status: string): Promise<DeployRecord> {
+    const res = await this.http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, body);
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    await expect
+      .poll(async () => (await this.deployOf(agentId, res.body.id)).status, {
+        timeout: 30_000,
+        interval: 100,
+      })
+      .toBe(status);
+    return this.deployOf(agentId, res.body.id);
+  }
+
+  /** The domain events of one type the agent's stream gets from now on. */
+  eventsOf(agentId: string, type: string): { seen: DomainEvent[]; stop: () => void } {
+    const seen: DomainEvent[] = [];
+    const sub = this.nc.subscribe(`domain.${agentId}.${type}`, {
+      callback: (_e, m) => void seen.push(m.json<DomainEvent>()),
+    });
+    return { seen, stop: () => sub.unsubscribe() };
+  }
+
+  /**
+   * `count` calls of `deploy`, ended and analysed, the first `passing` of them successful, as the sessions
+   * instance that hosted them writes them (the store's own code, under the API) with no canary check after.
+   */
+  async closedCalls(deploy: DeployRecord, count: number, passing: number): Promise<void> {
+    const store = new CallsStore(this.stack.redis, 3);
+    const { agentId } = deploy;
+    for (let i = 0; i < count; i++) {
+      const callId = randomUUID();
+      await store.create({ agentId, callId, deploy, channel: 'web', caller: {} });
+      await store.end({ agentId, callId, endedAt: Date.now(), endedReason: 'caller_hung_up', usage: [] });
+      await store.setAnalysis({
+        agentId,
+        callId,
+        jobId: randomUUID(),
+        requestedAt: Date.now(),
+        analysis: {
+          summary: null,
+          criteria: [],
+          success: i < passing,
+          data: {},
+          model: { provider: 'test', model: 'test' },
+          usage: [],
+          at: Date.now(),
+        },
+      });
+    }
+  }
+}
