@@ -48,7 +48,12 @@ const THREADS = option('threads', 1);
 const WINDOW_S = option('window', 5);
 const PROF_DIR = option('prof', '');
 const BY_THREAD = flag('by-thread');
-const profArgs = PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${resolve(PROF_DIR)}`] : [];
+// --node-args "<flags>": more flags for both (e.g. "--perf-basic-prof --no-logfile-per-isolate --logfile=/dev/null",
+// for `perf record -p <pid>` by function)
+const profArgs = [
+  ...(PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${resolve(PROF_DIR)}`] : []),
+  ...option('node-args', '').split(' ').filter(Boolean),
+];
 /** prom-client's default eventLoopMonitoringPrecision: the period of the timer Node's histogram samples with. */
 const SAMPLING_MS = 10;
 const ENDPOINTING_MS = 500;
