@@ -17,18 +17,28 @@
 // run. The figure is prom-client's: Node's histogram records each 10 ms timer's whole period (an idle loop reads
 // 10 ms), so the table also says how late that is beyond the period (what Elastic's APM agent reports, and what
 // the instance's own admission reads, sessions/load.ts).
-// Usage: npm run build && node bench/phone-load.mjs [--calls 50] [--turns 2] [--ramp 10] [--threads 1] [--window 5]
+// CPU per call-second: what each process (the playground with its encoders, telephony, gateway, NATS, …) used
+// from the first call's ring to the last call's end, over the calls' summed seconds (ring → hang-up): ms of CPU
+// per second of one call, steadier than the event loop's figures on a shared machine (10 = 1 % of a core a call).
+// --by-thread also splits the playground's CPU per call-second by process and thread (main thread, libuv's pool,
+// LiveKit's FFI threads, the encoders, …). --prof <dir> writes the playground's and telephony's V8 CPU profiles there (node --cpu-prof; open in Chrome's
+// DevTools or speedscope), written when each process exits at the end.
+// Usage: npm run build && node bench/phone-load.mjs [--calls 50] [--turns 2] [--ramp 10] [--threads 1] [--window 5] [--prof <dir>]
 import { freePort, postTwilioWebhook, speak, streamOf, TwilioCaller, voiceFlow } from '@vab/testkit';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { loadavg } from 'node:os';
 import { pct, root, sleep } from './lib/figures.mjs';
 import {
   admissionOff,
+  descendantNamed,
+  flag,
   option,
   sendJson,
   startCoreStack,
   startProcess,
   startVoiceStubs,
+  threadCpuSeconds,
+  treeCpuSeconds,
 } from './processes.mjs';
 
 const CALLS = option('calls', 50);
@@ -36,6 +46,14 @@ const TURNS = option('turns', 2);
 const RAMP_S = option('ramp', 10);
 const THREADS = option('threads', 1);
 const WINDOW_S = option('window', 5);
+const PROF_DIR = option('prof', '');
+const BY_THREAD = flag('by-thread');
+// --node-args "<flags>": more flags for both (e.g. "--perf-basic-prof --no-logfile-per-isolate --logfile=/dev/null",
+// for `perf record -p <pid>` by function)
+const profArgs = [
+  ...(PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${resolve(PROF_DIR)}`] : []),
+  ...option('node-args', '').split(' ').filter(Boolean),
+];
 /** prom-client's default eventLoopMonitoringPrecision: the period of the timer Node's histogram samples with. */
 const SAMPLING_MS = 10;
 const ENDPOINTING_MS = 500;
@@ -66,6 +84,7 @@ const telephony = await startProcess(
     TELEPHONY_HOST: '127.0.0.1',
   },
   'telephony listening',
+  profArgs,
 );
 const metricsPort = await freePort();
 const playground = await startProcess(
@@ -88,6 +107,7 @@ const playground = await startProcess(
     ...(process.env.LOAD_OVER_FOR_MS ? { LOAD_OVER_FOR_MS: process.env.LOAD_OVER_FOR_MS } : {}),
   },
   THREADS > 1 ? 'playground threads up' : 'playground instance up',
+  profArgs,
 );
 const metrics = `http://127.0.0.1:${metricsPort}/metrics`;
 async function loopP99() {
@@ -102,9 +122,20 @@ const lost = [];
 let refused = 0;
 const greetMs = [];
 const responseMs = [];
+/** Each call's seconds from its ring to its end (the CPU figures' denominator). */
+let callSeconds = 0;
 
 /** One phone call: rings, greets, talks TURNS turns, hangs up. Resolves to its CallSid, or records it lost. */
 async function phoneCall(c, number, utterance, speechMs) {
+  const rang = Date.now();
+  try {
+    return await talk(c, number, utterance, speechMs);
+  } finally {
+    callSeconds += (Date.now() - rang) / 1000;
+  }
+}
+
+async function talk(c, number, utterance, speechMs) {
   const callSid = `CA${String(c + 1).padStart(32, '0')}`;
   const answer = await postTwilioWebhook(`http://127.0.0.1:${telPort}/telephony/twilio/voice`, AUTH_TOKEN, {
     CallSid: callSid,
@@ -186,6 +217,21 @@ try {
   while (last > 0 && Math.abs(utterance[last]) < 500) last--;
   const speechMs = (last + 1) / 8;
 
+  // what each process has used before the calls (the CPU figures count the calls' part)
+  const measured = {
+    playground: playground.pid,
+    telephony: telephony.pid,
+    gateway: core.gateway.pid,
+    'agents + sessions': [core.agents.pid, core.sessions.pid],
+    'nats-server': descendantNamed('nats-server'),
+    'redis-server': descendantNamed('redis-server'),
+    'chat and speech stubs': stubs.pid,
+  };
+  const cpuOf = (pids) => [pids].flat().reduce((sum, pid) => sum + (pid ? treeCpuSeconds(pid) : 0), 0);
+  const cpuBefore = Object.fromEntries(Object.entries(measured).map(([name, pids]) => [name, cpuOf(pids)]));
+  const benchBefore = process.cpuUsage();
+  const threadsBefore = BY_THREAD ? threadCpuSeconds(playground.pid) : undefined;
+
   await loopP99(); // resets the instance's window: what follows is the calls'
   const windows = [];
   let talking = true;
@@ -202,6 +248,9 @@ try {
     await sleep((RAMP_S * 1000) / CALLS);
   }
   const ended = (await Promise.all(calls)).filter(Boolean).length;
+  const cpuAfter = Object.fromEntries(Object.entries(measured).map(([name, pids]) => [name, cpuOf(pids)]));
+  const benchCpu = process.cpuUsage(benchBefore);
+  const threadsAfter = BY_THREAD ? threadCpuSeconds(playground.pid) : undefined;
   talking = false;
   windows.push(await loopP99());
   await sampler;
@@ -252,6 +301,34 @@ try {
     `| response felt (${responseMs.length} turns; ${ENDPOINTING_MS} ms endpointing and the stubs in it), p50 / p99 ms | ` +
       `${fmt(pct(responseMs, 50))} / ${fmt(pct(responseMs, 99))} |`,
   );
+  // CPU per call-second: ms of CPU per second of one call, each process and the whole stack
+  const perCallS = (seconds) => ((seconds * 1000) / callSeconds).toFixed(2);
+  const rows = Object.keys(measured).map((name) => [name, cpuAfter[name] - cpuBefore[name]]);
+  rows.push(['this bench (the stub callers)', (benchCpu.user + benchCpu.system) / 1e6]);
+  console.log(
+    `| CPU per call-second, ms (${callSeconds.toFixed(0)} call-seconds): ` +
+      `${rows.map(([name]) => name).join(' / ')} | ${rows.map(([, s]) => perCallS(s)).join(' / ')} |`,
+  );
+  console.log(
+    `| CPU per call-second, ms, the stack without the bench's callers | ${perCallS(
+      rows.slice(0, -1).reduce((sum, [, s]) => sum + s, 0),
+    )} |`,
+  );
+  if (threadsAfter) {
+    const split = [...threadsAfter]
+      .map(([name, s]) => [name, s - (threadsBefore.get(name) ?? 0)])
+      .filter(([, s]) => s > 0)
+      .sort((a, b) => b[1] - a[1]);
+    // the threads under 1 % of the playground's total are summed into one line
+    const total = split.reduce((sum, [, s]) => sum + s, 0);
+    const small = split.filter(([, s]) => s < total / 100);
+    for (const [name, s] of split.filter(([, s]) => s >= total / 100))
+      console.log(`| playground's tree: ${name} | ${perCallS(s)} |`);
+    if (small.length > 0)
+      console.log(
+        `| playground's tree: ${small.length} more threads | ${perCallS(small.reduce((sum, [, s]) => sum + s, 0))} |`,
+      );
+  }
   // why calls were lost, counted by reason (the call's number left out)
   const reasons = new Map();
   for (const why of lost) {
@@ -260,8 +337,11 @@ try {
   }
   for (const [reason, n] of reasons) console.log(`lost ${n}: ${reason}`);
 } finally {
+  // with --prof, the profiles are written as the two exit
+  const exited = [playground, telephony].map((p) => new Promise((r) => p.once('exit', r)));
   playground.kill();
   telephony.kill();
+  if (PROF_DIR) await Promise.all(exited);
   for (const p of core.procs) p.kill();
   stubs.close();
   await core.nats.stop();

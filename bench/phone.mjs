@@ -1,7 +1,8 @@
 // What the phone path adds per 20 ms frame of a call, both directions, as the telephony service's relay does it
 // (services/telephony/src/calls/phone-relay.ts), on a real nats-server:
 //   in   Twilio's `media` message → JSON.parse → base64 → μ-law decode → one 320-byte PCM frame published on
-//        voice.<id>.in
+//        voice.<id>.in (the relay publishes two of them as one 640-byte frame since; this still times one
+//        20 ms message's work, the publish included, so it overstates the relay's share per frame)
 //   out  the agent's 320-byte PCM frame (as voice.<id>.out brings it) → μ-law encode → base64 → Twilio's
 //        `media` JSON
 // and the resampling the playground does once per frame on each side (LiveKit's AudioResampler, as

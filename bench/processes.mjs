@@ -1,7 +1,7 @@
 // Shared by the benchmarks: starting a service process, reading what a process has used, sending JSON to
 // the API, and the realistic flow scenario 1 reads.
 import { spawn } from 'node:child_process';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -176,6 +176,85 @@ export function usage(pid) {
   };
 }
 
+/** The pids under `pid` (its children, theirs, …), from /proc: every one of its threads' children. */
+export function descendants(pid) {
+  const out = [];
+  let tasks = [];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tasks) {
+    let children = '';
+    try {
+      children = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8');
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    for (const child of children.split(' ').filter(Boolean))
+      out.push(Number(child), ...descendants(Number(child)));
+  }
+  return out;
+}
+
+/**
+ * The CPU seconds (user + system) `pid` and every process under it have used so far, the ones already ended
+ * included (a parent's cutime/cstime holds its reaped children's): e.g. a playground with its recordings'
+ * encoder host and FFmpegs. Taken before and after a run, the difference is the run's.
+ */
+export function treeCpuSeconds(pid) {
+  let ticks = 0;
+  for (const p of [pid, ...descendants(pid)]) {
+    try {
+      const f = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
+      ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    } catch {
+      // it ended between the listing and the read: its time is its parent's cutime by now
+    }
+  }
+  return ticks / 100;
+}
+
+/**
+ * The CPU seconds so far of each thread of `pid` and of the processes under it: by process (its script's or
+ * program's name) and thread (`main`, or the thread's name and id: Node's own threads are all named `node`),
+ * with the processes already ended as `<process> (ended children)` (their parents' cutime/cstime). Two of
+ * these subtracted say where a run's CPU went.
+ */
+export function threadCpuSeconds(pid) {
+  const out = new Map();
+  const add = (key, ticks) => out.set(key, (out.get(key) ?? 0) + ticks / 100);
+  const read = (path) => readFileSync(path, 'utf8');
+  for (const p of [pid, ...descendants(pid)]) {
+    try {
+      const argv = read(`/proc/${p}/cmdline`).split('\0').filter(Boolean);
+      const proc = basename(argv.find((a) => /\.m?js$/.test(a)) ?? argv[0] ?? String(p));
+      const stat = read(`/proc/${p}/stat`).split(') ')[1].split(' ');
+      add(`${proc} (ended children)`, Number(stat[13]) + Number(stat[14]));
+      for (const tid of readdirSync(`/proc/${p}/task`)) {
+        const comm = read(`/proc/${p}/task/${tid}/comm`).trim();
+        const f = read(`/proc/${p}/task/${tid}/stat`).split(') ')[1].split(' ');
+        add(`${proc} ${Number(tid) === p ? 'main' : `${comm} ${tid}`}`, Number(f[11]) + Number(f[12]));
+      }
+    } catch {
+      // it ended meanwhile
+    }
+  }
+  return out;
+}
+
+/** The first process under this one whose command line contains `text` (e.g. `nats-server`), or undefined. */
+export function descendantNamed(text) {
+  return descendants(process.pid).find((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text);
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** `usage` after minus before, per request: CPU in µs, reads and writes as counts. */
 export function perRequest(before, after, requests) {
   return {
@@ -305,7 +384,7 @@ export async function startVoiceStubs(root) {
     createInterface({ input: child.stdout }).once('line', resolve);
   });
   const { chatURL, speechURL } = JSON.parse(line);
-  return { chatURL, speechURL, close: () => void child.kill('SIGTERM') };
+  return { chatURL, speechURL, pid: child.pid, close: () => void child.kill('SIGTERM') };
 }
 
 /**

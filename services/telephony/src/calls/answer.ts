@@ -14,8 +14,14 @@ export const REFUSALS = {
 } as const;
 export type Refusal = keyof typeof REFUSALS;
 
-/** The phone line's audio as the voice protocol carries it: 16-bit PCM at μ-law's own rate, 20 ms frames. */
-export const PHONE_AUDIO = { sampleRate: 8000, frameMs: 20 } as const;
+/**
+ * The phone line's audio as the voice protocol carries it: 16-bit PCM at μ-law's own rate, in 40 ms frames (two
+ * of Twilio's 20 ms chunks a bus message). The playground hands LiveKit the caller's audio in 40 ms frames
+ * whatever the frames it gets (`INPUT_FRAME_MS`), so a 40 ms message reaches the VAD when two 20 ms ones would
+ * have, at half the messages: each is a socket write here, a message routed by NATS and one read there
+ * (docs/performance.md › Phone calls, CPU per call-second).
+ */
+export const PHONE_AUDIO = { sampleRate: 8000, frameMs: 40 } as const;
 
 /** A voice webhook's parameters that decide its answer (Twilio sends many more). */
 export interface IncomingCall {

@@ -22,10 +22,11 @@ import { closeSocket } from '@vab/service-kit';
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { decodeMulaw, encodeMulaw } from '../audio/mulaw.js';
+import { PHONE_AUDIO } from './answer.js';
 import type { CallGrant, CallTokens } from './call-tokens.js';
 import type { PhoneCalls } from './phone-calls.js';
 import type { TwilioRest } from '../twilio/rest.js';
-import { isTwilioFormat, TwilioInbound, type TwilioStart } from './twilio-messages.js';
+import { isTwilioFormat, mediaPayloadOf, TwilioInbound, type TwilioStart } from './twilio-messages.js';
 
 export interface PhoneRelaySettings {
   /** How far ahead of real time the caller's audio may run before the socket is closed. */
@@ -44,9 +45,11 @@ export const DEFAULT_PHONE_RELAY: PhoneRelaySettings = {
   liveProbeMs: 1000,
 };
 
-/** 20 ms at 8 kHz: the frame the voice protocol takes (16-bit: 320 bytes) and Twilio's usual chunk. */
+/** 20 ms at 8 kHz: Twilio's usual chunk, the agent's audio is sent to the line in. */
 const FRAME_SAMPLES = 160;
 const FRAME_MS = 20;
+/** The caller's audio on the bus: a frame of `PHONE_AUDIO`'s length (40 ms: 640 bytes of 16-bit PCM). */
+const IN_FRAME_SAMPLES = (PHONE_AUDIO.sampleRate * PHONE_AUDIO.frameMs) / 1000;
 /** How much of the agent's audio is sent ahead of what the line has played: Twilio's jitter buffer, no more. */
 const LEAD_MS = 100;
 
@@ -55,9 +58,9 @@ type Queued = { audio: Uint8Array } | { flush: number };
 /**
  * One Twilio media socket: Twilio's protocol on one side, the voice protocol over the bus on the other
  * (`voice.<callId>.in|out`, attached at the session's owner like the gateway's voice socket). The caller's
- * μ-law becomes 20 ms PCM frames; the agent's PCM becomes μ-law sent as the line plays it (a lead of 100 ms),
- * each segment followed by a `mark` whose echo is the playback report; a barge-in (`playback_clear`) sends
- * `clear` at once and reports what had played.
+ * μ-law becomes 40 ms PCM frames (`PHONE_AUDIO`); the agent's PCM becomes μ-law sent as the line plays it (a
+ * lead of 100 ms), each segment followed by a `mark` whose echo is the playback report; a barge-in
+ * (`playback_clear`) sends `clear` at once and reports what had played.
  */
 export class PhoneRelay {
   private readonly connectionId = randomUUID().replaceAll('-', '');
@@ -71,7 +74,7 @@ export class PhoneRelay {
   private pump: NodeJS.Timeout | undefined;
   private probe: NodeJS.Timeout | undefined;
   /** The caller's audio: PCM waiting to fill a frame, and the pace check. */
-  private pending = new Int16Array(FRAME_SAMPLES);
+  private pending = new Int16Array(IN_FRAME_SAMPLES);
   private pendingSamples = 0;
   private firstMediaAt = 0;
   private receivedMs = 0;
@@ -137,14 +140,16 @@ export class PhoneRelay {
 
   private fromTwilio(data: Buffer, isBinary: boolean): void {
     if (this.closed) return;
-    let parsed: ReturnType<typeof TwilioInbound.safeParse> | undefined;
-    if (!isBinary) {
-      try {
-        parsed = TwilioInbound.safeParse(JSON.parse(data.toString('utf8')));
-      } catch {
-        parsed = undefined;
-      }
+    let message: unknown;
+    try {
+      message = isBinary ? undefined : JSON.parse(data.toString('utf8'));
+    } catch {
+      message = undefined;
     }
+    // the caller's audio, nearly every message: checked as zod would, without it
+    const payload = mediaPayloadOf(message);
+    if (payload !== undefined) return this.media(payload);
+    const parsed = message === undefined ? undefined : TwilioInbound.safeParse(message);
     if (!parsed?.success) {
       this.endReason = 'not a Twilio media stream message';
       this.refusal = 'bad_message';
@@ -238,7 +243,7 @@ export class PhoneRelay {
     this.probe.unref();
   }
 
-  /** The caller's μ-law: decoded, cut into 20 ms frames, checked against the wall clock. */
+  /** The caller's μ-law: decoded, cut into frames of `PHONE_AUDIO`, checked against the wall clock. */
   private media(payload: string): void {
     if (!this.attached || !this.grant) return;
     const ulaw = Buffer.from(payload, 'base64');
@@ -255,13 +260,13 @@ export class PhoneRelay {
     const subject = voiceInSubject(this.grant.callId);
     let at = 0;
     while (at < pcm.length) {
-      const take = Math.min(FRAME_SAMPLES - this.pendingSamples, pcm.length - at);
+      const take = Math.min(IN_FRAME_SAMPLES - this.pendingSamples, pcm.length - at);
       this.pending.set(pcm.subarray(at, at + take), this.pendingSamples);
       this.pendingSamples += take;
       at += take;
-      if (this.pendingSamples === FRAME_SAMPLES) {
+      if (this.pendingSamples === IN_FRAME_SAMPLES) {
         this.deps.nc.publish(subject, new Uint8Array(this.pending.buffer));
-        this.pending = new Int16Array(FRAME_SAMPLES);
+        this.pending = new Int16Array(IN_FRAME_SAMPLES);
         this.pendingSamples = 0;
       }
     }
