@@ -4,7 +4,9 @@
 // speech paced in real time (`/usr/bin/time -v`: 0.8 of the two cores over a whole run), so the cluster run,
 // once a step of its own at the end, fits in that gap: 574 s + 93 s one after the other, 583 s side by side.
 // The cluster run's output is kept in a file and printed after the suite's, so the two never interleave.
-// Arguments (files, `-t` filters) are the suite's, and such a run is the suite's alone.
+// One after the other when NATS_URL or REDIS_URL names a shared server: two runs' stacks on one server would
+// answer each other's requests. Arguments (files, `-t` filters) are the suite's, and such a run is the suite's
+// alone. Ctrl-C or a SIGTERM reaches both runs, which stop their servers before this exits.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,36 +15,71 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
+const shared = Boolean(process.env.NATS_URL || process.env.REDIS_URL);
+const children = new Set();
+let stoppedBy;
+
+// Ctrl-C reaches every process of the terminal's group (the runs with it); a SIGTERM only this one: passed on
+process.on('SIGINT', () => (stoppedBy ??= 'SIGINT'));
+process.on('SIGTERM', () => {
+  stoppedBy ??= 'SIGTERM';
+  for (const child of children) child.kill('SIGTERM');
+});
 
 /** Runs a command to its end: its exit code, or 1 when a signal ended it. */
 function run(command, argv, stdio) {
+  if (stoppedBy) return Promise.resolve(1);
   return new Promise((resolve) => {
     const child = spawn(command, argv, { cwd: root, stdio });
+    children.add(child);
     child.on('error', (error) => {
       console.error(`[test] ${command} did not start: ${error.message}`);
+      children.delete(child);
       resolve(1);
     });
-    child.on('exit', (code) => resolve(code ?? 1));
+    child.on('exit', (code) => {
+      children.delete(child);
+      resolve(code ?? 1);
+    });
   });
 }
 
-const logDir = args.length === 0 ? mkdtempSync(join(tmpdir(), 'vab-test-cluster-')) : undefined;
-const logFile = logDir && join(logDir, 'output.log');
-const logFd = logFile && openSync(logFile, 'w');
-const cluster = logFd
-  ? run(process.execPath, [join(root, 'scripts/test-cluster.mjs')], ['ignore', logFd, logFd])
-  : Promise.resolve(0);
-const suite = await run('npx', ['vitest', 'run', ...args], 'inherit');
-if (logFile)
+// vitest itself, not through npx: npx does not pass a SIGTERM on, and vitest would go on orphaned
+const vitest = join(root, 'node_modules/vitest/vitest.mjs');
+const suiteRun = () => run(process.execPath, [vitest, 'run', ...args], 'inherit');
+const clusterRun = (stdio) => run(process.execPath, [join(root, 'scripts/test-cluster.mjs')], stdio);
+
+let suite;
+let clustered = 0;
+if (args.length > 0) {
+  console.log(
+    '[test] the suite with these arguments; the Redis Cluster run is left out: `npm test` runs both',
+  );
+  suite = await suiteRun();
+} else if (shared) {
+  suite = await suiteRun();
+  clustered = await clusterRun('inherit');
+} else {
+  console.log(
+    '[test] the storing services on a Redis Cluster run beside the suite; their output follows its',
+  );
+  const logDir = mkdtempSync(join(tmpdir(), 'vab-test-cluster-'));
+  const logFile = join(logDir, 'output.log');
+  const logFd = openSync(logFile, 'w');
+  const cluster = clusterRun(['ignore', logFd, logFd]);
+  suite = await suiteRun();
   console.log('\n[test] the suite is done; the storing services on a Redis Cluster, run beside it:');
-const clustered = await cluster;
-if (logFile && logDir) {
+  clustered = await cluster;
   process.stdout.write(readFileSync(logFile));
   rmSync(logDir, { recursive: true, force: true });
-  console.log(
-    `[test] suite: ${suite === 0 ? 'passed' : `failed (exit ${suite})`}; on a Redis Cluster: ${
-      clustered === 0 ? 'passed' : `failed (exit ${clustered})`
-    }`,
-  );
 }
-process.exit(suite === 0 && clustered === 0 ? 0 : 1);
+console.log(
+  `[test] suite: ${suite === 0 ? 'passed' : `failed (exit ${suite})`}; on a Redis Cluster: ${
+    args.length > 0 ? 'not run' : clustered === 0 ? 'passed' : `failed (exit ${clustered})`
+  }`,
+);
+process.exitCode = stoppedBy
+  ? 128 + (stoppedBy === 'SIGINT' ? 2 : 15)
+  : suite === 0 && clustered === 0
+    ? 0
+    : 1;
