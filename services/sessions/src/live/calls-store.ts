@@ -140,14 +140,21 @@ const WRITE_ATTEMPTS = 5;
 
 /**
  * KEYS: call, analysis, deploy meta, the agent's calls index, then the rest of the call's keys to delete. ARGV:
- * counts prefix, callId. The call goes, and with it its place in the canary's figures.
+ * counts prefix, callId. The call goes, and with it its place in the canary's figures. Returns the record and
+ * its analysis as they were deleted (the caller removes the recording this record names: read here, not
+ * before, so a recording stored meanwhile is never left behind), 'active' for a call still going on (kept),
+ * or nil when there is none.
  */
 const ERASE_CALL = `
 ${RECOUNT}
+local raw = redis.call('GET', KEYS[1])
+if not raw then return nil end
+if cjson.decode(raw).status == 'active' then return 'active' end
+local analysis = redis.call('GET', KEYS[2])
 for i = 1, #KEYS do if i ~= 3 and i ~= 4 then redis.call('DEL', KEYS[i]) end end
 redis.call('ZREM', KEYS[4], ARGV[2])
 recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], ARGV[2])
-return 'ok'
+return { raw, analysis or false }
 `;
 
 /**
@@ -447,11 +454,12 @@ export class CallsStore {
     }
   }
 
-  /** Erases a call and its transcript (its recording is the caller's to delete). */
+  /**
+   * Erases a call and its transcript; the record as it was deleted (its recording is the caller's to delete:
+   * one stored up to the erasure is named here).
+   */
   async erase(agentId: string, callId: string): Promise<CallSummary> {
-    const call = await this.get(agentId, callId);
-    if (call.status === 'active') throw new AppError('CONFLICT', 'the call is still going on: end it first');
-    await this.scripts.ssEraseCall(
+    const erased = await this.scripts.ssEraseCall(
       7,
       ck.call(agentId, callId),
       ck.analysis(agentId, callId),
@@ -463,14 +471,17 @@ export class CallsStore {
       keys.canaryCountsPrefix(agentId),
       callId,
     );
-    return call;
+    if (erased === null) throw new AppError('NOT_FOUND', `call ${callId} not found`);
+    if (erased === 'active') throw new AppError('CONFLICT', 'the call is still going on: end it first');
+    const [raw, analysis] = erased;
+    return CallSummary.parse({ ...JSON.parse(raw), analysis: analysis ? JSON.parse(analysis) : null });
   }
 
   private get scripts() {
     return this.redis as unknown as {
       ssEndCall(...a: string[]): Promise<string>;
       ssReplaceCall(...a: string[]): Promise<number>;
-      ssEraseCall(numKeys: number, ...a: string[]): Promise<string>;
+      ssEraseCall(numKeys: number, ...a: string[]): Promise<[string, string | null] | 'active' | null>;
       ssRecountCall(...a: string[]): Promise<string>;
       ssCanaryFigures(key: string): Promise<(string | number | null)[]>;
     };
