@@ -65,6 +65,16 @@ end
 return redis.call('HGETALL', KEYS[1])
 `;
 
+/**
+ * KEYS: a sorted-set index. ARGV: member, score. Removes the member only while it has that score: an entry
+ * written again since (a move to canary indexing it anew) is not taken out by whoever read or wrote it before.
+ */
+export const FORGET_INDEXED = `
+local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if at and tonumber(at) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+`;
+
 /** Lua: deletes a canary's judge figures (the hash `key` and its per-side sets, redis-keys.ts canaryCounts). */
 export const FORGET_COUNTS = `
 local function forgetCounts(key)

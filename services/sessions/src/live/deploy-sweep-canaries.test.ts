@@ -137,4 +137,41 @@ describe("the deploy sweep's canaries", () => {
     });
     expect(await score(old.member)).toBeNull();
   });
+
+  it('leave no entry for a move to canary that was refused', async () => {
+    // an idempotent PATCH {status: 'live'} retried after the promotion asks for a move to canary again
+    const promoted = await withCanary('a-retried');
+    await judge.promote('a-retried', promoted.canary.id, 'hand');
+    await expect(store.updateDeploy('a-retried', promoted.canary.id, 'canary')).rejects.toMatchObject({
+      code: 'ILLEGAL_TRANSITION',
+    });
+    expect(await score(promoted.member)).toBeNull();
+    // nothing live beside it
+    const alone = await store.createDeploy('a-alone', 1, 'a-alone');
+    await store.updateDeploy('a-alone', alone.id, 'building');
+    await expect(store.updateDeploy('a-alone', alone.id, 'canary')).rejects.toMatchObject({
+      code: 'CONFLICT',
+    });
+    expect(await score(`a-alone/${alone.id}`)).toBeNull();
+    await expect(store.updateDeploy('a-alone', 'nope', 'canary')).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+    });
+    expect(await score('a-alone/nope')).toBeNull();
+  });
+
+  it('tell again only the ends a canary reaches, and forget what no canary ends as', async () => {
+    // as a refused move left them before refusals took their entry out: a live deploy never a canary, and a
+    // failed external one
+    const live = await store.createDeploy('a-leftover', 1, 'a-leftover');
+    await store.updateDeploy('a-leftover', live.id, 'building');
+    await store.updateDeploy('a-leftover', live.id, 'live');
+    const failed = await store.createDeploy('a-leftover', 2, 'a-leftover', undefined, true);
+    await store.updateDeploy('a-leftover', failed.id, 'failed');
+    const members = [live.id, failed.id].map((id) => `a-leftover/${id}`);
+    for (const m of members) await redis.zadd(CANARIES, Date.now() - 1_000, m);
+    announced.length = 0;
+    await sweep.sweep(Date.now());
+    expect(announced).toEqual([]);
+    for (const m of members) expect(await score(m)).toBeNull();
+  });
 });

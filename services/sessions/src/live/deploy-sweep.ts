@@ -154,7 +154,11 @@ export class DeploySweep {
           }
           return;
         }
-        if (!(await this.announce(deploy))) await store.forgetCanary(member);
+        // only the ends a canary reaches are this index's to tell again (promoted, rolled back); any other
+        // status (a refused move's leftover: live without a promotion, failed — the pipeline's index tells
+        // those) is not, and a superseded or stopped one has nothing to tell
+        const canaryEnd = (deploy.status === 'live' && deploy.promoted) || deploy.status === 'rolled_back';
+        if (!canaryEnd || !(await this.announce(deploy))) await store.forgetCanary(member);
       },
       (member) => store.forgetCanary(member),
     );
