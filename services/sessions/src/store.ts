@@ -672,9 +672,17 @@ export class SessionsStore {
     await storage(() => this.redis.zrem(keys.pipelineDeploys, member));
   }
 
-  /** Canaries due to be judged by `now` (as indexed), as `<agentId>/<deployId>`, the longest due first. */
-  async canariesDue(now: number, batch: number): Promise<string[]> {
-    return storage(() => this.redis.zrangebyscore(keys.canaries, '-inf', now, 'LIMIT', 0, batch));
+  /**
+   * Canaries due to be judged by `now` (as indexed), as `<agentId>/<deployId>` with the score read, the
+   * longest due first.
+   */
+  async canariesDue(now: number, batch: number): Promise<{ member: string; score: number }[]> {
+    const flat = await storage(() =>
+      this.redis.zrangebyscore(keys.canaries, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch),
+    );
+    const out: { member: string; score: number }[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) out.push({ member: flat[i]!, score: Number(flat[i + 1]) });
+    return out;
   }
 
   /**

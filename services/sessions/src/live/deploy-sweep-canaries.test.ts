@@ -174,4 +174,31 @@ describe("the deploy sweep's canaries", () => {
     expect(announced).toEqual([]);
     for (const m of members) expect(await score(m)).toBeNull();
   });
+
+  it("keep the entry of a move to canary made while the sweep forgets the deploy's old one", async () => {
+    const live = await store.createDeploy('a-late', 1, 'a-late');
+    await store.updateDeploy('a-late', live.id, 'building');
+    await store.updateDeploy('a-late', live.id, 'live');
+    const next = await store.createDeploy('a-late', 2, 'a-late', undefined, true, { trafficPercent: 10 });
+    await store.updateDeploy('a-late', next.id, 'building');
+    const member = `a-late/${next.id}`;
+    const now = Date.now();
+    // an earlier move to canary's entry, the deploy building for long (an external deployer's)
+    await redis.zadd(CANARIES, now - 1_000, member);
+    await redis.hset(`ss:{a-late}:dep:${next.id}`, 'updatedAt', String(now - 120_000));
+    // its deployer's PATCH to canary lands after the sweep read it building
+    const read = store.getDeploy.bind(store);
+    store.getDeploy = async (agentId, deployId) => {
+      const deploy = await read(agentId, deployId);
+      if (deployId === next.id) await store.updateDeploy(agentId, deployId, 'canary');
+      return deploy;
+    };
+    try {
+      await sweep.sweep(now);
+    } finally {
+      store.getDeploy = read;
+    }
+    expect(await store.getDeploy('a-late', next.id)).toMatchObject({ status: 'canary' });
+    expect(await score(member)).not.toBeNull();
+  });
 });

@@ -127,16 +127,20 @@ export class DeploySweep {
     await store.adoptLegacyWindows(now, BATCH);
     let promoted = 0;
     let rolledBack = 0;
-    const members = await store.canariesDue(now, BATCH);
+    const due = await store.canariesDue(now, BATCH);
+    // each entry is taken out only while it has the score read here: a move to canary landing meanwhile
+    // (its entry written anew before its move) keeps the entry it made
+    const scores = new Map(due.map((d) => [d.member, d.score]));
+    const forget = (member: string) => store.forgetCanary(member, scores.get(member));
     await this.each(
-      members,
+      due.map((d) => d.member),
       async (agentId, deployId, member) => {
         const deploy = await store.getDeploy(agentId, deployId);
         if (deploy.status === 'pending' || deploy.status === 'building') {
           // indexed just before its move to canary: judged once it is one (failed instead: the pipeline's
           // index announces it, and this entry goes then). A move that never followed (refused, or its
           // instance died: the pipeline's index fails it; an external deployer asks again) leaves it here
-          if (now - deploy.updatedAt > this.settings.interruptedAfterMs) await store.forgetCanary(member);
+          if (now - deploy.updatedAt > this.settings.interruptedAfterMs) await forget(member);
           else await store.judgeCanaryAt(member, now + this.settings.intervalMs);
           return;
         }
@@ -158,9 +162,9 @@ export class DeploySweep {
         // status (a refused move's leftover: live without a promotion, failed — the pipeline's index tells
         // those) is not, and a superseded or stopped one has nothing to tell
         const canaryEnd = (deploy.status === 'live' && deploy.promoted) || deploy.status === 'rolled_back';
-        if (!canaryEnd || !(await this.announce(deploy))) await store.forgetCanary(member);
+        if (!canaryEnd || !(await this.announce(deploy))) await forget(member);
       },
-      (member) => store.forgetCanary(member),
+      forget,
     );
     if (promoted > 0) log.info({ promoted }, 'canaries promoted after their window');
     if (rolledBack > 0) log.info({ rolledBack }, 'canaries rolled back by the deploy sweep');
