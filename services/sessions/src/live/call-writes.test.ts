@@ -109,4 +109,27 @@ describe('a call ended while its recording is stored', () => {
     expect(await calls.get(agentId, callId)).toMatchObject({ status: 'active' });
     await expect(calls.erase(agentId, randomUUID())).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
+
+  it('keeps a call it could not end in the open index, so that the owner sweep ends it later', async () => {
+    const callId = await newCall();
+    // another write of the record comes before each of the end's writes (a recording stored again and again)
+    const scripts = redis as unknown as { ssEndCall(...a: string[]): Promise<string> };
+    const write = scripts.ssEndCall.bind(redis);
+    let bytes = 0;
+    scripts.ssEndCall = async (...a: string[]) => {
+      await calls.setRecording(agentId, callId, { ...recording, bytes: ++bytes });
+      return write(...a);
+    };
+    try {
+      await expect(end(callId)).rejects.toMatchObject({ code: 'CONFLICT' });
+    } finally {
+      scripts.ssEndCall = write;
+    }
+    expect(await calls.get(agentId, callId)).toMatchObject({ status: 'active' });
+    const open = await calls.openCallsBefore(Date.now() + 1, 10_000);
+    expect(open).toContainEqual({ agentId, callId });
+    // ended at last: out of the index
+    await end(callId);
+    expect(await calls.openCallsBefore(Date.now() + 1, 10_000)).not.toContainEqual({ agentId, callId });
+  });
 });

@@ -355,16 +355,23 @@ export class CallsStore {
     const addressKey = await this.redis.get(`${ck.call(req.agentId, req.callId)}:addr`);
     const first = await this.readStored(req.agentId, req.callId);
     if (!first) throw new AppError('NOT_FOUND', `call ${req.callId} not found`);
-    await this.redis.zrem(ck.active(req.agentId, first.call.deployId), req.callId);
-    if (addressKey) await this.redis.zrem(ck.address(addressKey), `${req.agentId}/${req.callId}`);
-    await this.redis.zrem(ck.open, `${req.agentId}/${req.callId}`);
+    // its slots are given back once it is ended (or found ended): a write that gives up leaves the call
+    // active and still in the open index, where the owner sweep finds it again
+    const release = async () => {
+      await this.redis.zrem(ck.active(req.agentId, first.call.deployId), req.callId);
+      if (addressKey) await this.redis.zrem(ck.address(addressKey), `${req.agentId}/${req.callId}`);
+      await this.redis.zrem(ck.open, `${req.agentId}/${req.callId}`);
+    };
     const figures = await this.figures(req.agentId, req.callId);
     // the record is replaced whole: written only over the one it was made from, read again when a
     // recording's store (or an erasure) came between, so neither is undone
     let stored: { call: CallSummary; raw: string } | null = first;
     for (let attempt = 0; stored && attempt < WRITE_ATTEMPTS; attempt++) {
       const { call, raw } = stored;
-      if (call.status === 'ended') return null;
+      if (call.status === 'ended') {
+        await release();
+        return null;
+      }
       const endedAt = Math.max(req.endedAt, call.startedAt);
       const ended: CallSummary = {
         ...call,
@@ -386,7 +393,10 @@ export class CallsStore {
         req.callId,
         raw,
       );
-      if (written === 'ok') return ended;
+      if (written === 'ok') {
+        await release();
+        return ended;
+      }
       stored = await this.readStored(req.agentId, req.callId);
     }
     if (!stored) throw new AppError('NOT_FOUND', `call ${req.callId} not found`);
