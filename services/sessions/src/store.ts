@@ -668,6 +668,14 @@ export class SessionsStore {
     await storage(() => tx.exec());
   }
 
+  /**
+   * A pipeline deploy the sweep failed to settle is looked at again as if made at `at`; only while it is
+   * indexed (XX: its announcement may have taken it out meanwhile).
+   */
+  async pipelineDeployAt(member: string, at: number): Promise<void> {
+    await storage(() => this.redis.zadd(keys.pipelineDeploys, 'XX', at, member));
+  }
+
   async forgetPipelineDeploy(member: string): Promise<void> {
     await storage(() => this.redis.zrem(keys.pipelineDeploys, member));
   }

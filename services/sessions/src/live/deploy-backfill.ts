@@ -63,7 +63,7 @@ export class DeployBackfill {
   start(): void {
     void this.run().catch((err: unknown) =>
       this.deps.log.warn(
-        { code: 'DEPLOY_SWEEP_FAILED', err: safeError(err) },
+        { code: 'DEPLOY_BACKFILL_FAILED', err: safeError(err) },
         'deploy backfill failed; the next start runs it again',
       ),
     );
@@ -93,10 +93,27 @@ export class DeployBackfill {
         cursor = page.cursor;
         for (const agentId of page.agentIds) {
           if (this.stopped) return counts;
-          await this.agent(agentId, now, counts);
+          try {
+            await this.agent(agentId, now, counts);
+          } catch (err) {
+            // one agent's failure (a record it cannot read, Redis a moment away) stops none of the others;
+            // the next start tries it again
+            log.warn(
+              { code: 'DEPLOY_BACKFILL_AGENT_FAILED', err: safeError(err), agentId },
+              'deploy backfill could not backfill an agent',
+            );
+          }
           counts.agents++;
         }
-        await storage(() => redis.eval(RENEW, 1, LOCK, token, String(LOCK_MS)));
+        // the lock lapsed (this run outlasted it): another instance may be running it now, and it would
+        // release that one's lock at its end; that one (or the next start) finishes
+        if ((await storage(() => redis.eval(RENEW, 1, LOCK, token, String(LOCK_MS)))) !== 1) {
+          log.warn(
+            { code: 'DEPLOY_BACKFILL_LOCK_LOST', ...counts },
+            'deploy backfill lost its lock; stopped',
+          );
+          return counts;
+        }
       } while (cursor !== '0');
       if (counts.indexed > 0 || counts.recounted > 0) log.info({ ...counts }, 'deploys backfilled');
       return counts;

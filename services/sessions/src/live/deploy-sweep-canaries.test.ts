@@ -201,4 +201,28 @@ describe("the deploy sweep's canaries", () => {
     expect(await store.getDeploy('a-late', next.id)).toMatchObject({ status: 'canary' });
     expect(await score(member)).not.toBeNull();
   });
+
+  it('put off the entries that fail, so that a batch of them keeps no other canary from being judged', async () => {
+    const good = await withCanary('a-behind');
+    const now = Date.now();
+    // a full batch of entries that fail to settle (records Redis cannot read as deploys), due first
+    const bad = Array.from({ length: 200 }, (_, i) => `a-unreadable/d${i}`);
+    for (const [i, m] of bad.entries()) {
+      await redis.set(`ss:{a-unreadable}:dep:d${i}`, 'not a hash');
+      await redis.zadd(CANARIES, now - 10_000, m);
+    }
+    // the first pass is theirs; the next one reaches the canary behind them
+    await sweep.sweep(now);
+    for (const m of bad) expect(await score(m)).toBeGreaterThan(now + INTERVAL);
+    await sweep.sweep(now + 1_000);
+    expect(await score(good.member)).toBe(now + 1_000 + INTERVAL);
+    // and a pipeline deploy that fails to settle is looked at again later, not at each pass
+    await redis.zadd('ss:{deploys}:pipeline', now - 120_000, 'a-unreadable/d0');
+    await sweep.sweep(now);
+    expect(Number(await redis.zscore('ss:{deploys}:pipeline', 'a-unreadable/d0'))).toBeGreaterThan(
+      now - 60_000,
+    );
+    for (const m of bad) await redis.zrem(CANARIES, m);
+    await redis.zrem('ss:{deploys}:pipeline', 'a-unreadable/d0');
+  });
 });

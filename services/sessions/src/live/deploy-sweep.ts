@@ -16,6 +16,11 @@ import type { DeployPipeline } from './pipeline.js';
 const LOCK = 'ss:{deploys}:lock';
 /** Index entries looked at per pass at most (the rest wait a pass). */
 const BATCH = 200;
+/**
+ * Passes an entry whose settling failed waits before it is tried again: it leaves the head of its index, so
+ * that a batch of failing entries never keeps the others from being looked at.
+ */
+const FAILED_BACKOFF_PASSES = 8;
 
 export const INTERRUPTED: DeployIssue = {
   code: 'INTERRUPTED',
@@ -91,15 +96,23 @@ export class DeploySweep {
     return this.sweeper.sweep(() => this.sweepOnce(now));
   }
 
+  private get backoffMs(): number {
+    return FAILED_BACKOFF_PASSES * this.settings.intervalMs;
+  }
+
   private async sweepOnce(now: number): Promise<number> {
     return (await this.judgeCanaries(now)) + (await this.failInterrupted(now));
   }
 
-  /** Each index entry of a pass: a failure is logged and the entry stays for the next pass. */
+  /**
+   * Each index entry of a pass: a failure is logged and the entry is tried again after a backoff (`later`:
+   * moved down its index, past the entries due before it).
+   */
   private async each(
     members: string[],
     settle: (agentId: string, deployId: string, member: string) => Promise<void>,
     forget: (member: string) => Promise<void>,
+    later: (member: string) => Promise<void>,
   ): Promise<void> {
     for (const member of members) {
       const [agentId, deployId] = member.split('/');
@@ -108,11 +121,18 @@ export class DeploySweep {
         else await settle(agentId, deployId, member);
       } catch (err) {
         if (err instanceof AppError && err.code === 'NOT_FOUND') await forget(member);
-        else
+        else {
           this.deps.log.warn(
             { code: 'DEPLOY_SWEEP_FAILED', err: safeError(err), agentId, deployId },
             'deploy sweep could not settle a deploy',
           );
+          await later(member).catch((e: unknown) =>
+            this.deps.log.warn(
+              { code: 'DEPLOY_SWEEP_FAILED', err: safeError(e), agentId, deployId },
+              'deploy sweep could not put a deploy off',
+            ),
+          );
+        }
       }
     }
   }
@@ -165,6 +185,7 @@ export class DeploySweep {
         if (!canaryEnd || !(await this.announce(deploy))) await forget(member);
       },
       forget,
+      (member) => store.judgeCanaryAt(member, now + this.backoffMs),
     );
     if (promoted > 0) log.info({ promoted }, 'canaries promoted after their window');
     if (rolledBack > 0) log.info({ rolledBack }, 'canaries rolled back by the deploy sweep');
@@ -207,6 +228,8 @@ export class DeploySweep {
         await pipeline.announce(moved, 'deploy.failed');
       },
       (member) => store.forgetPipelineDeploy(member),
+      // indexed by creation, read past the cutoff: looked at again once the backoff is over
+      (member) => store.pipelineDeployAt(member, now - this.settings.interruptedAfterMs + this.backoffMs),
     );
     return failed;
   }
