@@ -229,7 +229,7 @@ describe("the canary judge's counted figures", () => {
     expect(await redis.keys(`ss:{${agentId}}:cj:*`)).toEqual([]);
   });
 
-  it('of a canary made before calls were counted: its calls listed until it is seeded, then the same figures', async () => {
+  it('of a canary made before calls were counted: seeded at its first check, then the same figures', async () => {
     const agentId = 'a-seeded';
     const rnd = prng(3);
     const { live, canaryId } = await liveAndCanary(agentId);
@@ -241,8 +241,11 @@ describe("the canary judge's counted figures", () => {
     expect(await calls.canaryFigures(agentId, canaryId)).toBeNull();
     const unseeded = await bothWays(j, agentId);
     expect(unseeded.counted).toEqual(unseeded.listed);
+    // the check seeded them: the next ones read them, not the calls
+    expect(await calls.canaryFigures(agentId, canaryId)).not.toBeNull();
 
-    // pages of 2 by start: calls that started in the same millisecond straddle pages
+    // as the backfill seeds them; pages of 2 by start: calls that started in the same millisecond straddle pages
+    await redis.del(...(await redis.keys(`ss:{${agentId}}:cj:*`)));
     expect(
       await calls.seedCanaryFigures(agentId, { id: canaryId, since: canary.liveAt!, liveId: live.id }, 2),
     ).toBe(true);
