@@ -37,8 +37,8 @@ interface Scripts {
   ssCloseSession(numKeys: number, ...keysThenArgv: string[]): Promise<string[]>;
   ssSetRecording(testSessionRedisKey: string, recordingJson: string): Promise<string[]>;
   ssCreateDeploy(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
-  ssUpdateDeploy(k1: string, k2: string, ...argv: string[]): Promise<string[]>;
-  ssStopDeploy(k1: string, ...argv: string[]): Promise<string[]>;
+  ssUpdateDeploy(...keysThenArgv: string[]): Promise<string[]>;
+  ssStopDeploy(...keysThenArgv: string[]): Promise<string[]>;
   ssSetDeploySettings(k1: string, ...argv: string[]): Promise<string[]>;
   ssForgetIndexed(index: string, member: string, score: string): Promise<number>;
 }
@@ -132,8 +132,8 @@ export class SessionsStore {
     redis.defineCommand('ssCloseSession', { lua: CLOSE_SESSION });
     redis.defineCommand('ssSetRecording', { numberOfKeys: 1, lua: SET_RECORDING });
     redis.defineCommand('ssCreateDeploy', { numberOfKeys: 3, lua: CREATE_DEPLOY });
-    redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 2, lua: UPDATE_DEPLOY });
-    redis.defineCommand('ssStopDeploy', { numberOfKeys: 1, lua: STOP_DEPLOY });
+    redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 9, lua: UPDATE_DEPLOY });
+    redis.defineCommand('ssStopDeploy', { numberOfKeys: 8, lua: STOP_DEPLOY });
     redis.defineCommand('ssSetDeploySettings', { numberOfKeys: 1, lua: SET_DEPLOY_SETTINGS });
     redis.defineCommand('ssForgetIndexed', { numberOfKeys: 1, lua: FORGET_INDEXED });
     this.redis = redis as RedisClient & Scripts;
@@ -578,10 +578,10 @@ export class SessionsStore {
     const flat = await storage(() =>
       this.redis.ssStopDeploy(
         keys.deployMeta(agentId),
+        ...keys.canaryCountKeys(agentId),
         String(now),
         keys.deployPrefix(agentId),
         JSON.stringify({ reason, at: now }),
-        keys.canaryCountsPrefix(agentId),
       ),
     );
     await this.writes.confirm(keys.deployMeta(agentId));
@@ -613,6 +613,7 @@ export class SessionsStore {
       const flat = await this.redis.ssUpdateDeploy(
         keys.deployMeta(agentId),
         keys.deploy(agentId, deployId),
+        ...keys.canaryCountKeys(agentId),
         status,
         String(this.now()),
         deployId,
@@ -620,7 +621,6 @@ export class SessionsStore {
         gateOverride ? JSON.stringify(gateOverride) : '',
         failure ? JSON.stringify(failure) : '',
         outcome ? JSON.stringify(outcome) : '',
-        keys.canaryCountsPrefix(agentId),
       );
       await this.writes.confirm(keys.deployMeta(agentId));
       moved = toDeploy(pairs(flat));

@@ -129,7 +129,7 @@ describe('deploys across a sessions restart', () => {
     await expect
       .poll(() => stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`), { timeout: 10_000 })
       .toBeNull();
-    expect(await keysMatching(stack.redis, `ss:{${agentId}}:cj:*`)).toEqual([]);
+    expect(await keysMatching(stack.redis, `ss:{${agentId}}:cj*`)).toEqual([]);
     rolledBack.stop();
   }, 90_000);
 

@@ -50,13 +50,17 @@ describe('the deploy backfill', () => {
     // as an instance of the previous version left them: not indexed, no figures
     for (const { a, c } of canaries) {
       await redis.zrem('ss:{deploys}:canaries', `${a}/${c.id}`);
-      await redis.del(`ss:{${a}}:cj:${c.id}`);
+      await redis.del(`ss:{${a}}:cj`);
+      // its figures as that version named them
+      await redis.hset(`ss:{${a}}:cj:${c.id}`, 'since', '1', 'canary', c.id);
+      await redis.sadd(`ss:{${a}}:cj:${c.id}:c:pass`, 'a-call');
     }
     const counts = await new DeployBackfill({ store, calls, redis, log }).run();
     expect(counts).toMatchObject({ agents: 3, indexed: 2, recounted: 2 });
     for (const { a, c } of canaries) {
       expect(await redis.zscore('ss:{deploys}:canaries', `${a}/${c.id}`)).not.toBeNull();
       expect(await calls.canaryFigures(a, c.id)).not.toBeNull();
+      expect(await redis.exists(`ss:{${a}}:cj:${c.id}`, `ss:{${a}}:cj:${c.id}:c:pass`)).toBe(0);
     }
   });
 

@@ -1,6 +1,7 @@
 import { safeError, type Logger } from '@vab/bus';
 import { storage, type RedisClient } from '@vab/storage';
 import { randomUUID } from 'node:crypto';
+import { keys } from '../redis-keys.js';
 import type { SessionsStore } from '../store.js';
 import type { CallsStore } from './calls-store.js';
 
@@ -138,6 +139,8 @@ export class DeployBackfill {
         now,
       );
       for (const { id } of canaries) {
+        // the previous version's figures of it (keys named by the canary): no one reads them now
+        await storage(() => this.deps.redis.del(...keys.legacyCanaryCountKeys(agentId, id)));
         const [canary, live] = await Promise.all([store.getDeploy(agentId, id), store.liveDeploy(agentId)]);
         if (canary.status !== 'canary' || !live) continue;
         const since = canary.liveAt ?? canary.updatedAt;

@@ -114,7 +114,7 @@ describe("the deploy sweep's canaries", () => {
     expect(await score(archived.member)).toBeNull();
     expect(announced).toEqual([]);
     for (const agentId of ['a-by-hand', 'a-superseded', 'a-archived']) {
-      expect(await redis.keys(`ss:{${agentId}}:cj:*`)).toEqual([]);
+      expect(await redis.keys(`ss:{${agentId}}:cj*`)).toEqual([]);
     }
   });
 
