@@ -38,9 +38,11 @@ export interface BackfillCounts {
  * index existed and left `pending`/`building` by a crash is indexed by its creation (the sweep fails it
  * `INTERRUPTED`); every running canary — with a window or not, made before canaries were indexed — is
  * indexed due at once (the sweep judges it, promotes it after its window); a running canary's calls since it
- * went canary are recounted for its judge (calls-store.ts seedCanaryFigures): one made before calls were
- * counted stops having its calls listed at each check, and calls an instance of the previous version closed
- * during a rolling upgrade (it counts nothing) are counted. Idempotent: an entry already there stays as it is
+ * went canary are recounted for its judge (calls-store.ts seedCanaryFigures; a check that finds none does the
+ * same): one made before calls were counted has figures, calls an instance of the previous version closed
+ * during a rolling upgrade (it counts nothing) are counted, and the previous version's keys of its figures
+ * (named by the canary) are deleted. One agent it cannot backfill is logged and left to the next start; the
+ * others are backfilled all the same. Idempotent: an entry already there stays as it is
  * (ZADD NX), a recount sets each call's place from what is stored of it, so running it at every start costs
  * reads, and a recount of each running canary's calls. It needs no scan of the keyspace: the subdomains hash names every agent
  * ever deployed (HSCAN, a page at a time), and each agent's deploys are its `ss:{<agentId>}:dep` index, read
