@@ -46,14 +46,28 @@ export const keys = {
    */
   legacyCanaryWindows: 'ss:{deploys}:windows',
   /**
-   * Decision 0035: the canary judge's figures of a running canary (`<canaryId>`), kept as its and the live
-   * deploy's calls change (calls-store.ts): a hash (`since`, `canary`, `live`, `seeded`) and, per side (`c`
-   * canary, `l` live), the ids of the calls started since it went canary whose analysis passed (`:c:pass`),
-   * failed (`:c:fail`), and the ended ones that measured the caller's wait scored by their p50 (`:c:timed`,
-   * a sorted set). Deleted with the canary's end (scripts.ts).
+   * Decision 0035: the canary judge's figures of the agent's running canary (an agent runs one at a time),
+   * kept as its and the live deploy's calls change (calls-store.ts): a hash (`since`, `canary` — the canary
+   * they are of, `live`, `seeded`) and, per side (`c` canary, `l` live), the ids of the calls started since it
+   * went canary whose analysis passed (`:c:pass`), failed (`:c:fail`), and the ended ones that measured the
+   * caller's wait scored by their p50 (`:c:timed`, a sorted set). Deleted with the canary's end, and by the next
+   * canary's start (scripts.ts). Fixed names, so that every script that touches them is passed all seven in
+   * KEYS: a Redis Cluster moving the agent's slot refuses such a script before it writes, never half-way.
    */
-  canaryCounts: (agentId: string, canaryId: string) => `ss:{${agentId}}:cj:${canaryId}`,
-  canaryCountsPrefix: (agentId: string) => `ss:{${agentId}}:cj:`,
+  canaryCounts: (agentId: string) => `ss:{${agentId}}:cj`,
+  /** The figures' seven keys, in the order the scripts take them: the hash, then `c:`, `l:` × pass, fail, timed. */
+  canaryCountKeys: (agentId: string): string[] => {
+    const h = `ss:{${agentId}}:cj`;
+    return [h, `${h}:c:pass`, `${h}:c:fail`, `${h}:c:timed`, `${h}:l:pass`, `${h}:l:fail`, `${h}:l:timed`];
+  },
+  /**
+   * The previous version's figures of canary `<canaryId>` (`ss:{<agentId>}:cj:<canaryId>` and its six sets, the
+   * same suffixes): read by no one now; the backfill deletes those of the canaries still running.
+   */
+  legacyCanaryCountKeys: (agentId: string, canaryId: string): string[] => {
+    const h = `ss:{${agentId}}:cj:${canaryId}`;
+    return [h, `${h}:c:pass`, `${h}:c:fail`, `${h}:c:timed`, `${h}:l:pass`, `${h}:l:fail`, `${h}:l:timed`];
+  },
   /** Issue 45: the agent's stored credentials (sealed blob, status), publishable keys, call settings. */
   credentials: (agentId: string) => `ss:{${agentId}}:cred`,
   publicKeys: (agentId: string) => `ss:{${agentId}}:pk`,

@@ -65,11 +65,25 @@ end
 return redis.call('HGETALL', KEYS[1])
 `;
 
-/** Lua: deletes a canary's judge figures (the hash `key` and its per-side sets, redis-keys.ts canaryCounts). */
+/**
+ * KEYS: a sorted-set index. ARGV: member, score. Removes the member only while it has that score: an entry
+ * written again since (a move to canary indexing it anew) is not taken out by whoever read or wrote it before.
+ */
+export const FORGET_INDEXED = `
+local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if at and tonumber(at) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+`;
+
+/**
+ * Lua: deletes the agent's canary judge figures (its seven keys, redis-keys.ts canaryCountKeys, passed from
+ * KEYS[at]) when they are canary `id`'s (or no canary's: what is left of none), never a later canary's.
+ */
 export const FORGET_COUNTS = `
-local function forgetCounts(key)
-  redis.call('DEL', key, key .. ':c:pass', key .. ':c:fail', key .. ':c:timed',
-    key .. ':l:pass', key .. ':l:fail', key .. ':l:timed')
+local function forgetCounts(at, id)
+  local of = redis.call('HGET', KEYS[at], 'canary')
+  if of and of ~= id then return end
+  redis.call('DEL', unpack(KEYS, at, at + 6))
 end
 `;
 
@@ -96,10 +110,11 @@ return redis.call('HGETALL', KEYS[3])
 `;
 
 /**
- * KEYS: deploy meta hash, deploy hash. ARGV: target status, now, deployId, deploy key prefix, gate override
- * JSON ('' = none; recorded when the deploy goes live), failure JSON ('' = none; recorded when it fails),
- * outcome JSON ('' = none: the `rollback` of a canary rolled back, the `promoted` of one promoted), the prefix
- * of the canary judge's figures (redis-keys.ts canaryCounts: made with the canary, deleted with its end).
+ * KEYS: deploy meta hash, deploy hash, the seven keys of the agent's canary judge figures (redis-keys.ts
+ * canaryCountKeys: made with a canary, deleted with its end). ARGV: target status, now, deployId, deploy key
+ * prefix, gate override JSON ('' = none; recorded when the deploy goes live), failure JSON ('' = none; recorded
+ * when it fails), outcome JSON ('' = none: the `rollback` of a canary rolled back, the `promoted` of one
+ * promoted).
  * pending → building | failed; building → live | canary | failed; canary → live | rolled_back.
  * A new live supersedes the previous live one and any other canary; a new canary supersedes the previous
  * canary and needs a live deploy beside it (NO_LIVE otherwise). Meta `live` / `canary` name the agent's live
@@ -127,7 +142,7 @@ local function supersede(field)
     if st == 'live' or st == 'canary' then
       redis.call('HSET', key, 'status', 'superseded', 'updatedAt', ARGV[2])
     end
-    if st == 'canary' then forgetCounts(ARGV[8] .. prev) end
+    if st == 'canary' then forgetCounts(3, prev) end
   end
 end
 if to == 'canary' then
@@ -141,7 +156,7 @@ if to == 'live' and ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'gateOverride
 if to == 'failed' and ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'failure', ARGV[6]) end
 if to == 'rolled_back' and ARGV[7] ~= '' then redis.call('HSET', KEYS[2], 'rollback', ARGV[7]) end
 if to == 'live' and from == 'canary' and ARGV[7] ~= '' then redis.call('HSET', KEYS[2], 'promoted', ARGV[7]) end
-if from == 'canary' then forgetCounts(ARGV[8] .. ARGV[3]) end
+if from == 'canary' then forgetCounts(3, ARGV[3]) end
 if to == 'live' then
   if from ~= 'canary' then redis.call('HSET', KEYS[2], 'liveAt', ARGV[2]) end
   supersede('live')
@@ -153,8 +168,10 @@ if to == 'canary' then
   redis.call('HSET', KEYS[2], 'liveAt', ARGV[2])
   supersede('canary')
   redis.call('HSET', KEYS[1], 'canary', ARGV[3])
-  -- its calls are counted from now (calls-store.ts): none of them started before
-  redis.call('HSET', ARGV[8] .. ARGV[3], 'since', ARGV[2], 'canary', ARGV[3],
+  -- its calls are counted from now (calls-store.ts): none of them started before; what an earlier canary
+  -- left of its figures goes first
+  redis.call('DEL', unpack(KEYS, 3, 9))
+  redis.call('HSET', KEYS[3], 'since', ARGV[2], 'canary', ARGV[3],
     'live', redis.call('HGET', KEYS[1], 'live'), 'seeded', '1')
 end
 if to == 'rolled_back' and redis.call('HGET', KEYS[1], 'canary') == ARGV[3] then
@@ -164,8 +181,8 @@ return redis.call('HGETALL', KEYS[2])
 `;
 
 /**
- * KEYS: deploy meta hash. ARGV: now, deploy key prefix, stopped JSON (`{ reason, at }`), the prefix of the
- * canary judge's figures.
+ * KEYS: deploy meta hash, the seven keys of the agent's canary judge figures (redis-keys.ts canaryCountKeys).
+ * ARGV: now, deploy key prefix, stopped JSON (`{ reason, at }`).
  * Takes the agent's live deploy (and its canary, if one runs) offline: `stopped`, with why; nothing is live
  * after it. Returns the live deploy's hash, or {} when none was live (asking again is safe).
  */
@@ -174,7 +191,7 @@ ${FORGET_COUNTS}
 local canary = redis.call('HGET', KEYS[1], 'canary')
 if canary then
   redis.call('HDEL', KEYS[1], 'canary')
-  if ARGV[4] then forgetCounts(ARGV[4] .. canary) end
+  forgetCounts(2, canary)
   local ckey = ARGV[2] .. canary
   if redis.call('HGET', ckey, 'status') == 'canary' then
     redis.call('HSET', ckey, 'status', 'stopped', 'updatedAt', ARGV[1], 'stopped', ARGV[3])

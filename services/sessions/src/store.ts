@@ -24,6 +24,7 @@ import {
   APPEND_MESSAGE,
   CLOSE_SESSION,
   CREATE_DEPLOY,
+  FORGET_INDEXED,
   SET_RECORDING,
   STOP_DEPLOY,
   SET_DEPLOY_SETTINGS,
@@ -36,9 +37,10 @@ interface Scripts {
   ssCloseSession(numKeys: number, ...keysThenArgv: string[]): Promise<string[]>;
   ssSetRecording(testSessionRedisKey: string, recordingJson: string): Promise<string[]>;
   ssCreateDeploy(k1: string, k2: string, k3: string, k4: string, ...argv: string[]): Promise<string[]>;
-  ssUpdateDeploy(k1: string, k2: string, ...argv: string[]): Promise<string[]>;
-  ssStopDeploy(k1: string, ...argv: string[]): Promise<string[]>;
+  ssUpdateDeploy(...keysThenArgv: string[]): Promise<string[]>;
+  ssStopDeploy(...keysThenArgv: string[]): Promise<string[]>;
   ssSetDeploySettings(k1: string, ...argv: string[]): Promise<string[]>;
+  ssForgetIndexed(index: string, member: string, score: string): Promise<number>;
 }
 
 function pairs(flat: string[]): Record<string, string> {
@@ -130,9 +132,10 @@ export class SessionsStore {
     redis.defineCommand('ssCloseSession', { lua: CLOSE_SESSION });
     redis.defineCommand('ssSetRecording', { numberOfKeys: 1, lua: SET_RECORDING });
     redis.defineCommand('ssCreateDeploy', { numberOfKeys: 3, lua: CREATE_DEPLOY });
-    redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 2, lua: UPDATE_DEPLOY });
-    redis.defineCommand('ssStopDeploy', { numberOfKeys: 1, lua: STOP_DEPLOY });
+    redis.defineCommand('ssUpdateDeploy', { numberOfKeys: 9, lua: UPDATE_DEPLOY });
+    redis.defineCommand('ssStopDeploy', { numberOfKeys: 8, lua: STOP_DEPLOY });
     redis.defineCommand('ssSetDeploySettings', { numberOfKeys: 1, lua: SET_DEPLOY_SETTINGS });
+    redis.defineCommand('ssForgetIndexed', { numberOfKeys: 1, lua: FORGET_INDEXED });
     this.redis = redis as RedisClient & Scripts;
   }
 
@@ -575,10 +578,10 @@ export class SessionsStore {
     const flat = await storage(() =>
       this.redis.ssStopDeploy(
         keys.deployMeta(agentId),
+        ...keys.canaryCountKeys(agentId),
         String(now),
         keys.deployPrefix(agentId),
         JSON.stringify({ reason, at: now }),
-        keys.canaryCountsPrefix(agentId),
       ),
     );
     await this.writes.confirm(keys.deployMeta(agentId));
@@ -595,16 +598,22 @@ export class SessionsStore {
     outcome?: CanaryRollback | NonNullable<DeployRecord['promoted']>,
   ): Promise<DeployRecord> {
     const member = `${agentId}/${deployId}`;
+    /** The score this call indexed the deploy at, when it added the entry (not there before). */
+    let indexedAt: number | undefined;
     if (status === 'canary') {
       // indexed before the move (due at once: the sweep leaves one still building for its next pass), so no
       // crash leaves a canary the sweep cannot find, with a window or not
-      await storage(() => this.redis.zadd(keys.canaries, this.now(), member));
+      const at = this.now();
+      if ((await storage(() => this.redis.zadd(keys.canaries, at, member))) === 1) indexedAt = at;
     }
+    let refused = false;
+    const refusal = (e: AppError) => ((refused = true), e);
     let moved: DeployRecord;
     try {
       const flat = await this.redis.ssUpdateDeploy(
         keys.deployMeta(agentId),
         keys.deploy(agentId, deployId),
+        ...keys.canaryCountKeys(agentId),
         status,
         String(this.now()),
         deployId,
@@ -612,20 +621,25 @@ export class SessionsStore {
         gateOverride ? JSON.stringify(gateOverride) : '',
         failure ? JSON.stringify(failure) : '',
         outcome ? JSON.stringify(outcome) : '',
-        keys.canaryCountsPrefix(agentId),
       );
       await this.writes.confirm(keys.deployMeta(agentId));
       moved = toDeploy(pairs(flat));
     } catch (err) {
-      throw scriptError(err, {
-        NOT_FOUND: () => new AppError('NOT_FOUND', `deploy ${deployId} not found`),
+      const mapped = scriptError(err, {
+        NOT_FOUND: () => refusal(new AppError('NOT_FOUND', `deploy ${deployId} not found`)),
         NO_LIVE: () =>
-          new AppError('CONFLICT', 'nothing is live: a canary runs beside a live deploy, deploy one first'),
+          refusal(
+            new AppError('CONFLICT', 'nothing is live: a canary runs beside a live deploy, deploy one first'),
+          ),
         ILLEGAL_TRANSITION: (detail) => {
           const [from, to] = detail.split(' ');
-          return new AppError('ILLEGAL_TRANSITION', `a ${from} deploy cannot move to ${to}`);
+          return refusal(new AppError('ILLEGAL_TRANSITION', `a ${from} deploy cannot move to ${to}`));
         },
       });
+      // refused, it is no canary: the entry it added goes (a live or failed deploy left there would be
+      // announced again by the sweep), unless written again since (another move to canary, which may stand)
+      if (refused && indexedAt !== undefined) await this.forgetCanary(member, indexedAt);
+      throw mapped;
     }
     // the pipeline's index keeps it until its move is announced (DeployPipeline.announce): the sweep
     // publishes again what a crash left unannounced
@@ -654,13 +668,29 @@ export class SessionsStore {
     await storage(() => tx.exec());
   }
 
+  /**
+   * A pipeline deploy the sweep failed to settle is looked at again as if made at `at`; only while it is
+   * indexed (XX: its announcement may have taken it out meanwhile).
+   */
+  async pipelineDeployAt(member: string, at: number): Promise<void> {
+    await storage(() => this.redis.zadd(keys.pipelineDeploys, 'XX', at, member));
+  }
+
   async forgetPipelineDeploy(member: string): Promise<void> {
     await storage(() => this.redis.zrem(keys.pipelineDeploys, member));
   }
 
-  /** Canaries due to be judged by `now` (as indexed), as `<agentId>/<deployId>`, the longest due first. */
-  async canariesDue(now: number, batch: number): Promise<string[]> {
-    return storage(() => this.redis.zrangebyscore(keys.canaries, '-inf', now, 'LIMIT', 0, batch));
+  /**
+   * Canaries due to be judged by `now` (as indexed), as `<agentId>/<deployId>` with the score read, the
+   * longest due first.
+   */
+  async canariesDue(now: number, batch: number): Promise<{ member: string; score: number }[]> {
+    const flat = await storage(() =>
+      this.redis.zrangebyscore(keys.canaries, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch),
+    );
+    const out: { member: string; score: number }[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) out.push({ member: flat[i]!, score: Number(flat[i + 1]) });
+    return out;
   }
 
   /**
@@ -671,8 +701,13 @@ export class SessionsStore {
     await storage(() => this.redis.zadd(keys.canaries, 'XX', at, member));
   }
 
-  async forgetCanary(member: string): Promise<void> {
-    await storage(() => this.redis.zrem(keys.canaries, member));
+  /**
+   * Takes an entry out of the canaries' index; given the `score` it was read (or written) at, only while it
+   * still has it: a move to canary that indexed it again meanwhile keeps its entry.
+   */
+  async forgetCanary(member: string, score?: number): Promise<void> {
+    if (score === undefined) await storage(() => this.redis.zrem(keys.canaries, member));
+    else await storage(() => this.redis.ssForgetIndexed(keys.canaries, member, String(score)));
   }
 
   /**

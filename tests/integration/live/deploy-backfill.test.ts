@@ -57,12 +57,12 @@ describe('deploys of a store upgraded in place', () => {
     await r.zrem(PIPELINE, `${cut}/${building.id}`);
     await r.zrem(CANARIES, `${windowed}/${windowCanary.id}`, `${worse}/${worseCanary.id}`);
     await r.zadd(LEGACY_WINDOWS, windowCanary.liveAt! + 10_000, `${windowed}/${windowCanary.id}`);
-    for (const key of await keysMatching(r, `ss:{${worse}}:cj:*`)) await r.del(key);
-    for (const key of await keysMatching(r, `ss:{${windowed}}:cj:*`)) await r.del(key);
+    for (const key of await keysMatching(r, `ss:{${worse}}:cj*`)) await r.del(key);
+    for (const key of await keysMatching(r, `ss:{${windowed}}:cj*`)) await r.del(key);
     // its calls were closed by an instance of the previous version, which counted nothing
     await d.closedCalls(worseCanary, 20, 4);
     await d.closedCalls(worseLive, 20, 20);
-    for (const key of await keysMatching(r, `ss:{${worse}}:cj:*`)) await r.del(key);
+    for (const key of await keysMatching(r, `ss:{${worse}}:cj*`)) await r.del(key);
     const failed = d.eventsOf(cut, 'deploy.failed');
     const rolledBack = d.eventsOf(worse, 'deploy.rolled_back');
     const wentLive = d.eventsOf(windowed, 'deploy.live');

@@ -129,9 +129,31 @@ describe('deploys across a sessions restart', () => {
     await expect
       .poll(() => stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`), { timeout: 10_000 })
       .toBeNull();
-    expect(await keysMatching(stack.redis, `ss:{${agentId}}:cj:*`)).toEqual([]);
+    expect(await keysMatching(stack.redis, `ss:{${agentId}}:cj*`)).toEqual([]);
     rolledBack.stop();
   }, 90_000);
+
+  it("an external deployer's PATCH retried after its canary ended leaves nothing for the sweep to tell again", async () => {
+    const agentId = await d.agent('Retrying desk');
+    await d.deployed(agentId, {}, 'live');
+    const made = (
+      await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, { external: true, trafficPercent: 50 })
+    ).body;
+    const member = `${agentId}/${made.id}`;
+    const patch = (status: string) => http.patch(`/api/agents/${agentId}/deploys/${made.id}`, { status });
+    expect((await patch('building')).status).toBe(200);
+    expect((await patch('live')).body.status).toBe('canary');
+    // live on a canary: its promotion, which takes it out of the index
+    expect((await patch('live')).body).toMatchObject({ status: 'live', promoted: { by: 'hand' } });
+    await expect
+      .poll(() => stack.redis.zscore('ss:{deploys}:canaries', member), { timeout: 10_000 })
+      .toBeNull();
+    // the deployer did not get the answer and asks again: refused (a share's live is a move to canary), and
+    // no entry is left behind that the sweep would announce again
+    const again = await patch('live');
+    expect(again.body.code).toBe('ILLEGAL_TRANSITION');
+    expect(await stack.redis.zscore('ss:{deploys}:canaries', member)).toBeNull();
+  }, 60_000);
 
   // last: it takes the events stream away for a while
   it('a move whose event the stream did not take is published again by the sweep, once', async () => {

@@ -8,6 +8,7 @@ import type { Deps } from '../deps.js';
 export const callsErase =
   ({ calls, callErasure, events }: Deps): Handler<'sessions.calls.erase'> =>
   async (req, ctx) => {
+    // the record as the erasure deleted it: a recording stored up to then is named, and removed
     const call = await calls.erase(req.agentId, req.callId);
     await callErasure.remove(req.agentId, [req.callId], call.recording ? [req.callId] : []);
     ctx.log.info({ agentId: req.agentId, callId: req.callId }, 'call erased');

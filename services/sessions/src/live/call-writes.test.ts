@@ -83,4 +83,53 @@ describe('a call ended while its recording is stored', () => {
       await expect(calls.get(agentId, callId)).rejects.toMatchObject({ code: 'NOT_FOUND' });
     }
   });
+
+  it('names a recording stored while the call is erased, so that it is deleted with it', async () => {
+    const ids = await Promise.all(Array.from({ length: 20 }, newCall));
+    await Promise.all(ids.map(end));
+    // the recording's read goes first: an erasure that read the record apart from its delete read it before
+    // the recording's write, and named no recording while it deleted a record that had one
+    const results = await Promise.all(
+      ids.map(async (callId) => {
+        const [stored, erased] = await Promise.allSettled([
+          calls.setRecording(agentId, callId, recording),
+          calls.erase(agentId, callId),
+        ]);
+        if (erased.status === 'rejected') throw erased.reason;
+        return { stored: stored.status === 'fulfilled', named: erased.value.recording !== null };
+      }),
+    );
+    // whatever was stored is named by the erasure (the recording object is removed by what it names)
+    for (const r of results) expect(r.named).toBe(r.stored);
+  });
+
+  it('refuses to erase a call still going on, and keeps it', async () => {
+    const callId = await newCall();
+    await expect(calls.erase(agentId, callId)).rejects.toMatchObject({ code: 'CONFLICT' });
+    expect(await calls.get(agentId, callId)).toMatchObject({ status: 'active' });
+    await expect(calls.erase(agentId, randomUUID())).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('keeps a call it could not end in the open index, so that the owner sweep ends it later', async () => {
+    const callId = await newCall();
+    // another write of the record comes before each of the end's writes (a recording stored again and again)
+    const scripts = redis as unknown as { ssEndCall(...a: string[]): Promise<string> };
+    const write = scripts.ssEndCall.bind(redis);
+    let bytes = 0;
+    scripts.ssEndCall = async (...a: string[]) => {
+      await calls.setRecording(agentId, callId, { ...recording, bytes: ++bytes });
+      return write(...a);
+    };
+    try {
+      await expect(end(callId)).rejects.toMatchObject({ code: 'CONFLICT' });
+    } finally {
+      scripts.ssEndCall = write;
+    }
+    expect(await calls.get(agentId, callId)).toMatchObject({ status: 'active' });
+    const open = await calls.openCallsBefore(Date.now() + 1, 10_000);
+    expect(open).toContainEqual({ agentId, callId });
+    // ended at last: out of the index
+    await end(callId);
+    expect(await calls.openCallsBefore(Date.now() + 1, 10_000)).not.toContainEqual({ agentId, callId });
+  });
 });

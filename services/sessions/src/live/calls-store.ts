@@ -59,18 +59,25 @@ return 'ok'
  * started since the canary went canary, on the canary's or the live deploy's side; `passed`/`failed` by its
  * analysis' `success` (null or absent: not judged); `timed` once ended with its own p50 of the caller's wait.
  * A call erased (or past its retention) is in none of them, as it is in no list. Idempotent, so a retry or the
- * upgrade's seeding (which recounts every call since the canary began) never counts a call twice.
- * recount(meta key, call key, analysis key, counts prefix, callId).
+ * upgrade's seeding (which recounts every call since the canary began) never counts a call twice. Figures that
+ * are not the running canary's (an earlier canary's left behind, or none) are left alone.
+ * recount(meta key, call key, analysis key, callId, at): the figures' seven keys are KEYS[at..at+6]
+ * (redis-keys.ts canaryCountKeys), so a script names every key it touches.
  */
 const RECOUNT = `
-local function recount(meta, call, analysis, prefix, callId)
+local function recount(meta, call, analysis, callId, at)
   local canary = redis.call('HGET', meta, 'canary')
   if not canary then return end
-  local counts = prefix .. canary
-  for _, side in ipairs({ 'c', 'l' }) do
-    redis.call('SREM', counts .. ':' .. side .. ':pass', callId)
-    redis.call('SREM', counts .. ':' .. side .. ':fail', callId)
-    redis.call('ZREM', counts .. ':' .. side .. ':timed', callId)
+  local counts = KEYS[at]
+  if redis.call('HGET', counts, 'canary') ~= canary then return end
+  local sides = {
+    c = { pass = KEYS[at + 1], fail = KEYS[at + 2], timed = KEYS[at + 3] },
+    l = { pass = KEYS[at + 4], fail = KEYS[at + 5], timed = KEYS[at + 6] },
+  }
+  for _, s in pairs(sides) do
+    redis.call('SREM', s.pass, callId)
+    redis.call('SREM', s.fail, callId)
+    redis.call('ZREM', s.timed, callId)
   end
   local since = redis.call('HGET', counts, 'since')
   if not since then return end
@@ -79,27 +86,27 @@ local function recount(meta, call, analysis, prefix, callId)
   local c = cjson.decode(raw)
   if tonumber(c.startedAt) < tonumber(since) then return end
   local side
-  if c.deployId == redis.call('HGET', counts, 'canary') then side = 'c'
-  elseif c.deployId == redis.call('HGET', counts, 'live') then side = 'l'
+  if c.deployId == canary then side = sides.c
+  elseif c.deployId == redis.call('HGET', counts, 'live') then side = sides.l
   else return end
   local a = redis.call('GET', analysis)
   if a then
     local success = cjson.decode(a).success
-    if success == true then redis.call('SADD', counts .. ':' .. side .. ':pass', callId)
-    elseif success == false then redis.call('SADD', counts .. ':' .. side .. ':fail', callId) end
+    if success == true then redis.call('SADD', side.pass, callId)
+    elseif success == false then redis.call('SADD', side.fail, callId) end
   end
   local f = c.figures
   if c.status == 'ended' and type(f) == 'table' and type(f.responseMs) == 'table'
     and type(f.responseMs.p50) == 'number' then
-    redis.call('ZADD', counts .. ':' .. side .. ':timed', f.responseMs.p50, callId)
+    redis.call('ZADD', side.timed, f.responseMs.p50, callId)
   end
 end
 `;
 
 /**
- * KEYS: call, analysis, analysis-job, deploy meta. ARGV: analysis JSON, requestedAt, jobId, counts prefix,
- * callId. Stores a job's analysis unless the call is gone, this job's result is stored already (a redelivered
- * job), or a later job's is; the canary's figures follow it in the same script.
+ * KEYS: call, analysis, analysis-job, deploy meta, the canary figures' seven keys. ARGV: analysis JSON,
+ * requestedAt, jobId, callId. Stores a job's analysis unless the call is gone, this job's result is stored
+ * already (a redelivered job), or a later job's is; the canary's figures follow it in the same script.
  */
 const STORE_ANALYSIS = `
 ${RECOUNT}
@@ -112,19 +119,20 @@ if last then
 end
 redis.call('SET', KEYS[2], ARGV[1])
 redis.call('SET', KEYS[3], ARGV[2] .. ':' .. ARGV[3])
-recount(KEYS[4], KEYS[1], KEYS[2], ARGV[4], ARGV[5])
+recount(KEYS[4], KEYS[1], KEYS[2], ARGV[4], 5)
 return 'stored'
 `;
 
 /**
- * KEYS: call, analysis, deploy meta. ARGV: the ended record's JSON, counts prefix, callId, the record it was
- * made from. Written only over that record ('changed' else: a recording stored or the call erased meanwhile).
+ * KEYS: call, analysis, deploy meta, the canary figures' seven keys. ARGV: the ended record's JSON, callId, the
+ * record it was made from. Written only over that record ('changed' else: a recording stored or the call
+ * erased meanwhile).
  */
 const END_CALL = `
 ${RECOUNT}
-if redis.call('GET', KEYS[1]) ~= ARGV[4] then return 'changed' end
+if redis.call('GET', KEYS[1]) ~= ARGV[3] then return 'changed' end
 redis.call('SET', KEYS[1], ARGV[1])
-recount(KEYS[3], KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+recount(KEYS[3], KEYS[1], KEYS[2], ARGV[2], 4)
 return 'ok'
 `;
 
@@ -139,45 +147,55 @@ return 1
 const WRITE_ATTEMPTS = 5;
 
 /**
- * KEYS: call, analysis, deploy meta, the agent's calls index, then the rest of the call's keys to delete. ARGV:
- * counts prefix, callId. The call goes, and with it its place in the canary's figures.
+ * KEYS: call, analysis, deploy meta, the agent's calls index, the canary figures' seven keys, then the rest of
+ * the call's keys to delete. ARGV: callId. The call goes, and with it its place in the canary's figures.
+ * Returns the record and its analysis as they were deleted (the caller removes the recording this record
+ * names: read here, not before, so a recording stored meanwhile is never left behind), 'active' for a call
+ * still going on (kept), or nil when there is none.
  */
 const ERASE_CALL = `
 ${RECOUNT}
-for i = 1, #KEYS do if i ~= 3 and i ~= 4 then redis.call('DEL', KEYS[i]) end end
-redis.call('ZREM', KEYS[4], ARGV[2])
-recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], ARGV[2])
-return 'ok'
+local raw = redis.call('GET', KEYS[1])
+if not raw then return nil end
+if cjson.decode(raw).status == 'active' then return 'active' end
+local analysis = redis.call('GET', KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2])
+for i = 12, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('ZREM', KEYS[4], ARGV[1])
+recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], 5)
+return { raw, analysis or false }
 `;
 
 /**
- * KEYS: a canary's figures hash (redis-keys.ts canaryCounts). The figures at one instant: `since`, `seeded`,
- * `live`, then per side (canary, live) passed, failed, timed and the median's p50 (the ⌈n/2⌉-th smallest,
- * as the judge sorted them; false when none).
+ * KEYS: the canary figures' seven keys (redis-keys.ts canaryCountKeys). The figures at one instant: `since`,
+ * `seeded`, `live`, `canary` (whose they are), then per side (canary, live) passed, failed, timed and the
+ * median's p50 (the ⌈n/2⌉-th smallest, as the judge sorted them; false when none).
  */
 const FIGURES = `
-local h = redis.call('HMGET', KEYS[1], 'since', 'seeded', 'live')
-local out = { h[1] or false, h[2] or false, h[3] or false }
-for _, side in ipairs({ 'c', 'l' }) do
-  local key = KEYS[1] .. ':' .. side
-  local timed = redis.call('ZCARD', key .. ':timed')
+local h = redis.call('HMGET', KEYS[1], 'since', 'seeded', 'live', 'canary')
+local out = { h[1] or false, h[2] or false, h[3] or false, h[4] or false }
+for _, at in ipairs({ 2, 5 }) do
+  local timed = redis.call('ZCARD', KEYS[at + 2])
   local median = false
   if timed > 0 then
     local rank = math.ceil(0.5 * timed) - 1
-    median = redis.call('ZRANGE', key .. ':timed', rank, rank, 'WITHSCORES')[2]
+    median = redis.call('ZRANGE', KEYS[at + 2], rank, rank, 'WITHSCORES')[2]
   end
-  table.insert(out, redis.call('SCARD', key .. ':pass'))
-  table.insert(out, redis.call('SCARD', key .. ':fail'))
+  table.insert(out, redis.call('SCARD', KEYS[at]))
+  table.insert(out, redis.call('SCARD', KEYS[at + 1]))
   table.insert(out, timed)
   table.insert(out, median)
 end
 return out
 `;
 
-/** KEYS: call, analysis, deploy meta. ARGV: counts prefix, callId. The upgrade's seeding, one call. */
+/**
+ * KEYS: call, analysis, deploy meta, the canary figures' seven keys. ARGV: callId. The upgrade's seeding, one
+ * call.
+ */
 const RECOUNT_CALL = `
 ${RECOUNT}
-recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], 4)
 return 'ok'
 `;
 
@@ -214,12 +232,12 @@ export class CallsStore {
     private readonly maxPerAddress: number,
   ) {
     redis.defineCommand('ssTakeCallSlot', { numberOfKeys: 2, lua: TAKE_SLOT });
-    redis.defineCommand('ssStoreCallAnalysis', { numberOfKeys: 4, lua: STORE_ANALYSIS });
-    redis.defineCommand('ssEndCall', { numberOfKeys: 3, lua: END_CALL });
+    redis.defineCommand('ssStoreCallAnalysis', { numberOfKeys: 11, lua: STORE_ANALYSIS });
+    redis.defineCommand('ssEndCall', { numberOfKeys: 10, lua: END_CALL });
     redis.defineCommand('ssReplaceCall', { numberOfKeys: 1, lua: REPLACE_CALL });
     redis.defineCommand('ssEraseCall', { lua: ERASE_CALL });
-    redis.defineCommand('ssCanaryFigures', { numberOfKeys: 1, lua: FIGURES });
-    redis.defineCommand('ssRecountCall', { numberOfKeys: 3, lua: RECOUNT_CALL });
+    redis.defineCommand('ssCanaryFigures', { numberOfKeys: 7, lua: FIGURES });
+    redis.defineCommand('ssRecountCall', { numberOfKeys: 10, lua: RECOUNT_CALL });
   }
 
   /** Admits a call against the caps (the address's, the deploy's); a refusal names its cap. */
@@ -317,10 +335,10 @@ export class CallsStore {
       ck.analysis(req.agentId, req.callId),
       ck.analysisJob(req.agentId, req.callId),
       keys.deployMeta(req.agentId),
+      ...keys.canaryCountKeys(req.agentId),
       JSON.stringify(req.analysis),
       String(req.requestedAt),
       req.jobId,
-      keys.canaryCountsPrefix(req.agentId),
       req.callId,
     )) as 'stored' | 'kept' | 'gone';
   }
@@ -348,16 +366,23 @@ export class CallsStore {
     const addressKey = await this.redis.get(`${ck.call(req.agentId, req.callId)}:addr`);
     const first = await this.readStored(req.agentId, req.callId);
     if (!first) throw new AppError('NOT_FOUND', `call ${req.callId} not found`);
-    await this.redis.zrem(ck.active(req.agentId, first.call.deployId), req.callId);
-    if (addressKey) await this.redis.zrem(ck.address(addressKey), `${req.agentId}/${req.callId}`);
-    await this.redis.zrem(ck.open, `${req.agentId}/${req.callId}`);
+    // its slots are given back once it is ended (or found ended): a write that gives up leaves the call
+    // active and still in the open index, where the owner sweep finds it again
+    const release = async () => {
+      await this.redis.zrem(ck.active(req.agentId, first.call.deployId), req.callId);
+      if (addressKey) await this.redis.zrem(ck.address(addressKey), `${req.agentId}/${req.callId}`);
+      await this.redis.zrem(ck.open, `${req.agentId}/${req.callId}`);
+    };
     const figures = await this.figures(req.agentId, req.callId);
     // the record is replaced whole: written only over the one it was made from, read again when a
     // recording's store (or an erasure) came between, so neither is undone
     let stored: { call: CallSummary; raw: string } | null = first;
     for (let attempt = 0; stored && attempt < WRITE_ATTEMPTS; attempt++) {
       const { call, raw } = stored;
-      if (call.status === 'ended') return null;
+      if (call.status === 'ended') {
+        await release();
+        return null;
+      }
       const endedAt = Math.max(req.endedAt, call.startedAt);
       const ended: CallSummary = {
         ...call,
@@ -374,12 +399,15 @@ export class CallsStore {
         ck.call(req.agentId, req.callId),
         ck.analysis(req.agentId, req.callId),
         keys.deployMeta(req.agentId),
+        ...keys.canaryCountKeys(req.agentId),
         JSON.stringify(ended),
-        keys.canaryCountsPrefix(req.agentId),
         req.callId,
         raw,
       );
-      if (written === 'ok') return ended;
+      if (written === 'ok') {
+        await release();
+        return ended;
+      }
       stored = await this.readStored(req.agentId, req.callId);
     }
     if (!stored) throw new AppError('NOT_FOUND', `call ${req.callId} not found`);
@@ -447,32 +475,36 @@ export class CallsStore {
     }
   }
 
-  /** Erases a call and its transcript (its recording is the caller's to delete). */
+  /**
+   * Erases a call and its transcript; the record as it was deleted (its recording is the caller's to delete:
+   * one stored up to the erasure is named here).
+   */
   async erase(agentId: string, callId: string): Promise<CallSummary> {
-    const call = await this.get(agentId, callId);
-    if (call.status === 'active') throw new AppError('CONFLICT', 'the call is still going on: end it first');
-    await this.scripts.ssEraseCall(
-      7,
+    const erased = await this.scripts.ssEraseCall(
+      14,
       ck.call(agentId, callId),
       ck.analysis(agentId, callId),
       keys.deployMeta(agentId),
       ck.calls(agentId),
+      ...keys.canaryCountKeys(agentId),
       ck.messages(agentId, callId),
       `${ck.call(agentId, callId)}:addr`,
       ck.analysisJob(agentId, callId),
-      keys.canaryCountsPrefix(agentId),
       callId,
     );
-    return call;
+    if (erased === null) throw new AppError('NOT_FOUND', `call ${callId} not found`);
+    if (erased === 'active') throw new AppError('CONFLICT', 'the call is still going on: end it first');
+    const [raw, analysis] = erased;
+    return CallSummary.parse({ ...JSON.parse(raw), analysis: analysis ? JSON.parse(analysis) : null });
   }
 
   private get scripts() {
     return this.redis as unknown as {
       ssEndCall(...a: string[]): Promise<string>;
       ssReplaceCall(...a: string[]): Promise<number>;
-      ssEraseCall(numKeys: number, ...a: string[]): Promise<string>;
+      ssEraseCall(numKeys: number, ...a: string[]): Promise<[string, string | null] | 'active' | null>;
       ssRecountCall(...a: string[]): Promise<string>;
-      ssCanaryFigures(key: string): Promise<(string | number | null)[]>;
+      ssCanaryFigures(...counts: string[]): Promise<(string | number | null)[]>;
     };
   }
 
@@ -487,9 +519,9 @@ export class CallsStore {
     agentId: string,
     canaryId: string,
   ): Promise<{ liveId: string; canary: CountedSide; live: CountedSide } | null> {
-    const f = await storage(() => this.scripts.ssCanaryFigures(keys.canaryCounts(agentId, canaryId)));
-    const [since, seeded, liveId] = f;
-    if (!since || !seeded || typeof liveId !== 'string') return null;
+    const f = await storage(() => this.scripts.ssCanaryFigures(...keys.canaryCountKeys(agentId)));
+    const [since, seeded, liveId, of] = f;
+    if (!since || !seeded || typeof liveId !== 'string' || of !== canaryId) return null;
     const side = (at: number): CountedSide => {
       const [pass, fail, timed, median] = f.slice(at, at + 4);
       return {
@@ -499,7 +531,7 @@ export class CallsStore {
         responseP50Ms: median === null || median === undefined ? null : Number(median),
       };
     };
-    return { liveId, canary: side(3), live: side(7) };
+    return { liveId, canary: side(4), live: side(8) };
   }
 
   /**
@@ -516,17 +548,19 @@ export class CallsStore {
     canary: { id: string; since: number; liveId: string },
     batch = 200,
   ): Promise<boolean> {
-    const key = keys.canaryCounts(agentId, canary.id);
+    const counts = keys.canaryCountKeys(agentId);
+    // figures of another canary (an earlier one's left behind) are replaced; this one's are kept
     const started = await storage(() =>
       this.redis.eval(
         `if redis.call('HGET', KEYS[1], 'canary') ~= ARGV[1] then return 0 end
-         if redis.call('HEXISTS', KEYS[2], 'since') == 0 then
+         if redis.call('HGET', KEYS[2], 'canary') ~= ARGV[1] or redis.call('HEXISTS', KEYS[2], 'since') == 0 then
+           redis.call('DEL', unpack(KEYS, 2, 8))
            redis.call('HSET', KEYS[2], 'since', ARGV[2], 'canary', ARGV[1], 'live', ARGV[3])
          end
          return 1`,
-        2,
+        8,
         keys.deployMeta(agentId),
-        key,
+        ...counts,
         canary.id,
         String(canary.since),
         canary.liveId,
@@ -555,7 +589,7 @@ export class CallsStore {
             ck.call(agentId, id),
             ck.analysis(agentId, id),
             keys.deployMeta(agentId),
-            keys.canaryCountsPrefix(agentId),
+            ...counts,
             id,
           );
         }
@@ -569,11 +603,13 @@ export class CallsStore {
     }
     const done = await storage(() =>
       this.redis.eval(
-        `if redis.call('HEXISTS', KEYS[1], 'since') == 0 then return 0 end
+        `if redis.call('HGET', KEYS[1], 'canary') ~= ARGV[1] then return 0 end
+         if redis.call('HEXISTS', KEYS[1], 'since') == 0 then return 0 end
          redis.call('HSET', KEYS[1], 'seeded', '1')
          return 1`,
         1,
-        key,
+        counts[0]!,
+        canary.id,
       ),
     );
     return done === 1;

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentsDirectory } from '../agents-directory.js';
 import { DEFAULT_LIMITS } from '../config.js';
+import { keys } from '../redis-keys.js';
 import { SessionsStore } from '../store.js';
 import { CallsStore } from './calls-store.js';
 import { CanaryJudge, canaryVerdict, listedSide } from './canary.js';
@@ -224,25 +225,28 @@ describe("the canary judge's counted figures", () => {
     expect(rolled!.rollback!.live).toEqual(before.listed[1]);
     expect(announced.map((a) => a.type)).toEqual(['deploy.rolled_back']);
     // the figures end with the canary; a late call's change counts nowhere
-    expect(await redis.keys(`ss:{${agentId}}:cj:*`)).toEqual([]);
+    expect(await redis.keys(`ss:{${agentId}}:cj*`)).toEqual([]);
     await call(canary, rnd, { success: true });
-    expect(await redis.keys(`ss:{${agentId}}:cj:*`)).toEqual([]);
+    expect(await redis.keys(`ss:{${agentId}}:cj*`)).toEqual([]);
   });
 
-  it('of a canary made before calls were counted: its calls listed until it is seeded, then the same figures', async () => {
+  it('of a canary made before calls were counted: seeded at its first check, then the same figures', async () => {
     const agentId = 'a-seeded';
     const rnd = prng(3);
     const { live, canaryId } = await liveAndCanary(agentId);
     const canary = await store.updateDeploy(agentId, canaryId, 'canary');
     for (let i = 0; i < 30; i++) await call(rnd() < 0.5 ? canary : live, rnd);
     // the store as the previous version left it: no figures
-    await redis.del(...(await redis.keys(`ss:{${agentId}}:cj:*`)));
+    await redis.del(...(await redis.keys(`ss:{${agentId}}:cj*`)));
     const { judge: j } = judge();
     expect(await calls.canaryFigures(agentId, canaryId)).toBeNull();
     const unseeded = await bothWays(j, agentId);
     expect(unseeded.counted).toEqual(unseeded.listed);
+    // the check seeded them: the next ones read them, not the calls
+    expect(await calls.canaryFigures(agentId, canaryId)).not.toBeNull();
 
-    // pages of 2 by start: calls that started in the same millisecond straddle pages
+    // as the backfill seeds them; pages of 2 by start: calls that started in the same millisecond straddle pages
+    await redis.del(...(await redis.keys(`ss:{${agentId}}:cj*`)));
     expect(
       await calls.seedCanaryFigures(agentId, { id: canaryId, since: canary.liveAt!, liveId: live.id }, 2),
     ).toBe(true);
@@ -257,5 +261,30 @@ describe("the canary judge's counted figures", () => {
     for (let i = 0; i < 10; i++) await call(rnd() < 0.5 ? canary : live, rnd);
     const after = await bothWays(j, agentId);
     expect(after.counted).toEqual(after.listed);
+  });
+
+  it("are the agent's seven keys, its running canary's only: others' left behind are neither counted into nor read", async () => {
+    const agentId = 'a-fixed';
+    const rnd = prng(11);
+    const { live, canaryId } = await liveAndCanary(agentId);
+    const seven = keys.canaryCountKeys(agentId);
+    // what an earlier canary left behind goes with the new canary's start
+    await redis.sadd(seven[1]!, 'a-call-of-an-earlier-canary');
+    const canary = await store.updateDeploy(agentId, canaryId, 'canary');
+    expect(await redis.sismember(seven[1]!, 'a-call-of-an-earlier-canary')).toBe(0);
+    for (let i = 0; i < 20; i++) await call(rnd() < 0.5 ? canary : live, rnd, { success: rnd() < 0.5 });
+    expect((await redis.keys(`ss:{${agentId}}:cj*`)).every((k) => seven.includes(k))).toBe(true);
+
+    // figures that are another canary's (as one left them): a call's change leaves them, the judge reads none
+    await redis.hset(seven[0]!, 'canary', 'an-earlier-canary');
+    const kept = await Promise.all(seven.slice(1).map((k) => redis.dump(k)));
+    await call(canary, rnd, { success: true });
+    expect(await Promise.all(seven.slice(1).map((k) => redis.dump(k)))).toEqual(kept);
+    expect(await calls.canaryFigures(agentId, canaryId)).toBeNull();
+    // its check counts its own calls again (seeding), as the listing gives them
+    const { judge: j } = judge();
+    const both = await bothWays(j, agentId);
+    expect(both.counted).toEqual(both.listed);
+    expect(await calls.canaryFigures(agentId, canaryId)).not.toBeNull();
   });
 });

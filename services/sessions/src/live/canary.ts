@@ -184,11 +184,20 @@ export class CanaryJudge {
   }
 
   /**
-   * Both sides' figures: the counted ones (kept as the calls change, a few reads whatever their number), or,
-   * for a canary that went canary before calls were counted and is not seeded yet, its calls listed.
+   * Both sides' figures: the counted ones (kept as the calls change, a few reads whatever their number). A
+   * canary without them (it went canary before calls were counted, and the start's backfill has not seeded
+   * it, or failed to) is seeded here, once — the same idempotent recount as the backfill's — rather than
+   * having its calls listed at every check; its calls are listed only when that seeding did not give figures.
    */
   async sides(canary: DeployRecord, live: DeployRecord, since: number): Promise<[CanarySide, CanarySide]> {
-    const counted = await this.deps.calls.canaryFigures(canary.agentId, canary.id);
+    const { calls } = this.deps;
+    let counted = await calls.canaryFigures(canary.agentId, canary.id);
+    if (
+      !counted &&
+      (await calls.seedCanaryFigures(canary.agentId, { id: canary.id, since, liveId: live.id }))
+    ) {
+      counted = await calls.canaryFigures(canary.agentId, canary.id);
+    }
     if (counted && counted.liveId === live.id) {
       return [sideOf(canary.id, counted.canary), sideOf(live.id, counted.live)];
     }

@@ -1,6 +1,7 @@
 import { safeError, type Logger } from '@vab/bus';
 import { storage, type RedisClient } from '@vab/storage';
 import { randomUUID } from 'node:crypto';
+import { keys } from '../redis-keys.js';
 import type { SessionsStore } from '../store.js';
 import type { CallsStore } from './calls-store.js';
 
@@ -37,9 +38,11 @@ export interface BackfillCounts {
  * index existed and left `pending`/`building` by a crash is indexed by its creation (the sweep fails it
  * `INTERRUPTED`); every running canary — with a window or not, made before canaries were indexed — is
  * indexed due at once (the sweep judges it, promotes it after its window); a running canary's calls since it
- * went canary are recounted for its judge (calls-store.ts seedCanaryFigures): one made before calls were
- * counted stops having its calls listed at each check, and calls an instance of the previous version closed
- * during a rolling upgrade (it counts nothing) are counted. Idempotent: an entry already there stays as it is
+ * went canary are recounted for its judge (calls-store.ts seedCanaryFigures; a check that finds none does the
+ * same): one made before calls were counted has figures, calls an instance of the previous version closed
+ * during a rolling upgrade (it counts nothing) are counted, and the previous version's keys of its figures
+ * (named by the canary) are deleted. One agent it cannot backfill is logged and left to the next start; the
+ * others are backfilled all the same. Idempotent: an entry already there stays as it is
  * (ZADD NX), a recount sets each call's place from what is stored of it, so running it at every start costs
  * reads, and a recount of each running canary's calls. It needs no scan of the keyspace: the subdomains hash names every agent
  * ever deployed (HSCAN, a page at a time), and each agent's deploys are its `ss:{<agentId>}:dep` index, read
@@ -63,7 +66,7 @@ export class DeployBackfill {
   start(): void {
     void this.run().catch((err: unknown) =>
       this.deps.log.warn(
-        { code: 'DEPLOY_SWEEP_FAILED', err: safeError(err) },
+        { code: 'DEPLOY_BACKFILL_FAILED', err: safeError(err) },
         'deploy backfill failed; the next start runs it again',
       ),
     );
@@ -93,10 +96,27 @@ export class DeployBackfill {
         cursor = page.cursor;
         for (const agentId of page.agentIds) {
           if (this.stopped) return counts;
-          await this.agent(agentId, now, counts);
+          try {
+            await this.agent(agentId, now, counts);
+          } catch (err) {
+            // one agent's failure (a record it cannot read, Redis a moment away) stops none of the others;
+            // the next start tries it again
+            log.warn(
+              { code: 'DEPLOY_BACKFILL_AGENT_FAILED', err: safeError(err), agentId },
+              'deploy backfill could not backfill an agent',
+            );
+          }
           counts.agents++;
         }
-        await storage(() => redis.eval(RENEW, 1, LOCK, token, String(LOCK_MS)));
+        // the lock lapsed (this run outlasted it): another instance may be running it now, and it would
+        // release that one's lock at its end; that one (or the next start) finishes
+        if ((await storage(() => redis.eval(RENEW, 1, LOCK, token, String(LOCK_MS)))) !== 1) {
+          log.warn(
+            { code: 'DEPLOY_BACKFILL_LOCK_LOST', ...counts },
+            'deploy backfill lost its lock; stopped',
+          );
+          return counts;
+        }
       } while (cursor !== '0');
       if (counts.indexed > 0 || counts.recounted > 0) log.info({ ...counts }, 'deploys backfilled');
       return counts;
@@ -121,6 +141,8 @@ export class DeployBackfill {
         now,
       );
       for (const { id } of canaries) {
+        // the previous version's figures of it (keys named by the canary): no one reads them now
+        await storage(() => this.deps.redis.del(...keys.legacyCanaryCountKeys(agentId, id)));
         const [canary, live] = await Promise.all([store.getDeploy(agentId, id), store.liveDeploy(agentId)]);
         if (canary.status !== 'canary' || !live) continue;
         const since = canary.liveAt ?? canary.updatedAt;

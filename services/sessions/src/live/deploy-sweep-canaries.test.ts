@@ -114,7 +114,7 @@ describe("the deploy sweep's canaries", () => {
     expect(await score(archived.member)).toBeNull();
     expect(announced).toEqual([]);
     for (const agentId of ['a-by-hand', 'a-superseded', 'a-archived']) {
-      expect(await redis.keys(`ss:{${agentId}}:cj:*`)).toEqual([]);
+      expect(await redis.keys(`ss:{${agentId}}:cj*`)).toEqual([]);
     }
   });
 
@@ -136,5 +136,93 @@ describe("the deploy sweep's canaries", () => {
       promoted: { by: 'window' },
     });
     expect(await score(old.member)).toBeNull();
+  });
+
+  it('leave no entry for a move to canary that was refused', async () => {
+    // an idempotent PATCH {status: 'live'} retried after the promotion asks for a move to canary again
+    const promoted = await withCanary('a-retried');
+    await judge.promote('a-retried', promoted.canary.id, 'hand');
+    await expect(store.updateDeploy('a-retried', promoted.canary.id, 'canary')).rejects.toMatchObject({
+      code: 'ILLEGAL_TRANSITION',
+    });
+    expect(await score(promoted.member)).toBeNull();
+    // nothing live beside it
+    const alone = await store.createDeploy('a-alone', 1, 'a-alone');
+    await store.updateDeploy('a-alone', alone.id, 'building');
+    await expect(store.updateDeploy('a-alone', alone.id, 'canary')).rejects.toMatchObject({
+      code: 'CONFLICT',
+    });
+    expect(await score(`a-alone/${alone.id}`)).toBeNull();
+    await expect(store.updateDeploy('a-alone', 'nope', 'canary')).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+    });
+    expect(await score('a-alone/nope')).toBeNull();
+  });
+
+  it('tell again only the ends a canary reaches, and forget what no canary ends as', async () => {
+    // as a refused move left them before refusals took their entry out: a live deploy never a canary, and a
+    // failed external one
+    const live = await store.createDeploy('a-leftover', 1, 'a-leftover');
+    await store.updateDeploy('a-leftover', live.id, 'building');
+    await store.updateDeploy('a-leftover', live.id, 'live');
+    const failed = await store.createDeploy('a-leftover', 2, 'a-leftover', undefined, true);
+    await store.updateDeploy('a-leftover', failed.id, 'failed');
+    const members = [live.id, failed.id].map((id) => `a-leftover/${id}`);
+    for (const m of members) await redis.zadd(CANARIES, Date.now() - 1_000, m);
+    announced.length = 0;
+    await sweep.sweep(Date.now());
+    expect(announced).toEqual([]);
+    for (const m of members) expect(await score(m)).toBeNull();
+  });
+
+  it("keep the entry of a move to canary made while the sweep forgets the deploy's old one", async () => {
+    const live = await store.createDeploy('a-late', 1, 'a-late');
+    await store.updateDeploy('a-late', live.id, 'building');
+    await store.updateDeploy('a-late', live.id, 'live');
+    const next = await store.createDeploy('a-late', 2, 'a-late', undefined, true, { trafficPercent: 10 });
+    await store.updateDeploy('a-late', next.id, 'building');
+    const member = `a-late/${next.id}`;
+    const now = Date.now();
+    // an earlier move to canary's entry, the deploy building for long (an external deployer's)
+    await redis.zadd(CANARIES, now - 1_000, member);
+    await redis.hset(`ss:{a-late}:dep:${next.id}`, 'updatedAt', String(now - 120_000));
+    // its deployer's PATCH to canary lands after the sweep read it building
+    const read = store.getDeploy.bind(store);
+    store.getDeploy = async (agentId, deployId) => {
+      const deploy = await read(agentId, deployId);
+      if (deployId === next.id) await store.updateDeploy(agentId, deployId, 'canary');
+      return deploy;
+    };
+    try {
+      await sweep.sweep(now);
+    } finally {
+      store.getDeploy = read;
+    }
+    expect(await store.getDeploy('a-late', next.id)).toMatchObject({ status: 'canary' });
+    expect(await score(member)).not.toBeNull();
+  });
+
+  it('put off the entries that fail, so that a batch of them keeps no other canary from being judged', async () => {
+    const good = await withCanary('a-behind');
+    const now = Date.now();
+    // a full batch of entries that fail to settle (records Redis cannot read as deploys), due first
+    const bad = Array.from({ length: 200 }, (_, i) => `a-unreadable/d${i}`);
+    for (const [i, m] of bad.entries()) {
+      await redis.set(`ss:{a-unreadable}:dep:d${i}`, 'not a hash');
+      await redis.zadd(CANARIES, now - 10_000, m);
+    }
+    // the first pass is theirs; the next one reaches the canary behind them
+    await sweep.sweep(now);
+    for (const m of bad) expect(await score(m)).toBeGreaterThan(now + INTERVAL);
+    await sweep.sweep(now + 1_000);
+    expect(await score(good.member)).toBe(now + 1_000 + INTERVAL);
+    // and a pipeline deploy that fails to settle is looked at again later, not at each pass
+    await redis.zadd('ss:{deploys}:pipeline', now - 120_000, 'a-unreadable/d0');
+    await sweep.sweep(now);
+    expect(Number(await redis.zscore('ss:{deploys}:pipeline', 'a-unreadable/d0'))).toBeGreaterThan(
+      now - 60_000,
+    );
+    for (const m of bad) await redis.zrem(CANARIES, m);
+    await redis.zrem('ss:{deploys}:pipeline', 'a-unreadable/d0');
   });
 });

@@ -16,6 +16,11 @@ import type { DeployPipeline } from './pipeline.js';
 const LOCK = 'ss:{deploys}:lock';
 /** Index entries looked at per pass at most (the rest wait a pass). */
 const BATCH = 200;
+/**
+ * Passes an entry whose settling failed waits before it is tried again: it leaves the head of its index, so
+ * that a batch of failing entries never keeps the others from being looked at.
+ */
+const FAILED_BACKOFF_PASSES = 8;
 
 export const INTERRUPTED: DeployIssue = {
   code: 'INTERRUPTED',
@@ -91,15 +96,23 @@ export class DeploySweep {
     return this.sweeper.sweep(() => this.sweepOnce(now));
   }
 
+  private get backoffMs(): number {
+    return FAILED_BACKOFF_PASSES * this.settings.intervalMs;
+  }
+
   private async sweepOnce(now: number): Promise<number> {
     return (await this.judgeCanaries(now)) + (await this.failInterrupted(now));
   }
 
-  /** Each index entry of a pass: a failure is logged and the entry stays for the next pass. */
+  /**
+   * Each index entry of a pass: a failure is logged and the entry is tried again after a backoff (`later`:
+   * moved down its index, past the entries due before it).
+   */
   private async each(
     members: string[],
     settle: (agentId: string, deployId: string, member: string) => Promise<void>,
     forget: (member: string) => Promise<void>,
+    later: (member: string) => Promise<void>,
   ): Promise<void> {
     for (const member of members) {
       const [agentId, deployId] = member.split('/');
@@ -108,11 +121,18 @@ export class DeploySweep {
         else await settle(agentId, deployId, member);
       } catch (err) {
         if (err instanceof AppError && err.code === 'NOT_FOUND') await forget(member);
-        else
+        else {
           this.deps.log.warn(
             { code: 'DEPLOY_SWEEP_FAILED', err: safeError(err), agentId, deployId },
             'deploy sweep could not settle a deploy',
           );
+          await later(member).catch((e: unknown) =>
+            this.deps.log.warn(
+              { code: 'DEPLOY_SWEEP_FAILED', err: safeError(e), agentId, deployId },
+              'deploy sweep could not put a deploy off',
+            ),
+          );
+        }
       }
     }
   }
@@ -127,16 +147,20 @@ export class DeploySweep {
     await store.adoptLegacyWindows(now, BATCH);
     let promoted = 0;
     let rolledBack = 0;
-    const members = await store.canariesDue(now, BATCH);
+    const due = await store.canariesDue(now, BATCH);
+    // each entry is taken out only while it has the score read here: a move to canary landing meanwhile
+    // (its entry written anew before its move) keeps the entry it made
+    const scores = new Map(due.map((d) => [d.member, d.score]));
+    const forget = (member: string) => store.forgetCanary(member, scores.get(member));
     await this.each(
-      members,
+      due.map((d) => d.member),
       async (agentId, deployId, member) => {
         const deploy = await store.getDeploy(agentId, deployId);
         if (deploy.status === 'pending' || deploy.status === 'building') {
           // indexed just before its move to canary: judged once it is one (failed instead: the pipeline's
           // index announces it, and this entry goes then). A move that never followed (refused, or its
           // instance died: the pipeline's index fails it; an external deployer asks again) leaves it here
-          if (now - deploy.updatedAt > this.settings.interruptedAfterMs) await store.forgetCanary(member);
+          if (now - deploy.updatedAt > this.settings.interruptedAfterMs) await forget(member);
           else await store.judgeCanaryAt(member, now + this.settings.intervalMs);
           return;
         }
@@ -154,9 +178,14 @@ export class DeploySweep {
           }
           return;
         }
-        if (!(await this.announce(deploy))) await store.forgetCanary(member);
+        // only the ends a canary reaches are this index's to tell again (promoted, rolled back); any other
+        // status (a refused move's leftover: live without a promotion, failed — the pipeline's index tells
+        // those) is not, and a superseded or stopped one has nothing to tell
+        const canaryEnd = (deploy.status === 'live' && deploy.promoted) || deploy.status === 'rolled_back';
+        if (!canaryEnd || !(await this.announce(deploy))) await forget(member);
       },
-      (member) => store.forgetCanary(member),
+      forget,
+      (member) => store.judgeCanaryAt(member, now + this.backoffMs),
     );
     if (promoted > 0) log.info({ promoted }, 'canaries promoted after their window');
     if (rolledBack > 0) log.info({ rolledBack }, 'canaries rolled back by the deploy sweep');
@@ -199,6 +228,8 @@ export class DeploySweep {
         await pipeline.announce(moved, 'deploy.failed');
       },
       (member) => store.forgetPipelineDeploy(member),
+      // indexed by creation, read past the cutoff: looked at again once the backoff is over
+      (member) => store.pipelineDeployAt(member, now - this.settings.interruptedAfterMs + this.backoffMs),
     );
     return failed;
   }
