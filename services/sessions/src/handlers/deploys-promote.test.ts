@@ -2,8 +2,7 @@ import type { HandlerContext } from '@vab/bus';
 import { AppError, type AgentLookup } from '@vab/contracts';
 import { createLogger } from '@vab/service-kit';
 import { Redis } from '@vab/storage';
-import { startLocalRedis } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { AgentsDirectory } from '../agents-directory.js';
 import { DEFAULT_LIMITS } from '../config.js';
 import type { Deps } from '../deps.js';
@@ -13,22 +12,17 @@ import type { LiveDeploys } from '../live/live-deploys.js';
 import type { DeployPipeline } from '../live/pipeline.js';
 import { SessionsStore } from '../store.js';
 import { deploysPromote } from './deploys-promote.js';
+import { redisStores } from '../../test/redis-stores.js';
 
-let server: Awaited<ReturnType<typeof startLocalRedis>>;
+const stores = redisStores();
 let redis: Redis;
 let store: SessionsStore;
 /** The same Redis a minute ago: a canary written by it has been running for a minute. */
 let earlier: SessionsStore;
 
 beforeAll(async () => {
-  server = await startLocalRedis();
-  redis = new Redis(server.url);
-  store = new SessionsStore(redis, { limits: DEFAULT_LIMITS });
+  ({ redis, store } = stores);
   earlier = new SessionsStore(redis, { limits: DEFAULT_LIMITS, now: () => Date.now() - 60_000 });
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.dispose();
 });
 
 const log = createLogger('sessions', 'silent');

@@ -2,27 +2,20 @@ import type { HandlerContext } from '@vab/bus';
 import type { AgentLookup } from '@vab/contracts';
 import { createLogger } from '@vab/service-kit';
 import { Redis } from '@vab/storage';
-import { startLocalRedis } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { AgentsDirectory } from '../agents-directory.js';
-import { DEFAULT_LIMITS } from '../config.js';
 import type { Deps } from '../deps.js';
 import { SessionsStore } from '../store.js';
 import { TestingStore } from '../testing/store.js';
 import { deploysUpdate } from './deploys-update.js';
+import { redisStores } from '../../test/redis-stores.js';
 
-let server: Awaited<ReturnType<typeof startLocalRedis>>;
+const stores = redisStores();
 let redis: Redis;
 let store: SessionsStore;
 
 beforeAll(async () => {
-  server = await startLocalRedis();
-  redis = new Redis(server.url);
-  store = new SessionsStore(redis, { limits: DEFAULT_LIMITS });
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.dispose();
+  ({ redis, store } = stores);
 });
 
 const ctx: HandlerContext = {

@@ -1,11 +1,10 @@
 import { AppError, type DeployRecord } from '@vab/contracts';
 import { Redis } from '@vab/storage';
-import { startLocalRedis } from '@vab/testkit';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS } from '../config.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionsStore } from '../store.js';
 import { CallsStore } from './calls-store.js';
+import { redisStores } from '../../test/redis-stores.js';
 
 /**
  * A call's record is written whole by its end and by its recording's store, and the two come from different
@@ -14,7 +13,7 @@ import { CallsStore } from './calls-store.js';
  * connection, as they do in the service.
  */
 
-let server: Awaited<ReturnType<typeof startLocalRedis>>;
+const stores = redisStores();
 let redis: Redis;
 let store: SessionsStore;
 let calls: CallsStore;
@@ -22,18 +21,11 @@ let deploy: DeployRecord;
 const agentId = `agent-${randomUUID()}`;
 
 beforeAll(async () => {
-  server = await startLocalRedis();
-  redis = new Redis(server.url);
-  store = new SessionsStore(redis, { limits: DEFAULT_LIMITS });
-  calls = new CallsStore(redis, 3);
+  ({ redis, store, calls } = stores);
   const made = await store.createDeploy(agentId, 1, agentId);
   await store.updateDeploy(agentId, made.id, 'building');
   await store.updateDeploy(agentId, made.id, 'live');
   deploy = await store.getDeploy(agentId, made.id);
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.dispose();
 });
 
 const recording = { durationMs: 4000, bytes: 32_000, startedAt: Date.now() };

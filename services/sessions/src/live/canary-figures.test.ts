@@ -1,17 +1,16 @@
 import { AppError, type AgentLookup, type CallAnalysis, type DeployRecord } from '@vab/contracts';
 import { createLogger } from '@vab/service-kit';
 import { Redis } from '@vab/storage';
-import { startLocalRedis } from '@vab/testkit';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { AgentsDirectory } from '../agents-directory.js';
-import { DEFAULT_LIMITS } from '../config.js';
 import { keys } from '../redis-keys.js';
 import { SessionsStore } from '../store.js';
 import { CallsStore } from './calls-store.js';
 import { CanaryJudge, canaryVerdict, listedSide } from './canary.js';
 import type { LiveDeploys } from './live-deploys.js';
 import type { DeployPipeline } from './pipeline.js';
+import { redisStores } from '../../test/redis-stores.js';
 
 /**
  * The canary judge's figures (decision 0035) are counted as calls end, are analysed and are erased
@@ -19,20 +18,13 @@ import type { DeployPipeline } from './pipeline.js';
  * so the judge decides as it did. Real redis-server.
  */
 
-let server: Awaited<ReturnType<typeof startLocalRedis>>;
+const stores = redisStores();
 let redis: Redis;
 let store: SessionsStore;
 let calls: CallsStore;
 
 beforeAll(async () => {
-  server = await startLocalRedis();
-  redis = new Redis(server.url);
-  store = new SessionsStore(redis, { limits: DEFAULT_LIMITS });
-  calls = new CallsStore(redis, 3);
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.dispose();
+  ({ redis, store, calls } = stores);
 });
 
 const log = createLogger('sessions', 'silent');

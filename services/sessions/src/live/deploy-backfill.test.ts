@@ -1,11 +1,10 @@
 import { createLogger } from '@vab/service-kit';
 import { Redis } from '@vab/storage';
-import { startLocalRedis } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS } from '../config.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { SessionsStore } from '../store.js';
 import { CallsStore } from './calls-store.js';
 import { DeployBackfill } from './deploy-backfill.js';
+import { redisStores } from '../../test/redis-stores.js';
 
 /**
  * The upgrade's backfill walks every agent ever deployed at each start: one agent it cannot backfill stops
@@ -13,7 +12,7 @@ import { DeployBackfill } from './deploy-backfill.js';
  * be backfilled), and a run that lost its lock stops. Real redis-server.
  */
 
-let server: Awaited<ReturnType<typeof startLocalRedis>>;
+const stores = redisStores();
 let redis: Redis;
 let store: SessionsStore;
 let calls: CallsStore;
@@ -21,14 +20,7 @@ const log = createLogger('sessions', 'silent');
 const LOCK = 'ss:{deploys}:backfill-lock';
 
 beforeAll(async () => {
-  server = await startLocalRedis();
-  redis = new Redis(server.url);
-  store = new SessionsStore(redis, { limits: DEFAULT_LIMITS });
-  calls = new CallsStore(redis, 3);
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.dispose();
+  ({ redis, store, calls } = stores);
 });
 
 async function withCanary(agentId: string) {

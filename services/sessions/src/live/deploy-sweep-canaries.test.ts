@@ -1,16 +1,15 @@
 import type { AgentLookup, DeployRecord } from '@vab/contracts';
 import { createLogger } from '@vab/service-kit';
 import { Redis } from '@vab/storage';
-import { startLocalRedis } from '@vab/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { AgentsDirectory } from '../agents-directory.js';
-import { DEFAULT_LIMITS } from '../config.js';
 import { SessionsStore } from '../store.js';
 import { CallsStore } from './calls-store.js';
 import { CanaryJudge } from './canary.js';
 import { DeploySweep } from './deploy-sweep.js';
 import type { LiveDeploys } from './live-deploys.js';
 import type { DeployPipeline } from './pipeline.js';
+import { redisStores } from '../../test/redis-stores.js';
 
 /**
  * Every running canary is in the deploy sweep's index (`ss:{deploys}:canaries`) until it ends, judged at each
@@ -18,7 +17,7 @@ import type { DeployPipeline } from './pipeline.js';
  * hand or by its window), rolled back, superseded or stopped with its archived agent. Real redis-server.
  */
 
-let server: Awaited<ReturnType<typeof startLocalRedis>>;
+const stores = redisStores();
 let redis: Redis;
 let store: SessionsStore;
 let calls: CallsStore;
@@ -29,10 +28,7 @@ const INTERVAL = 15_000;
 const CANARIES = 'ss:{deploys}:canaries';
 
 beforeAll(async () => {
-  server = await startLocalRedis();
-  redis = new Redis(server.url);
-  store = new SessionsStore(redis, { limits: DEFAULT_LIMITS });
-  calls = new CallsStore(redis, 3);
+  ({ redis, store, calls } = stores);
   const log = createLogger('sessions', 'silent');
   const told = async (deploy: DeployRecord, type: string) => {
     announced.push(`${type} ${deploy.id}`);
@@ -54,10 +50,6 @@ beforeAll(async () => {
     { store, calls, canary: judge, pipeline, agents, liveDeploys, redis, log },
     { intervalMs: INTERVAL, interruptedAfterMs: 60_000 },
   );
-});
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.dispose();
 });
 
 async function withCanary(agentId: string, canaryWindowMs?: number) {
