@@ -46,17 +46,19 @@ export class DeployHarness {
     return all.find((d) => d.id === id)!;
   }
 
+  /** Waits until the deploy reaches `status` (by its pipeline, the sweep, a judge): the deploy then. */
+  async settled(agentId: string, id: string, status: string, timeoutMs = 30_000): Promise<DeployRecord> {
+    await expect
+      .poll(async () => (await this.deployOf(agentId, id)).status, { timeout: timeoutMs, interval: 100 })
+      .toBe(status);
+    return this.deployOf(agentId, id);
+  }
+
   /** Deploys with `body` and waits until the deploy reaches `status`. */
   async deployed(agentId: string, body: Record<string, unknown>, status: string): Promise<DeployRecord> {
     const res = await this.http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, body);
     expect(res.status, JSON.stringify(res.body)).toBe(201);
-    await expect
-      .poll(async () => (await this.deployOf(agentId, res.body.id)).status, {
-        timeout: 30_000,
-        interval: 100,
-      })
-      .toBe(status);
-    return this.deployOf(agentId, res.body.id);
+    return this.settled(agentId, res.body.id, status);
   }
 
   /** The domain events of one type the agent's stream gets from now on. */

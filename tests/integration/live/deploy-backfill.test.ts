@@ -45,9 +45,7 @@ describe('deploys of a store upgraded in place', () => {
     await stack.services.playground.stop();
     const held = nc.subscribe(Subjects.deployCheck, { callback: () => undefined });
     const building = (await http.post<DeployRecord>(`/api/agents/${cut}/deploys`, {})).body;
-    await expect
-      .poll(async () => (await d.deployOf(cut, building.id)).status, { timeout: 10_000, interval: 50 })
-      .toBe('building');
+    await d.settled(cut, building.id, 'building', 10_000);
     await sessions.crash();
     held.unsubscribe();
     await stack.services.playground.start();
@@ -69,27 +67,15 @@ describe('deploys of a store upgraded in place', () => {
 
     await sessions.start();
 
-    await expect
-      .poll(async () => (await d.deployOf(cut, building.id)).status, { timeout: 30_000, interval: 250 })
-      .toBe('failed');
-    expect((await d.deployOf(cut, building.id)).failure?.issues).toEqual([
+    expect((await d.settled(cut, building.id, 'failed')).failure?.issues).toEqual([
       { code: 'INTERRUPTED', message: 'the deploy pipeline was interrupted; deploy again' },
     ]);
-    await expect
-      .poll(async () => (await d.deployOf(worse, worseCanary.id)).status, { timeout: 30_000, interval: 250 })
-      .toBe('rolled_back');
-    expect((await d.deployOf(worse, worseCanary.id)).rollback).toMatchObject({
+    expect((await d.settled(worse, worseCanary.id, 'rolled_back')).rollback).toMatchObject({
       rule: 'success_rate',
       canary: { judged: 20, passed: 4 },
       live: { judged: 20, passed: 20 },
     });
-    await expect
-      .poll(async () => (await d.deployOf(windowed, windowCanary.id)).status, {
-        timeout: 30_000,
-        interval: 250,
-      })
-      .toBe('live');
-    expect((await d.deployOf(windowed, windowCanary.id)).promoted).toMatchObject({ by: 'window' });
+    expect((await d.settled(windowed, windowCanary.id, 'live')).promoted).toMatchObject({ by: 'window' });
     // each told once
     await vi.waitFor(() => expect(failed.seen).toHaveLength(1), { timeout: 10_000 });
     await vi.waitFor(() => expect(rolledBack.seen).toHaveLength(1), { timeout: 10_000 });

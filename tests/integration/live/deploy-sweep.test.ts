@@ -56,9 +56,7 @@ describe('deploys across a sessions restart', () => {
     await stack.services.sessions.stop();
     await stack.services.sessions.start();
 
-    await expect
-      .poll(async () => (await d.deployOf(agentId, canary.id)).status, { timeout: 45_000, interval: 250 })
-      .toBe('live');
+    await d.settled(agentId, canary.id, 'live', 45_000);
     const promoted = await d.deployOf(agentId, canary.id);
     expect(promoted.promoted).toMatchObject({ by: 'window' });
     expect(promoted.promoted!.at).toBeGreaterThanOrEqual(canary.liveAt! + 10_000);
@@ -78,17 +76,12 @@ describe('deploys across a sessions restart', () => {
     try {
       const res = await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, {});
       expect(res.status, JSON.stringify(res.body)).toBe(201);
-      await expect
-        .poll(async () => (await d.deployOf(agentId, res.body.id)).status, { timeout: 10_000, interval: 50 })
-        .toBe('building');
+      await d.settled(agentId, res.body.id, 'building', 10_000);
       // its instance is killed mid-check, and another takes over
       await stack.services.sessions.crash();
       await stack.services.sessions.start();
 
-      await expect
-        .poll(async () => (await d.deployOf(agentId, res.body.id)).status, { timeout: 30_000, interval: 250 })
-        .toBe('failed');
-      expect((await d.deployOf(agentId, res.body.id)).failure).toMatchObject({
+      expect((await d.settled(agentId, res.body.id, 'failed')).failure).toMatchObject({
         reason: 'the deploy pipeline was interrupted; deploy again',
         issues: [{ code: 'INTERRUPTED', message: 'the deploy pipeline was interrupted; deploy again' }],
       });
@@ -114,10 +107,7 @@ describe('deploys across a sessions restart', () => {
     await d.closedCalls(canary, 20, 4);
     await d.closedCalls(live, 20, 20);
 
-    await expect
-      .poll(async () => (await d.deployOf(agentId, canary.id)).status, { timeout: 30_000, interval: 250 })
-      .toBe('rolled_back');
-    expect((await d.deployOf(agentId, canary.id)).rollback).toMatchObject({
+    expect((await d.settled(agentId, canary.id, 'rolled_back')).rollback).toMatchObject({
       rule: 'success_rate',
       canary: { judged: 20, passed: 4 },
       live: { judged: 20, passed: 20 },
