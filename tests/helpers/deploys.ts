@@ -3,7 +3,7 @@ import type { DeployRecord, DomainEvent } from '@vab/contracts';
 import { CallsStore } from '@vab/sessions';
 import { voiceFlow } from '@vab/testkit';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { api, startStack, type Stack } from './stack.js';
 
 /** A voice flow whose models answer nowhere: a deploy of it goes live; no call of it is made. */
@@ -17,23 +17,22 @@ export const deployableFlow = voiceFlow({
  * tests that stop, crash and restart the sessions service under deploys; with what they read deploys by.
  */
 export class DeployHarness {
-  private constructor(
-    readonly stack: Stack,
-    readonly http: ReturnType<typeof api>,
-    readonly nc: NatsConnection,
-  ) {}
+  stack!: Stack;
+  http!: ReturnType<typeof api>;
+  nc!: NatsConnection;
 
-  static async start(): Promise<DeployHarness> {
-    const stack = await startStack({
+  async start(): Promise<void> {
+    this.stack = await startStack({
       playground: { CREDENTIALS_KEY: randomBytes(32).toString('hex') },
       deploys: { intervalMs: 250, interruptedAfterMs: 4_000, checkTimeoutMs: 2_000 },
     });
-    return new DeployHarness(stack, api(stack.baseUrl), await connect({ servers: stack.natsUrl }));
+    this.http = api(this.stack.baseUrl);
+    this.nc = await connect({ servers: this.stack.natsUrl });
   }
 
   async close(): Promise<void> {
-    await this.nc.close();
-    await this.stack.close();
+    await this.nc?.close();
+    await this.stack?.close();
   }
 
   /** A new agent of `deployableFlow`: its id. */
@@ -98,4 +97,12 @@ export class DeployHarness {
       });
     }
   }
+}
+
+/** A DeployHarness started before the file's tests and closed after them (its fields are set once they run). */
+export function deployHarness(): DeployHarness {
+  const harness = new DeployHarness();
+  beforeAll(() => harness.start(), 60_000);
+  afterAll(() => harness.close());
+  return harness;
 }

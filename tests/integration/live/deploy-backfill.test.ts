@@ -1,8 +1,7 @@
-import type { NatsConnection } from '@nats-io/transport-node';
 import { Subjects, type DeployRecord } from '@vab/contracts';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DeployHarness } from '../../helpers/deploys.js';
-import { api, keysMatching, type Stack } from '../../helpers/stack.js';
+import { describe, expect, it, vi } from 'vitest';
+import { deployHarness } from '../../helpers/deploys.js';
+import { keysMatching } from '../../helpers/stack.js';
 
 /**
  * A store upgraded in place: deploys the previous version wrote are in none of the deploy sweep's indexes (a
@@ -12,26 +11,15 @@ import { api, keysMatching, type Stack } from '../../helpers/stack.js';
  * indexed. Runs on a Redis Cluster too (the stack's Redis: REDIS_CLUSTER_NODES).
  */
 
-let d: DeployHarness;
-let stack: Stack;
-let http: ReturnType<typeof api>;
-let nc: NatsConnection;
+const d = deployHarness();
 
 const CANARIES = 'ss:{deploys}:canaries';
 const PIPELINE = 'ss:{deploys}:pipeline';
 const LEGACY_WINDOWS = 'ss:{deploys}:windows';
 
-beforeAll(async () => {
-  d = await DeployHarness.start();
-  ({ stack, http, nc } = d);
-}, 60_000);
-afterAll(async () => {
-  await d?.close();
-});
-
 describe('deploys of a store upgraded in place', () => {
   it('are indexed at the next start and settled by the sweep: interrupted, promoted, rolled back', async () => {
-    const sessions = stack.services.sessions;
+    const sessions = d.stack.services.sessions;
     // a canary with a window, which the previous version indexed in its own index
     const windowed = await d.agent('Windowed desk');
     await d.deployed(windowed, {}, 'live');
@@ -42,16 +30,16 @@ describe('deploys of a store upgraded in place', () => {
     const worseCanary = await d.deployed(worse, { trafficPercent: 50 }, 'canary');
     // a deploy whose pipeline will be cut short by the crash
     const cut = await d.agent('Cut desk');
-    await stack.services.playground.stop();
-    const held = nc.subscribe(Subjects.deployCheck, { callback: () => undefined });
-    const building = (await http.post<DeployRecord>(`/api/agents/${cut}/deploys`, {})).body;
+    await d.stack.services.playground.stop();
+    const held = d.nc.subscribe(Subjects.deployCheck, { callback: () => undefined });
+    const building = (await d.http.post<DeployRecord>(`/api/agents/${cut}/deploys`, {})).body;
     await d.settled(cut, building.id, 'building', 10_000);
     await sessions.crash();
     held.unsubscribe();
-    await stack.services.playground.start();
+    await d.stack.services.playground.start();
 
     // the store as the previous version leaves it: no entry for these in the indexes, no canary's figures
-    const r = stack.redis;
+    const r = d.stack.redis;
     await r.zrem(PIPELINE, `${cut}/${building.id}`);
     await r.zrem(CANARIES, `${windowed}/${windowCanary.id}`, `${worse}/${worseCanary.id}`);
     await r.zadd(LEGACY_WINDOWS, windowCanary.liveAt! + 10_000, `${windowed}/${windowCanary.id}`);
@@ -90,16 +78,16 @@ describe('deploys of a store upgraded in place', () => {
   }, 120_000);
 
   it('is idempotent: a second run adds nothing, and a run under way elsewhere is left to it', async () => {
-    const backfill = stack.services.sessions.sessions!.deploySweep.backfill;
+    const backfill = d.stack.services.sessions.sessions!.deploySweep.backfill;
     const again = await backfill.run();
     expect(again).toMatchObject({ indexed: 0, recounted: 0 });
     expect(again!.agents).toBeGreaterThanOrEqual(3);
     // another instance holds the lock: this one leaves the backfill to it
-    await stack.redis.set('ss:{deploys}:backfill-lock', 'another', 'PX', 60_000);
+    await d.stack.redis.set('ss:{deploys}:backfill-lock', 'another', 'PX', 60_000);
     try {
       expect(await backfill.run()).toBeNull();
     } finally {
-      await stack.redis.del('ss:{deploys}:backfill-lock');
+      await d.stack.redis.del('ss:{deploys}:backfill-lock');
     }
   });
 });

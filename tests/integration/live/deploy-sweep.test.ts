@@ -1,5 +1,5 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+
 import {
   DOMAIN_EVENTS_STREAM,
   DOMAIN_EVENTS_SUBJECTS,
@@ -7,9 +7,9 @@ import {
   type DeployRecord,
   type DomainEvent,
 } from '@vab/contracts';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DeployHarness } from '../../helpers/deploys.js';
-import { api, keysMatching, type Stack } from '../../helpers/stack.js';
+import { describe, expect, it, vi } from 'vitest';
+import { deployHarness } from '../../helpers/deploys.js';
+import { keysMatching } from '../../helpers/stack.js';
 
 /**
  * A deploy transition no sessions instance's memory is trusted with (the deploy sweep): a canary whose window
@@ -19,22 +19,11 @@ import { api, keysMatching, type Stack } from '../../helpers/stack.js';
  * announced again, once.
  */
 
-let d: DeployHarness;
-let stack: Stack;
-let http: ReturnType<typeof api>;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  d = await DeployHarness.start();
-  ({ stack, http, nc } = d);
-}, 60_000);
-afterAll(async () => {
-  await d?.close();
-});
+const d = deployHarness();
 
 /** The agent's events the stream DOMAIN_EVENTS holds. */
 async function stored(agentId: string): Promise<DomainEvent[]> {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(d.nc);
   const { state } = await jsm.streams.info(DOMAIN_EVENTS_STREAM);
   const out: DomainEvent[] = [];
   for (let seq = state.first_seq; seq <= state.last_seq && state.messages > 0; seq++) {
@@ -53,8 +42,8 @@ describe('deploys across a sessions restart', () => {
 
     // the instance that ran its pipeline stops (a restart): nothing of it remembers the window; the agent
     // takes no call that could look at it either
-    await stack.services.sessions.stop();
-    await stack.services.sessions.start();
+    await d.stack.services.sessions.stop();
+    await d.stack.services.sessions.start();
 
     await d.settled(agentId, canary.id, 'live', 45_000);
     const promoted = await d.deployOf(agentId, canary.id);
@@ -71,15 +60,15 @@ describe('deploys across a sessions restart', () => {
     const agentId = await d.agent('Interrupted desk');
     const failed = d.eventsOf(agentId, 'deploy.failed');
     // the readiness check is taken by something that never answers: the pipeline waits in `building`
-    await stack.services.playground.stop();
-    const held = nc.subscribe(Subjects.deployCheck, { callback: () => undefined });
+    await d.stack.services.playground.stop();
+    const held = d.nc.subscribe(Subjects.deployCheck, { callback: () => undefined });
     try {
-      const res = await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, {});
+      const res = await d.http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, {});
       expect(res.status, JSON.stringify(res.body)).toBe(201);
       await d.settled(agentId, res.body.id, 'building', 10_000);
       // its instance is killed mid-check, and another takes over
-      await stack.services.sessions.crash();
-      await stack.services.sessions.start();
+      await d.stack.services.sessions.crash();
+      await d.stack.services.sessions.start();
 
       expect((await d.settled(agentId, res.body.id, 'failed')).failure).toMatchObject({
         reason: 'the deploy pipeline was interrupted; deploy again',
@@ -90,7 +79,7 @@ describe('deploys across a sessions restart', () => {
     } finally {
       held.unsubscribe();
       failed.stop();
-      await stack.services.playground.start();
+      await d.stack.services.playground.start();
     }
     // deploying again works as ever
     await d.deployed(agentId, {}, 'live');
@@ -100,7 +89,7 @@ describe('deploys across a sessions restart', () => {
     const agentId = await d.agent('Worse desk');
     const live = await d.deployed(agentId, {}, 'live');
     const canary = await d.deployed(agentId, { trafficPercent: 50 }, 'canary');
-    expect(await stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`)).not.toBeNull();
+    expect(await d.stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`)).not.toBeNull();
     const rolledBack = d.eventsOf(agentId, 'deploy.rolled_back');
     // the calls are closed and analysed as the sessions instance that hosted them does, but no check of the
     // canary follows (that instance died right after): the store's own code, under the API
@@ -117,9 +106,11 @@ describe('deploys across a sessions restart', () => {
     expect(rolledBack.seen[0]!.data).toMatchObject({ deploy: { id: canary.id, status: 'rolled_back' } });
     // its end announced, it leaves the index, and its figures go with it
     await expect
-      .poll(() => stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`), { timeout: 10_000 })
+      .poll(() => d.stack.redis.zscore('ss:{deploys}:canaries', `${agentId}/${canary.id}`), {
+        timeout: 10_000,
+      })
       .toBeNull();
-    expect(await keysMatching(stack.redis, `ss:{${agentId}}:cj*`)).toEqual([]);
+    expect(await keysMatching(d.stack.redis, `ss:{${agentId}}:cj*`)).toEqual([]);
     rolledBack.stop();
   }, 90_000);
 
@@ -127,36 +118,39 @@ describe('deploys across a sessions restart', () => {
     const agentId = await d.agent('Retrying desk');
     await d.deployed(agentId, {}, 'live');
     const made = (
-      await http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, { external: true, trafficPercent: 50 })
+      await d.http.post<DeployRecord>(`/api/agents/${agentId}/deploys`, {
+        external: true,
+        trafficPercent: 50,
+      })
     ).body;
     const member = `${agentId}/${made.id}`;
-    const patch = (status: string) => http.patch(`/api/agents/${agentId}/deploys/${made.id}`, { status });
+    const patch = (status: string) => d.http.patch(`/api/agents/${agentId}/deploys/${made.id}`, { status });
     expect((await patch('building')).status).toBe(200);
     expect((await patch('live')).body.status).toBe('canary');
     // live on a canary: its promotion, which takes it out of the index
     expect((await patch('live')).body).toMatchObject({ status: 'live', promoted: { by: 'hand' } });
     await expect
-      .poll(() => stack.redis.zscore('ss:{deploys}:canaries', member), { timeout: 10_000 })
+      .poll(() => d.stack.redis.zscore('ss:{deploys}:canaries', member), { timeout: 10_000 })
       .toBeNull();
     // the deployer did not get the answer and asks again: refused (a share's live is a move to canary), and
     // no entry is left behind that the sweep would announce again
     const again = await patch('live');
     expect(again.body.code).toBe('ILLEGAL_TRANSITION');
-    expect(await stack.redis.zscore('ss:{deploys}:canaries', member)).toBeNull();
+    expect(await d.stack.redis.zscore('ss:{deploys}:canaries', member)).toBeNull();
   }, 60_000);
 
   // last: it takes the events stream away for a while
   it('a move whose event the stream did not take is published again by the sweep, once', async () => {
     const agentId = await d.agent('Unannounced desk');
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(d.nc);
     // JetStream loses the stream (an outage of its own): the deploy goes live, its event is not stored
     await jsm.streams.delete(DOMAIN_EVENTS_STREAM);
     const live = await d.deployed(agentId, {}, 'live');
     await vi.waitFor(
       () =>
-        expect(stack.logs.some((l) => l.includes('DOMAIN_EVENT_NOT_PUBLISHED') && l.includes(agentId))).toBe(
-          true,
-        ),
+        expect(
+          d.stack.logs.some((l) => l.includes('DOMAIN_EVENT_NOT_PUBLISHED') && l.includes(agentId)),
+        ).toBe(true),
       { timeout: 10_000 },
     );
     await jsm.streams.add({ name: DOMAIN_EVENTS_STREAM, subjects: [DOMAIN_EVENTS_SUBJECTS] });
@@ -166,7 +160,7 @@ describe('deploys across a sessions restart', () => {
       .toEqual([`deploy.live ${live.id}_live`]);
     expect((await stored(agentId))[0]!.data).toMatchObject({ deploy: { id: live.id, status: 'live' } });
     // and only once: the next passes have nothing left to tell
-    await stack.services.sessions.sessions!.deploySweep.sweep(Date.now() + 60_000);
+    await d.stack.services.sessions.sessions!.deploySweep.sweep(Date.now() + 60_000);
     expect(await stored(agentId)).toHaveLength(1);
   }, 90_000);
 });
