@@ -124,4 +124,24 @@ describe('a call ended while its recording is stored', () => {
     await end(callId);
     expect(await calls.openCallsBefore(Date.now() + 1, 10_000)).not.toContainEqual({ agentId, callId });
   });
+
+  it('ends a call whose slots could not be given back at once: the owner sweep gives them back', async () => {
+    const callId = await newCall();
+    // Redis away for the first command that gives a slot back, after the record was written ended
+    const patched = redis as unknown as { zrem(...a: unknown[]): Promise<number> };
+    const zrem = patched.zrem.bind(redis);
+    patched.zrem = async () => {
+      patched.zrem = zrem;
+      throw new Error('Connection is closed.');
+    };
+    try {
+      expect(await end(callId)).toMatchObject({ status: 'ended', endedReason: 'caller_hung_up' });
+    } finally {
+      patched.zrem = zrem;
+    }
+    // still in the open index: the owner sweep's end finds it ended and gives its slots back
+    expect(await calls.openCallsBefore(Date.now() + 1, 10_000)).toContainEqual({ agentId, callId });
+    expect(await end(callId)).toBeNull();
+    expect(await calls.openCallsBefore(Date.now() + 1, 10_000)).not.toContainEqual({ agentId, callId });
+  });
 });

@@ -367,11 +367,17 @@ export class CallsStore {
     const first = await this.readStored(req.agentId, req.callId);
     if (!first) throw new AppError('NOT_FOUND', `call ${req.callId} not found`);
     // its slots are given back once it is ended (or found ended): a write that gives up leaves the call
-    // active and still in the open index, where the owner sweep finds it again
+    // active and still in the open index, where the owner sweep finds it again. Given back at best: the call
+    // is ended by then, and a failure here must not fail the end (its caller would retry, find it ended and
+    // announce nothing); the open index's entry goes last, so the owner sweep's next end gives back the rest
     const release = async () => {
-      await this.redis.zrem(ck.active(req.agentId, first.call.deployId), req.callId);
-      if (addressKey) await this.redis.zrem(ck.address(addressKey), `${req.agentId}/${req.callId}`);
-      await this.redis.zrem(ck.open, `${req.agentId}/${req.callId}`);
+      try {
+        await this.redis.zrem(ck.active(req.agentId, first.call.deployId), req.callId);
+        if (addressKey) await this.redis.zrem(ck.address(addressKey), `${req.agentId}/${req.callId}`);
+        await this.redis.zrem(ck.open, `${req.agentId}/${req.callId}`);
+      } catch {
+        // left for the owner sweep (above)
+      }
     };
     const figures = await this.figures(req.agentId, req.callId);
     // the record is replaced whole: written only over the one it was made from, read again when a
