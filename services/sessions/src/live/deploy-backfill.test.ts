@@ -57,12 +57,13 @@ describe('the deploy backfill', () => {
   });
 
   it('stops once its lock is lost', async () => {
-    // one agent a page, the lock taken by another instance after the first page
+    // one agent a page, the lock taken by another instance once the first agent is done (the lock is renewed
+    // before each agent)
     const agentIds = ['b-broken', 'b-one', 'b-two'];
     const paged = Object.create(store) as SessionsStore;
     paged.deployedAgentsPage = async (cursor: string) => {
       const at = Number(cursor);
-      if (at === 0) await redis.set(LOCK, 'another instance');
+      if (at === 1) await redis.set(LOCK, 'another instance');
       return { cursor: at + 1 < agentIds.length ? String(at + 1) : '0', agentIds: [agentIds[at]!] };
     };
     const counts = await new DeployBackfill({ store: paged, calls, redis, log }).run();

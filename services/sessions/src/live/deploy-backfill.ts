@@ -8,8 +8,8 @@ import type { CallsStore } from './calls-store.js';
 /** One instance backfills at a time: the others find the lock taken and leave it to that one. Own slot. */
 const LOCK = 'ss:{deploys}:backfill-lock';
 /**
- * Held this long, renewed after each page of agents (an instance that dies frees it within this; one that
- * outlasts it while recounting a busy canary's calls may have a second run beside it: the same idempotent work).
+ * Held this long, renewed before each agent (an instance that dies frees it within this; one that outlasts it
+ * while recounting a busy canary's calls may have a second run beside it: the same idempotent work).
  */
 const LOCK_MS = 60_000;
 /** Agents asked of the subdomains hash per page (HSCAN COUNT), deploys read per round trip of one agent. */
@@ -96,6 +96,9 @@ export class DeployBackfill {
         cursor = page.cursor;
         for (const agentId of page.agentIds) {
           if (this.stopped) return counts;
+          // renewed before each agent, not each page: a page of agents with busy canaries to recount could
+          // outlast the lock, and the next start would stop at the same page again
+          if (!(await this.renewed(token, counts))) return counts;
           try {
             await this.agent(agentId, now, counts);
           } catch (err) {
@@ -108,21 +111,23 @@ export class DeployBackfill {
           }
           counts.agents++;
         }
-        // the lock lapsed (this run outlasted it): another instance may be running it now, and it would
-        // release that one's lock at its end; that one (or the next start) finishes
-        if ((await storage(() => redis.eval(RENEW, 1, LOCK, token, String(LOCK_MS)))) !== 1) {
-          log.warn(
-            { code: 'DEPLOY_BACKFILL_LOCK_LOST', ...counts },
-            'deploy backfill lost its lock; stopped',
-          );
-          return counts;
-        }
       } while (cursor !== '0');
       if (counts.indexed > 0 || counts.recounted > 0) log.info({ ...counts }, 'deploys backfilled');
       return counts;
     } finally {
       await storage(() => redis.eval(RELEASE, 1, LOCK, token)).catch(() => undefined);
     }
+  }
+
+  /**
+   * The lock held a while longer; false when it lapsed (this run outlasted it): another instance may be running
+   * it now, and this one would release that one's lock at its end; that one (or the next start) finishes.
+   */
+  private async renewed(token: string, counts: BackfillCounts): Promise<boolean> {
+    const { redis, log } = this.deps;
+    if ((await storage(() => redis.eval(RENEW, 1, LOCK, token, String(LOCK_MS)))) === 1) return true;
+    log.warn({ code: 'DEPLOY_BACKFILL_LOCK_LOST', ...counts }, 'deploy backfill lost its lock; stopped');
+    return false;
   }
 
   private async agent(agentId: string, now: number, counts: BackfillCounts): Promise<void> {
