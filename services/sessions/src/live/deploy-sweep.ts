@@ -120,8 +120,14 @@ export class DeploySweep {
         if (!agentId || !deployId) await forget(member);
         else await settle(agentId, deployId, member);
       } catch (err) {
-        if (err instanceof AppError && err.code === 'NOT_FOUND') await forget(member);
-        else {
+        if (err instanceof AppError && err.code === 'NOT_FOUND') {
+          await forget(member).catch((e: unknown) =>
+            this.deps.log.warn(
+              { code: 'DEPLOY_SWEEP_FAILED', err: safeError(e), agentId, deployId },
+              'deploy sweep could not forget a deploy',
+            ),
+          );
+        } else {
           this.deps.log.warn(
             { code: 'DEPLOY_SWEEP_FAILED', err: safeError(err), agentId, deployId },
             'deploy sweep could not settle a deploy',
