@@ -53,6 +53,8 @@ export const keys = {
    * caller's wait scored by their p50 (`:c:timed`, a sorted set). Deleted with the canary's end, and by the next
    * canary's start (scripts.ts). Fixed names, so that every script that touches them is passed all seven in
    * KEYS: a Redis Cluster moving the agent's slot refuses such a script before it writes, never half-way.
+   * (Not yet so of UPDATE_DEPLOY and STOP_DEPLOY, scripts.ts: they read and write the agent's other deploys'
+   * hashes by the ids its meta names, so a move made while the slot migrates can fail after a first write.)
    */
   canaryCounts: (agentId: string) => `ss:{${agentId}}:cj`,
   /** The figures' seven keys, in the order the scripts take them: the hash, then `c:`, `l:` × pass, fail, timed. */
