@@ -3,10 +3,10 @@
 // 3 replicas, started here on free ports): each test stack connects with REDIS_CLUSTER_NODES instead of its
 // own single Redis. Files run one after another: they share the cluster, and one of them rewrites the
 // agents' list view. Part of `npm test`.
-import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startLocalRedisCluster } from '@vab/testkit';
+import { runGroup, signalGroups } from './lib/process-group.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SUBSET = [
@@ -22,15 +22,15 @@ const SUBSET = [
   'tests/integration/live/deploy-backfill.test.ts',
 ];
 
-// a SIGTERM stops the run (vitest itself, not through npx, which would not pass it on), and the cluster is
-// still stopped (below); Ctrl-C reaches the run by itself
+// a signal stops the run (vitest in a group of its own, with its workers: lib/process-group.mjs), and the
+// cluster is still stopped (below)
 let stopping = false;
-let run;
-process.on('SIGTERM', () => {
-  stopping = true;
-  run?.kill('SIGTERM');
-});
-process.on('SIGINT', () => (stopping = true));
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    stopping = true;
+    signalGroups(signal);
+  });
+}
 
 const cluster = await startLocalRedisCluster();
 console.log(`[test-cluster] Redis Cluster of ${cluster.nodes.length} nodes at ${cluster.seeds}`);
@@ -39,18 +39,11 @@ try {
   const env = { ...process.env, REDIS_CLUSTER_NODES: cluster.seeds };
   delete env.REDIS_URL;
   if (!stopping) {
-    run = spawn(
-      process.execPath,
-      [join(root, 'node_modules/vitest/vitest.mjs'), 'run', '--no-file-parallelism', ...SUBSET],
-      {
-        cwd: root,
-        env,
-        stdio: 'inherit',
-      },
-    );
-    status = await new Promise((resolve) => {
-      run.on('error', () => resolve(1));
-      run.on('exit', (code) => resolve(code ?? 1));
+    const vitest = join(root, 'node_modules/vitest/vitest.mjs');
+    status = await runGroup(process.execPath, [vitest, 'run', '--no-file-parallelism', ...SUBSET], {
+      cwd: root,
+      env,
+      stdio: ['ignore', 'inherit', 'inherit'],
     });
   }
 } finally {

@@ -6,47 +6,35 @@
 // The cluster run's output is kept in a file and printed after the suite's, so the two never interleave.
 // One after the other when NATS_URL or REDIS_URL names a shared server: two runs' stacks on one server would
 // answer each other's requests. Arguments (files, `-t` filters) are the suite's, and such a run is the suite's
-// alone. Ctrl-C or a SIGTERM reaches both runs, which stop their servers before this exits.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+// alone. Ctrl-C or a SIGTERM reaches both runs, and what is left of them is stopped before this exits.
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runGroup, signalGroups } from './lib/process-group.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 const shared = Boolean(process.env.NATS_URL || process.env.REDIS_URL);
-const children = new Set();
 let stoppedBy;
 
-// Ctrl-C reaches every process of the terminal's group (the runs with it); a SIGTERM only this one: passed on
-process.on('SIGINT', () => (stoppedBy ??= 'SIGINT'));
-process.on('SIGTERM', () => {
-  stoppedBy ??= 'SIGTERM';
-  for (const child of children) child.kill('SIGTERM');
-});
-
-/** Runs a command to its end: its exit code, or 1 when a signal ended it. */
-function run(command, argv, stdio) {
-  if (stoppedBy) return Promise.resolve(1);
-  return new Promise((resolve) => {
-    const child = spawn(command, argv, { cwd: root, stdio });
-    children.add(child);
-    child.on('error', (error) => {
-      console.error(`[test] ${command} did not start: ${error.message}`);
-      children.delete(child);
-      resolve(1);
-    });
-    child.on('exit', (code) => {
-      children.delete(child);
-      resolve(code ?? 1);
-    });
+// each run has a process group of its own (lib/process-group.mjs): a signal to this process is passed on to
+// them, Ctrl-C included (a terminal's reaches this group only)
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    stoppedBy ??= signal;
+    signalGroups(signal);
   });
 }
 
+/** Runs a command to its end (and what it left of its group): its exit code, or 1 when a signal ended it. */
+const run = (command, argv, stdio) =>
+  stoppedBy ? Promise.resolve(1) : runGroup(command, argv, { cwd: root, stdio });
+
 // vitest itself, not through npx: npx does not pass a SIGTERM on, and vitest would go on orphaned
 const vitest = join(root, 'node_modules/vitest/vitest.mjs');
-const suiteRun = () => run(process.execPath, [vitest, 'run', ...args], 'inherit');
+// its input none: a process group of its own is a background one to a terminal, which stops it if it reads
+const suiteRun = () => run(process.execPath, [vitest, 'run', ...args], ['ignore', 'inherit', 'inherit']);
 const clusterRun = (stdio) => run(process.execPath, [join(root, 'scripts/test-cluster.mjs')], stdio);
 
 let suite;
@@ -58,7 +46,7 @@ if (args.length > 0) {
   suite = await suiteRun();
 } else if (shared) {
   suite = await suiteRun();
-  clustered = await clusterRun('inherit');
+  clustered = await clusterRun(['ignore', 'inherit', 'inherit']);
 } else {
   console.log(
     '[test] the storing services on a Redis Cluster run beside the suite; their output follows its',
@@ -70,13 +58,14 @@ if (args.length > 0) {
   suite = await suiteRun();
   console.log('\n[test] the suite is done; the storing services on a Redis Cluster, run beside it:');
   clustered = await cluster;
+  closeSync(logFd);
   process.stdout.write(readFileSync(logFile));
   rmSync(logDir, { recursive: true, force: true });
 }
+const outcome = (code) =>
+  stoppedBy ? `stopped by ${stoppedBy}` : code === 0 ? 'passed' : `failed (exit ${code})`;
 console.log(
-  `[test] suite: ${suite === 0 ? 'passed' : `failed (exit ${suite})`}; on a Redis Cluster: ${
-    args.length > 0 ? 'not run' : clustered === 0 ? 'passed' : `failed (exit ${clustered})`
-  }`,
+  `[test] suite: ${outcome(suite)}; on a Redis Cluster: ${args.length > 0 ? 'not run' : outcome(clustered)}`,
 );
 process.exitCode = stoppedBy
   ? 128 + (stoppedBy === 'SIGINT' ? 2 : 15)
