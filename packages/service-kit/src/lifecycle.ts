@@ -26,6 +26,21 @@ export interface ServiceOptions {
   stopOn?: ((stop: (reason: string, mode: StopMode) => void) => void) | undefined;
 }
 
+/** How long an exit waits for the logger's writes in flight (a write to a reader gone fails within it). */
+const EXIT_WRITES_MS = 100;
+
+/**
+ * Exits once the log's writes in flight have ended. pino writes stdout asynchronously and, at exit, writes
+ * what is still queued synchronously; sonic-boom 4 retries that write forever when it fails with anything but
+ * EAGAIN: a reader gone (EPIPE: its supervisor or benchmark exited first) kept a shut-down service alive,
+ * its main thread in flushSync's sleep loop, holding its ports (found 30 minutes on; in `flushSync` ←
+ * `autoEnd` ← process 'exit'). Let the write in flight end first: it succeeds, or fails and pino drops the
+ * stream, and nothing is left for the exit's own flush to loop on.
+ */
+function exitAfterWrites(code: number): void {
+  setTimeout(() => process.exit(code), EXIT_WRITES_MS);
+}
+
 /**
  * Owns a service process's lifecycle. The SIGTERM/SIGINT handler is installed before anything starts, so a
  * signal during startup waits for it and then shuts down instead of killing the process mid-way. `start`
@@ -56,11 +71,11 @@ export function runService(
       .then(
         () => {
           log.info('shutdown complete');
-          process.exit(exitCode);
+          exitAfterWrites(exitCode);
         },
         (err: unknown) => {
           log.error({ err: safeError(err) }, 'shutdown failed');
-          process.exit(1);
+          exitAfterWrites(1);
         },
       );
   };
