@@ -42,13 +42,19 @@ export const envOf = (text) =>
  * this machine's shared CPU on the bench itself, against the process that logs.
  */
 export function startProcess(file, env, ready, nodeArgs = []) {
+  // A service is started as `npm start` starts it (STACK_ID and an IPC channel): it stops when the channel
+  // closes, so a benchmark killed outright (SIGKILL, an OOM) leaves none of its services running on
+  // (one was found hours later, its bus long gone); a clean exit stops them with a SIGTERM as before.
+  const service = /[\\/]services[\\/][^\\/]+[\\/]dist[\\/]main\.js$/.test(file);
   return new Promise((resolve, reject) => {
     const child = stopOnExit(
       spawn(process.execPath, [...nodeArgs, file], {
-        env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { PATH: process.env.PATH, LOG_LEVEL: 'info', ...(service ? { STACK_ID: 'bench' } : {}), ...env },
+        stdio: service ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
       }),
     );
+    // the channel does not hold this process's exit
+    child.channel?.unref();
     let out = '';
     let isReady = false;
     // what it printed while starting (e.g. which NATS server it connected to), for benchmarks that ask
