@@ -26,7 +26,7 @@ import { PHONE_AUDIO } from './answer.js';
 import type { CallGrant, CallTokens } from './call-tokens.js';
 import type { PhoneCalls } from './phone-calls.js';
 import type { TwilioRest } from '../twilio/rest.js';
-import { isTwilioFormat, mediaPayloadOf, TwilioInbound, type TwilioStart } from './twilio-messages.js';
+import { isTwilioFormat, TwilioInbound, type TwilioStart } from './twilio-messages.js';
 
 export interface PhoneRelaySettings {
   /** How far ahead of real time the caller's audio may run before the socket is closed. */
@@ -140,16 +140,14 @@ export class PhoneRelay {
 
   private fromTwilio(data: Buffer, isBinary: boolean): void {
     if (this.closed) return;
-    let message: unknown;
-    try {
-      message = isBinary ? undefined : JSON.parse(data.toString('utf8'));
-    } catch {
-      message = undefined;
+    let parsed: ReturnType<typeof TwilioInbound.safeParse> | undefined;
+    if (!isBinary) {
+      try {
+        parsed = TwilioInbound.safeParse(JSON.parse(data.toString('utf8')));
+      } catch {
+        parsed = undefined;
+      }
     }
-    // the caller's audio, nearly every message: checked as zod would, without it
-    const payload = mediaPayloadOf(message);
-    if (payload !== undefined) return this.media(payload);
-    const parsed = message === undefined ? undefined : TwilioInbound.safeParse(message);
     if (!parsed?.success) {
       this.endReason = 'not a Twilio media stream message';
       this.refusal = 'bad_message';

@@ -19,12 +19,11 @@ const Start = z.object({
     }),
   }),
 });
-/** 20 ms is 160 bytes; a few seconds at most in one message. */
-const MEDIA_PAYLOAD_MAX = 64 * 1024;
 const Media = z.object({
   event: z.literal('media'),
   media: z.object({
-    payload: z.string().max(MEDIA_PAYLOAD_MAX),
+    // 20 ms is 160 bytes; a few seconds at most in one message
+    payload: z.string().max(64 * 1024),
     timestamp: z.union([z.string(), z.number()]).optional(),
     track: z.string().optional(),
   }),
@@ -43,21 +42,3 @@ export type TwilioStart = z.infer<typeof Start>;
 /** μ-law at 8 kHz, one channel: the only format a Twilio stream carries. */
 export const isTwilioFormat = (f: TwilioStart['start']['mediaFormat']) =>
   f.encoding === 'audio/x-mulaw' && f.sampleRate === 8000 && f.channels === 1;
-
-/**
- * A `media` message's payload, checked as `TwilioInbound` checks it, without zod: a call's audio is 50 of them
- * a second, and zod's parse of the union was ~4 % of the relay's event loop in a profile of 10 calls
- * (docs/performance.md › Phone calls). undefined for anything else (another event, or a message zod might
- * refuse): that goes through `TwilioInbound`, which decides.
- */
-export function mediaPayloadOf(message: unknown): string | undefined {
-  if (typeof message !== 'object' || message === null) return undefined;
-  const { event, media } = message as { event?: unknown; media?: unknown };
-  if (event !== 'media' || typeof media !== 'object' || media === null) return undefined;
-  const { payload, timestamp, track } = media as { payload?: unknown; timestamp?: unknown; track?: unknown };
-  if (typeof payload !== 'string' || payload.length > MEDIA_PAYLOAD_MAX) return undefined;
-  if (timestamp !== undefined && typeof timestamp !== 'string' && typeof timestamp !== 'number')
-    return undefined;
-  if (track !== undefined && typeof track !== 'string') return undefined;
-  return payload;
-}
