@@ -199,6 +199,11 @@ recount(KEYS[3], KEYS[1], KEYS[2], ARGV[1], 4)
 return 'ok'
 `;
 
+/** A stored call record with its analysis (stored apart: analyses come after the call, and again). */
+function callOf(raw: string, analysis: string | null | undefined): CallSummary {
+  return CallSummary.parse({ ...JSON.parse(raw), analysis: analysis ? JSON.parse(analysis) : null });
+}
+
 /** One side's figures as the judge reads them (live/canary.ts). */
 export interface CountedSide {
   judged: number;
@@ -322,8 +327,7 @@ export class CallsStore {
   ): Promise<{ call: CallSummary; raw: string } | null> {
     const [raw, analysis] = await this.redis.mget(ck.call(agentId, callId), ck.analysis(agentId, callId));
     if (!raw) return null;
-    const call = CallSummary.parse({ ...JSON.parse(raw), analysis: analysis ? JSON.parse(analysis) : null });
-    return { call, raw };
+    return { call: callOf(raw, analysis), raw };
   }
 
   /** Stores a job's analysis (at most one result per job; an older job never replaces a newer's). */
@@ -501,7 +505,7 @@ export class CallsStore {
     if (erased === null) throw new AppError('NOT_FOUND', `call ${callId} not found`);
     if (erased === 'active') throw new AppError('CONFLICT', 'the call is still going on: end it first');
     const [raw, analysis] = erased;
-    return CallSummary.parse({ ...JSON.parse(raw), analysis: analysis ? JSON.parse(analysis) : null });
+    return callOf(raw, analysis);
   }
 
   private get scripts() {
