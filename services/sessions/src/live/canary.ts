@@ -122,14 +122,7 @@ export async function listedSide(
     }
     cursor = page.nextCursor ?? undefined;
   } while (cursor);
-  return {
-    deployId: deploy.id,
-    judged,
-    passed,
-    successRate: judged > 0 ? round(passed / judged) : null,
-    timed: responses.length,
-    responseP50Ms: median(responses),
-  };
+  return sideOf(deploy.id, { judged, passed, timed: responses.length, responseP50Ms: median(responses) });
 }
 
 /**
