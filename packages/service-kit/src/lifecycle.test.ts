@@ -5,13 +5,18 @@ import { describe, expect, it } from 'vitest';
 
 const built = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 
-/** A service process as a supervisor runs it: its log on a pipe to its parent. */
+/**
+ * A service process as a supervisor runs it: its log on a pipe to its parent. Its work (a timer here, a NATS
+ * connection in a service) keeps it alive until its shutdown ends it: without it the process would end on its
+ * own, and its exit would say nothing of the stop's.
+ */
 const SERVICE = `
 import { createLogger, runService } from ${JSON.stringify(built)};
 const log = createLogger('probe', 'info');
 runService(log, 5000, async () => {
+  const work = setInterval(() => undefined, 1000);
   log.info('serving');
-  return async () => undefined;
+  return async () => clearInterval(work);
 });
 `;
 
@@ -28,13 +33,15 @@ describe('runService', () => {
       });
       // the supervisor goes away: nobody reads the log any more, and the stop comes as its last act
       child.stdout.destroy();
-      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      const exited = new Promise<string>((resolve) =>
+        child.on('exit', (code, signal) => resolve(signal ?? `exit ${code}`)),
+      );
       child.kill('SIGTERM');
       const code = await Promise.race([
         exited,
         new Promise((r) => setTimeout(() => r('still running'), 6000)),
       ]);
-      expect(code).toBe(0);
+      expect(code).toBe('exit 0');
     } finally {
       child.kill('SIGKILL');
     }
