@@ -13136,7 +13136,7 @@ export interface operations {
          * @example {
          *       "number": "+14155550100",
          *       "provider": "twilio",
-         *       "agentId": "<AGENT_ID>"
+         *       "agentId": "7d1e2f0c-9a44-4b6e-9a51-3c2f1e0d8b7a"
          *     }
          */
         'application/json': {
@@ -13382,7 +13382,7 @@ export interface operations {
       content: {
         /**
          * @example {
-         *       "agentId": "<AGENT_ID>"
+         *       "agentId": "7d1e2f0c-9a44-4b6e-9a51-3c2f1e0d8b7a"
          *     }
          */
         'application/json': {
