@@ -1,4 +1,5 @@
-# One image for every service; SERVICE picks which one runs (agents, sessions, gateway).
+# One image for every service; SERVICE picks which one runs (agents, sessions, playground, telephony, webhooks,
+# gateway).
 FROM node:22.12.0-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json turbo.json tsconfig.base.json ./
