@@ -1,13 +1,13 @@
 # One image for every service; SERVICE picks which one runs (agents, sessions, playground, telephony, webhooks,
 # gateway).
-FROM node:22.12.0-bookworm-slim AS build
+FROM node:22.13.1-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json turbo.json tsconfig.base.json ./
 COPY packages ./packages
 COPY services ./services
 RUN npm ci --no-audit --no-fund && npx turbo run build && npm prune --omit=dev
 
-FROM node:22.12.0-bookworm-slim
+FROM node:22.13.1-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=build --chown=node:node /app /app

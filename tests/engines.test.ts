@@ -45,6 +45,16 @@ describe('the lock file on the Node versions the README names', () => {
   });
 });
 
+describe('the image', () => {
+  it('runs a Node the engines field takes (its npm ci would print EBADENGINE otherwise)', () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { engines: { node: string } };
+    const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+    const versions = [...dockerfile.matchAll(/^FROM node:(\d+\.\d+\.\d+)/gm)].map((m) => m[1]!);
+    expect(versions.length).toBeGreaterThan(0);
+    expect(versions.filter((v) => !semver.satisfies(v, pkg.engines.node))).toEqual([]);
+  });
+});
+
 /** A lock entry's package name: the path after its last `node_modules/` (a scoped name keeps its scope). */
 const nameOf = (path: string) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
 /** An `allowScripts` key's package name: `name`, or `name@range` (a scoped name starts with its own `@`). */
