@@ -186,7 +186,9 @@ function answerUnrouted(app: FastifyInstance): void {
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]!;
     const allowed = new Set(served.filter((e) => e.pattern.test(path)).flatMap((e) => [...e.methods]));
-    if (allowed.size > 0 && req.method !== 'OPTIONS') {
+    // a served method that reached no route went to a path no route has (`/live/shop/`, a trailing slash):
+    // not a method's fault, and a 405 whose Allow names the method sent would contradict itself
+    if (allowed.size > 0 && req.method !== 'OPTIONS' && !allowed.has(req.method)) {
       const allow = [...allowed].sort().join(', ');
       void reply.header('allow', allow);
       return errorHandler(

@@ -3,7 +3,8 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
-import type { IncomingMessage } from 'node:http';
+import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { answerCall, failedTwiml } from '../calls/answer.js';
@@ -101,7 +102,10 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
       windowStart = now;
       total = 0;
     }
-    if (++total > deps.rate.total) return reply.code(429).send('too many requests');
+    if (++total > deps.rate.total) {
+      const seconds = Math.max(1, Math.ceil((windowStart + 60_000 - now) / 1000));
+      return reply.code(429).header('retry-after', String(seconds)).send('too many requests');
+    }
   });
   app.get('/healthz', async () => ({ status: 'ok' }));
 
@@ -201,21 +205,48 @@ async function recordStatus(
   );
 }
 
-/** The media WebSocket: its upgrade signed over the Stream URL exactly as the TwiML gave it. */
+/** The bytes that came after an upgrade request's headers (kept by the upgrade listener for `ws`). */
+const kHead = Symbol('media-upgrade-head');
+type UpgradeRequest = IncomingMessage & { [kHead]?: Buffer };
+const ignoreSocketError = () => undefined;
+
+/**
+ * The media WebSocket: its upgrade signed over the Stream URL exactly as the TwiML gave it. Upgrades reach the
+ * router as requests (as the gateway's do), so the listener's hooks — the per-address and total limits — count
+ * them like the webhooks: a signature seen once (it covers the URL alone, the same for every stream) opens no
+ * more sockets than the limits allow.
+ */
 function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps): void {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 128 * 1024 });
   let seq = 0;
-  app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const refuse = (status: number, text: string) => {
-      socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-    };
+  // Node takes its error listener off a socket it hands to an 'upgrade' listener: a client that resets it
+  // while the hooks run would be an unhandled 'error'; a socket's error destroys it already
+  app.server.on('connection', (socket: Socket) => socket.on('error', ignoreSocketError));
+  app.server.on('upgrade', (req: UpgradeRequest, socket: Duplex, head: Buffer) => {
+    socket.once('end', () => socket.destroy());
     try {
-      if (new URL(req.url ?? '/', 'http://x').pathname !== MEDIA_PATH) return refuse(404, 'Not Found');
-      const signature = req.headers[SIGNATURE_HEADER];
-      const url = calledUrl(req, deps.publicUrl, 'ws');
-      if (!validTwilioSignature(deps.authToken, typeof signature === 'string' ? signature : undefined, url))
-        return refuse(403, 'Forbidden');
-      wss.handleUpgrade(req, socket, head, (ws) => {
+      req[kHead] = head;
+      const response = new ServerResponse(req);
+      response.assignSocket(socket as Socket);
+      // an upgrade refused with an HTTP answer (403, 404, 429) is ended with it
+      response.on('finish', () => socket.destroy());
+      app.routing(req, response);
+    } catch (err) {
+      deps.log.error({ code: 'PHONE_RELAY_FAILED', err: safeError(err) }, 'media upgrade failed');
+      socket.destroy();
+    }
+  });
+  app.get(MEDIA_PATH, (req, reply) => {
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket')
+      return reply.code(426).header('upgrade', 'websocket').type('text/plain').send('a WebSocket');
+    const signature = req.headers[SIGNATURE_HEADER];
+    const url = calledUrl(req.raw, deps.publicUrl, 'ws');
+    if (!validTwilioSignature(deps.authToken, typeof signature === 'string' ? signature : undefined, url))
+      return reply.code(403).type('text/plain').send('signature check failed');
+    reply.hijack();
+    const raw = req.raw as UpgradeRequest;
+    try {
+      wss.handleUpgrade(raw, raw.socket, raw[kHead] ?? Buffer.alloc(0), (ws) => {
         new PhoneRelay({
           nc: deps.nc,
           bus: deps.bus,
@@ -230,7 +261,7 @@ function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps): voi
       });
     } catch (err) {
       deps.log.error({ code: 'PHONE_RELAY_FAILED', err: safeError(err) }, 'media upgrade failed');
-      socket.destroy();
+      raw.socket.destroy();
     }
   });
 }
