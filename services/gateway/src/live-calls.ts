@@ -13,7 +13,7 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createHmac, randomBytes } from 'node:crypto';
 import { addressKey } from './address.js';
-import { ticketOfRequest, windowText } from './security.js';
+import { bearer, ticketOfRequest, windowText } from './security.js';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
 import { resumeOf, type RelayTarget, type RelayVoice } from './voice-socket.js';
 
@@ -73,8 +73,7 @@ function keyGate(
     subdomain: string,
     verify: (key: string, origin: string | undefined) => Promise<{ keyId: string }>,
   ): Promise<string | undefined> => {
-    const auth = req.headers.authorization;
-    const key = auth?.startsWith('Bearer ') ? auth.slice(7).trim() : undefined;
+    const key = bearer(req);
     if (key === undefined) {
       if (!ownOrigin(req, subdomain, config.LIVE_DOMAIN))
         throw new AppError('UNAUTHORIZED', 'a call from another site needs a publishable key of this agent');

@@ -93,7 +93,7 @@ export function windowText(ms: number): string {
 
 // RFC 7235: the scheme is case-insensitive (`bearer`, `BEARER`)
 const BEARER = /^bearer +/i;
-function bearer(req: FastifyRequest): string | undefined {
+export function bearer(req: FastifyRequest): string | undefined {
   const h = req.headers.authorization;
   if (typeof h !== 'string' || !BEARER.test(h)) return undefined;
   return h.replace(BEARER, '').trim();
