@@ -28,3 +28,22 @@ describe('the telephony configuration', () => {
     );
   });
 });
+
+const base = { TWILIO_AUTH_TOKEN: 'x' };
+
+describe('TRUST_PROXY', () => {
+  it('takes addresses, CIDR ranges and proxy-addr range names; unset trusts no proxy', () => {
+    expect(loadConfig(base).TRUST_PROXY).toBeUndefined();
+    expect(loadConfig({ ...base, TRUST_PROXY: '' }).TRUST_PROXY).toBeUndefined();
+    expect(
+      loadConfig({ ...base, TRUST_PROXY: '10.0.0.0/8, 127.0.0.1,::1,fd00::/8,loopback' }).TRUST_PROXY,
+    ).toEqual(['10.0.0.0/8', '127.0.0.1', '::1', 'fd00::/8', 'loopback']);
+  });
+
+  it('refuses anything else, naming the variable and the entry', () => {
+    for (const bad of ['true', '2', '10.0.0.0/33', 'proxy.example.com', '10.0.0.1/8/1']) {
+      expect(() => loadConfig({ ...base, TRUST_PROXY: bad })).toThrow(/TRUST_PROXY/);
+    }
+    expect(() => loadConfig({ ...base, TRUST_PROXY: '10.0.0.1, nope' })).toThrow(/"nope"/);
+  });
+});

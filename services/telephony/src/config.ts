@@ -1,10 +1,36 @@
 import { envInt, envParsed, loadConfig as load, MetricsEnv, RedisEnv } from '@vab/service-kit';
 import { parseAllowList, type AllowEntry } from '@vab/egress';
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /** An empty variable counts as unset (compose passes `${X:-}` through as ''). */
 const unsetIfEmpty = <T extends z.ZodType>(schema: T) =>
   z.preprocess((v) => (v === '' ? undefined : v), schema);
+
+/** proxy-addr's names for address ranges (what Fastify's `trustProxy` takes besides addresses and CIDRs). */
+const PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * TRUST_PROXY: the proxies in front whose `X-Forwarded-For` names the client (addresses, CIDR ranges or
+ * proxy-addr's range names, comma-separated). Unset: none (the peer is the client).
+ */
+export function parseTrustProxy(text: string | undefined): string[] | undefined {
+  const t = text?.trim();
+  if (!t) return undefined;
+  const entries = t.split(',').map((e) => e.trim());
+  for (const entry of entries) {
+    const [address = '', bits, more] = entry.split('/');
+    const max = isIP(address) === 4 ? 32 : 128;
+    const valid =
+      PROXY_RANGES.has(entry) ||
+      (isIP(address) !== 0 &&
+        more === undefined &&
+        (bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= max)));
+    if (!valid)
+      throw new Error(`"${entry}" is not an address, a CIDR range, or loopback/linklocal/uniquelocal`);
+  }
+  return entries;
+}
 
 export type TelephonyConfig = ReturnType<typeof loadConfig>;
 
@@ -49,7 +75,12 @@ export function loadConfig(env: NodeJS.ProcessEnv) {
       CALL_TOKEN_TTL_MS: envInt(30_000, 1000),
       /** How far ahead of real time a media socket's audio may run before it is closed. */
       MEDIA_BURST_MS: envInt(2000, 100),
-      /** Webhook requests per minute from one address (IPv4, IPv6 /64), and in all. */
+      /** The TLS proxy in front, whose X-Forwarded-For names the client the limits count (parseTrustProxy). */
+      TRUST_PROXY: envParsed(parseTrustProxy),
+      /**
+       * Requests per minute from one address (IPv4, IPv6 /64), signed and unsigned each in a budget of its own,
+       * and signed ones in all.
+       */
       WEBHOOK_RATE_PER_ADDRESS: envInt(300, 1),
       WEBHOOK_RATE_TOTAL: envInt(6000, 1),
     },

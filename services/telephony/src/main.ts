@@ -25,6 +25,7 @@ runProcess({
         },
         relay: { burstMs: config.MEDIA_BURST_MS },
         rate: { perAddress: config.WEBHOOK_RATE_PER_ADDRESS, total: config.WEBHOOK_RATE_TOTAL },
+        trustProxy: config.TRUST_PROXY,
         host: config.TELEPHONY_HOST,
         port: config.TELEPHONY_PORT,
       },

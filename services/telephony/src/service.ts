@@ -38,6 +38,8 @@ export interface TelephonySettings {
   callTokenTtlMs: number;
   relay?: Partial<PhoneRelaySettings>;
   rate?: { perAddress: number; total: number };
+  /** The proxies whose X-Forwarded-For names the client (TRUST_PROXY); none: the peer is. */
+  trustProxy?: string[] | undefined;
   /** Where the HTTP listener listens (port 0: one the system picks). */
   host: string;
   port: number;
@@ -83,6 +85,7 @@ export async function startTelephonyService(deps: {
     publicUrl: settings.publicUrl,
     relay: { ...DEFAULT_PHONE_RELAY, ...settings.relay },
     rate: settings.rate ?? { perAddress: 300, total: 6000 },
+    trustProxy: settings.trustProxy,
   });
   const address = await http.listen({ host: settings.host, port: settings.port });
   log.info({ address }, 'telephony listening');

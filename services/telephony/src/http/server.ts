@@ -2,7 +2,12 @@ import rateLimit from '@fastify/rate-limit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
 import { Subjects } from '@vab/contracts';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -34,6 +39,8 @@ export interface TelephonyHttpDeps {
   publicUrl: string | undefined;
   relay: PhoneRelaySettings;
   rate: { perAddress: number; total: number };
+  /** The proxies whose X-Forwarded-For names the client the limits count (Fastify's `trustProxy`). */
+  trustProxy?: string[] | undefined;
 }
 
 /** Twilio's form-encoded parameters, in order, as signed. */
@@ -85,28 +92,13 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
     loggerInstance: deps.log as FastifyBaseLogger,
     bodyLimit: 64 * 1024,
     requestTimeout: 15_000,
+    ...(deps.trustProxy !== undefined ? { trustProxy: deps.trustProxy } : {}),
   });
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) =>
     done(null, [...new URLSearchParams(body as string)]),
   );
-  await app.register(rateLimit, {
-    max: deps.rate.perAddress,
-    timeWindow: 60_000,
-    keyGenerator: (req) => addressKey(req.ip),
-  });
-  let total = 0;
-  let windowStart = Date.now();
-  app.addHook('onRequest', async (_req, reply) => {
-    const now = Date.now();
-    if (now - windowStart > 60_000) {
-      windowStart = now;
-      total = 0;
-    }
-    if (++total > deps.rate.total) {
-      const seconds = Math.max(1, Math.ceil((windowStart + 60_000 - now) / 1000));
-      return reply.code(429).header('retry-after', String(seconds)).send('too many requests');
-    }
-  });
+  await app.register(rateLimit, { global: false });
+  const limits = requestLimits(app, deps.rate);
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   /** The form of a signed webhook, or a 403 sent (nothing started). */
@@ -126,6 +118,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
 
   app.post(VOICE_PATH, async (req, reply) => {
     const form = signedForm(req);
+    if (await limits.refused(req, reply, form !== undefined)) return reply;
     if (!form) return reply.code(403).type('text/plain').send('signature check failed');
     const params = new Map(form);
     const call = {
@@ -159,6 +152,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
 
   app.post(STATUS_PATH, async (req, reply) => {
     const form = signedForm(req);
+    if (await limits.refused(req, reply, form !== undefined)) return reply;
     if (!form) return reply.code(403).type('text/plain').send('signature check failed');
     const p = new Map(form);
     const callSid = p.get('CallSid') ?? '';
@@ -176,7 +170,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
     return reply.type('text/xml').send(EMPTY_TWIML);
   });
 
-  registerMediaSocket(app, deps);
+  registerMediaSocket(app, deps, limits);
   return app;
 }
 
@@ -205,6 +199,44 @@ async function recordStatus(
   );
 }
 
+interface RequestLimits {
+  /** Counts a request whose signature is known; true when it is over a limit (a 429 was sent). */
+  refused(req: FastifyRequest, reply: FastifyReply, signed: boolean): Promise<boolean>;
+}
+
+/**
+ * Requests a minute, counted once the signature is checked, in budgets of their own: one address's signed
+ * requests, all signed requests (a replayed signature: the media socket's covers its URL alone), one address's
+ * unsigned ones. Forged requests use up no budget of Twilio's own, so a flood of them (from one proxy's address,
+ * or from many) refuses no real call: counted before the check, it did. A forged request costs its parse (at
+ * most the 64 KiB body limit) and one HMAC, under the listener's connection and time bounds.
+ */
+function requestLimits(app: FastifyInstance, rate: TelephonyHttpDeps['rate']): RequestLimits {
+  const limit = (max: number, key: (req: FastifyRequest) => string) =>
+    app.createRateLimit({ max, timeWindow: 60_000, keyGenerator: key });
+  const signedChecks = [
+    limit(rate.perAddress, (req) => `signed:${addressKey(req.ip)}`),
+    limit(rate.total, () => 'signed'),
+  ];
+  const unsignedChecks = [limit(rate.perAddress, (req) => `unsigned:${addressKey(req.ip)}`)];
+  return {
+    async refused(req, reply, signed) {
+      for (const check of signed ? signedChecks : unsignedChecks) {
+        const counted = await check(req);
+        if (counted.isAllowed || !counted.isExceeded) continue;
+        const seconds = Math.max(1, Math.ceil(counted.ttl / 1000));
+        await reply
+          .code(429)
+          .header('retry-after', String(seconds))
+          .type('text/plain')
+          .send('too many requests');
+        return true;
+      }
+      return false;
+    },
+  };
+}
+
 /** The bytes that came after an upgrade request's headers (kept by the upgrade listener for `ws`). */
 const kHead = Symbol('media-upgrade-head');
 type UpgradeRequest = IncomingMessage & { [kHead]?: Buffer };
@@ -216,7 +248,7 @@ const ignoreSocketError = () => undefined;
  * them like the webhooks: a signature seen once (it covers the URL alone, the same for every stream) opens no
  * more sockets than the limits allow.
  */
-function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps): void {
+function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps, limits: RequestLimits): void {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 128 * 1024 });
   let seq = 0;
   // Node takes its error listener off a socket it hands to an 'upgrade' listener: a client that resets it
@@ -236,13 +268,18 @@ function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps): voi
       socket.destroy();
     }
   });
-  app.get(MEDIA_PATH, (req, reply) => {
+  app.get(MEDIA_PATH, async (req, reply) => {
     if (req.headers.upgrade?.toLowerCase() !== 'websocket')
       return reply.code(426).header('upgrade', 'websocket').type('text/plain').send('a WebSocket');
     const signature = req.headers[SIGNATURE_HEADER];
     const url = calledUrl(req.raw, deps.publicUrl, 'ws');
-    if (!validTwilioSignature(deps.authToken, typeof signature === 'string' ? signature : undefined, url))
-      return reply.code(403).type('text/plain').send('signature check failed');
+    const signed = validTwilioSignature(
+      deps.authToken,
+      typeof signature === 'string' ? signature : undefined,
+      url,
+    );
+    if (await limits.refused(req, reply, signed)) return reply;
+    if (!signed) return reply.code(403).type('text/plain').send('signature check failed');
     reply.hijack();
     const raw = req.raw as UpgradeRequest;
     try {

@@ -1,0 +1,143 @@
+import type { FastifyInstance } from 'fastify';
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '@vab/service-kit';
+import { twilioSignature } from '../twilio/signature.js';
+import { buildTelephonyHttp, MEDIA_PATH, STATUS_PATH, type TelephonyHttpDeps } from './server.js';
+
+const AUTH_TOKEN = 'twilio-auth-token-0123456789';
+
+/** The listener alone: nothing behind it is reached by these requests. */
+async function listener(
+  rate: TelephonyHttpDeps['rate'],
+  trustProxy?: string[],
+): Promise<{ app: FastifyInstance; port: number }> {
+  const app = await buildTelephonyHttp({
+    nc: {} as never,
+    bus: {} as never,
+    numbers: {} as never,
+    tokens: {} as never,
+    calls: {} as never,
+    twilio: {} as never,
+    log: createLogger('telephony-test', 'silent'),
+    authToken: AUTH_TOKEN,
+    publicUrl: undefined,
+    relay: { burstMs: 2000, startTimeoutMs: 10_000, attachTimeoutMs: 5000, liveProbeMs: 1000 },
+    rate,
+    trustProxy,
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return { app, port: address.port };
+}
+
+/**
+ * One upgrade of the media path, signed as Twilio signs it (the URL alone) or with a signature that does not
+ * match: its status line and headers (a socket that upgraded is closed by us once they came).
+ */
+function upgrade(port: number, signed = false): Promise<string> {
+  const signature = signed
+    ? twilioSignature(AUTH_TOKEN, `ws://127.0.0.1:${port}${MEDIA_PATH}`)
+    : 'bm90LWEtc2lnbmF0dXJl';
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () =>
+      socket.write(
+        `GET ${MEDIA_PATH} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+          'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+          `X-Twilio-Signature: ${signature}\r\n\r\n`,
+      ),
+    );
+    let answer = '';
+    socket.on('data', (d: Buffer) => {
+      answer += d.toString();
+      if (answer.startsWith('HTTP/1.1 101 ') && answer.includes('\r\n\r\n')) socket.destroy();
+    });
+    socket.on('close', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+/** A status callback (a call still ringing: nothing behind the listener is asked), signed or forged. */
+async function statusCallback(port: number, signed: boolean, forwardedFor?: string): Promise<Response> {
+  const form: [string, string][] = [
+    ['CallSid', 'CA0123456789abcdef0123456789abcdef'],
+    ['CallStatus', 'ringing'],
+  ];
+  const url = `http://127.0.0.1:${port}${STATUS_PATH}`;
+  return fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      'x-twilio-signature': signed ? twilioSignature(AUTH_TOKEN, url, form) : 'Zm9yZ2Vk',
+      ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}),
+    },
+    body: new URLSearchParams(form).toString(),
+  });
+}
+
+describe("the telephony listener's limits", () => {
+  let app: FastifyInstance | undefined;
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+  });
+
+  it("count an address's forged upgrades as its forged webhooks: past the limit 429 with Retry-After", async () => {
+    const started = await listener({ perAddress: 3, total: 1000 });
+    app = started.app;
+    expect((await statusCallback(started.port, false)).status).toBe(403);
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await upgrade(started.port));
+    expect(answers[0]).toMatch(/^HTTP\/1\.1 403 /);
+    expect(answers[1]).toMatch(/^HTTP\/1\.1 403 /);
+    expect(answers[2]).toMatch(/^HTTP\/1\.1 429 /);
+    expect(answers[2]).toMatch(/\r\nretry-after: \d+\r\n/i);
+  });
+
+  it("leave Twilio's own requests their budget when forged ones from the same address used theirs up", async () => {
+    const started = await listener({ perAddress: 2, total: 1000 });
+    app = started.app;
+    const forged = [];
+    for (let i = 0; i < 3; i++) forged.push((await statusCallback(started.port, false)).status);
+    expect(forged).toEqual([403, 403, 429]);
+    // behind a proxy every request comes from its address: a forger's flood refuses no real call
+    expect((await statusCallback(started.port, true)).status).toBe(200);
+    expect(await upgrade(started.port, true)).toMatch(/^HTTP\/1\.1 101 /);
+  });
+
+  it('count signed requests, upgrades with webhooks, per address and in all (a replayed signature)', async () => {
+    const started = await listener({ perAddress: 1000, total: 2 });
+    app = started.app;
+    expect(await upgrade(started.port, true)).toMatch(/^HTTP\/1\.1 101 /);
+    expect((await statusCallback(started.port, true)).status).toBe(200);
+    const over = await upgrade(started.port, true);
+    expect(over).toMatch(/^HTTP\/1\.1 429 /);
+    expect(over).toMatch(/\r\nretry-after: \d+\r\n/i);
+    expect((await statusCallback(started.port, true)).status).toBe(429);
+    // a forged request is not Twilio's: refused for its signature, from a budget of its own
+    expect((await statusCallback(started.port, false)).status).toBe(403);
+
+    const perAddress = await listener({ perAddress: 1, total: 1000 });
+    await app.close();
+    app = perAddress.app;
+    expect((await statusCallback(perAddress.port, true)).status).toBe(200);
+    expect((await statusCallback(perAddress.port, true)).status).toBe(429);
+  });
+
+  it('count the client a trusted proxy names (TRUST_PROXY), and only a trusted one', async () => {
+    const trusting = await listener({ perAddress: 1, total: 1000 }, ['127.0.0.1']);
+    app = trusting.app;
+    expect((await statusCallback(trusting.port, false, '203.0.113.5')).status).toBe(403);
+    expect((await statusCallback(trusting.port, false, '203.0.113.5')).status).toBe(429);
+    // another client behind the same proxy has its own budget
+    expect((await statusCallback(trusting.port, false, '203.0.113.6')).status).toBe(403);
+
+    const notTrusting = await listener({ perAddress: 1, total: 1000 });
+    await app.close();
+    app = notTrusting.app;
+    expect((await statusCallback(notTrusting.port, false, '203.0.113.5')).status).toBe(403);
+    // a header anyone can send names no one: the peer is the client
+    expect((await statusCallback(notTrusting.port, false, '203.0.113.6')).status).toBe(429);
+  });
+});
