@@ -17,3 +17,5 @@ export * from './fast-histogram.js';
 export * from './sealing.js';
 export * from './signed-tokens.js';
 export * from './socket-close.js';
+export * from './address-key.js';
+export * from './connection-cap.js';

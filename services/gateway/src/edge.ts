@@ -1,6 +1,12 @@
 import { context, propagation, ROOT_CONTEXT, trace, type Span } from '@opentelemetry/api';
 import { lazyChild, type Logger } from '@vab/bus';
-import { methodLabel, processMetrics, type AccessLog } from '@vab/service-kit';
+import {
+  capConnections,
+  DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+  methodLabel,
+  processMetrics,
+  type AccessLog,
+} from '@vab/service-kit';
 import { AppError, statusOfError } from '@vab/contracts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
@@ -10,7 +16,6 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorHandler } from './errors.js';
 import { drainOversizedBodies, registerJsonBodies } from './json-body.js';
-import { addressKey } from './address.js';
 import { registerSecurity, type SecurityConfig } from './security.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -67,7 +72,7 @@ export async function createEdge(opts: {
 
   // headers must arrive within the same bound (Node's default is 60 s; it may not exceed requestTimeout)
   app.server.headersTimeout = Math.min(app.server.headersTimeout, receiveTimeoutMs);
-  capConnections(app, opts.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS);
+  capConnections(app.server, opts.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS);
   // Node takes its error listener off a socket it hands to an 'upgrade' listener (ours, or the upstream
   // proxy's): a client that resets it while the edge's hooks run (a ticket's check is a bus request) would
   // then be an unhandled 'error', which ends the process. A socket's error destroys it already.
@@ -113,32 +118,6 @@ export async function createEdge(opts: {
 
 export const DEFAULT_RECEIVE_TIMEOUT_MS = 30_000;
 const ignoreSocketError = () => undefined;
-export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
-
-/**
- * At most `max` open connections per remote address: one more is closed as it is accepted (before a byte is
- * read), so one address cannot hold the process's file descriptors. Behind a reverse proxy every client
- * shares its address: raise it or turn it off (0) there, and let the proxy cap its clients.
- */
-function capConnections(app: FastifyInstance, max: number): void {
-  if (max <= 0) return;
-  const open = new Map<string, number>();
-  app.server.on('connection', (socket: Socket) => {
-    const address = addressKey(socket.remoteAddress ?? '');
-    const n = open.get(address) ?? 0;
-    if (n >= max) {
-      socket.destroy();
-      return;
-    }
-    open.set(address, n + 1);
-    socket.once('close', () => {
-      const left = (open.get(address) ?? 1) - 1;
-      if (left <= 0) open.delete(address);
-      else open.set(address, left);
-    });
-  });
-}
-
 /**
  * Node's own answers to a request it could not read (a malformed request line 400, headers past its limit
  * 431, a request that did not arrive in time 408), in this API's error shape instead of Fastify's.

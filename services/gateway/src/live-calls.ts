@@ -12,7 +12,7 @@ import {
 } from '@vab/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createHmac, randomBytes } from 'node:crypto';
-import { addressKey } from './address.js';
+import { addressKey } from '@vab/service-kit';
 import { bearer, ticketOfRequest, windowText } from './security.js';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
 import { resumeOf, type RelayTarget, type RelayVoice } from './voice-socket.js';

@@ -5,7 +5,7 @@ import { AppError, LIVE_PREFIX, PUBLIC_KEY_PREFIX } from '@vab/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { addressKey } from './address.js';
+import { addressKey } from '@vab/service-kit';
 import { TICKET_PARAM, type Tickets } from './tickets.js';
 
 export interface SecurityConfig {

@@ -75,6 +75,11 @@ export function loadConfig(env: NodeJS.ProcessEnv) {
       CALL_TOKEN_TTL_MS: envInt(30_000, 1000),
       /** How far ahead of real time a media socket's audio may run before it is closed. */
       MEDIA_BURST_MS: envInt(2000, 100),
+      /**
+       * Connections one address may hold open at once (0: no cap), as the gateway's: behind a proxy every
+       * connection is the proxy's (set 0 there and cap at the proxy).
+       */
+      MAX_CONNECTIONS_PER_ADDRESS: envInt(256, 0),
       /** The TLS proxy in front, whose X-Forwarded-For names the client the limits count (parseTrustProxy). */
       TRUST_PROXY: envParsed(parseTrustProxy),
       /**

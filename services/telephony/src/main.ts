@@ -26,6 +26,7 @@ runProcess({
         relay: { burstMs: config.MEDIA_BURST_MS },
         rate: { perAddress: config.WEBHOOK_RATE_PER_ADDRESS, total: config.WEBHOOK_RATE_TOTAL },
         trustProxy: config.TRUST_PROXY,
+        maxConnectionsPerAddress: config.MAX_CONNECTIONS_PER_ADDRESS,
         host: config.TELEPHONY_HOST,
         port: config.TELEPHONY_PORT,
       },

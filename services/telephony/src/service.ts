@@ -1,6 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { busClientOf, serve, type BusClient, type HandlerTable, type Logger, type Served } from '@vab/bus';
-import { idempotency, RedisIdempotencyStore } from '@vab/service-kit';
+import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, idempotency, RedisIdempotencyStore } from '@vab/service-kit';
 import type { RedisClient } from '@vab/storage';
 import { createEgressFetch, EgressPolicy, type AllowEntry } from '@vab/egress';
 import type { FastifyInstance } from 'fastify';
@@ -40,6 +40,8 @@ export interface TelephonySettings {
   rate?: { perAddress: number; total: number };
   /** The proxies whose X-Forwarded-For names the client (TRUST_PROXY); none: the peer is. */
   trustProxy?: string[] | undefined;
+  /** Connections one address may hold open at once (MAX_CONNECTIONS_PER_ADDRESS; 0: no cap). */
+  maxConnectionsPerAddress?: number;
   /** Where the HTTP listener listens (port 0: one the system picks). */
   host: string;
   port: number;
@@ -86,6 +88,7 @@ export async function startTelephonyService(deps: {
     relay: { ...DEFAULT_PHONE_RELAY, ...settings.relay },
     rate: settings.rate ?? { perAddress: 300, total: 6000 },
     trustProxy: settings.trustProxy,
+    maxConnectionsPerAddress: settings.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
   });
   const address = await http.listen({ host: settings.host, port: settings.port });
   log.info({ address }, 'telephony listening');

@@ -13,7 +13,7 @@ import {
 import { decodeRecording, levelOf, speak, VoiceClient, voiceFlow } from '@vab/testkit';
 import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addressKey } from '../../../services/gateway/src/address.js';
+import { addressKey } from '@vab/service-kit';
 import { lastUserText } from '../../../services/playground/test/openai-stub.js';
 import { joinCall, liveDeploy, sayAndHear, startWebCall } from '../../helpers/live.js';
 import { readSse } from '../../helpers/sse.js';

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@vab/service-kit';
 import { twilioSignature } from '../twilio/signature.js';
@@ -11,6 +11,7 @@ const AUTH_TOKEN = 'twilio-auth-token-0123456789';
 async function listener(
   rate: TelephonyHttpDeps['rate'],
   trustProxy?: string[],
+  maxConnectionsPerAddress = 1000,
 ): Promise<{ app: FastifyInstance; port: number }> {
   const app = await buildTelephonyHttp({
     nc: {} as never,
@@ -25,6 +26,7 @@ async function listener(
     relay: { burstMs: 2000, startTimeoutMs: 10_000, attachTimeoutMs: 5000, liveProbeMs: 1000 },
     rate,
     trustProxy,
+    maxConnectionsPerAddress,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
@@ -139,5 +141,28 @@ describe("the telephony listener's limits", () => {
     expect((await statusCallback(notTrusting.port, false, '203.0.113.5')).status).toBe(403);
     // a header anyone can send names no one: the peer is the client
     expect((await statusCallback(notTrusting.port, false, '203.0.113.6')).status).toBe(429);
+  });
+
+  it('hold at most MAX_CONNECTIONS_PER_ADDRESS connections from one address: one more is closed unread', async () => {
+    const started = await listener({ perAddress: 1000, total: 1000 }, undefined, 2);
+    app = started.app;
+    const open = (): Promise<Socket> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(started.port, '127.0.0.1', () => resolve(socket));
+        socket.on('error', reject);
+      });
+    const held = [await open(), await open()];
+    const third = await open();
+    const closedUnread = await new Promise<boolean>((resolve) => {
+      third.on('close', () => resolve(true));
+      third.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      third.on('data', () => resolve(false));
+    });
+    expect(closedUnread).toBe(true);
+    // one of the two let go: a connection is taken again
+    held[0]!.destroy();
+    await new Promise((r) => held[0]!.once('close', r));
+    await expect.poll(async () => (await fetch(`http://127.0.0.1:${started.port}/healthz`)).status).toBe(200);
+    held[1]!.destroy();
   });
 });

@@ -1,6 +1,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
+import { addressKey, capConnections } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import Fastify, {
   type FastifyBaseLogger,
@@ -41,6 +42,8 @@ export interface TelephonyHttpDeps {
   rate: { perAddress: number; total: number };
   /** The proxies whose X-Forwarded-For names the client the limits count (Fastify's `trustProxy`). */
   trustProxy?: string[] | undefined;
+  /** Connections one address may hold open at once (0: no cap). */
+  maxConnectionsPerAddress: number;
 }
 
 /** Twilio's form-encoded parameters, in order, as signed. */
@@ -58,13 +61,6 @@ export function callerKeys(authToken: string): (number: string) => string | unde
     /^\+\d{7,15}$/.test(number) && number !== '+266696687'
       ? createHmac('sha256', key).update(number).digest('base64url').slice(0, 32)
       : undefined;
-}
-
-/** An address's rate-limit key: IPv4 whole, IPv6 by its /64 (one host's whole allocation). */
-export function addressKey(ip: string): string {
-  if (!ip.includes(':') || ip.startsWith('::ffff:')) return ip.replace(/^::ffff:/, '');
-  const groups = ip.split('::')[0]!.split(':');
-  return `${groups.slice(0, 4).join(':')}::/64`;
 }
 
 /** The URL Twilio called, as it signed it: the public base (or the Host) with the path and query. */
@@ -97,6 +93,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) =>
     done(null, [...new URLSearchParams(body as string)]),
   );
+  capConnections(app.server, deps.maxConnectionsPerAddress);
   await app.register(rateLimit, { global: false });
   const limits = requestLimits(app, deps.rate);
   app.get('/healthz', async () => ({ status: 'ok' }));

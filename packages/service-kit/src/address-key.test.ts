@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addressKey } from './address.js';
+import { addressKey } from './address-key.js';
 
 describe('addressKey', () => {
   it('counts IPv4 as it is, IPv4-mapped IPv6 as IPv4, and IPv6 by its /64', () => {
