@@ -136,6 +136,23 @@ describe('calls', () => {
     await admit(deploy.subdomain, 'other-address');
   });
 
+  it('records one refusal of a caller at a cap a minute, not one per try: a retrying caller is one missed call', async () => {
+    const agentId = (await http.post('/api/agents', { name: 'Full line', flow })).body.id as string;
+    const deploy = await liveDeploy(http, agentId, { maxConcurrentCalls: 1 });
+    await admit(deploy.subdomain, 'first-caller');
+    for (let i = 0; i < 4; i++) {
+      const refused = await admit(deploy.subdomain, 'retrying-caller').catch((e: unknown) => e);
+      expect(refused).toMatchObject({ code: 'CAPACITY_EXHAUSTED', retryAfterSeconds: 5 });
+    }
+    await admit(deploy.subdomain, 'another-caller').catch((e: unknown) => e);
+    const listed = await http.get<{ calls: CallSummary[] }>(`/api/agents/${agentId}/calls`);
+    expect(listed.body.calls.map((c) => [c.status, c.endedReason])).toEqual([
+      ['ended', 'busy'],
+      ['ended', 'busy'],
+      ['active', null],
+    ]);
+  });
+
   it('a caller talks to the live version over the voice socket; the call lists as web, hung up by the caller', async () => {
     const spoken = speak('I would like to book an appointment');
     hearing.willHear('I would like to book an appointment');

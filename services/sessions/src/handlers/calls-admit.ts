@@ -36,8 +36,9 @@ const toNextUtcDay = (now: number) => Math.ceil((86_400_000 - (now % 86_400_000)
  * The playground asks before it hosts a call: the agent's live deploy (by subdomain or agent) or its canary
  * for the canary's share of callers, that deploy's caps
  * (LIVE_MAX_CALLS_PER_ADDRESS, maxConcurrentCalls, dailyCallCap), the sealed credentials. A refusal is
- * recorded as a call ended `busy` (a missed call the builder sees) and answered CAPACITY_EXHAUSTED (the
- * deploy's caps) or RATE_LIMITED (the address's), with when to retry.
+ * recorded as a call ended `busy` (a missed call the builder sees; a caller's first at its cap within a
+ * minute: `recordsRefusal`) and answered CAPACITY_EXHAUSTED (the deploy's caps) or RATE_LIMITED (the
+ * address's), with when to retry.
  */
 export const callsAdmit =
   ({ store, agents, calls, live, events, canary, canaryStickyMs }: Deps): Handler<'sessions.calls.admit'> =>
@@ -68,9 +69,12 @@ export const callsAdmit =
     const admitted = await calls.admit(call);
     if (!admitted.ok) {
       const kind: BusyKind = admitted.kind;
-      const busy = await calls.create(call, kind);
-      await events.publish(agentId, 'call.ended', { call: busy });
-      ctx.log.info({ agentId, callId: call.callId, kind }, 'call refused at a cap');
+      const recorded = await calls.recordsRefusal(agentId, kind, req.callerKey ?? req.addressKey);
+      if (recorded) {
+        const busy = await calls.create(call, kind);
+        await events.publish(agentId, 'call.ended', { call: busy });
+      }
+      ctx.log.info({ agentId, callId: call.callId, kind, recorded }, 'call refused at a cap');
       const retryAfterSeconds = kind === 'daily_call_cap' ? toNextUtcDay(Date.now()) : 5;
       throw kind === 'per_address'
         ? new AppError('RATE_LIMITED', 'too many calls from this address at once', { retryAfterSeconds })

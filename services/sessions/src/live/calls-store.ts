@@ -33,7 +33,17 @@ const ck = {
   open: 'ss:{open}:calls',
   /** Calls one address holds at once, across agents (own slot on a cluster). */
   address: (addressKey: string) => `ss:{addr}:${addressKey}`,
+  /** A refusal of this caller at this cap was recorded within the window (`REFUSALS_RECORDED_EVERY_MS`). */
+  refused: (agentId: string, kind: BusyKind, callerKey: string) =>
+    `ss:{${agentId}}:refused:${kind}:${callerKey}`,
 };
+
+/**
+ * One refusal of a caller at one cap is recorded per minute: a caller retrying a full deploy (or a script
+ * from one address) is one missed call a minute to the builder, not a record and a `call.ended` delivery per
+ * try, kept for the retention (each try is still refused, and logged).
+ */
+export const REFUSALS_RECORDED_EVERY_MS = 60_000;
 
 /**
  * KEYS: active zset, daily counter. ARGV: callId, now, stale-before, maxConcurrent, dailyCap ('' = none).
@@ -277,6 +287,16 @@ export class CallsStore {
       return { ok: false, kind: taken };
     }
     return { ok: true };
+  }
+
+  /**
+   * Whether this refusal is to be recorded: the caller's first at this cap within `REFUSALS_RECORDED_EVERY_MS`
+   * (a caller without a key — a withheld number — always is).
+   */
+  async recordsRefusal(agentId: string, kind: BusyKind, callerKey: string | undefined): Promise<boolean> {
+    if (callerKey === undefined) return true;
+    const key = ck.refused(agentId, kind, callerKey);
+    return (await storage(() => this.redis.set(key, '1', 'PX', REFUSALS_RECORDED_EVERY_MS, 'NX'))) === 'OK';
   }
 
   /** Records a call: active (admitted) or ended at once (refused: `busy`, a missed call the builder sees). */
