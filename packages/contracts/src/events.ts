@@ -106,6 +106,23 @@ export const SessionEventPayloads = {
 export type SessionEventType = keyof typeof SessionEventPayloads;
 export const SESSION_EVENT_TYPES = Object.keys(SessionEventPayloads) as SessionEventType[];
 
+/**
+ * The events a public call's socket sends its caller (docs/api.md › Starting a public call): what a talk page
+ * shows — the agent's state, the transcript as it happens, the start, the end, an error — and none of what is
+ * the builder's (tool calls with their arguments and results, branch decisions, post-processing, steps,
+ * figures, usage), which a flow may fill with its back end's data. The builder's own streams send every event.
+ */
+export const PUBLIC_CALL_EVENT_TYPES: ReadonlySet<SessionEventType> = new Set<SessionEventType>([
+  'session_started',
+  'session_ended',
+  'agent_state',
+  'user_turn',
+  'dtmf',
+  'agent_reply_delta',
+  'agent_reply',
+  'error',
+]);
+
 const eventOf = <T extends SessionEventType>(type: T) =>
   SessionEventPayloads[type].extend({ ...Envelope, type: z.literal(type) });
 

@@ -6,6 +6,7 @@ import {
   LiveCallStarted,
   LiveParams,
   agentOfResumeToken,
+  PUBLIC_CALL_EVENT_TYPES,
   PUBLIC_KEY_PREFIX,
   StartLiveCallBody,
   Subjects,
@@ -231,6 +232,7 @@ export function registerLiveCalls(
         sessionId: callId,
         resume,
         end: hangUp(bus, agentId, callId),
+        events: PUBLIC_CALL_EVENT_TYPES,
       });
     },
   );

@@ -7,6 +7,7 @@ import {
   Subjects,
   TestSessionParams,
   type MediaRefusalKind,
+  type SessionEventType,
   VOICE_CONTROL_HEADER,
   VoiceAttached,
   VoiceClientMessage,
@@ -174,6 +175,11 @@ export interface RelayTarget {
         refusal?: MediaRefusalKind | undefined,
       ) => Promise<unknown>)
     | undefined;
+  /**
+   * The session's events the client is sent (their `type`), when not all: a public call's caller gets what a
+   * talk page shows (`PUBLIC_CALL_EVENT_TYPES`), never the builder's tool calls, results or figures.
+   */
+  events?: ReadonlySet<SessionEventType> | undefined;
 }
 
 /** Upgrades a request to the voice protocol's socket, relayed to `target` (already authorised by its route). */
@@ -224,6 +230,7 @@ class VoiceRelay {
       requestId: string;
       end?: RelayTarget['end'];
       resume?: VoiceResumeToken | undefined;
+      events?: RelayTarget['events'];
     },
   ) {
     this.control.set(VOICE_CONTROL_HEADER, '1');
@@ -443,6 +450,8 @@ class VoiceRelay {
   /** One of the session's events, its JSON as stored. */
   private event(json: string): void {
     if (this.closed) return;
+    const only = this.deps.events;
+    if (only && !only.has((JSON.parse(json) as { type: SessionEventType }).type)) return;
     this.send(`{"type":"event","event":${json}}`);
   }
 

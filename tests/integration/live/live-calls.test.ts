@@ -7,8 +7,10 @@ import {
   domainEventSubject,
   EVENTS_STREAM,
   eventsSubject,
+  PUBLIC_CALL_EVENT_TYPES,
   Subjects,
   type CallSummary,
+  type SessionEventType,
 } from '@vab/contracts';
 import { decodeRecording, levelOf, speak, VoiceClient, voiceFlow } from '@vab/testkit';
 import { createHmac, randomBytes } from 'node:crypto';
@@ -215,6 +217,15 @@ describe('calls', () => {
     expect(said).toContain('I would like to book an appointment');
     const replies = frames.filter((f) => f.event === 'agent_reply').map((f) => JSON.parse(f.data).text);
     expect(replies).toContain('ok: I would like to book an appointment');
+    // the caller's socket had what a talk page shows of them, and none of the builder's own (steps, figures)
+    const toCaller = new Set(client.events.map((e) => e.type));
+    expect(toCaller).toContain('agent_reply');
+    expect([...toCaller].filter((t) => !PUBLIC_CALL_EVENT_TYPES.has(t as SessionEventType))).toEqual([]);
+    const builderOnly = new Set(
+      frames.map((f) => f.event).filter((t) => !PUBLIC_CALL_EVENT_TYPES.has(t as SessionEventType)),
+    );
+    expect(builderOnly).toContain('step_entered');
+    expect(builderOnly).toContain('turn_metrics');
     // resumable: after a Last-Event-ID, the events that followed it, to the end
     const resumeAfter = frames[2]!.id!;
     const resumed = await readSse(
