@@ -94,6 +94,19 @@ describe('docker-compose.yml', () => {
       expect(header, `the header names ${name}`).toContain(name);
   });
 
+  it("takes telephony's behind-the-proxy settings from .env, under the names docs/operations.md gives", () => {
+    const operations = readFileSync(join(root, 'docs', 'operations.md'), 'utf8');
+    const telephony = compose.services.telephony!.environment ?? {};
+    // behind the TLS proxy every connection is the proxy's: a cap an operator cannot lift refuses real calls
+    for (const name of ['TRUST_PROXY', 'MAX_CONNECTIONS_PER_ADDRESS']) {
+      const form = new RegExp(`^\\$\\{(TELEPHONY_${name}):-(.*)\\}$`).exec(telephony[name] ?? '');
+      expect(form, `telephony takes ${name} from .env`).not.toBeNull();
+      expect(operations, `docs/operations.md names ${form![1]} under compose`).toMatch(
+        new RegExp(`Under compose: [^.]*\\b${form![1]}\\b`),
+      );
+    }
+  });
+
   it("pins every image to a version, the Dockerfile's base too", () => {
     const full = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
       services: Record<string, { image?: string }>;
