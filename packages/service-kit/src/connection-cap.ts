@@ -9,12 +9,13 @@ export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
  * At most `max` open connections per remote address (an IPv6 address by its /64): one more is closed as it is
  * accepted, before a byte is read, so one address cannot hold the process's file descriptors (issue 35: 19,500
  * trickling sockets from one address took the gateway to its limit). Behind a reverse proxy every client
- * shares its address: raise it or turn it off (0) there, and let the proxy cap its clients.
+ * shares its address: raise it or turn it off (0) there, or name the proxy in `exempt` (it caps its clients).
  */
-export function capConnections(server: Server, max: number): void {
+export function capConnections(server: Server, max: number, exempt?: (ip: string) => boolean): void {
   if (max <= 0) return;
   const open = new Map<string, number>();
   server.on('connection', (socket: Socket) => {
+    if (exempt?.(socket.remoteAddress ?? '')) return;
     const address = addressKey(socket.remoteAddress ?? '');
     const n = open.get(address) ?? 0;
     if (n >= max) {

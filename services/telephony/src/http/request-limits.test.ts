@@ -108,14 +108,18 @@ describe("the telephony listener's limits", () => {
     expect(await upgrade(started.port, true)).toMatch(/^HTTP\/1\.1 101 /);
   });
 
-  it('count signed requests, upgrades with webhooks, per address and in all (a replayed signature)', async () => {
+  it('count signed requests per address and in all, upgrades and webhooks each in a budget of their own', async () => {
     const started = await listener({ perAddress: 1000, total: 2 });
     app = started.app;
+    // a media signature covers its URL alone: replayed past the upgrades' budget, it is refused…
     expect(await upgrade(started.port, true)).toMatch(/^HTTP\/1\.1 101 /);
-    expect((await statusCallback(started.port, true)).status).toBe(200);
+    expect(await upgrade(started.port, true)).toMatch(/^HTTP\/1\.1 101 /);
     const over = await upgrade(started.port, true);
     expect(over).toMatch(/^HTTP\/1\.1 429 /);
     expect(over).toMatch(/\r\nretry-after: \d+\r\n/i);
+    // …and the webhooks keep theirs: calls are still answered
+    expect((await statusCallback(started.port, true)).status).toBe(200);
+    expect((await statusCallback(started.port, true)).status).toBe(200);
     expect((await statusCallback(started.port, true)).status).toBe(429);
     // a forged request is not Twilio's: refused for its signature, from a budget of its own
     expect((await statusCallback(started.port, false)).status).toBe(403);
@@ -162,7 +166,38 @@ describe("the telephony listener's limits", () => {
     // one of the two let go: a connection is taken again
     held[0]!.destroy();
     await new Promise((r) => held[0]!.once('close', r));
-    await expect.poll(async () => (await fetch(`http://127.0.0.1:${started.port}/healthz`)).status).toBe(200);
+    await expect
+      .poll(async () => (await fetch(`http://127.0.0.1:${started.port}/healthz`)).status, { timeout: 10_000 })
+      .toBe(200);
     held[1]!.destroy();
+  });
+
+  it("leave a trusted proxy uncapped: its connections are its clients' (every call's stream comes through it)", async () => {
+    const started = await listener({ perAddress: 1000, total: 1000 }, ['127.0.0.1'], 2);
+    app = started.app;
+    const held = await Promise.all(
+      [1, 2, 3].map(
+        () =>
+          new Promise<Socket>((resolve, reject) => {
+            const socket = connect(started.port, '127.0.0.1', () => resolve(socket));
+            socket.on('error', reject);
+          }),
+      ),
+    );
+    const third = held[2]!;
+    const answer = await new Promise<string>((resolve) => {
+      let got = '';
+      // a capped connection is closed as it is accepted: it answers nothing
+      third.on('close', () => resolve(got));
+      third.on('data', (d: Buffer) => {
+        got += d.toString();
+        if (got.includes('\r\n\r\n')) resolve(got);
+      });
+      if (third.destroyed) resolve(got);
+      else third.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    });
+    // held connections would keep the listener's close (afterEach) waiting, a failed check's included
+    held.forEach((socket) => socket.destroy());
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
   });
 });

@@ -1,7 +1,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
-import { addressKey, capConnections } from '@vab/service-kit';
+import { addressKey, addressMatcher, capConnections } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import Fastify, {
   type FastifyBaseLogger,
@@ -93,7 +93,12 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) =>
     done(null, [...new URLSearchParams(body as string)]),
   );
-  capConnections(app.server, deps.maxConnectionsPerAddress);
+  // a trusted proxy's connections are its clients' (it caps them): every call's media stream comes through it
+  capConnections(
+    app.server,
+    deps.maxConnectionsPerAddress,
+    deps.trustProxy ? addressMatcher(deps.trustProxy) : undefined,
+  );
   await app.register(rateLimit, { global: false });
   const limits = requestLimits(app, deps.rate);
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -115,7 +120,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
 
   app.post(VOICE_PATH, async (req, reply) => {
     const form = signedForm(req);
-    if (await limits.refused(req, reply, form !== undefined)) return reply;
+    if (await limits.refused(req, reply, 'webhook', form !== undefined)) return reply;
     if (!form) return reply.code(403).type('text/plain').send('signature check failed');
     const params = new Map(form);
     const call = {
@@ -149,7 +154,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
 
   app.post(STATUS_PATH, async (req, reply) => {
     const form = signedForm(req);
-    if (await limits.refused(req, reply, form !== undefined)) return reply;
+    if (await limits.refused(req, reply, 'webhook', form !== undefined)) return reply;
     if (!form) return reply.code(403).type('text/plain').send('signature check failed');
     const p = new Map(form);
     const callSid = p.get('CallSid') ?? '';
@@ -196,29 +201,38 @@ async function recordStatus(
   );
 }
 
+/** What a request is to the limits: a webhook (voice, status) or a media socket's upgrade. */
+type LimitedKind = 'webhook' | 'media';
+
 interface RequestLimits {
   /** Counts a request whose signature is known; true when it is over a limit (a 429 was sent). */
-  refused(req: FastifyRequest, reply: FastifyReply, signed: boolean): Promise<boolean>;
+  refused(req: FastifyRequest, reply: FastifyReply, kind: LimitedKind, signed: boolean): Promise<boolean>;
 }
 
 /**
  * Requests a minute, counted once the signature is checked, in budgets of their own: one address's signed
- * requests, all signed requests (a replayed signature: the media socket's covers its URL alone), one address's
- * unsigned ones. Forged requests use up no budget of Twilio's own, so a flood of them (from one proxy's address,
- * or from many) refuses no real call: counted before the check, it did. A forged request costs its parse (at
- * most the 64 KiB body limit) and one HMAC, under the listener's connection and time bounds.
+ * webhooks, all signed webhooks, and the same two for the media socket's upgrades; one address's unsigned
+ * requests. Forged requests use up no budget of Twilio's own, so a flood of them (from one proxy's address,
+ * or from many) refuses no real call: counted before the check, it did. The media upgrade's signature covers
+ * its URL alone, the same for every stream: one seen once can be replayed, and its replays use up the
+ * upgrades' budgets, never the webhooks' (a call is still answered, with its TwiML). A forged request costs
+ * its parse (at most the 64 KiB body limit) and one HMAC, under the listener's connection and time bounds.
  */
 function requestLimits(app: FastifyInstance, rate: TelephonyHttpDeps['rate']): RequestLimits {
   const limit = (max: number, key: (req: FastifyRequest) => string) =>
     app.createRateLimit({ max, timeWindow: 60_000, keyGenerator: key });
-  const signedChecks = [
-    limit(rate.perAddress, (req) => `signed:${addressKey(req.ip)}`),
-    limit(rate.total, () => 'signed'),
+  const signedChecks = (kind: LimitedKind) => [
+    limit(rate.perAddress, (req) => `${kind}:${addressKey(req.ip)}`),
+    limit(rate.total, () => kind),
   ];
-  const unsignedChecks = [limit(rate.perAddress, (req) => `unsigned:${addressKey(req.ip)}`)];
+  const checks = {
+    webhook: signedChecks('webhook'),
+    media: signedChecks('media'),
+    unsigned: [limit(rate.perAddress, (req) => `unsigned:${addressKey(req.ip)}`)],
+  };
   return {
-    async refused(req, reply, signed) {
-      for (const check of signed ? signedChecks : unsignedChecks) {
+    async refused(req, reply, kind, signed) {
+      for (const check of checks[signed ? kind : 'unsigned']) {
         const counted = await check(req);
         if (counted.isAllowed || !counted.isExceeded) continue;
         const seconds = Math.max(1, Math.ceil(counted.ttl / 1000));
@@ -275,7 +289,7 @@ function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps, limi
       typeof signature === 'string' ? signature : undefined,
       url,
     );
-    if (await limits.refused(req, reply, signed)) return reply;
+    if (await limits.refused(req, reply, 'media', signed)) return reply;
     if (!signed) return reply.code(403).type('text/plain').send('signature check failed');
     reply.hijack();
     const raw = req.raw as UpgradeRequest;
