@@ -69,9 +69,14 @@ export const callsAdmit =
     const admitted = await calls.admit(call);
     if (!admitted.ok) {
       const kind: BusyKind = admitted.kind;
-      const recorded = await calls.recordsRefusal(agentId, kind, req.callerKey ?? req.addressKey);
+      const callerKey = req.callerKey ?? req.addressKey;
+      const recorded = await calls.recordsRefusal(agentId, kind, callerKey);
       if (recorded) {
-        const busy = await calls.create(call, kind);
+        const busy = await calls.create(call, kind).catch(async (err: unknown) => {
+          // not recorded after all: the caller's next refusal is
+          await calls.forgetRefusal(agentId, kind, callerKey).catch(() => undefined);
+          throw err;
+        });
         await events.publish(agentId, 'call.ended', { call: busy });
       }
       ctx.log.info({ agentId, callId: call.callId, kind, recorded }, 'call refused at a cap');

@@ -299,6 +299,11 @@ export class CallsStore {
     return (await storage(() => this.redis.set(key, '1', 'PX', REFUSALS_RECORDED_EVERY_MS, 'NX'))) === 'OK';
   }
 
+  /** A refusal `recordsRefusal` allowed was not recorded (its write failed): the next one is. */
+  async forgetRefusal(agentId: string, kind: BusyKind, callerKey: string | undefined): Promise<void> {
+    if (callerKey !== undefined) await storage(() => this.redis.del(ck.refused(agentId, kind, callerKey)));
+  }
+
   /** Records a call: active (admitted) or ended at once (refused: `busy`, a missed call the builder sees). */
   async create(c: NewCall, busy?: BusyKind): Promise<CallSummary> {
     const now = Date.now();
