@@ -255,9 +255,9 @@ const ignoreSocketError = () => undefined;
 
 /**
  * The media WebSocket: its upgrade signed over the Stream URL exactly as the TwiML gave it. Upgrades reach the
- * router as requests (as the gateway's do), so the listener's hooks — the per-address and total limits — count
- * them like the webhooks: a signature seen once (it covers the URL alone, the same for every stream) opens no
- * more sockets than the limits allow.
+ * router as requests (as the gateway's do), under the listener's connection, time and size bounds, and the
+ * route counts them in the upgrades' budgets (`requestLimits`): a signature seen once (it covers the URL alone,
+ * the same for every stream) opens no more sockets than those allow.
  */
 function registerMediaSocket(app: FastifyInstance, deps: TelephonyHttpDeps, limits: RequestLimits): void {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 128 * 1024 });
