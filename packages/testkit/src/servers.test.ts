@@ -65,6 +65,19 @@ describe('local servers', () => {
     },
   );
 
+  it('are stopped when the process that started them is killed outright (SIGKILL: no exit handler runs)', async () => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const line = await new Promise<string>((resolve) =>
+      child.stdout.once('data', (d: Buffer) => resolve(d.toString())),
+    );
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+    expect(await allRefused(JSON.parse(line) as { nats: number; redis: number })).toBe(true);
+  });
+
   it('are stopped when the process that started them fails before disposing of them', async () => {
     const run = promisify(execFile);
     const failed = await run(process.execPath, ['--input-type=module', '-e', failsHalfWay]).catch(

@@ -64,6 +64,19 @@ function onSignal(signal: NodeJS.Signals): void {
   process.kill(process.pid, signal);
 }
 
+/**
+ * The command as one that gets SIGTERM when this process dies, however it dies (`kill -9`, the OOM killer):
+ * `stopOnExit` covers every other end, and the servers have no channel of their own to watch. util-linux's
+ * `setpriv --pdeathsig` (Linux, every Debian) sets it and then execs the server, so the child's pid is the
+ * server's; without it, the command as it is. The signal follows the thread that spawned the child, which is
+ * the process's main thread here (tests and benchmarks start their servers from it).
+ */
+function diesWithParent(command: string, args: string[]): [string, string[]] {
+  return hasSetpriv() ? ['setpriv', ['--pdeathsig', 'SIGTERM', '--', command, ...args]] : [command, args];
+}
+let setprivFound: boolean | undefined;
+const hasSetpriv = () => (setprivFound ??= process.platform === 'linux' && hasBinary('setpriv'));
+
 /** A server this process runs as a child (nats-server, redis-server), stopped when this process exits. */
 export class LocalProcessServer implements TestServer {
   private child: ChildProcess | undefined;
@@ -78,8 +91,9 @@ export class LocalProcessServer implements TestServer {
   ) {}
 
   async start(): Promise<void> {
+    const [command, args] = diesWithParent(this.command, this.args);
     const child = stopOnExit(
-      spawn(this.command, this.args, {
+      spawn(command, args, {
         stdio: ['ignore', 'ignore', 'pipe'],
         env: { ...process.env, ...this.env },
       }),
