@@ -66,6 +66,20 @@ return redis.call('HGETALL', KEYS[1])
 `;
 
 /**
+ * KEYS: a sorted-set index. ARGV: member, score (ms). Indexes the member at that score, or, when it has that
+ * score already, one ms later: each write leaves a score of its own, so FORGET_INDEXED by whoever wrote (or
+ * read) an earlier one never takes out a write made since, even in the same millisecond. Returns
+ * { 1 when the member was not indexed, the score written }.
+ */
+export const INDEX_ANEW = `
+local at = tonumber(ARGV[2])
+local was = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if was and tonumber(was) >= at then at = tonumber(was) + 1 end
+local added = redis.call('ZADD', KEYS[1], at, ARGV[1])
+return { added, tostring(at) }
+`;
+
+/**
  * KEYS: a sorted-set index. ARGV: member, score. Removes the member only while it has that score: an entry
  * written again since (a move to canary indexing it anew) is not taken out by whoever read or wrote it before.
  */

@@ -25,6 +25,7 @@ import {
   CLOSE_SESSION,
   CREATE_DEPLOY,
   FORGET_INDEXED,
+  INDEX_ANEW,
   SET_RECORDING,
   STOP_DEPLOY,
   SET_DEPLOY_SETTINGS,
@@ -41,6 +42,7 @@ interface Scripts {
   ssStopDeploy(...keysThenArgv: string[]): Promise<string[]>;
   ssSetDeploySettings(k1: string, ...argv: string[]): Promise<string[]>;
   ssForgetIndexed(index: string, member: string, score: string): Promise<number>;
+  ssIndexAnew(index: string, member: string, score: string): Promise<[number, string]>;
 }
 
 function pairs(flat: string[]): Record<string, string> {
@@ -136,6 +138,7 @@ export class SessionsStore {
     redis.defineCommand('ssStopDeploy', { numberOfKeys: 8, lua: STOP_DEPLOY });
     redis.defineCommand('ssSetDeploySettings', { numberOfKeys: 1, lua: SET_DEPLOY_SETTINGS });
     redis.defineCommand('ssForgetIndexed', { numberOfKeys: 1, lua: FORGET_INDEXED });
+    redis.defineCommand('ssIndexAnew', { numberOfKeys: 1, lua: INDEX_ANEW });
     this.redis = redis as RedisClient & Scripts;
   }
 
@@ -602,9 +605,12 @@ export class SessionsStore {
     let indexedAt: number | undefined;
     if (status === 'canary') {
       // indexed before the move (due at once: the sweep leaves one still building for its next pass), so no
-      // crash leaves a canary the sweep cannot find, with a window or not
-      const at = this.now();
-      if ((await storage(() => this.redis.zadd(keys.canaries, at, member))) === 1) indexedAt = at;
+      // crash leaves a canary the sweep cannot find, with a window or not. A score of its own (INDEX_ANEW):
+      // a refused move forgets only what it wrote, never another move's entry of the same millisecond
+      const [added, at] = await storage(() =>
+        this.redis.ssIndexAnew(keys.canaries, member, String(this.now())),
+      );
+      if (added === 1) indexedAt = Number(at);
     }
     let refused = false;
     const refusal = (e: AppError) => ((refused = true), e);

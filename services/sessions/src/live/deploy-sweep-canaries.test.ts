@@ -1,8 +1,9 @@
 import type { AgentLookup, DeployRecord } from '@vab/contracts';
 import { createLogger } from '@vab/service-kit';
 import { Redis } from '@vab/storage';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AgentsDirectory } from '../agents-directory.js';
+import { DEFAULT_LIMITS } from '../config.js';
 import { SessionsStore } from '../store.js';
 import { CallsStore } from './calls-store.js';
 import { CanaryJudge } from './canary.js';
@@ -149,6 +150,51 @@ describe("the deploy sweep's canaries", () => {
       code: 'NOT_FOUND',
     });
     expect(await score('a-alone/nope')).toBeNull();
+  });
+
+  it('keep the entry of a move to canary made in the same millisecond as a refused one', async () => {
+    const next = await store.createDeploy('a-same-ms', 2, 'a-same-ms', undefined, true, {
+      trafficPercent: 10,
+    });
+    await store.updateDeploy('a-same-ms', next.id, 'building');
+    const member = `a-same-ms/${next.id}`;
+    // two deployers' moves on stores of their own, on one clock's millisecond, each held after it indexed
+    const at = Date.now();
+    const held = (name: string) => {
+      const connection = redis.duplicate();
+      const mover = new SessionsStore(connection, { limits: DEFAULT_LIMITS, now: () => at });
+      const scripts = connection as unknown as { ssUpdateDeploy: (...args: unknown[]) => Promise<unknown> };
+      const update = scripts.ssUpdateDeploy.bind(connection);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let indexed = false;
+      scripts.ssUpdateDeploy = async (...args) => {
+        indexed = true;
+        await gate;
+        return update(...args);
+      };
+      return { name, mover, release, connection, indexed: () => indexed };
+    };
+    const [first, second] = [held('first'), held('second')];
+    try {
+      // the first indexes it and is refused (nothing live yet); the second, indexed in the same
+      // millisecond, moves it once a live deploy is there
+      const refused = first.mover.updateDeploy('a-same-ms', next.id, 'canary');
+      await vi.waitFor(() => expect(first.indexed()).toBe(true));
+      const moved = second.mover.updateDeploy('a-same-ms', next.id, 'canary');
+      await vi.waitFor(() => expect(second.indexed()).toBe(true));
+      first.release();
+      await expect(refused).rejects.toMatchObject({ code: 'CONFLICT' });
+      const live = await store.createDeploy('a-same-ms', 1, 'a-same-ms');
+      await store.updateDeploy('a-same-ms', live.id, 'building');
+      await store.updateDeploy('a-same-ms', live.id, 'live');
+      second.release();
+      expect(await moved).toMatchObject({ status: 'canary' });
+      // the sweep finds it: judged when due
+      expect(await score(member)).not.toBeNull();
+    } finally {
+      for (const h of [first, second]) h.connection.disconnect();
+    }
   });
 
   it('tell again only the ends a canary reaches, and forget what no canary ends as', async () => {
