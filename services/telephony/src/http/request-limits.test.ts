@@ -1,38 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger } from '@vab/service-kit';
 import { twilioSignature } from '../twilio/signature.js';
-import { buildTelephonyHttp, MEDIA_PATH, STATUS_PATH, type TelephonyHttpDeps } from './server.js';
-
-const AUTH_TOKEN = 'twilio-auth-token-0123456789';
-
-/** The listener alone: nothing behind it is reached by these requests. */
-async function listener(
-  rate: TelephonyHttpDeps['rate'],
-  trustProxy?: string[],
-  maxConnectionsPerAddress = 1000,
-): Promise<{ app: FastifyInstance; port: number }> {
-  const app = await buildTelephonyHttp({
-    nc: {} as never,
-    bus: {} as never,
-    numbers: {} as never,
-    tokens: {} as never,
-    calls: {} as never,
-    twilio: {} as never,
-    log: createLogger('telephony-test', 'silent'),
-    authToken: AUTH_TOKEN,
-    publicUrl: undefined,
-    relay: { burstMs: 2000, startTimeoutMs: 10_000, attachTimeoutMs: 5000, liveProbeMs: 1000 },
-    rate,
-    trustProxy,
-    maxConnectionsPerAddress,
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const address = app.server.address();
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return { app, port: address.port };
-}
+import { AUTH_TOKEN, listener } from '../../test/listener.js';
+import { MEDIA_PATH, STATUS_PATH } from './server.js';
 
 /**
  * One upgrade of the media path, signed as Twilio signs it (the URL alone) or with a signature that does not

@@ -5,11 +5,12 @@ import { addressKey, addressMatcher, capConnections } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import Fastify, {
   type FastifyBaseLogger,
+  type FastifyError,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import { ServerResponse, type IncomingMessage } from 'node:http';
+import { ServerResponse, STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
@@ -99,6 +100,7 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
     deps.maxConnectionsPerAddress,
     deps.trustProxy ? addressMatcher(deps.trustProxy) : undefined,
   );
+  answerPlainly(app, deps.log);
   await app.register(rateLimit, { global: false });
   const limits = requestLimits(app, deps.rate);
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -199,6 +201,21 @@ async function recordStatus(
     { agentId: call.agentId, callId: call.callId, reason: call.attached ? 'caller_hung_up' : 'no_connect' },
     { timeoutMs: 10_000, requestId },
   );
+}
+
+/**
+ * Every answer here is read by Twilio (by its status) or by a prober: short plain text, as this listener's
+ * refusals are, never Fastify's default JSON (an unexpected error's own message in it).
+ */
+function answerPlainly(app: FastifyInstance, log: Logger): void {
+  app.setNotFoundHandler((_req, reply) => reply.code(404).type('text/plain').send('not found'));
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const status =
+      err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    if (status === 500) log.error({ code: 'PHONE_REQUEST_FAILED', err: safeError(err) }, 'request failed');
+    else req.log.info({ code: err.code, status }, 'request rejected');
+    return reply.code(status).type('text/plain').send(STATUS_CODES[status]!.toLowerCase());
+  });
 }
 
 /** What a request is to the limits: a webhook (voice, status) or a media socket's upgrade. */
