@@ -1,6 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, tcpProbe, waitFor } from './ports.js';
 import {
@@ -10,6 +9,7 @@ import {
   requireBinary,
   type TestServer,
 } from './servers.js';
+import { ownTempDir, removeTempDir } from './temp-dirs.js';
 
 export interface ClusterNode {
   host: string;
@@ -64,11 +64,11 @@ export async function startLocalRedisCluster(
   requireBinary('redis-cli', 'redis-tools');
   const masters = opts.masters ?? 3;
   const replicas = opts.replicas ?? 1;
-  const dir = mkdtempSync(join(tmpdir(), 'vab-redis-cluster-'));
+  const dir = ownTempDir('redis-cluster');
   const nodes: ClusterNode[] = [];
   const dispose = async () => {
     await Promise.all(nodes.map((n) => (n.server as LocalProcessServer).stop()));
-    rmSync(dir, { recursive: true, force: true });
+    removeTempDir(dir);
   };
   try {
     for (let i = 0; i < masters * (1 + replicas); i++) {
@@ -172,7 +172,7 @@ export async function startLocalNatsCluster(
 ): Promise<LocalNatsCluster> {
   requireBinary('nats-server', 'nats-server');
   const size = opts.size ?? 3;
-  const dir = mkdtempSync(join(tmpdir(), 'vab-nats-cluster-'));
+  const dir = ownTempDir('nats-cluster');
   const ports = await Promise.all(
     Array.from({ length: size }, async () => ({
       client: await freePort(),
@@ -183,7 +183,7 @@ export async function startLocalNatsCluster(
   const nodes: LocalNatsCluster['nodes'] = [];
   const dispose = async () => {
     await Promise.all(nodes.map((n) => (n.server as LocalProcessServer).stop()));
-    rmSync(dir, { recursive: true, force: true });
+    removeTempDir(dir);
   };
   try {
     for (const [i, p] of ports.entries()) {

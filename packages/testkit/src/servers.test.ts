@@ -1,9 +1,11 @@
 import { execFile, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { sweepLeftTempDirs } from './temp-dirs.js';
 
 const dist = join(import.meta.dirname, '..', 'dist', 'index.js');
 
@@ -22,7 +24,7 @@ const failsHalfWay = `
   const { startLocalNats, startLocalRedis } = await import(${JSON.stringify(dist)});
   const nats = await startLocalNats();
   const redis = await startLocalRedis();
-  console.log(JSON.stringify({ nats: nats.port, redis: redis.port }));
+  console.log(JSON.stringify({ pid: process.pid, nats: nats.port, redis: redis.port }));
   throw new Error('set-up failed half-way');
 `;
 
@@ -34,6 +36,10 @@ const waitsForever = `
   console.log(JSON.stringify({ nats: nats.port, redis: redis.port }));
   setInterval(() => undefined, 1000);
 `;
+
+/** The servers' directories a process left in the temporary directory. */
+const leftBy = (pid: number | undefined) =>
+  readdirSync(tmpdir()).filter((name) => name.startsWith('vab-') && name.includes(`-${pid}-`));
 
 async function allRefused(ports: { nats: number; redis: number }): Promise<boolean> {
   const both = async () => (await refused(ports.nats)) && (await refused(ports.redis));
@@ -48,7 +54,7 @@ describe('local servers', () => {
       throw new Error('packages/testkit/dist is missing: run `npx turbo run build` first');
   });
   it.each(['SIGTERM', 'SIGINT'] as const)(
-    'are stopped when the process that started them gets %s',
+    'are stopped, and their directories removed, when the process that started them gets %s',
     async (signal) => {
       const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
         stdio: ['ignore', 'pipe', 'inherit'],
@@ -62,10 +68,11 @@ describe('local servers', () => {
       child.kill(signal);
       expect(await exited).toBe(signal); // it still ends as the signal says
       expect(await allRefused(JSON.parse(line) as { nats: number; redis: number })).toBe(true);
+      expect(leftBy(child.pid)).toEqual([]);
     },
   );
 
-  it('are stopped when the process that started them is killed outright (SIGKILL: no exit handler runs)', async () => {
+  it('are stopped when the process that started them is killed outright (SIGKILL: no exit handler runs), their directories swept by the next', async () => {
     const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -76,16 +83,25 @@ describe('local servers', () => {
     child.kill('SIGKILL');
     await exited;
     expect(await allRefused(JSON.parse(line) as { nats: number; redis: number })).toBe(true);
+    // its directories stay (no handler ran) until the next process of ours makes one, or sweeps
+    expect(leftBy(child.pid)).toHaveLength(2);
+    expect(sweepLeftTempDirs()).toBeGreaterThanOrEqual(2);
+    expect(leftBy(child.pid)).toEqual([]);
   });
 
-  it('are stopped when the process that started them fails before disposing of them', async () => {
+  it('are stopped, and their directories removed, when the process that started them fails before disposing of them', async () => {
     const run = promisify(execFile);
     const failed = await run(process.execPath, ['--input-type=module', '-e', failsHalfWay]).catch(
       (err: { code: number; stdout: string; stderr: string }) => err,
     );
     expect(failed).toHaveProperty('code', 1);
     expect((failed as { stderr: string }).stderr).toContain('set-up failed half-way');
-    const ports = JSON.parse((failed as { stdout: string }).stdout) as { nats: number; redis: number };
+    const { pid, ...ports } = JSON.parse((failed as { stdout: string }).stdout) as {
+      pid: number;
+      nats: number;
+      redis: number;
+    };
     expect(await allRefused(ports)).toBe(true);
+    expect(leftBy(pid)).toEqual([]);
   });
 });

@@ -1,9 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { dockerAnswers, startNatsContainer, startRedisContainer } from './containers.js';
 import { freePort, tcpProbe, waitFor } from './ports.js';
+import { ownTempDir, removeOwnTempDirs, removeTempDir } from './temp-dirs.js';
 
 /** 8 MiB: flows and transcripts above NATS' 1 MB default must cross the bus (see docs/api.md, Limits). */
 export const TEST_NATS_MAX_PAYLOAD = 8 * 1024 * 1024;
@@ -35,18 +35,21 @@ const running = new Set<ChildProcess>();
  * Sends SIGTERM to `child` when this process exits, unless it is gone by then: a test or benchmark that
  * throws half-way through its set-up never reaches its dispose(), and its servers would outlive it. A
  * process stopped by SIGINT or SIGTERM (Ctrl-C on a benchmark) never emits `exit` by default, so those
- * signals stop the children first and then end the process as the signal would have.
+ * signals stop the children first and then end the process as the signal would have. Either way the servers
+ * are waited for (at most STOP_WAIT_MS) before their directories go (temp-dirs.ts), so that none writes its
+ * last files into a directory already removed.
  */
 export function stopOnExit(child: ChildProcess): ChildProcess {
   if (running.size === 0) {
-    process.once('exit', stopAll);
+    // before temp-dirs' own exit handler, which removes the directories once they are stopped
+    process.prependOnceListener('exit', stopAtExit);
     for (const signal of SIGNALS) process.once(signal, onSignal);
   }
   running.add(child);
   child.once('exit', () => {
     running.delete(child);
     if (running.size === 0) {
-      process.removeListener('exit', stopAll);
+      process.removeListener('exit', stopAtExit);
       for (const signal of SIGNALS) process.removeListener(signal, onSignal);
     }
   });
@@ -54,14 +57,46 @@ export function stopOnExit(child: ChildProcess): ChildProcess {
 }
 
 const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+const STOP_WAIT_MS = 3_000;
 
-function stopAll(): void {
+/** SIGTERM to every server; their pids. */
+function stopAll(): number[] {
+  const pids = [...running].flatMap((child) => (child.pid === undefined ? [] : [child.pid]));
   for (const child of running) child.kill('SIGTERM');
+  return pids;
+}
+
+/**
+ * `exit` allows no waiting but a synchronous one: until each server is a zombie (it exited; this process,
+ * blocked here, cannot reap it) or gone, polled in /proc.
+ */
+function stopAtExit(): void {
+  const pids = stopAll();
+  const until = Date.now() + STOP_WAIT_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  while (pids.some(stillRunning) && Date.now() < until) Atomics.wait(pause, 0, 0, 20);
+}
+
+function stillRunning(pid: number): boolean {
+  try {
+    // the state is the field after the command's parenthesis
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
 }
 
 function onSignal(signal: NodeJS.Signals): void {
+  const gone = [...running].map((child) => new Promise((resolve) => child.once('exit', resolve)));
   stopAll();
-  process.kill(process.pid, signal);
+  // the process ends by the signal (no `exit` event): the directories go here, once the servers are stopped;
+  // the same signal again meanwhile ends it at once (these handlers ran once)
+  const bound = new Promise((resolve) => setTimeout(resolve, STOP_WAIT_MS));
+  void Promise.race([Promise.all(gone), bound]).then(() => {
+    removeOwnTempDirs();
+    process.kill(process.pid, signal);
+  });
 }
 
 /**
@@ -148,7 +183,7 @@ export async function startLocalNats(
 ): Promise<TestServer & { dispose(): Promise<void> }> {
   requireBinary('nats-server', 'nats-server');
   const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'vab-nats-'));
+  const dir = ownTempDir('nats');
   const conf = join(dir, 'nats.conf');
   writeFileSync(conf, natsConfig('127.0.0.1', port, join(dir, 'js'), opts.maxPayload));
   const args = opts.configFile
@@ -160,7 +195,7 @@ export async function startLocalNats(
     'nats-server',
     args,
     () => tcpProbe(port, undefined, 'INFO'),
-    () => rmSync(dir, { recursive: true, force: true }),
+    () => removeTempDir(dir),
     // the deployment's file stores JetStream where this says
     { NATS_JETSTREAM_DIR: join(dir, 'js'), ...opts.env },
   );
@@ -185,12 +220,12 @@ export async function startLocalRedis(
 ): Promise<TestServer & { dispose(): Promise<void> }> {
   requireBinary('redis-server', 'redis-server');
   const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'vab-redis-'));
+  const dir = ownTempDir('redis');
   const server = localRedisServer(
     port,
     dir,
     opts.appendOnly ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'],
-    () => rmSync(dir, { recursive: true, force: true }),
+    () => removeTempDir(dir),
   );
   await server.start();
   return server;
