@@ -15,13 +15,14 @@
 //    `--threads N` (N ≥ 2): the playground as a process with PLAYGROUND_THREADS=N runs it — N worker threads, each
 //    an instance with its own event loop (bench/lib/voice-thread.mjs measures each inside it) — hosted by this
 //    process as the playground's main thread hosts them; each thread's delay p50/p99 is reported, and the worst.
-// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off] [--stagger off] [--preemptive on] [--threads 2]
+// Usage: npm run build && node bench/voice.mjs [--frames 250] [--sessions 50] [--turns 3] [--recordings off] [--stagger off] [--preemptive on] [--threads 2] [--pin on]
 import { connectNats } from '@vab/bus';
 import { liveSubject, ownerSubject, voiceInSubject, voiceOutSubject } from '@vab/contracts';
 import { ensureEventsStream, loadConfig, PlaygroundThreads, startPlaygroundService } from '@vab/playground';
 import { startLocalNats, startLocalRedis, voiceFlow } from '@vab/testkit';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { constants as perf, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
@@ -47,6 +48,15 @@ const STAGGER = option('stagger', 'on');
 const PREEMPTIVE = option('preemptive', 'off');
 /** `--threads N`: the playground on N worker threads (PLAYGROUND_THREADS), each measured inside it. */
 const THREADS = option('threads', 1);
+/**
+ * `--pin on` (Linux, util-linux's taskset): everything this bench starts runs on the second core, and the
+ * playground's process (this one: its event loop, the VAD's pool, the collector's helpers), once the callers
+ * are connected, on the first alone: the playground with a core to itself while the rest share the other.
+ */
+const PIN = option('pin', 'off');
+const pinTo = (core) =>
+  execFileSync('taskset', ['-a', '-p', '-c', String(core), String(process.pid)], { stdio: 'ignore' });
+if (PIN === 'on') pinTo(1);
 const log = pino({ level: 'silent' });
 
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(2) : '—');
@@ -173,6 +183,7 @@ async function sessions() {
     stagger: STAGGER,
     retry: THREADS > 1 ? 'on' : 'off',
     onConnected: () => {
+      if (PIN === 'on') pinTo(0);
       probes = playground.probe?.();
       delay.enable();
       cpuFrom = process.cpuUsage();
