@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,9 +37,13 @@ const waitsForever = `
   setInterval(() => undefined, 1000);
 `;
 
-/** The servers' directories a process left in the temporary directory. */
-const leftBy = (pid: number | undefined) =>
-  readdirSync(tmpdir()).filter((name) => name.startsWith('vab-') && name.includes(`-${pid}-`));
+/**
+ * Each child's temporary directory of its own (TMPDIR), which no other test file's sweep looks into, and the
+ * servers' directories a process left there.
+ */
+const ownTmp = () => mkdtempSync(join(tmpdir(), 'servers-test-'));
+const leftBy = (pid: number | undefined, parent: string) =>
+  readdirSync(parent).filter((name) => name.startsWith('vab-') && name.includes(`-${pid}-`));
 
 async function allRefused(ports: { nats: number; redis: number }): Promise<boolean> {
   const both = async () => (await refused(ports.nats)) && (await refused(ports.redis));
@@ -56,8 +60,10 @@ describe('local servers', () => {
   it.each(['SIGTERM', 'SIGINT'] as const)(
     'are stopped, and their directories removed, when the process that started them gets %s',
     async (signal) => {
+      const tmp = ownTmp();
       const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
         stdio: ['ignore', 'pipe', 'inherit'],
+        env: { ...process.env, TMPDIR: tmp },
       });
       const line = await new Promise<string>((resolve) =>
         child.stdout.once('data', (d: Buffer) => resolve(d.toString())),
@@ -68,13 +74,16 @@ describe('local servers', () => {
       child.kill(signal);
       expect(await exited).toBe(signal); // it still ends as the signal says
       expect(await allRefused(JSON.parse(line) as { nats: number; redis: number })).toBe(true);
-      expect(leftBy(child.pid)).toEqual([]);
+      expect(leftBy(child.pid, tmp)).toEqual([]);
+      rmSync(tmp, { recursive: true, force: true });
     },
   );
 
   it('are stopped when the process that started them is killed outright (SIGKILL: no exit handler runs), their directories swept by the next', async () => {
+    const tmp = ownTmp();
     const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
       stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TMPDIR: tmp },
     });
     const line = await new Promise<string>((resolve) =>
       child.stdout.once('data', (d: Buffer) => resolve(d.toString())),
@@ -84,16 +93,19 @@ describe('local servers', () => {
     await exited;
     expect(await allRefused(JSON.parse(line) as { nats: number; redis: number })).toBe(true);
     // its directories stay (no handler ran) until the next process of ours makes one, or sweeps
-    expect(leftBy(child.pid)).toHaveLength(2);
-    expect(sweepLeftTempDirs()).toBeGreaterThanOrEqual(2);
-    expect(leftBy(child.pid)).toEqual([]);
+    expect(leftBy(child.pid, tmp)).toHaveLength(2);
+    // (its servers, stopped by their parent's death, may still be finishing: swept again until gone)
+    const swept = () => (sweepLeftTempDirs(tmp), leftBy(child.pid, tmp));
+    await expect.poll(swept, { timeout: 5_000, interval: 100 }).toEqual([]);
+    rmSync(tmp, { recursive: true, force: true });
   });
 
   it('are stopped, and their directories removed, when the process that started them fails before disposing of them', async () => {
     const run = promisify(execFile);
-    const failed = await run(process.execPath, ['--input-type=module', '-e', failsHalfWay]).catch(
-      (err: { code: number; stdout: string; stderr: string }) => err,
-    );
+    const tmp = ownTmp();
+    const failed = await run(process.execPath, ['--input-type=module', '-e', failsHalfWay], {
+      env: { ...process.env, TMPDIR: tmp },
+    }).catch((err: { code: number; stdout: string; stderr: string }) => err);
     expect(failed).toHaveProperty('code', 1);
     expect((failed as { stderr: string }).stderr).toContain('set-up failed half-way');
     const { pid, ...ports } = JSON.parse((failed as { stdout: string }).stdout) as {
@@ -102,6 +114,7 @@ describe('local servers', () => {
       redis: number;
     };
     expect(await allRefused(ports)).toBe(true);
-    expect(leftBy(pid)).toEqual([]);
+    expect(leftBy(pid, tmp)).toEqual([]);
+    rmSync(tmp, { recursive: true, force: true });
   });
 });

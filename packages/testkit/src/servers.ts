@@ -42,14 +42,14 @@ const running = new Set<ChildProcess>();
 export function stopOnExit(child: ChildProcess): ChildProcess {
   if (running.size === 0) {
     // before temp-dirs' own exit handler, which removes the directories once they are stopped
-    process.prependOnceListener('exit', stopAtExit);
+    process.prependOnceListener('exit', stopAndWait);
     for (const signal of SIGNALS) process.once(signal, onSignal);
   }
   running.add(child);
   child.once('exit', () => {
     running.delete(child);
     if (running.size === 0) {
-      process.removeListener('exit', stopAtExit);
+      process.removeListener('exit', stopAndWait);
       for (const signal of SIGNALS) process.removeListener(signal, onSignal);
     }
   });
@@ -67,10 +67,11 @@ function stopAll(): number[] {
 }
 
 /**
- * `exit` allows no waiting but a synchronous one: until each server is a zombie (it exited; this process,
- * blocked here, cannot reap it) or gone, polled in /proc.
+ * Stops every server and waits for them, synchronously (an `exit` handler allows no other wait, and a
+ * signal's ends the process right after): until each is a zombie (it exited; this process, blocked here,
+ * cannot reap it) or gone, polled in /proc, at most STOP_WAIT_MS.
  */
-function stopAtExit(): void {
+function stopAndWait(): void {
   const pids = stopAll();
   const until = Date.now() + STOP_WAIT_MS;
   const pause = new Int32Array(new SharedArrayBuffer(4));
@@ -88,15 +89,13 @@ function stillRunning(pid: number): boolean {
 }
 
 function onSignal(signal: NodeJS.Signals): void {
-  const gone = [...running].map((child) => new Promise((resolve) => child.once('exit', resolve)));
-  stopAll();
-  // the process ends by the signal (no `exit` event): the directories go here, once the servers are stopped;
-  // the same signal again meanwhile ends it at once (these handlers ran once)
-  const bound = new Promise((resolve) => setTimeout(resolve, STOP_WAIT_MS));
-  void Promise.race([Promise.all(gone), bound]).then(() => {
+  try {
+    stopAndWait();
+    // the process ends by the signal (no `exit` event): the directories go here, once the servers stopped
     removeOwnTempDirs();
+  } finally {
     process.kill(process.pid, signal);
-  });
+  }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -30,24 +30,41 @@ export function removeTempDir(dir: string): void {
 }
 
 /**
- * Removes every directory of this process's (at its exit, or on the signal that ends it). Best effort: a server
- * stopped by the same exit may still write its last files, which the next sweep takes.
+ * Removes every directory of this process's (at its exit, or on the signal that ends it). Best effort: what a
+ * server still writes after its stop's bound is the next sweep's, and no failure here stops an exit.
  */
 export function removeOwnTempDirs(): void {
-  for (const dir of own) rmSync(dir, { recursive: true, force: true, maxRetries: 2 });
+  for (const dir of own) removeQuietly(dir);
   own.clear();
 }
 
-/** Removes the directories whose process is gone (its pid no longer runs). Returns how many. */
-export function sweepLeftTempDirs(): number {
+/**
+ * Removes the directories in `parent` whose process is gone (its pid no longer runs), this user's only.
+ * Returns how many. Never throws: one it cannot remove now (its servers still stopping) is left for a later.
+ */
+export function sweepLeftTempDirs(parent = tmpdir()): number {
   let removed = 0;
-  for (const name of readdirSync(tmpdir())) {
+  for (const name of readdirSync(parent)) {
     const pid = Number(OWNED.exec(name)?.[1]);
     if (!pid || pid === process.pid || alive(pid)) continue;
-    rmSync(join(tmpdir(), name), { recursive: true, force: true });
-    removed++;
+    const dir = join(parent, name);
+    try {
+      if (statSync(dir).uid !== process.getuid?.()) continue;
+      rmSync(dir, { recursive: true, force: true });
+      removed++;
+    } catch {
+      // gone meanwhile, or not removable now
+    }
   }
   return removed;
+}
+
+function removeQuietly(dir: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 2 });
+  } catch {
+    // left for the next sweep
+  }
 }
 
 function alive(pid: number): boolean {
