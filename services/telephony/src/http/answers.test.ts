@@ -31,6 +31,14 @@ describe("the telephony listener's other answers", () => {
     });
   });
 
+  it('a URL the router cannot read: 400 in plain text, not echoed', async () => {
+    expect(await answer('/telephony/twilio/%E0%A4%A')).toEqual({
+      status: 400,
+      type: 'text/plain',
+      body: 'bad request',
+    });
+  });
+
   it('a body past its 64 KiB: 413 in plain text', async () => {
     const res = await answer(VOICE_PATH, {
       method: 'POST',

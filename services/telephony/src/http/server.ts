@@ -90,6 +90,9 @@ export async function buildTelephonyHttp(deps: TelephonyHttpDeps): Promise<Fasti
     bodyLimit: 64 * 1024,
     requestTimeout: 15_000,
     ...(deps.trustProxy !== undefined ? { trustProxy: deps.trustProxy } : {}),
+    // the router's own refusals (a malformed URL, whose default answer echoes it) in the same plain text
+    frameworkErrors: (_err, _req, reply: FastifyReply) =>
+      void reply.code(400).type('text/plain').send(statusText(400)),
   });
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) =>
     done(null, [...new URLSearchParams(body as string)]),
@@ -214,9 +217,11 @@ function answerPlainly(app: FastifyInstance, log: Logger): void {
       err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) log.error({ code: 'PHONE_REQUEST_FAILED', err: safeError(err) }, 'request failed');
     else req.log.info({ code: err.code, status }, 'request rejected');
-    return reply.code(status).type('text/plain').send(STATUS_CODES[status]!.toLowerCase());
+    return reply.code(status).type('text/plain').send(statusText(status));
   });
 }
+
+const statusText = (status: number) => (STATUS_CODES[status] ?? 'error').toLowerCase();
 
 /** What a request is to the limits: a webhook (voice, status) or a media socket's upgrade. */
 type LimitedKind = 'webhook' | 'media';
