@@ -604,9 +604,10 @@ export class SessionsStore {
     /** The score this call indexed the deploy at, when it added the entry (not there before). */
     let indexedAt: number | undefined;
     if (status === 'canary') {
-      // indexed before the move (due at once: the sweep leaves one still building for its next pass), so no
-      // crash leaves a canary the sweep cannot find, with a window or not. A score of its own (INDEX_ANEW):
-      // a refused move forgets only what it wrote, never another move's entry of the same millisecond
+      // indexed before the move (due at once, or when the sweep last put it off: the sweep leaves one still
+      // building for its next pass), so no crash leaves a canary the sweep cannot find, with a window or not.
+      // A score of its own (INDEX_ANEW): a refused move forgets only what it wrote, never another move's entry
+      // of the same millisecond
       const [added, at] = await storage(() =>
         this.redis.ssIndexAnew(keys.canaries, member, String(this.now())),
       );
