@@ -54,8 +54,17 @@ const THREADS = option('threads', 1);
  * are connected, on the first alone: the playground with a core to itself while the rest share the other.
  */
 const PIN = option('pin', 'off');
-const pinTo = (core) =>
-  execFileSync('taskset', ['-a', '-p', '-c', String(core), String(process.pid)], { stdio: 'ignore' });
+function pinTo(core) {
+  try {
+    execFileSync('taskset', ['-a', '-p', '-c', String(core), String(process.pid)], { stdio: 'ignore' });
+  } catch (err) {
+    throw new Error(`--pin on needs taskset (util-linux) and two cores (0 and 1): ${err.message}`, {
+      cause: err,
+    });
+  }
+}
+// before anything starts, so that every process it starts inherits the second core (the transport's figure is
+// then one core's)
 if (PIN === 'on') pinTo(1);
 const log = pino({ level: 'silent' });
 
