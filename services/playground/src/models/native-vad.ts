@@ -1,6 +1,7 @@
 import { VADEventType, VADStream, type VAD, type VADEvent } from '@livekit/agents';
 import { AudioFrame, AudioResampler, AudioResamplerQuality } from '@livekit/rtc-node';
 import local from '@livekit/local-inference';
+import { nativeInference } from './native-inference.js';
 import { behindRealTime } from './behind-real-time.js';
 
 /**
@@ -338,7 +339,7 @@ export class NativeVadStream extends VADStream {
   /** One window through the model, and what it means for the speech so far. */
   private async window(model: SampleQueue): Promise<void> {
     const startedAt = performance.now();
-    const probability = await this.model.predict(model.view(WINDOW));
+    const probability = await nativeInference(() => this.model.predict(model.view(WINDOW)));
     if (this.closed) return;
     this.samplesIndex += WINDOW;
     this.timestamp += WINDOW_MS;

@@ -1,6 +1,7 @@
 import { inference, stt, VAD, VADEventType, VADStream, type VADEvent, type voice } from '@livekit/agents';
 import { AudioFrame } from '@livekit/rtc-node';
 import local from '@livekit/local-inference';
+import { nativeInference } from './native-inference.js';
 import type { TurnSettings } from '@vab/flow';
 import { NativeVadStream, VAD_OPTIONS } from './native-vad.js';
 import { performance } from 'node:perf_hooks';
@@ -196,7 +197,7 @@ export const localEotExecutor = {
     const bytes = Buffer.from((data as { pcm: string }).pcm, 'base64');
     const pcm = new Int16Array(bytes.buffer, bytes.byteOffset, Math.floor(bytes.byteLength / 2));
     const t0 = performance.now();
-    const probability = await local.predict(pcm);
+    const probability = await nativeInference(() => local.predict(pcm));
     return { probability, inferenceDurationMs: performance.now() - t0 };
   },
 };

@@ -3,6 +3,7 @@ import { AudioResampler, dispose as disposeLiveKit } from '@livekit/rtc-node';
 import { safeError } from '@vab/bus';
 import { configOrExit, createLogger, processMetrics, type Check, type StopMode } from '@vab/service-kit';
 import { loadConfig } from '../config.js';
+import { haltNativeInference } from '../models/native-inference.js';
 import { redactingDestination } from '../sessions/redactor.js';
 import { runPlaygroundInstance } from './instance.js';
 import type { FromThread, ThreadData, ToThread } from './messages.js';
@@ -28,16 +29,20 @@ const config = configOrExit('playground', () => loadConfig(process.env));
 // the line goes to the main thread whole (one stream for the process: lines of threads never interleave)
 const logDestination = redactingDestination({ write: (line: string) => send({ type: 'log', line }) });
 
+/** How long a crashed thread waits for its native inference: one takes ~1-10 ms, longer on a busy machine. */
+const NATIVE_HALT_MS = 5_000;
 // An uncaught error ends this thread (and the main thread then ends the process, decision 37). It is logged
 // here, through this thread's redactor — its message can carry what a provider or a flow said, a key among it
 // — and not by the main thread, which knows no credential in play. The line is posted before the thread exits
-// (a worker's messages are delivered before its exit).
+// (a worker's messages are delivered before its exit). The thread exits once no native inference is in flight:
+// an answer reaching an exited thread aborts the process, the other threads' sessions undrained
+// (models/native-inference.ts).
 process.on('uncaughtException', (err) => {
   createLogger('playground', 'fatal', logDestination, { base: { thread: String(index) } }).fatal(
     { code: 'THREAD_CRASHED', err: safeError(err) },
     'playground thread crashed',
   );
-  process.exit(1);
+  void haltNativeInference(NATIVE_HALT_MS).finally(() => process.exit(1));
 });
 
 let stop: ((reason: string, mode: StopMode) => void) | undefined;
