@@ -132,14 +132,20 @@ return redis.call('HGETALL', KEYS[3])
  * pending → building | failed; building → live | canary | failed; canary → live | rolled_back.
  * A new live supersedes the previous live one and any other canary; a new canary supersedes the previous
  * canary and needs a live deploy beside it (NO_LIVE otherwise). Meta `live` / `canary` name the agent's live
- * deploy and its canary. Asking for the status a deploy already has is a no-op (safe to retry).
+ * deploy and its canary. Asking for the status a deploy already has is a no-op (safe to retry), unless the move
+ * carries its outcome (SETTLED: another move made it first).
  */
 export const UPDATE_DEPLOY = `
 ${FORGET_COUNTS}
 local from = redis.call('HGET', KEYS[2], 'status')
 if not from then return redis.error_reply('NOT_FOUND') end
 local to = ARGV[1]
-if from == to then return redis.call('HGETALL', KEYS[2]) end
+if from == to then
+  -- a move that carries its outcome (a rollback's verdict, a promotion) is made once: of two racing judges,
+  -- the second lost, and would announce the move again
+  if ARGV[7] ~= '' then return redis.error_reply('SETTLED ' .. to) end
+  return redis.call('HGETALL', KEYS[2])
+end
 local allowed = {
   pending = { building = true, failed = true },
   building = { live = true, canary = true, failed = true },

@@ -638,6 +638,10 @@ export class SessionsStore {
           refusal(
             new AppError('CONFLICT', 'nothing is live: a canary runs beside a live deploy, deploy one first'),
           ),
+        SETTLED: (to) =>
+          refusal(
+            new AppError('ILLEGAL_TRANSITION', `the deploy is ${to} already: another move settled it first`),
+          ),
         ILLEGAL_TRANSITION: (detail) => {
           const [from, to] = detail.split(' ');
           return refusal(new AppError('ILLEGAL_TRANSITION', `a ${from} deploy cannot move to ${to}`));

@@ -197,6 +197,33 @@ describe("the deploy sweep's canaries", () => {
     }
   });
 
+  it('are rolled back once when two judges decide it at once: the second is refused, and announces nothing', async () => {
+    const { canary, member } = await withCanary('a-two-judges');
+    const verdict = (at: number) =>
+      ({
+        rule: 'success_rate',
+        reason: 'the canary answers worse',
+        z: 6.3,
+        canary: { deployId: canary.id, judged: 20, passed: 0, successRate: 0, timed: 0, responseP50Ms: null },
+        live: { deployId: 'x', judged: 20, passed: 20, successRate: 1, timed: 0, responseP50Ms: null },
+        at,
+      }) as const;
+    const moves = await Promise.allSettled(
+      [1, 2].map((n) =>
+        store.updateDeploy('a-two-judges', canary.id, 'rolled_back', undefined, undefined, verdict(n)),
+      ),
+    );
+    expect(moves.filter((m) => m.status === 'fulfilled')).toHaveLength(1);
+    expect(moves.find((m) => m.status === 'rejected')).toMatchObject({
+      reason: { code: 'ILLEGAL_TRANSITION' },
+    });
+    // a move without an outcome asked again is still a no-op (an external deployer's retry)
+    await store.updateDeploy('a-two-judges', canary.id, 'building').catch(() => undefined);
+    expect(await store.getDeploy('a-two-judges', canary.id)).toMatchObject({ status: 'rolled_back' });
+    await store.announced('a-two-judges', canary.id, 'rolled_back');
+    expect(await score(member)).toBeNull();
+  });
+
   it('tell again only the ends a canary reaches, and forget what no canary ends as', async () => {
     // as a refused move left them before refusals took their entry out: a live deploy never a canary, and a
     // failed external one
