@@ -115,7 +115,10 @@ describe('test cases and runs', () => {
       .poll(async () => diff(before, await verdictCounts()))
       .toEqual({ 'runs/failed': 1, 'cases/passed': 1, 'cases/failed': 1 });
     const [ok, bad] = run.cases;
-    expect(ok).toMatchObject({ caseId: a.body.id, verdict: 'passed', attempts: 1, failures: [] });
+    expect(ok).toMatchObject({ caseId: a.body.id, verdict: 'passed', failures: [] });
+    // a case whose attempt errored (a model call past its timeout on a busy machine) is tried again: a clean-
+    // clone run under load passed this one at its second
+    expect(ok.attempts).toBeGreaterThanOrEqual(1);
     expect(ok.observed).toMatchObject({
       ended: true,
       endedAt: 'end',
