@@ -54,6 +54,8 @@ async function encode(job: Job): Promise<void> {
 }
 
 const running = new Set<Promise<void>>();
+/** How long an encoder has to end once the playground is gone, before it is killed. */
+const STRAGGLER_KILL_MS = 2_000;
 for await (const line of createInterface({ input: process.stdin })) {
   let job: Job;
   try {
@@ -64,6 +66,12 @@ for await (const line of createInterface({ input: process.stdin })) {
   const task = encode(job).finally(() => running.delete(task));
   running.add(task);
 }
-// the playground has closed its end: at a clean stop its sessions' encoders are done already
+// the playground has closed its end: at a clean stop its sessions' encoders are done already. One whose
+// playground died before it opened its pipe waits in that open for a writer that will never come, where
+// SIGTERM does not end it (FFmpeg notes the signal and goes back to waiting): killed outright after a moment
 for (const child of children) child.kill('SIGTERM');
+const stragglers = setTimeout(() => {
+  for (const child of children) child.kill('SIGKILL');
+}, STRAGGLER_KILL_MS);
 await Promise.all(running);
+clearTimeout(stragglers);
