@@ -45,6 +45,18 @@ const ownTmp = () => mkdtempSync(join(tmpdir(), 'servers-test-'));
 const leftBy = (pid: number | undefined, parent: string) =>
   readdirSync(parent).filter((name) => name.startsWith('vab-') && name.includes(`-${pid}-`));
 
+/** A child that starts its servers with its temporary files in `tmp`, and the ports it printed. */
+async function startsServers(tmp: string) {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, TMPDIR: tmp },
+  });
+  const line = await new Promise<string>((resolve) =>
+    child.stdout.once('data', (d: Buffer) => resolve(d.toString())),
+  );
+  return { child, ports: JSON.parse(line) as { nats: number; redis: number } };
+}
+
 async function allRefused(ports: { nats: number; redis: number }): Promise<boolean> {
   const both = async () => (await refused(ports.nats)) && (await refused(ports.redis));
   await expect.poll(both, { timeout: 5_000, interval: 50 }).toBe(true);
@@ -61,19 +73,13 @@ describe('local servers', () => {
     'are stopped, and their directories removed, when the process that started them gets %s',
     async (signal) => {
       const tmp = ownTmp();
-      const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-        env: { ...process.env, TMPDIR: tmp },
-      });
-      const line = await new Promise<string>((resolve) =>
-        child.stdout.once('data', (d: Buffer) => resolve(d.toString())),
-      );
+      const { child, ports } = await startsServers(tmp);
       const exited = new Promise<NodeJS.Signals | null>((resolve) =>
         child.once('exit', (_code, sig) => resolve(sig)),
       );
       child.kill(signal);
       expect(await exited).toBe(signal); // it still ends as the signal says
-      expect(await allRefused(JSON.parse(line) as { nats: number; redis: number })).toBe(true);
+      expect(await allRefused(ports)).toBe(true);
       expect(leftBy(child.pid, tmp)).toEqual([]);
       rmSync(tmp, { recursive: true, force: true });
     },
@@ -81,17 +87,11 @@ describe('local servers', () => {
 
   it('are stopped when the process that started them is killed outright (SIGKILL: no exit handler runs), their directories swept by the next', async () => {
     const tmp = ownTmp();
-    const child = spawn(process.execPath, ['--input-type=module', '-e', waitsForever], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, TMPDIR: tmp },
-    });
-    const line = await new Promise<string>((resolve) =>
-      child.stdout.once('data', (d: Buffer) => resolve(d.toString())),
-    );
+    const { child, ports } = await startsServers(tmp);
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await exited;
-    expect(await allRefused(JSON.parse(line) as { nats: number; redis: number })).toBe(true);
+    expect(await allRefused(ports)).toBe(true);
     // its directories stay (no handler ran) until the next process of ours makes one, or sweeps
     expect(leftBy(child.pid, tmp)).toHaveLength(2);
     // (its servers, stopped by their parent's death, may still be finishing: swept again until gone)
