@@ -116,9 +116,9 @@ describe('test cases and runs', () => {
       .toEqual({ 'runs/failed': 1, 'cases/passed': 1, 'cases/failed': 1 });
     const [ok, bad] = run.cases;
     expect(ok).toMatchObject({ caseId: a.body.id, verdict: 'passed', failures: [] });
-    // a case whose attempt errored (a model call past its timeout on a busy machine) is tried again: a clean-
-    // clone run under load passed this one at its second
-    expect(ok.attempts).toBeGreaterThanOrEqual(1);
+    // a case whose attempt errored (a model call past its timeout on a busy machine) is tried again, up to the
+    // stack's 2 attempts: a clean-clone run under load passed this one at its second
+    expect([1, 2]).toContain(ok.attempts);
     expect(ok.observed).toMatchObject({
       ended: true,
       endedAt: 'end',
