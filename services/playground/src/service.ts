@@ -1,3 +1,4 @@
+import { loggerOptions } from '@livekit/agents';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   busClientOf,
@@ -8,6 +9,7 @@ import {
   type Logger,
   type Served,
 } from '@vab/bus';
+import { pino } from 'pino';
 import { idempotency, MemoryIdempotencyStore, type StopMode, type Tracing } from '@vab/service-kit';
 import { Subjects } from '@vab/contracts';
 import type { PlaygroundConfig } from './config.js';
@@ -20,7 +22,7 @@ import { EncoderHost } from './recording/encoder-host.js';
 import { RecorderThread } from './recording/recorder-thread.js';
 import { RecordingsBucket } from './recording/recordings-bucket.js';
 import { HostedSessions } from './sessions/hosted-sessions.js';
-import { secretsInPlay } from './sessions/redactor.js';
+import { redactingDestination, secretsInPlay } from './sessions/redactor.js';
 import { KeyRule, type KeyEnv } from './models/provider-keys.js';
 import { DeployCheck } from './live/deploy-check.js';
 import { Sealer } from './live/sealing.js';
@@ -38,7 +40,7 @@ import { TestCaseAttempts } from './testing/test-case-attempts.js';
 import { TextTransport } from './transports/text.js';
 import { VoiceSocketTransport } from './transports/voice-socket.js';
 import { prewarmVoiceModels } from './models/voice-models.js';
-import { traceLiveKit } from './observability/telemetry.js';
+import { logLiveKitAs, traceLiveKit } from './observability/telemetry.js';
 
 export type PlaygroundServiceConfig = Omit<
   PlaygroundConfig,
@@ -217,9 +219,19 @@ function caseGenerator(d: {
   });
 }
 
+/**
+ * LiveKit's traces, and its logger: the process (threads/instance.ts) gave it one already; one that embeds the
+ * service without it (the tests' in-process stacks) gets the same, filtered: LiveKit's own default writes a key
+ * that a provider echoed in its error as it came (seen in CI's output).
+ */
+function observeLiveKit(level: string, tracing: Tracing | undefined): void {
+  if (!loggerOptions()) logLiveKitAs(level, redactingDestination(pino.destination(1)));
+  traceLiveKit(tracing);
+}
+
 export function startPlaygroundService(deps: PlaygroundServiceDeps): PlaygroundService {
   const { nc, log, config } = deps;
-  traceLiveKit(deps.tracing);
+  observeLiveKit(config.LOG_LEVEL, deps.tracing);
   // the encoder host first, before the models make this process big (its one fork is cheap now); then, once
   // per process and before any session, the VAD and the end-of-turn model (~650 ms the first time)
   const recordings = recordingsOf(nc, config, log);
