@@ -1,4 +1,3 @@
-import { loggerOptions } from '@livekit/agents';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   busClientOf,
@@ -40,7 +39,7 @@ import { TestCaseAttempts } from './testing/test-case-attempts.js';
 import { TextTransport } from './transports/text.js';
 import { VoiceSocketTransport } from './transports/voice-socket.js';
 import { prewarmVoiceModels } from './models/voice-models.js';
-import { logLiveKitAs, traceLiveKit } from './observability/telemetry.js';
+import { liveKitLogsOurs, logLiveKitAs, traceLiveKit } from './observability/telemetry.js';
 
 export type PlaygroundServiceConfig = Omit<
   PlaygroundConfig,
@@ -220,12 +219,12 @@ function caseGenerator(d: {
 }
 
 /**
- * LiveKit's traces, and its logger: the process (threads/instance.ts) gave it one already; one that embeds the
+ * LiveKit's traces, and its logger: the process (threads/instance.ts) gave it ours already; one that embeds the
  * service without it (the tests' in-process stacks) gets the same, filtered: LiveKit's own default writes a key
  * that a provider echoed in its error as it came (seen in CI's output).
  */
 function observeLiveKit(level: string, tracing: Tracing | undefined): void {
-  if (!loggerOptions()) logLiveKitAs(level, redactingDestination(pino.destination(1)));
+  if (!liveKitLogsOurs()) logLiveKitAs(level, redactingDestination(pino.destination(1)));
   traceLiveKit(tracing);
 }
 

@@ -1,4 +1,4 @@
-import { initializeLogger, loggerOptions, type voice } from '@livekit/agents';
+import type { voice } from '@livekit/agents';
 import { safeError, type BusClient, type Logger } from '@vab/bus';
 import {
   AppError,
@@ -68,11 +68,7 @@ export class ConversationKit {
       egressFetch: EgressFetch;
       config: ConversationKitConfig;
     },
-  ) {
-    // LiveKit Agents refuses to build a session before its logger exists; the process may have given it
-    // one of the stack's format already (main.ts, logLiveKitAs)
-    if (!loggerOptions()) initializeLogger({ pretty: false, level: 'warn' });
-  }
+  ) {}
 
   private mcp(log: Logger, observer?: ToolObserver): McpOptions {
     return {

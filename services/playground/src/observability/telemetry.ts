@@ -41,6 +41,14 @@ behindRealTime.sessionOf = () => sessionFields.getStore()?.sessionId;
 /** Where LiveKit Agents' `log()` finds its logger (a global, so its ESM and CJS builds share one). */
 const LIVEKIT_LOGGER = Symbol.for('@livekit/agents:logger');
 
+let liveKitLoggerOurs = false;
+
+/**
+ * Whether LiveKit logs through a logger of ours (`logLiveKitAs`) in this thread: LiveKit's own `loggerOptions()`
+ * says only that someone called its `initializeLogger` (a unit test does, with LiveKit's unfiltered default).
+ */
+export const liveKitLogsOurs = (): boolean => liveKitLoggerOurs;
+
 /**
  * LiveKit Agents writes through a pino logger of its own (epoch times, whole stack traces, no session). Its
  * `initializeLogger` takes only `pretty` and `level`, so after it this process puts a logger of the stack's
@@ -49,6 +57,7 @@ const LIVEKIT_LOGGER = Symbol.for('@livekit/agents:logger');
  * level is `warn` (LiveKit's info lines are per-turn chatter) unless LOG_LEVEL asks for more.
  */
 export function logLiveKitAs(level: string, destination?: DestinationStream): void {
+  liveKitLoggerOurs = true;
   const livekitLevel = level === 'debug' || level === 'trace' ? level : 'warn';
   initializeLogger({ pretty: false, level: livekitLevel });
   (globalThis as Record<symbol, unknown>)[LIVEKIT_LOGGER] = createLogger(
