@@ -29,7 +29,7 @@ const config = configOrExit('playground', () => loadConfig(process.env));
 // the line goes to the main thread whole (one stream for the process: lines of threads never interleave)
 const logDestination = redactingDestination({ write: (line: string) => send({ type: 'log', line }) });
 
-/** How long a crashed thread waits for its native inference: one takes ~1-10 ms, longer on a busy machine. */
+/** How long an ending thread waits for its native inference: one takes ~1-10 ms, longer on a busy machine. */
 const NATIVE_HALT_MS = 5_000;
 // An uncaught error ends this thread (and the main thread then ends the process, decision 37). It is logged
 // here, through this thread's redactor — its message can carry what a provider or a flow said, a key among it
@@ -86,8 +86,11 @@ runPlaygroundInstance(config, {
     ready: () => send({ type: 'ready' }),
     checks: (c) => (checks = c),
   },
-  // LiveKit's native side is the process's: ended once, by the rooms thread, after every other thread ended
-  dispose: rooms
-    ? () => othersEnded.then((native) => (native ? disposeLiveKit() : undefined))
-    : async () => undefined,
+  dispose: async () => {
+    // a stopped thread exits too (its sessions ended, a VAD's or end-of-turn answer may still be on libuv's
+    // pool): only once none is in flight, as a crashed one does
+    await haltNativeInference(NATIVE_HALT_MS);
+    // LiveKit's native side is the process's: ended once, by the rooms thread, after every other thread ended
+    if (rooms && (await othersEnded)) await disposeLiveKit();
+  },
 });
