@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createServer, connect, type Server } from 'node:net';
 
 export async function freePort(): Promise<number> {
@@ -22,19 +23,34 @@ function listenOn(port: number): Promise<Server | undefined> {
   });
 }
 
+/** Where the kernel picks the local ports of outgoing connections and of `listen(0)` (Linux; its default elsewhere). */
+function ephemeralStart(): number {
+  try {
+    return (
+      Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768
+    );
+  } catch {
+    return 32768;
+  }
+}
+
+/** The lowest port a range is taken from: above the well-known and common development ports. */
+const RANGE_FLOOR = 20_000;
+
 /**
- * `count` consecutive free ports of 127.0.0.1, for a program that binds base…base+count−1 (npm start's
- * METRICS_PORT_BASE). Every port is held until the run is found, so no two picks overlap; `freePort()`s taken
- * while these are unbound can still collide, so take a range before the single ports.
+ * `count` consecutive free ports of 127.0.0.1, for a program that binds base…base+count−1 later (npm start's
+ * METRICS_PORT_BASE). Taken below the kernel's ephemeral range: there, until the program binds them, any
+ * outgoing connection of the machine may take one as its local port (Linux gives `connect()` the even ports
+ * and `listen(0)` the odd ones, so a run from `listen(0)` had its even ports taken: a CI run's telephony
+ * metrics port, EADDRINUSE). Every port is held until the run is found, so no two picks overlap.
  */
 export async function freePortRange(count: number): Promise<number> {
+  const top = ephemeralStart() - count;
   for (let attempt = 0; attempt < 50; attempt++) {
-    const first = await listenOn(0);
-    const addr = first?.address();
-    const base = typeof addr === 'object' && addr ? addr.port : 0;
-    const held = first ? [first] : [];
-    for (let p = base + 1; p < base + count && held.length === p - base; p++) {
-      const srv = p <= 65535 ? await listenOn(p) : undefined;
+    const base = RANGE_FLOOR + Math.floor(Math.random() * Math.max(1, top - RANGE_FLOOR));
+    const held: Server[] = [];
+    for (let p = base; p < base + count && held.length === p - base; p++) {
+      const srv = await listenOn(p);
       if (srv) held.push(srv);
     }
     await Promise.all(held.map((s) => new Promise((r) => s.close(r))));

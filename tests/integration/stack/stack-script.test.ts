@@ -51,9 +51,9 @@ function alive(pid: number): boolean {
 }
 
 async function startScript(extra: Record<string, string> = {}) {
-  // the stack binds METRICS_PORT_BASE…+3, one metrics port per service: all four must be free
-  const metrics = await freePortRange(4);
-  const reserved = new Set([metrics, metrics + 1, metrics + 2, metrics + 3]);
+  // the stack binds METRICS_PORT_BASE…+4, one metrics port per service (scripts/stack.mjs): all five free
+  const metrics = await freePortRange(5);
+  const reserved = new Set([0, 1, 2, 3, 4].map((i) => metrics + i));
   const others: number[] = [];
   while (others.length < 4) {
     const p = await freePort();
@@ -209,7 +209,7 @@ describe('npm start (scripts/stack.mjs)', () => {
   }, 180_000);
 
   it('with a metrics port of METRICS_PORT_BASE taken: says so naming METRICS_PORT_BASE, starts nothing', async () => {
-    const base = await freePortRange(4);
+    const base = await freePortRange(5);
     await holdPort(base + 1);
     const s = await startScript({ METRICS_PORT_BASE: String(base) });
     expect(await s.exited).toBe(1);
